@@ -1,0 +1,20 @@
+//! The contract of gpustack-operator: the types every component and every user sees.
+//!
+//! - [`devices`], [`model_store`], [`model_artifact`]: `worker.gpustack.ai/v1alpha1` CRDs.
+//! - [`monitor`] and [`devices::DevicesGroup`]: what `device-manager monitor` and `detect` print.
+//! - [`manufacturer`]: the nine manufacturers as data.
+//! - [`yaml`]: how those types are written for people.
+//!
+//! Pure: no IO, no Kubernetes client, no async runtime.
+
+pub mod crds;
+pub mod devices;
+pub mod labels;
+pub mod manufacturer;
+pub mod model_artifact;
+pub mod model_store;
+pub mod monitor;
+pub mod time;
+pub mod yaml;
+
+pub use manufacturer::Manufacturer;

@@ -1,0 +1,250 @@
+//! `worker.gpustack.ai/v1alpha1` `NodeModelStore`: one node's model cache.
+//!
+//! Named after its Node, which owns it. The worker writes `spec` (merged from Settings, the
+//! ModelStore policy and prefetch pins); only the model-manager on that node writes `status`.
+//! The object names no tenant.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "worker.gpustack.ai",
+    version = "v1alpha1",
+    kind = "NodeModelStore",
+    plural = "nodemodelstores",
+    shortname = "nms",
+    category = "gpustack",
+    status = "NodeModelStoreStatus",
+    derive = "Default",
+    derive = "PartialEq",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
+    printcolumn = r#"{"name":"Used","type":"integer","jsonPath":".status.capacity.usedPercent"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeModelStoreSpec {
+    #[serde(default)]
+    pub watermarks: Watermarks,
+    #[serde(default)]
+    pub download: DownloadPolicy,
+    #[serde(default)]
+    pub hub: HubSettings,
+    /// Kubelet eviction thresholds that bound how full the cache may get.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<KubeletThresholds>,
+    /// The ModelStore whose policy this node follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    /// Manifest digests that garbage collection must keep: the union of prefetch pins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub pinned: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_sync_enabled: Option<bool>,
+}
+
+/// Disk-use thresholds of the cache, percent of the filesystem.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Watermarks {
+    /// Above this, GC starts removing unreferenced models.
+    #[schemars(range(min = 2, max = 95))]
+    pub high_percent: u32,
+    /// GC stops once usage is back under this.
+    #[schemars(range(min = 1, max = 94))]
+    pub low_percent: u32,
+}
+
+impl Default for Watermarks {
+    fn default() -> Self {
+        Self {
+            high_percent: 80,
+            low_percent: 70,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DownloadPolicy {
+    /// Parallel file downloads, node-wide.
+    #[schemars(range(min = 1, max = 64))]
+    pub concurrency: u32,
+    /// Node-wide bandwidth cap; 0 means unlimited.
+    #[serde(default)]
+    pub bytes_per_second: u64,
+}
+
+impl Default for DownloadPolicy {
+    fn default() -> Self {
+        Self {
+            concurrency: 8,
+            bytes_per_second: 0,
+        }
+    }
+}
+
+/// Where and how the node reaches model hubs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HubSettings {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hugging_face_endpoint: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model_scope_endpoint: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub https_proxy: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub no_proxy: String,
+    /// ConfigMap in the operator namespace whose key `ca.crt` holds extra trusted CAs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ca_bundle_config_map: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletThresholds {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub nodefs_available: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub imagefs_available: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_gc_high_threshold_percent: Option<u32>,
+}
+
+/// What a spec may not say; each message names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidNodeModelStoreSpec {
+    #[error("spec.watermarks.highPercent {0} is outside 2..=95")]
+    HighWatermark(u32),
+    #[error("spec.watermarks.lowPercent {0} is outside 1..=94")]
+    LowWatermark(u32),
+    #[error("spec.watermarks.lowPercent {low} must be below highPercent {high}")]
+    WatermarkOrder { low: u32, high: u32 },
+    #[error("spec.download.concurrency {0} is outside 1..=64")]
+    Concurrency(u32),
+    #[error("spec.pinned has {0} entries; at most 256 are allowed")]
+    TooManyPins(usize),
+}
+
+impl NodeModelStoreSpec {
+    /// The worker's validation, which the plugin repeats before acting on a spec.
+    pub fn validate(&self) -> Result<(), InvalidNodeModelStoreSpec> {
+        use InvalidNodeModelStoreSpec as E;
+        let Watermarks {
+            high_percent: high,
+            low_percent: low,
+        } = self.watermarks;
+        if !(2..=95).contains(&high) {
+            return Err(E::HighWatermark(high));
+        }
+        if !(1..=94).contains(&low) {
+            return Err(E::LowWatermark(low));
+        }
+        if low >= high {
+            return Err(E::WatermarkOrder { low, high });
+        }
+        if !(1..=64).contains(&self.download.concurrency) {
+            return Err(E::Concurrency(self.download.concurrency));
+        }
+        if self.pinned.len() > 256 {
+            return Err(E::TooManyPins(self.pinned.len()));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeModelStoreStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<StoreCapacity>,
+    /// Models on this node, keyed by digest; at most 256.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["digest"]))]
+    pub models: Vec<StoredModel>,
+    /// `Ready` and `CapacityLow`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreCapacity {
+    pub total_bytes: u64,
+    pub stored_bytes: u64,
+    /// Rounded to a multiple of 5 so that status does not churn.
+    pub used_percent: u32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredModel {
+    pub digest: String,
+    pub state: ModelState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downloaded_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<ModelSource>,
+    #[serde(default)]
+    pub referenced: bool,
+    /// Hour granularity, so that status does not churn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_time: Option<Time>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ModelState {
+    Downloading,
+    Ready,
+    Failed,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ModelSource {
+    Hub,
+    Peer,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(NodeModelStoreSpec::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn each_bound_names_its_field() {
+        let with = |high, low, conc| NodeModelStoreSpec {
+            watermarks: Watermarks {
+                high_percent: high,
+                low_percent: low,
+            },
+            download: DownloadPolicy {
+                concurrency: conc,
+                bytes_per_second: 0,
+            },
+            ..Default::default()
+        };
+        let msg = |s: NodeModelStoreSpec| s.validate().unwrap_err().to_string();
+        assert!(msg(with(96, 70, 8)).contains("highPercent 96"));
+        assert!(msg(with(80, 0, 8)).contains("lowPercent 0"));
+        assert!(msg(with(50, 60, 8)).contains("must be below"));
+        assert!(msg(with(80, 70, 65)).contains("concurrency 65"));
+    }
+}

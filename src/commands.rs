@@ -1,0 +1,22 @@
+//! Runs a parsed command with the component that implements it.
+
+use std::process::ExitCode;
+
+use crate::cli::Command;
+
+pub fn run(command: Command) -> ExitCode {
+    let name = command.name();
+    match command {
+        Command::Worker(_)
+        | Command::WorkerGateway(_)
+        | Command::DeviceManager(_)
+        | Command::ModelManager(_) => not_in_this_build(name),
+    }
+}
+
+/// A command whose implementation has not landed: say so and fail, never pretend to run.
+fn not_in_this_build(name: &str) -> ExitCode {
+    tracing::error!("{name} is not available in this build yet");
+    eprintln!("error: {name} is not available in this build yet");
+    ExitCode::FAILURE
+}

@@ -1,0 +1,58 @@
+//! Shared helpers for the cross-component tests in `tests/tests/`: finding and running the real
+//! `gpustack-operator` binary with a clean environment.
+
+use std::{
+    path::PathBuf,
+    process::{Command, Output},
+};
+
+/// The `gpustack-operator` binary built into this target directory (`cargo build` puts it beside
+/// the test executables' `deps/` folder), or the one named by `GPUSTACK_OPERATOR_BIN`.
+pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("GPUSTACK_OPERATOR_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test executable lives in target/<profile>/deps");
+    let path = profile_dir.join("gpustack-operator");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build` before the tests (the README's test command does)",
+        path.display()
+    );
+    path
+}
+
+/// A command for the binary with no `GPUSTACK_*` or `OTEL_*` variables inherited, so that the
+/// developer's environment cannot change a test's outcome.
+pub fn operator() -> Command {
+    let mut cmd = Command::new(binary());
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("GPUSTACK_") || name.starts_with("OTEL_") {
+            cmd.env_remove(name.as_ref());
+        }
+    }
+    cmd
+}
+
+/// Runs the binary with `args` to completion.
+pub fn run(args: &[&str]) -> Output {
+    operator()
+        .args(args)
+        .output()
+        .expect("running gpustack-operator")
+}
+
+/// Standard error as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Standard output as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
