@@ -1,4 +1,5 @@
-//! Runs a parsed command with the component that implements it.
+//! Runs a parsed command with the component that implements it. One module per command family;
+//! each turns flags into the component's options and owns its process plumbing.
 
 use std::process::ExitCode;
 
@@ -15,7 +16,7 @@ pub fn run(command: Command) -> ExitCode {
 }
 
 /// A command whose implementation has not landed: say so and fail, never pretend to run.
-fn not_in_this_build(name: &str) -> ExitCode {
+pub fn not_in_this_build(name: &str) -> ExitCode {
     tracing::error!("{name} is not available in this build yet");
     eprintln!("error: {name} is not available in this build yet");
     ExitCode::FAILURE
