@@ -86,7 +86,10 @@ fn positionals<'a>(root: &clap::Command, args: &'a [String]) -> impl Iterator<It
                     || a.get_short().map(String::from).as_deref() == Some(name)
             })
             .is_some_and(|a| {
-                a.get_num_args().is_some_and(|n| n.min_values() > 0) && !a.is_require_equals_set()
+                // Before clap builds the command, an unset `num_args` means "one value".
+                a.get_action().takes_values()
+                    && a.get_num_args().is_none_or(|n| n.min_values() > 0)
+                    && !a.is_require_equals_set()
             })
     };
     let mut skip_next = false;

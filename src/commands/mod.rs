@@ -1,6 +1,8 @@
 //! Runs a parsed command with the component that implements it. One module per command family;
 //! each turns flags into the component's options and owns its process plumbing.
 
+mod device_manager;
+
 use std::process::ExitCode;
 
 use crate::cli::Command;
@@ -8,10 +10,10 @@ use crate::cli::Command;
 pub fn run(command: Command) -> ExitCode {
     let name = command.name();
     match command {
-        Command::Worker(_)
-        | Command::WorkerGateway(_)
-        | Command::DeviceManager(_)
-        | Command::ModelManager(_) => not_in_this_build(name),
+        Command::DeviceManager(dm) => device_manager::run(dm),
+        Command::Worker(_) | Command::WorkerGateway(_) | Command::ModelManager(_) => {
+            not_in_this_build(name)
+        }
     }
 }
 

@@ -1,1 +1,16 @@
+//! The per-node accelerator agent.
+//!
+//! - [`detect`]: one detection or monitor pass over the requested manufacturers.
+//! - [`pci`]: the PCI scan that gates every vendor library.
+//! - [`vendors`]: one [`detector::Detector`] per manufacturer.
+//! - [`system_root`]: every host path resolved under one root (`GPUSTACK_SYSTEM_ROOT`).
+//!
+//! The commands (`device-manager detect`, `monitor`) are thin shells over [`detect`].
 
+pub mod detect;
+pub mod detector;
+pub mod grouping;
+pub mod library;
+pub mod pci;
+pub mod system_root;
+pub mod vendors;

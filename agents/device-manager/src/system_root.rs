@@ -89,7 +89,10 @@ mod tests {
     #[test]
     fn resolves_under_root() {
         let r = SystemRoot::new("/fixture");
-        assert_eq!(r.path("/sys/bus/pci"), PathBuf::from("/fixture/sys/bus/pci"));
+        assert_eq!(
+            r.path("/sys/bus/pci"),
+            PathBuf::from("/fixture/sys/bus/pci")
+        );
         assert_eq!(
             r.host_path(Path::new("/fixture/sys/devices")),
             PathBuf::from("/sys/devices")

@@ -1,0 +1,156 @@
+//! The command reference's node: two AMD Radeon RX 7800 XT cards (Navi 32, gfx1101) behind the
+//! card's own PCIe switch, an in-tree amdgpu driver on kernel 6.16.13, and ROCm 7.2 mounted.
+
+use crate::sysfs::{HostTree, PciFunction};
+
+/// One RX 7800 XT as amdgpu, KFD and hwmon show it.
+pub struct RadeonCard<'a> {
+    pub bus_path: &'a [&'a str],
+    pub card: u32,
+    pub render: u32,
+    pub unique_id: &'a str,
+    pub vram_used_bytes: u64,
+    pub busy_percent: u32,
+    pub temp_millicelsius: u32,
+    pub power_microwatts: u64,
+    pub kfd_node: u32,
+}
+
+/// VRAM of an RX 7800 XT as amdgpu reports it: 16368 MiB.
+pub const RX_7800_XT_VRAM: u64 = 16368 * 1024 * 1024;
+
+pub fn add_radeon_rx_7800_xt(tree: &HostTree, c: &RadeonCard<'_>) {
+    let bus_id = *c.bus_path.last().unwrap();
+    // The card's upstream and downstream switch ports sit between the root port and the GPU.
+    for depth in 2..c.bus_path.len() {
+        tree.pci_bridge(&c.bus_path[..depth], "1002");
+    }
+    let dir = tree.pci_function(&PciFunction {
+        path: c.bus_path,
+        vendor: "1002",
+        device: "747e",
+        class: "030000",
+        revision: "c8",
+        numa_node: -1,
+    });
+    let real = format!("/sys/devices/{}", c.bus_path.join("/"));
+    tree.file(
+        &format!("{real}/drm/card{}/dev", c.card),
+        format!("226:{}\n", c.card),
+    )
+    .file(
+        &format!("{real}/drm/renderD{}/dev", c.render),
+        format!("226:{}\n", c.render),
+    )
+    .symlink(
+        &format!("/sys/class/drm/card{}", c.card),
+        &format!("../../devices/{}/drm/card{}", c.bus_path.join("/"), c.card),
+    )
+    .symlink(
+        &format!("/sys/class/drm/card{}/device", c.card),
+        &format!("../../../{bus_id}"),
+    )
+    .file(&format!("{dir}/unique_id"), format!("{}\n", c.unique_id))
+    .file(
+        &format!("{dir}/mem_info_vram_total"),
+        format!("{RX_7800_XT_VRAM}\n"),
+    )
+    .file(
+        &format!("{dir}/mem_info_vram_used"),
+        format!("{}\n", c.vram_used_bytes),
+    )
+    .file(
+        &format!("{dir}/gpu_busy_percent"),
+        format!("{}\n", c.busy_percent),
+    )
+    .file(&format!("{dir}/ras/umc_err_count"), "ue: 0\nce: 0\n")
+    .file(
+        &format!("{dir}/hwmon/hwmon{}/temp1_input", c.card),
+        format!("{}\n", c.temp_millicelsius),
+    )
+    .file(
+        &format!("{dir}/hwmon/hwmon{}/power1_average", c.card),
+        format!("{}\n", c.power_microwatts),
+    );
+    for (part, value) in [("major", "11"), ("minor", "0"), ("revision", "0")] {
+        tree.file(
+            &format!("{dir}/ip_discovery/die/0/GC/0/{part}"),
+            format!("{value}\n"),
+        );
+    }
+    let unique_decimal = u64::from_str_radix(c.unique_id, 16).unwrap();
+    tree.file(
+        &format!(
+            "/sys/class/kfd/kfd/topology/nodes/{}/properties",
+            c.kfd_node
+        ),
+        format!(
+            "cpu_cores_count 0\nsimd_count 120\nsimd_per_cu 2\ngfx_target_version 110001\n\
+             drm_render_minor {}\nlocation_id {}\ndomain 0\nunique_id {unique_decimal}\n",
+            c.render,
+            u32::from_str_radix(&bus_id[5..7], 16).unwrap() << 8,
+        ),
+    );
+}
+
+/// The seed's node. Card 0 is the accelerator the command reference prints.
+pub fn seed_node(tree: &HostTree) {
+    tree.kernel_release("6.16.13-arch1-1")
+        .numa_node(0, "0-13")
+        .file("/opt/rocm/.info/version", "7.2.0-43\n")
+        .file(
+            "/opt/rocm/share/libdrm/amdgpu.ids",
+            "# List of AMDGPU IDs\n1.0.0\n747E,\tC8,\tAMD Radeon RX 7800 XT\n744C,\tC8,\tAMD Radeon RX 7900 XTX\n",
+        )
+        // The CPU's KFD node comes first, as on a real machine.
+        .file("/sys/class/kfd/kfd/topology/nodes/0/properties", "cpu_cores_count 14\nsimd_count 0\ndrm_render_minor 0\n");
+    add_radeon_rx_7800_xt(
+        tree,
+        &RadeonCard {
+            bus_path: &[
+                "pci0000:00",
+                "0000:00:01.1",
+                "0000:02:00.0",
+                "0000:03:00.0",
+                "0000:04:00.0",
+            ],
+            card: 1,
+            render: 128,
+            unique_id: "5c88007d760374f3",
+            vram_used_bytes: 174 * 1024 * 1024 + 4096,
+            busy_percent: 0,
+            temp_millicelsius: 44000,
+            power_microwatts: 8_000_000,
+            kfd_node: 1,
+        },
+    );
+    add_radeon_rx_7800_xt(
+        tree,
+        &RadeonCard {
+            bus_path: &[
+                "pci0000:00",
+                "0000:00:03.1",
+                "0000:0a:00.0",
+                "0000:0b:00.0",
+                "0000:0c:00.0",
+            ],
+            card: 2,
+            render: 129,
+            unique_id: "3f0be7a6a1f2c4d9",
+            vram_used_bytes: 12 * 1024 * 1024,
+            busy_percent: 3,
+            temp_millicelsius: 39000,
+            power_microwatts: 6_500_000,
+            kfd_node: 2,
+        },
+    );
+    // An on-board network function of another vendor: must not confuse the scan.
+    tree.pci_function(&PciFunction {
+        path: &["pci0000:00", "0000:00:02.1", "0000:05:00.0"],
+        vendor: "8086",
+        device: "125c",
+        class: "020000",
+        revision: "04",
+        numa_node: -1,
+    });
+}

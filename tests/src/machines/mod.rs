@@ -1,0 +1,3 @@
+//! Host trees of real machines, built with [`crate::sysfs::HostTree`].
+
+pub mod amd;

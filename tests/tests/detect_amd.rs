@@ -1,0 +1,222 @@
+//! `device-manager detect` and `monitor` on the command reference's node (two RX 7800 XT cards),
+//! read from a host tree through `GPUSTACK_SYSTEM_ROOT`, through the real binary.
+
+use gpustack_api::{devices::DevicesGroup, monitor::MetricsGroup};
+use gpustack_tests::{machines::amd, operator, stderr, stdout, sysfs::HostTree};
+
+fn seed_tree() -> (tempfile::TempDir, HostTree) {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = HostTree::new(dir.path());
+    amd::seed_node(&tree);
+    (dir, tree)
+}
+
+fn run_on(tree: &HostTree, args: &[&str]) -> std::process::Output {
+    operator()
+        .args(args)
+        .env("GPUSTACK_SYSTEM_ROOT", tree.root())
+        .output()
+        .unwrap()
+}
+
+/// The seed's example block for `detect`.
+fn seed_example() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/seed/command-reference.txt"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let start = text.find("\n- id: radeon-rx-7800-xt\n").unwrap() + 1;
+    let end = start + text[start..].find("\n\n").unwrap() + 1;
+    text[start..end].to_owned()
+}
+
+#[test]
+fn detect_prints_the_seed_accelerator() {
+    let (_dir, tree) = seed_tree();
+    let out = run_on(&tree, &["device-manager", "detect", "--manufacturer=amd"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let printed = stdout(&out);
+
+    let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&printed).unwrap();
+    assert_eq!(groups.len(), 1, "both cards are one product");
+    let g = &groups[0];
+    assert_eq!(g.accelerators.len(), 2);
+    let second = &g.accelerators[1];
+    assert_eq!(
+        (second.id.as_str(), second.index),
+        ("GPU-3f0be7a6a1f2c4d9", 1)
+    );
+    assert_eq!(second.physical_indexes, [2, 129]);
+    assert_eq!(second.topology.pci_bus_id, "0000:0c:00.0");
+    assert_eq!(second.topology.pci_root_id, "0000:00:03.1");
+    assert_eq!(
+        second.topology.pci_switches,
+        ["0000:0b:00.0", "0000:0a:00.0", "0000:00:03.1"]
+    );
+    let detail = g
+        .accelerator_sliced_detail
+        .as_ref()
+        .unwrap()
+        .logical
+        .as_ref()
+        .unwrap();
+    assert_eq!(detail.count, 256);
+
+    // The seed was printed by a version whose topology had three fields and whose groups had no
+    // sliced detail. Without those additions, and with only the first card, the output must be
+    // the seed's text exactly (its four-space indent under `logicalSliced` is typesetting).
+    let mut value: serde_json::Value = serde_yaml_ng::from_str(&printed).unwrap();
+    let group = &mut value[0];
+    group
+        .as_object_mut()
+        .unwrap()
+        .remove("acceleratorSlicedDetail");
+    group["accelerators"].as_array_mut().unwrap().truncate(1);
+    let topology = group["accelerators"][0]["topology"]
+        .as_object_mut()
+        .unwrap();
+    for added in ["pciRootId", "pciClass", "pciSwitches"] {
+        assert!(topology.remove(added).is_some(), "{added} is reported");
+    }
+    let expected = seed_example().replace("\n            ", "\n          ");
+    assert_eq!(gpustack_api::yaml::render(&value), expected);
+}
+
+#[test]
+fn all_manufacturers_is_the_default() {
+    let (_dir, tree) = seed_tree();
+    let out = run_on(&tree, &["dm", "detect"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        groups.iter().map(|g| g.id.as_str()).collect::<Vec<_>>(),
+        ["radeon-rx-7800-xt"]
+    );
+}
+
+#[test]
+fn group_id_with_memory() {
+    let (_dir, tree) = seed_tree();
+    let out = operator()
+        .args(["dm", "detect", "--manufacturer=amd"])
+        .env("GPUSTACK_SYSTEM_ROOT", tree.root())
+        .env("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY", "true")
+        .output()
+        .unwrap();
+    let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&stdout(&out)).unwrap();
+    assert_eq!(groups[0].id, "radeon-rx-7800-xt-16g");
+}
+
+#[test]
+fn monitor_prints_one_sample_per_card() {
+    let (_dir, tree) = seed_tree();
+    let out = run_on(&tree, &["device-manager", "monitor", "--manufacturer=amd"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let printed = stdout(&out);
+    let groups: Vec<MetricsGroup> = serde_yaml_ng::from_str(&printed).unwrap();
+    assert_eq!(groups.len(), 1);
+    let first = serde_json::to_value(&groups[0].accelerators[0]).unwrap();
+    assert_eq!(
+        first,
+        serde_json::json!({
+            "id": "GPU-5c88007d760374f3", "memory": 16368, "memoryUsage": 174,
+            "memoryUtilization": 1, "coresUtilization": 0, "temperature": 44,
+            "powerUsage": 8, "unhealthy": false
+        })
+    );
+    assert_eq!(groups[0].accelerators[1].cores_utilization, Some(3));
+    // The seed's shape: field order, and a timestamp with nanoseconds and the local offset.
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(lines[0], "- manufacturer: amd");
+    assert!(lines[1].starts_with("  timestamp: 20"), "{}", lines[1]);
+    let stamp = lines[1].trim_start_matches("  timestamp: ");
+    assert!(
+        stamp.parse::<gpustack_api::time::Timestamp>().is_ok(),
+        "{stamp}"
+    );
+    assert_eq!(
+        lines[2..11],
+        [
+            "  accelerators:",
+            "    - id: GPU-5c88007d760374f3",
+            "      memory: 16368",
+            "      memoryUsage: 174",
+            "      memoryUtilization: 1",
+            "      coresUtilization: 0",
+            "      temperature: 44",
+            "      powerUsage: 8",
+            "      unhealthy: false",
+        ]
+    );
+}
+
+/// Removes the `/sys/bus/pci/devices` links, as a WSL kernel shows no PCI functions there.
+fn hide_pci_bus(tree: &HostTree) {
+    std::fs::remove_dir_all(tree.path("/sys/bus/pci/devices")).unwrap();
+}
+
+#[test]
+fn pci_check_gates_detection_unless_disabled() {
+    let (_dir, tree) = seed_tree();
+    hide_pci_bus(&tree);
+    // With the PCI check on, no function matches: nothing is read.
+    let out = run_on(
+        &tree,
+        &["dm", "detect", "--manufacturer=amd", "--no-fast-failed"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "[]\n");
+    // Without it, the cards are found through DRM.
+    let out = run_on(
+        &tree,
+        &["dm", "detect", "--manufacturer=amd", "--no-pci-check"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&stdout(&out)).unwrap();
+    assert_eq!(groups[0].accelerators.len(), 2);
+}
+
+#[test]
+fn wsl_kernel_disables_the_pci_check() {
+    let (_dir, tree) = seed_tree();
+    hide_pci_bus(&tree);
+    tree.kernel_release("5.15.167.4-microsoft-standard-WSL2");
+    let out = run_on(&tree, &["dm", "detect", "--manufacturer=amd"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("WSL kernel"), "{}", stderr(&out));
+    let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&stdout(&out)).unwrap();
+    assert_eq!(groups[0].accelerators.len(), 2);
+}
+
+#[test]
+fn single_manufacturer_empty_fails_fast_unless_told_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = HostTree::new(dir.path());
+    tree.kernel_release("6.8.0-45-generic");
+    let out = run_on(&tree, &["dm", "detect", "--manufacturer=amd"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "[]\n");
+    let err = stderr(&out);
+    assert!(
+        err.contains("attempt 1 of 3") && err.contains("attempt 2 of 3"),
+        "{err}"
+    );
+    assert!(
+        err.contains("no amd accelerator found after 3 attempts; pass --no-fast-failed"),
+        "{err}"
+    );
+
+    let out = run_on(
+        &tree,
+        &["dm", "detect", "--manufacturer=amd", "--no-fast-failed"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "[]\n");
+    assert!(!stderr(&out).contains("attempt"));
+
+    // Several manufacturers: an empty node is an answer, at once.
+    let out = run_on(&tree, &["dm", "monitor"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "[]\n");
+}
