@@ -220,3 +220,49 @@ fn single_manufacturer_empty_fails_fast_unless_told_otherwise() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "[]\n");
 }
+
+#[test]
+fn cards_are_found_without_rocm_mounted() {
+    let (_dir, tree) = seed_tree();
+    // No ROCm: the product name comes from the host's libdrm table, and no runtime version.
+    std::fs::rename(
+        tree.path("/opt/rocm/share/libdrm/amdgpu.ids"),
+        tree.path("/opt/amdgpu.ids"),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(tree.path("/opt/rocm")).unwrap();
+    tree.file(
+        "/usr/share/libdrm/amdgpu.ids",
+        std::fs::read(tree.path("/opt/amdgpu.ids")).unwrap(),
+    );
+    let out = run_on(&tree, &["dm", "detect", "--manufacturer=amd"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&stdout(&out)).unwrap();
+    assert_eq!(groups[0].name, "AMD Radeon RX 7800 XT");
+    assert_eq!(groups[0].runtime_version, "");
+    assert_eq!(groups[0].accelerators.len(), 2);
+
+    // Without any name table either, the card is still reported, named by its device id.
+    std::fs::remove_file(tree.path("/usr/share/libdrm/amdgpu.ids")).unwrap();
+    let out = run_on(&tree, &["dm", "detect", "--manufacturer=amd"]);
+    let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&stdout(&out)).unwrap();
+    assert_eq!(groups[0].name, "AMD GPU 747e");
+    assert_eq!(groups[0].id, "gpu-747e");
+}
+
+#[test]
+fn uncorrectable_memory_errors_mark_a_card_unhealthy() {
+    let (_dir, tree) = seed_tree();
+    tree.file(
+        "/sys/bus/pci/devices/0000:0c:00.0/ras/umc_err_count",
+        "ue: 2\nce: 17\n",
+    );
+    let out = run_on(&tree, &["dm", "detect", "--manufacturer=amd"]);
+    let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&stdout(&out)).unwrap();
+    let health: Vec<bool> = groups[0]
+        .accelerators
+        .iter()
+        .map(|a| a.status.unhealthy)
+        .collect();
+    assert_eq!(health, [false, true]);
+}
