@@ -1,10 +1,41 @@
-//! The command reference's node: two AMD Radeon RX 7800 XT cards (Navi 32, gfx1101) behind the
-//! card's own PCIe switch, an in-tree amdgpu driver on kernel 6.16.13, and ROCm 7.2 mounted.
+//! Cards driven by amdgpu-family drivers, and the command reference's node: two AMD Radeon
+//! RX 7800 XT cards (Navi 32, gfx1101) behind the card's own PCIe switch, an in-tree amdgpu driver
+//! on kernel 6.16.13, and ROCm 7.2 mounted.
 
 use crate::sysfs::{HostTree, PciFunction};
 
-/// One RX 7800 XT as amdgpu, KFD and hwmon show it.
-pub struct RadeonCard<'a> {
+/// What a product looks like to amdgpu and KFD (AMD's cards and Hygon's DCUs alike).
+pub struct AmdgpuProduct<'a> {
+    pub vendor: &'a str,
+    pub device: &'a str,
+    pub revision: &'a str,
+    pub class: &'a str,
+    pub vram_bytes: u64,
+    pub simd_count: u32,
+    pub simd_per_cu: u32,
+    pub gfx_target_version: u32,
+    /// Graphics IP version from IP discovery, where the driver has it.
+    pub gc: Option<(u32, u32, u32)>,
+    /// The FRU `product_name` attribute, where the board has one.
+    pub product_name: Option<&'a str>,
+}
+
+/// Radeon RX 7800 XT (Navi 32): 16368 MiB of VRAM as amdgpu reports it, 60 CUs, gfx1101.
+pub const RX_7800_XT: AmdgpuProduct<'static> = AmdgpuProduct {
+    vendor: "1002",
+    device: "747e",
+    revision: "c8",
+    class: "030000",
+    vram_bytes: 16368 * 1024 * 1024,
+    simd_count: 120,
+    simd_per_cu: 2,
+    gfx_target_version: 110001,
+    gc: Some((11, 0, 0)),
+    product_name: None,
+};
+
+/// One card's place and state, as amdgpu, KFD and hwmon show it.
+pub struct AmdgpuCard<'a> {
     pub bus_path: &'a [&'a str],
     pub card: u32,
     pub render: u32,
@@ -14,24 +45,23 @@ pub struct RadeonCard<'a> {
     pub temp_millicelsius: u32,
     pub power_microwatts: u64,
     pub kfd_node: u32,
+    /// `-1` where the platform reports no NUMA node.
+    pub numa_node: i32,
 }
 
-/// VRAM of an RX 7800 XT as amdgpu reports it: 16368 MiB.
-pub const RX_7800_XT_VRAM: u64 = 16368 * 1024 * 1024;
-
-pub fn add_radeon_rx_7800_xt(tree: &HostTree, c: &RadeonCard<'_>) {
+pub fn add_amdgpu_card(tree: &HostTree, p: &AmdgpuProduct<'_>, c: &AmdgpuCard<'_>) {
     let bus_id = *c.bus_path.last().unwrap();
     // The card's upstream and downstream switch ports sit between the root port and the GPU.
     for depth in 2..c.bus_path.len() {
-        tree.pci_bridge(&c.bus_path[..depth], "1002");
+        tree.pci_bridge(&c.bus_path[..depth], p.vendor);
     }
     let dir = tree.pci_function(&PciFunction {
         path: c.bus_path,
-        vendor: "1002",
-        device: "747e",
-        class: "030000",
-        revision: "c8",
-        numa_node: -1,
+        vendor: p.vendor,
+        device: p.device,
+        class: p.class,
+        revision: p.revision,
+        numa_node: c.numa_node,
     });
     let real = format!("/sys/devices/{}", c.bus_path.join("/"));
     tree.file(
@@ -53,7 +83,7 @@ pub fn add_radeon_rx_7800_xt(tree: &HostTree, c: &RadeonCard<'_>) {
     .file(&format!("{dir}/unique_id"), format!("{}\n", c.unique_id))
     .file(
         &format!("{dir}/mem_info_vram_total"),
-        format!("{RX_7800_XT_VRAM}\n"),
+        format!("{}\n", p.vram_bytes),
     )
     .file(
         &format!("{dir}/mem_info_vram_used"),
@@ -72,11 +102,16 @@ pub fn add_radeon_rx_7800_xt(tree: &HostTree, c: &RadeonCard<'_>) {
         &format!("{dir}/hwmon/hwmon{}/power1_average", c.card),
         format!("{}\n", c.power_microwatts),
     );
-    for (part, value) in [("major", "11"), ("minor", "0"), ("revision", "0")] {
-        tree.file(
-            &format!("{dir}/ip_discovery/die/0/GC/0/{part}"),
-            format!("{value}\n"),
-        );
+    if let Some((major, minor, revision)) = p.gc {
+        for (part, value) in [("major", major), ("minor", minor), ("revision", revision)] {
+            tree.file(
+                &format!("{dir}/ip_discovery/die/0/GC/0/{part}"),
+                format!("{value}\n"),
+            );
+        }
+    }
+    if let Some(name) = p.product_name {
+        tree.file(&format!("{dir}/product_name"), format!("{name}\n"));
     }
     let unique_decimal = u64::from_str_radix(c.unique_id, 16).unwrap();
     tree.file(
@@ -85,8 +120,11 @@ pub fn add_radeon_rx_7800_xt(tree: &HostTree, c: &RadeonCard<'_>) {
             c.kfd_node
         ),
         format!(
-            "cpu_cores_count 0\nsimd_count 120\nsimd_per_cu 2\ngfx_target_version 110001\n\
+            "cpu_cores_count 0\nsimd_count {}\nsimd_per_cu {}\ngfx_target_version {}\n\
              drm_render_minor {}\nlocation_id {}\ndomain 0\nunique_id {unique_decimal}\n",
+            p.simd_count,
+            p.simd_per_cu,
+            p.gfx_target_version,
             c.render,
             u32::from_str_radix(&bus_id[5..7], 16).unwrap() << 8,
         ),
@@ -104,9 +142,10 @@ pub fn seed_node(tree: &HostTree) {
         )
         // The CPU's KFD node comes first, as on a real machine.
         .file("/sys/class/kfd/kfd/topology/nodes/0/properties", "cpu_cores_count 14\nsimd_count 0\ndrm_render_minor 0\n");
-    add_radeon_rx_7800_xt(
+    add_amdgpu_card(
         tree,
-        &RadeonCard {
+        &RX_7800_XT,
+        &AmdgpuCard {
             bus_path: &[
                 "pci0000:00",
                 "0000:00:01.1",
@@ -122,11 +161,13 @@ pub fn seed_node(tree: &HostTree) {
             temp_millicelsius: 44000,
             power_microwatts: 8_000_000,
             kfd_node: 1,
+            numa_node: -1,
         },
     );
-    add_radeon_rx_7800_xt(
+    add_amdgpu_card(
         tree,
-        &RadeonCard {
+        &RX_7800_XT,
+        &AmdgpuCard {
             bus_path: &[
                 "pci0000:00",
                 "0000:00:03.1",
@@ -142,6 +183,7 @@ pub fn seed_node(tree: &HostTree) {
             temp_millicelsius: 39000,
             power_microwatts: 6_500_000,
             kfd_node: 2,
+            numa_node: -1,
         },
     );
     // An on-board network function of another vendor: must not confuse the scan.

@@ -1,3 +1,4 @@
 //! Host trees of real machines, built with [`crate::sysfs::HostTree`].
 
 pub mod amd;
+pub mod hygon;

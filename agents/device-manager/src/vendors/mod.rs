@@ -1,7 +1,7 @@
 //! One detector per manufacturer, behind the same [`Detector`] interface, so that deepening one
 //! vendor never touches another.
 
-mod amd;
+mod amdgpu;
 mod library_only;
 
 use gpustack_api::Manufacturer;
@@ -10,7 +10,8 @@ use crate::detector::Detector;
 
 pub fn detector_for(m: Manufacturer) -> Box<dyn Detector> {
     match m {
-        Manufacturer::Amd => Box::new(amd::AmdSysfs),
+        Manufacturer::Amd => Box::new(amdgpu::AMD),
+        Manufacturer::Hygon => Box::new(amdgpu::HYGON),
         other => Box::new(library_only::LibraryGated(other)),
     }
 }

@@ -1,7 +1,8 @@
-//! AMD from the kernel's own interfaces: the amdgpu driver's sysfs attributes, the KFD topology
-//! and hwmon. No ROCm library is needed, so a container without `/opt/rocm` mounted still sees the
-//! cards (the reference finds none there); when ROCm is mounted its version becomes
-//! `runtimeVersion` and its copy of `amdgpu.ids` names the products.
+//! AMD and Hygon from the kernel's own interfaces: the amdgpu driver's sysfs attributes (Hygon's
+//! DCU driver is a fork of amdgpu and exposes the same ones), the KFD topology and hwmon. No ROCm
+//! or DTK library is needed, so a container without `/opt/rocm` mounted still sees the cards (the
+//! reference finds none there); when the toolkit is mounted its version becomes `runtimeVersion`,
+//! and ROCm's copy of `amdgpu.ids` names AMD products.
 //!
 //! Read per card (`/sys/bus/pci/devices/<bdf>/…`):
 //! - `drm/card<N>`, `drm/renderD<M>`: `physicalIndexes` `[N, M]`;
@@ -29,7 +30,34 @@ use crate::{
     system_root::SystemRoot,
 };
 
-pub struct AmdSysfs;
+/// A manufacturer whose cards run an amdgpu-family kernel driver.
+pub struct AmdgpuFamily {
+    manufacturer: Manufacturer,
+    /// The kernel module, whose `version` is the driver version when built out of tree.
+    module: &'static str,
+    /// Variables naming the user-space toolkit's home, and its usual place.
+    toolkit_env: &'static [&'static str],
+    toolkit_default: &'static str,
+    /// What a card is called when no table or attribute names it.
+    fallback_brand: &'static str,
+}
+
+pub const AMD: AmdgpuFamily = AmdgpuFamily {
+    manufacturer: Manufacturer::Amd,
+    module: "amdgpu",
+    toolkit_env: &["ROCM_HOME", "ROCM_PATH"],
+    toolkit_default: "/opt/rocm",
+    fallback_brand: "AMD GPU",
+};
+
+/// Hygon DCUs: the `hydcu` driver, the DTK toolkit.
+pub const HYGON: AmdgpuFamily = AmdgpuFamily {
+    manufacturer: Manufacturer::Hygon,
+    module: "hydcu",
+    toolkit_env: &["DTK_HOME", "ROCM_PATH"],
+    toolkit_default: "/opt/dtk",
+    fallback_brand: "Hygon DCU",
+};
 
 const MIB: u64 = 1024 * 1024;
 const KFD_NODES: &str = "/sys/class/kfd/kfd/topology/nodes";
@@ -42,7 +70,7 @@ struct Card {
     render: Option<u32>,
 }
 
-impl Detector for AmdSysfs {
+impl Detector for AmdgpuFamily {
     fn detect(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<DevicesGroup>, DetectError> {
         let cards = cards(ctx);
         if cards.is_empty() {
@@ -50,19 +78,20 @@ impl Detector for AmdSysfs {
         }
         let root = ctx.root;
         let kfd = kfd_nodes(root);
-        let driver_version = driver_version(root);
-        let runtime_version = rocm_version(root, ctx.env);
-        let names = product_names(root, ctx.env);
+        let driver_version = driver_version(root, self.module);
+        let toolkit = self.toolkit_home(ctx.env);
+        let runtime_version = toolkit_version(root, &toolkit);
+        let names = product_names(root, &toolkit);
         let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
             .is_some_and(|v| v == "true" || v == "1");
-        let slicing = Manufacturer::Amd.spec().logical_slicing;
+        let slicing = self.manufacturer.spec().logical_slicing;
 
         let mut detected = Vec::new();
         for (index, card) in cards.iter().enumerate() {
             let Some(id) = unique_id(root, card, &kfd) else {
                 ctx.warn(format!(
-                    "AMD card {} at {} has no unique id (no unique_id in sysfs or KFD); skipped",
-                    card.card, card.pci.bus_id
+                    "{} card {} at {} has no unique id (no unique_id in sysfs or KFD); skipped",
+                    self.manufacturer, card.card, card.pci.bus_id
                 ));
                 continue;
             };
@@ -70,8 +99,8 @@ impl Detector for AmdSysfs {
                 .map(|b| b / MIB)
                 .unwrap_or(0);
             let props = card.render.and_then(|r| kfd.get(&r));
-            let name = product_name(root, card, &names);
-            let mut group = DevicesGroup::new(Manufacturer::Amd, "", "", 0);
+            let name = product_name(root, card, &names, self.fallback_brand);
+            let mut group = DevicesGroup::new(self.manufacturer, "", "", 0);
             group.cores = props.and_then(compute_units);
             group.driver_version = driver_version.clone().unwrap_or_default();
             group.runtime_version = runtime_version.clone().unwrap_or_default();
@@ -100,7 +129,7 @@ impl Detector for AmdSysfs {
                 },
             });
         }
-        Ok(grouping::group(Manufacturer::Amd, detected, with_memory))
+        Ok(grouping::group(self.manufacturer, detected, with_memory))
     }
 
     fn monitor(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<AcceleratorMetrics>, DetectError> {
@@ -285,9 +314,9 @@ fn hwmon_dir(root: &SystemRoot, card: &Card) -> Option<String> {
         .map(|h| format!("{dir}/{h}"))
 }
 
-/// amdgpu's version: the DKMS module's own, else the kernel's (in-tree driver) as `X.Y.Z`.
-fn driver_version(root: &SystemRoot) -> Option<String> {
-    root.read_attr("/sys/module/amdgpu/version")
+/// The driver's version: the DKMS module's own, else the kernel's (in-tree driver) as `X.Y.Z`.
+fn driver_version(root: &SystemRoot, module: &str) -> Option<String> {
+    root.read_attr(format!("/sys/module/{module}/version"))
         .filter(|v| !v.is_empty())
         .or_else(|| {
             let release = root.kernel_release()?;
@@ -299,28 +328,27 @@ fn driver_version(root: &SystemRoot) -> Option<String> {
         })
 }
 
-fn rocm_home(env: &dyn Fn(&str) -> Option<String>) -> String {
-    ["ROCM_HOME", "ROCM_PATH"]
-        .iter()
-        .find_map(|v| env(v).filter(|p| !p.is_empty()))
-        .unwrap_or_else(|| "/opt/rocm".to_owned())
+impl AmdgpuFamily {
+    fn toolkit_home(&self, env: &dyn Fn(&str) -> Option<String>) -> String {
+        self.toolkit_env
+            .iter()
+            .find_map(|v| env(v).filter(|p| !p.is_empty()))
+            .unwrap_or_else(|| self.toolkit_default.to_owned())
+    }
 }
 
-/// ROCm's `major.minor` from `<rocm>/.info/version` (`7.2.0-43`), when ROCm is mounted.
-fn rocm_version(root: &SystemRoot, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
-    let text = root.read_attr(format!("{}/.info/version", rocm_home(env)))?;
+/// The toolkit's `major.minor` from `<home>/.info/version` (`7.2.0-43`), when it is mounted.
+fn toolkit_version(root: &SystemRoot, home: &str) -> Option<String> {
+    let text = root.read_attr(format!("{home}/.info/version"))?;
     let mut parts = text.split(['.', '-']);
     Some(format!("{}.{}", parts.next()?, parts.next()?))
 }
 
 /// Marketing names keyed by (device id, revision), from libdrm's `amdgpu.ids` as rocm-smi reads
-/// it: ROCm's copy first, then the system's.
-fn product_names(
-    root: &SystemRoot,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> HashMap<(String, String), String> {
+/// it: the toolkit's copy first, then the system's.
+fn product_names(root: &SystemRoot, toolkit: &str) -> HashMap<(String, String), String> {
     let candidates = [
-        format!("{}/share/libdrm/amdgpu.ids", rocm_home(env)),
+        format!("{toolkit}/share/libdrm/amdgpu.ids"),
         "/usr/share/libdrm/amdgpu.ids".to_owned(),
     ];
     candidates
@@ -348,6 +376,7 @@ fn product_name(
     root: &SystemRoot,
     card: &Card,
     names: &HashMap<(String, String), String>,
+    fallback_brand: &str,
 ) -> String {
     let revision = card
         .pci
@@ -362,7 +391,7 @@ fn product_name(
             root.read_attr(format!("{}/product_name", card.dir))
                 .filter(|n| !n.is_empty())
         })
-        .unwrap_or_else(|| format!("AMD GPU {}", card.pci.device_id))
+        .unwrap_or_else(|| format!("{fallback_brand} {}", card.pci.device_id))
 }
 
 #[cfg(test)]
