@@ -1,4 +1,4 @@
-//! The seven manufacturers read at the PCI level: a node with their hardware but without their
+//! Manufacturers read at the PCI level only: a node with their hardware but without their
 //! management library reports no accelerators, and says which library it looked for and where.
 
 use gpustack_tests::{
