@@ -170,4 +170,14 @@ fn main() {
     let amd = HostTree::new(amd_dir.path());
     machines::amd::seed_node(&amd);
     bench_machine("2x RX 7800 XT (seed node)", &amd, "amd", &[]);
+
+    // NVML is the stand-in driver library here: its own cost is a JSON read, not a driver call.
+    let nv_dir = tempfile::tempdir().unwrap();
+    let node = machines::nvidia::hgx_h100_node(nv_dir.path());
+    let env = [(
+        machines::nvidia::FIXTURE_ENV.to_owned(),
+        node.nvml_fixture.display().to_string(),
+    )];
+    let tree = HostTree::new(&node.root);
+    bench_machine("8x H100 SXM (HGX, two NUMA nodes)", &tree, "nvidia", &env);
 }

@@ -2,3 +2,4 @@
 
 pub mod amd;
 pub mod hygon;
+pub mod nvidia;

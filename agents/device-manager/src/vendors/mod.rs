@@ -3,6 +3,7 @@
 
 mod amdgpu;
 mod library_only;
+mod nvidia;
 
 use gpustack_api::Manufacturer;
 
@@ -12,6 +13,7 @@ pub fn detector_for(m: Manufacturer) -> Box<dyn Detector> {
     match m {
         Manufacturer::Amd => Box::new(amdgpu::AMD),
         Manufacturer::Hygon => Box::new(amdgpu::HYGON),
+        Manufacturer::Nvidia => Box::new(nvidia::Nvml),
         other => Box::new(library_only::LibraryGated(other)),
     }
 }

@@ -1,0 +1,433 @@
+//! NVIDIA through NVML, the driver's management library (`libnvidia-ml.so.1`), loaded at run
+//! time with nvml-wrapper so that a node without the driver still runs.
+//!
+//! The library is located under the system root (`crate::library::locate`) and loaded by path;
+//! only when the root is the real `/` and no known directory has it does loading fall back to
+//! the dynamic loader's search (the nvidia container runtime may have injected it elsewhere). A
+//! fixture root therefore never reaches the host's real driver.
+//!
+//! Read per device (NVML order = `nvidia-smi` order = `index`):
+//! - `nvmlDeviceGetUUID`: `id` (`GPU-<uuid>`); `nvmlDeviceGetName`: product name;
+//! - `nvmlDeviceGetMinorNumber`: `physicalIndexes` `[minor]` (`/dev/nvidia<minor>`);
+//! - `nvmlDeviceGetMemoryInfo_v2`: memory, with `nvmlDeviceGetEccMode` and
+//!   `nvmlDeviceGetMemoryBusWidth` for the GDDR-with-ECC correction ([`facts::memory_mib`]);
+//! - `nvmlDeviceGetNumGpuCores`: `cores`; `nvmlDeviceGetCudaComputeCapability`:
+//!   `computeCapability` and `family`;
+//! - `nvmlDeviceGetTotalEccErrors` (uncorrected, volatile) > 0: `unhealthy`;
+//! - `nvmlDeviceGetPciInfo_v3`: the bus id that finds the PCI function (topology);
+//! - `nvmlDeviceGetMigMode`: MIG on → `physicalSliced` from [`mig_profiles`], off →
+//!   `logicalSliced`.
+//!
+//! Per system: `nvmlSystemGetDriverVersion` (`driverVersion`) and
+//! `nvmlSystemGetCudaDriverVersion_v2` (`runtimeVersion`, `major.minor`). The monitor adds
+//! `nvmlDeviceGetUtilizationRates` (gpu), `nvmlDeviceGetTemperature` (GPU sensor) and
+//! `nvmlDeviceGetPowerUsage` (mW). A figure NVML refuses is absent, never 0.
+
+mod facts;
+mod mig_profiles;
+
+use std::ffi::OsStr;
+
+use gpustack_api::{
+    Manufacturer,
+    devices::{Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced},
+    monitor::{AcceleratorMetrics, memory_utilization},
+};
+use nvml_wrapper::{
+    Device,
+    enum_wrappers::device::{EccCounter, MemoryError, TemperatureSensor},
+    error::NvmlError,
+};
+
+use crate::{
+    detector::{DetectContext, DetectError, Detector},
+    grouping::{self, Detected},
+    library::{self, Located},
+    pci,
+};
+
+/// The NVIDIA detector.
+pub struct Nvml;
+
+/// `NVML_DEVICE_MIG_ENABLE`.
+const MIG_ENABLED: u32 = 1;
+const MIB: u64 = 1024 * 1024;
+
+/// An initialised NVML and the name to use for it in messages.
+struct Session {
+    nvml: nvml_wrapper::Nvml,
+    library: String,
+}
+
+impl Session {
+    fn call_error(&self, call: &'static str) -> impl FnOnce(NvmlError) -> DetectError + '_ {
+        move |e| DetectError::LibraryCall {
+            library: self.library.clone(),
+            call,
+            message: e.to_string(),
+        }
+    }
+
+    /// The devices in NVML order; one NVML refuses is reported and left out.
+    fn devices(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<(u32, Device<'_>)>, DetectError> {
+        let count = self
+            .nvml
+            .device_count()
+            .map_err(self.call_error("nvmlDeviceGetCount_v2"))?;
+        let mut devices = Vec::with_capacity(count as usize);
+        for index in 0..count {
+            match self.nvml.device_by_index(index) {
+                Ok(device) => devices.push((index, device)),
+                Err(e) => ctx.warn(format!(
+                    "NVIDIA GPU {index}: nvmlDeviceGetHandleByIndex_v2 failed ({e}); left out"
+                )),
+            }
+        }
+        Ok(devices)
+    }
+}
+
+/// Finds and initialises NVML. `None` (with a warning where it matters) when the library is
+/// absent or the driver is not loaded: that is a measurement ("no NVIDIA accelerators here").
+fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
+    let spec = Manufacturer::Nvidia.spec();
+    // Without the PCI check we do not know that the node has an NVIDIA card at all; saying that
+    // the library is missing would then be noise on every other node.
+    let hardware_seen = ctx.pci.is_some();
+    let (path, library) = match library::locate(ctx.root, spec, ctx.env) {
+        Some(Located::Path(p)) => {
+            let shown = ctx.root.host_path(&p).display().to_string();
+            (p.into_os_string(), shown)
+        }
+        Some(Located::LoaderSearch(name)) => (name.clone().into(), name),
+        None => {
+            let message = format!(
+                "{}none of {} under {}; reporting no NVIDIA accelerators (is the NVIDIA driver installed, or the container started with the nvidia runtime?)",
+                found_functions(ctx),
+                spec.libraries.join(", "),
+                library::search_dirs(spec, ctx.env).join(":"),
+            );
+            if hardware_seen {
+                ctx.warn(message);
+            } else {
+                tracing::debug!("{message}");
+            }
+            return None;
+        }
+    };
+    match nvml_wrapper::Nvml::builder()
+        .lib_path(OsStr::new(&path))
+        .init()
+    {
+        Ok(nvml) => Some(Session { nvml, library }),
+        Err(NvmlError::LibloadingError(e)) if !hardware_seen => {
+            tracing::debug!("{library} could not be loaded: {e}");
+            None
+        }
+        Err(e) => {
+            ctx.warn(format!(
+                "{}{library} did not initialise: {e}; reporting no NVIDIA accelerators (is the NVIDIA kernel driver loaded?)",
+                found_functions(ctx),
+            ));
+            None
+        }
+    }
+}
+
+/// `found N NVIDIA PCI function(s) (…) but ` when the PCI check ran.
+fn found_functions(ctx: &DetectContext<'_>) -> String {
+    match ctx.pci {
+        Some(functions) => format!(
+            "found {} NVIDIA PCI function(s) ({}) but ",
+            functions.len(),
+            functions
+                .iter()
+                .map(|f| f.bus_id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => String::new(),
+    }
+}
+
+/// What one device told us that both detect and monitor need.
+struct Identity {
+    id: String,
+    unhealthy: bool,
+}
+
+fn identity(index: u32, device: &Device<'_>, ctx: &mut DetectContext<'_>) -> Option<Identity> {
+    match device.uuid() {
+        Ok(uuid) => Some(Identity {
+            id: facts::accelerator_id(&uuid),
+            // ECC off, or a product without ECC, answers NotSupported: nothing to hold against it.
+            unhealthy: device
+                .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+                .is_ok_and(|n| n > 0),
+        }),
+        Err(e) => {
+            ctx.warn(format!(
+                "NVIDIA GPU {index}: nvmlDeviceGetUUID failed ({e}); left out"
+            ));
+            None
+        }
+    }
+}
+
+/// The topology of the PCI function at NVML's bus id; only the bus id when sysfs lacks it.
+fn topology(device: &Device<'_>, ctx: &DetectContext<'_>) -> DeviceTopology {
+    let Ok(info) = device.pci_info() else {
+        return DeviceTopology::default();
+    };
+    let bus_id = pci::normalize_bus_id(&info.bus_id);
+    ctx.pci_device(&bus_id)
+        .or_else(|| pci::read_device(ctx.root, &bus_id))
+        .map(|f| f.topology())
+        .unwrap_or(DeviceTopology {
+            pci_bus_id: bus_id,
+            ..DeviceTopology::default()
+        })
+}
+
+fn slicing(
+    index: u32,
+    name: &str,
+    memory_mib: u64,
+    device: &Device<'_>,
+    ctx: &mut DetectContext<'_>,
+) -> AcceleratorStatus {
+    let mig = device.mig_mode().ok();
+    if let Some(m) = &mig
+        && m.current != m.pending
+    {
+        ctx.warn(format!(
+            "NVIDIA GPU {index}: MIG mode change pending ({} → {}); it takes effect after a GPU reset",
+            m.current, m.pending
+        ));
+    }
+    if mig.as_ref().is_some_and(|m| m.current == MIG_ENABLED) {
+        let physical =
+            mig_profiles::product_for(name, memory_mib).map(mig_profiles::physical_sliced);
+        if physical.is_none() {
+            ctx.warn(format!(
+                "NVIDIA GPU {index} ({name}) is in MIG mode but has no MIG profile table here; it offers no slices"
+            ));
+        }
+        // A partitioned card offers no logical slices: only `.partitioned`.
+        return AcceleratorStatus {
+            unhealthy: false,
+            logical_sliced: None,
+            physical_sliced: physical,
+        };
+    }
+    AcceleratorStatus {
+        unhealthy: false,
+        logical_sliced: Manufacturer::Nvidia
+            .spec()
+            .logical_slicing
+            .map(|s| LogicalSliced {
+                cores_percentage_overcommit: s.cores_percentage_overcommit,
+                count: s.count,
+            }),
+        physical_sliced: None,
+    }
+}
+
+impl Detector for Nvml {
+    fn detect(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<DevicesGroup>, DetectError> {
+        let Some(session) = open(ctx) else {
+            return Ok(Vec::new());
+        };
+        let nvml = &session.nvml;
+        let driver_version = nvml.sys_driver_version().unwrap_or_default();
+        let runtime_version = nvml
+            .sys_cuda_driver_version()
+            .ok()
+            .and_then(facts::cuda_version)
+            .unwrap_or_default();
+        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
+            .is_some_and(|v| v == "true" || v == "1");
+
+        let mut detected = Vec::new();
+        for (index, device) in session.devices(ctx)? {
+            let Some(who) = identity(index, &device, ctx) else {
+                continue;
+            };
+            let name = match device.name() {
+                Ok(n) => n,
+                Err(e) => {
+                    ctx.warn(format!(
+                        "NVIDIA GPU {index}: nvmlDeviceGetName failed ({e}); left out"
+                    ));
+                    continue;
+                }
+            };
+            let memory_mib = match device.memory_info() {
+                Ok(m) => facts::memory_mib(
+                    m.total,
+                    device.is_ecc_enabled().ok().map(|e| e.currently_enabled),
+                    device.memory_bus_width().ok(),
+                ),
+                Err(e) => {
+                    ctx.warn(format!(
+                        "NVIDIA GPU {index}: nvmlDeviceGetMemoryInfo_v2 failed ({e}); left out"
+                    ));
+                    continue;
+                }
+            };
+            let cc = device.cuda_compute_capability().ok();
+            let mut group = DevicesGroup::new(Manufacturer::Nvidia, "", "", 0);
+            group.cores = device.num_cores().ok();
+            group.driver_version = driver_version.clone();
+            group.runtime_version = runtime_version.clone();
+            group.compute_capability = cc
+                .as_ref()
+                .map(|c| format!("{}.{}", c.major, c.minor))
+                .unwrap_or_default();
+            group.family = cc
+                .as_ref()
+                .and_then(|c| facts::family(c.major, c.minor))
+                .unwrap_or_default()
+                .to_owned();
+            let mut status = slicing(index, &name, memory_mib, &device, ctx);
+            status.unhealthy = who.unhealthy;
+            detected.push(Detected {
+                name,
+                memory_mib,
+                group,
+                accelerator: Accelerator {
+                    id: who.id,
+                    index,
+                    physical_indexes: device.minor_number().into_iter().collect(),
+                    topology: topology(&device, ctx),
+                    status,
+                },
+            });
+        }
+        Ok(grouping::group(Manufacturer::Nvidia, detected, with_memory))
+    }
+
+    fn monitor(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<AcceleratorMetrics>, DetectError> {
+        let Some(session) = open(ctx) else {
+            return Ok(Vec::new());
+        };
+        let mut samples = Vec::new();
+        for (index, device) in session.devices(ctx)? {
+            let Some(who) = identity(index, &device, ctx) else {
+                continue;
+            };
+            // The sample's memory is what NVML reports as usable (no ECC correction), so that
+            // used / total is the share of what a workload can actually get.
+            let memory = device.memory_info().ok();
+            let total = memory.as_ref().map(|m| m.total / MIB);
+            let used = memory.as_ref().map(|m| m.used / MIB);
+            samples.push(AcceleratorMetrics {
+                id: who.id,
+                memory: total.unwrap_or(0),
+                memory_usage: used,
+                memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
+                // Not reported for a card in MIG mode: absent then, never 0.
+                cores_utilization: device.utilization_rates().ok().map(|u| u.gpu.min(100)),
+                temperature: device
+                    .temperature(TemperatureSensor::Gpu)
+                    .ok()
+                    .and_then(|t| i32::try_from(t).ok()),
+                power_usage: device.power_usage().ok().map(facts::watts),
+                unhealthy: who.unhealthy,
+            });
+        }
+        Ok(samples)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        detect::{Options, detect, monitor},
+        system_root::SystemRoot,
+    };
+    use gpustack_api::Manufacturer;
+
+    /// A root with one NVIDIA 3D controller in sysfs and nothing else.
+    fn root_with_nvidia_function() -> (tempfile::TempDir, SystemRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SystemRoot::new(dir.path());
+        let function = root.path("/sys/bus/pci/devices/0000:01:00.0");
+        std::fs::create_dir_all(&function).unwrap();
+        std::fs::write(function.join("vendor"), "0x10de\n").unwrap();
+        std::fs::write(function.join("class"), "0x030200\n").unwrap();
+        (dir, root)
+    }
+
+    fn nvidia_only(no_pci_check: bool) -> Options {
+        Options {
+            manufacturers: vec![Manufacturer::Nvidia],
+            no_pci_check,
+        }
+    }
+
+    #[test]
+    fn missing_library_is_an_empty_measurement_with_a_warning() {
+        let (_dir, root) = root_with_nvidia_function();
+        let none = |_: &str| None;
+        let report = detect(&root, &none, &nvidia_only(false));
+        assert!(report.items.is_empty());
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let [warning] = report.warnings.as_slice() else {
+            panic!("one warning expected: {:?}", report.warnings);
+        };
+        assert!(warning.contains("0000:01:00.0"), "{warning}");
+        assert!(warning.contains("libnvidia-ml.so.1"), "{warning}");
+        assert!(warning.contains("/usr/lib/x86_64-linux-gnu"), "{warning}");
+
+        let report = monitor(&root, &none, &nvidia_only(false));
+        assert!(report.items.is_empty() && report.failures.is_empty());
+        assert_eq!(report.warnings.len(), 1);
+    }
+
+    #[test]
+    fn missing_library_without_the_pci_check_is_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SystemRoot::new(dir.path());
+        let report = detect(&root, &|_: &str| None, &nvidia_only(true));
+        assert!(report.items.is_empty() && report.failures.is_empty());
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    }
+
+    #[test]
+    fn unloadable_library_is_an_empty_measurement_with_a_warning() {
+        let (_dir, root) = root_with_nvidia_function();
+        let lib = root.path("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::write(&lib, b"not an ELF file").unwrap();
+        let report = detect(&root, &|_: &str| None, &nvidia_only(false));
+        assert!(report.items.is_empty());
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let [warning] = report.warnings.as_slice() else {
+            panic!("one warning expected: {:?}", report.warnings);
+        };
+        assert!(
+            warning.contains("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 did not initialise"),
+            "{warning}"
+        );
+    }
+
+    #[test]
+    fn library_directories_follow_ld_library_path() {
+        // A library only on LD_LIBRARY_PATH (under the root) is found there, not on the host.
+        let (_dir, root) = root_with_nvidia_function();
+        let lib = root.path("/opt/driver/libnvidia-ml.so.1");
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::write(&lib, b"").unwrap();
+        let env = |k: &str| (k == "LD_LIBRARY_PATH").then(|| "/opt/driver".to_owned());
+        let report = detect(&root, &env, &nvidia_only(false));
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|w| w.contains("/opt/driver/libnvidia-ml.so.1")),
+            "{:?}",
+            report.warnings
+        );
+    }
+}

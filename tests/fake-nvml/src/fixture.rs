@@ -1,0 +1,104 @@
+//! The JSON fixture the stand-in serves: one system and its devices, in NVML's own units where
+//! NVML has one (mW, °C, percent) and MiB for memory so that fixtures read like `nvidia-smi`.
+//!
+//! A device field that is absent makes the matching NVML call answer `NVML_ERROR_NOT_SUPPORTED`,
+//! as the real driver does for a query the product lacks (no ECC on a GeForce card, no
+//! utilization on a card in MIG mode).
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fixture {
+    /// `nvmlSystemGetDriverVersion`, e.g. `550.54.15`.
+    #[serde(default)]
+    pub driver_version: Option<String>,
+    /// `nvmlSystemGetCudaDriverVersion_v2`, e.g. `12040` for CUDA 12.4.
+    #[serde(default)]
+    pub cuda_driver_version: Option<i32>,
+    /// In NVML enumeration order.
+    #[serde(default)]
+    pub devices: Vec<Device>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Device {
+    /// With NVML's `GPU-` prefix.
+    pub uuid: String,
+    pub name: String,
+    /// NVML's form: `00000000:18:00.0`.
+    pub pci_bus_id: String,
+    /// `(device << 16) | vendor`, e.g. `0x233010de`.
+    #[serde(default)]
+    pub pci_device_id: u32,
+    #[serde(default)]
+    pub pci_sub_system_id: u32,
+    pub memory_total_mib: u64,
+    #[serde(default)]
+    pub memory_used_mib: Option<u64>,
+    #[serde(default)]
+    pub memory_reserved_mib: u64,
+    #[serde(default)]
+    pub cores: Option<u32>,
+    #[serde(default)]
+    pub minor: Option<u32>,
+    #[serde(default)]
+    pub cuda_compute_capability: Option<ComputeCapability>,
+    #[serde(default)]
+    pub ecc_enabled: Option<bool>,
+    /// Uncorrected volatile ECC errors (`nvmlDeviceGetTotalEccErrors`).
+    #[serde(default)]
+    pub ecc_uncorrected_volatile: Option<u64>,
+    #[serde(default)]
+    pub ecc_corrected_volatile: Option<u64>,
+    /// Bits; 5120 for HBM3 on H100, 384 for GDDR6 on L40S.
+    #[serde(default)]
+    pub memory_bus_width: Option<u32>,
+    #[serde(default)]
+    pub mig_mode: Option<MigMode>,
+    #[serde(default)]
+    pub utilization: Option<Utilization>,
+    /// GPU sensor, °C.
+    #[serde(default)]
+    pub temperature: Option<u32>,
+    #[serde(default)]
+    pub power_usage_mw: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeCapability {
+    pub major: i32,
+    pub minor: i32,
+}
+
+/// `NVML_DEVICE_MIG_DISABLE` 0 / `NVML_DEVICE_MIG_ENABLE` 1.
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+pub struct MigMode {
+    pub current: u32,
+    pub pending: u32,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+pub struct Utilization {
+    pub gpu: u32,
+    pub memory: u32,
+}
+
+/// Why a fixture could not be served.
+#[derive(Debug)]
+pub enum LoadError {
+    /// The variable is unset, or the file it names cannot be read: the "driver" is not there.
+    Missing,
+    Invalid,
+}
+
+/// The fixture named by `GPUSTACK_FAKE_NVML_FIXTURE`.
+pub fn load() -> Result<Fixture, LoadError> {
+    let path = std::env::var_os("GPUSTACK_FAKE_NVML_FIXTURE").ok_or(LoadError::Missing)?;
+    let text = std::fs::read_to_string(path).map_err(|_| LoadError::Missing)?;
+    serde_json::from_str(&text).map_err(|_| LoadError::Invalid)
+}

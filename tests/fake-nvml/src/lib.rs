@@ -1,0 +1,467 @@
+//! A test stand-in for the NVIDIA driver's `libnvidia-ml.so.1` (NVML). It is not NVIDIA code and
+//! talks to no hardware: it serves the devices of a JSON fixture (named by the environment
+//! variable `GPUSTACK_FAKE_NVML_FIXTURE`, see [`fixture`]) through the real NVML C ABI, so that
+//! the NVIDIA detector is exercised through its real loading path (`dlopen` by path via
+//! nvml-wrapper) on machines without a GPU.
+//!
+//! It exports exactly the NVML functions the detector calls through nvml-wrapper, with nvml.h's
+//! names, argument types, return codes (`nvmlReturn_t`) and struct layouts (`nvmlPciInfo_t` v3,
+//! `nvmlMemory_v2_t`, `nvmlUtilization_t`). A function the detector does not call is absent, so
+//! a detector that starts calling one fails loudly (`FailedToLoadSymbol`) instead of silently
+//! reading zeros.
+//!
+//! `nvmlInit_v2` reads the fixture; an unset variable or unreadable file answers
+//! `NVML_ERROR_DRIVER_NOT_LOADED` (the driver is not there) and bad JSON `NVML_ERROR_UNKNOWN`.
+//! Device handles (`nvmlDevice_t`) are opaque: the device's index plus one, never dereferenced.
+
+// The contract of every exported function is nvml.h's: pointers are the caller's, valid for the
+// documented sizes. Null pointers are checked and answered with NVML_ERROR_INVALID_ARGUMENT.
+#![allow(clippy::missing_safety_doc)]
+
+pub mod fixture;
+
+use std::{
+    ffi::{c_char, c_int, c_uint, c_ulonglong},
+    sync::Mutex,
+};
+
+use fixture::{Device, Fixture, LoadError};
+
+/// `nvmlReturn_t`.
+pub type NvmlReturn = c_uint;
+
+pub const NVML_SUCCESS: NvmlReturn = 0;
+pub const NVML_ERROR_UNINITIALIZED: NvmlReturn = 1;
+pub const NVML_ERROR_INVALID_ARGUMENT: NvmlReturn = 2;
+pub const NVML_ERROR_NOT_SUPPORTED: NvmlReturn = 3;
+pub const NVML_ERROR_INSUFFICIENT_SIZE: NvmlReturn = 7;
+pub const NVML_ERROR_DRIVER_NOT_LOADED: NvmlReturn = 9;
+pub const NVML_ERROR_ARGUMENT_VERSION_MISMATCH: NvmlReturn = 25;
+pub const NVML_ERROR_UNKNOWN: NvmlReturn = 999;
+
+/// `nvmlEnableState_t`.
+const NVML_FEATURE_DISABLED: c_uint = 0;
+const NVML_FEATURE_ENABLED: c_uint = 1;
+/// `nvmlMemoryErrorType_t`.
+const NVML_MEMORY_ERROR_TYPE_CORRECTED: c_uint = 0;
+const NVML_MEMORY_ERROR_TYPE_UNCORRECTED: c_uint = 1;
+/// `nvmlEccCounterType_t`: volatile (since the last driver load) and aggregate (lifetime). The
+/// fixture has one figure per error type and serves it for both.
+const NVML_VOLATILE_ECC: c_uint = 0;
+const NVML_AGGREGATE_ECC: c_uint = 1;
+/// `nvmlTemperatureSensors_t`.
+const NVML_TEMPERATURE_GPU: c_uint = 0;
+
+const MIB: u64 = 1024 * 1024;
+
+/// `struct nvmlDevice_st`: opaque to callers.
+#[repr(C)]
+pub struct NvmlDeviceSt {
+    _opaque: [u8; 0],
+}
+
+/// `nvmlDevice_t`.
+pub type NvmlDevice = *mut NvmlDeviceSt;
+
+/// `nvmlPciInfo_t` (v3, as `nvmlDeviceGetPciInfo_v3` fills it).
+#[repr(C)]
+pub struct NvmlPciInfo {
+    pub bus_id_legacy: [c_char; 16],
+    pub domain: c_uint,
+    pub bus: c_uint,
+    pub device: c_uint,
+    pub pci_device_id: c_uint,
+    pub pci_sub_system_id: c_uint,
+    pub bus_id: [c_char; 32],
+}
+
+/// `nvmlMemory_v2_t`.
+#[repr(C)]
+pub struct NvmlMemoryV2 {
+    pub version: c_uint,
+    pub total: c_ulonglong,
+    pub reserved: c_ulonglong,
+    pub free: c_ulonglong,
+    pub used: c_ulonglong,
+}
+
+/// `nvmlMemory_v2`: `NVML_STRUCT_VERSION(Memory, 2)`.
+const NVML_MEMORY_V2: c_uint = (size_of::<NvmlMemoryV2>() as c_uint) | (2 << 24);
+
+/// `nvmlUtilization_t`.
+#[repr(C)]
+pub struct NvmlUtilization {
+    pub gpu: c_uint,
+    pub memory: c_uint,
+}
+
+/// The loaded fixture, with NVML's reference-counted init/shutdown.
+struct State {
+    fixture: Option<Fixture>,
+    inits: u32,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    fixture: None,
+    inits: 0,
+});
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    // A panic cannot cross the C ABI (it aborts), so a poisoned lock only means an earlier
+    // caller's thread died elsewhere; the data is still consistent.
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn with_fixture(f: impl FnOnce(&Fixture) -> NvmlReturn) -> NvmlReturn {
+    match &state().fixture {
+        Some(fixture) => f(fixture),
+        None => NVML_ERROR_UNINITIALIZED,
+    }
+}
+
+fn with_device(handle: NvmlDevice, f: impl FnOnce(&Device) -> NvmlReturn) -> NvmlReturn {
+    with_fixture(|fixture| {
+        let index = handle.addr().wrapping_sub(1);
+        match fixture.devices.get(index) {
+            Some(device) => f(device),
+            None => NVML_ERROR_INVALID_ARGUMENT,
+        }
+    })
+}
+
+/// Writes `value` through a caller's out-pointer.
+fn put<T>(out: *mut T, value: T) -> NvmlReturn {
+    if out.is_null() {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: non-null, and nvml.h makes the caller pass a pointer to a writable `T`.
+    unsafe { out.write(value) };
+    NVML_SUCCESS
+}
+
+/// Copies `s` NUL-terminated into a caller's buffer of `len` bytes.
+fn put_str(buf: *mut c_char, len: c_uint, s: &str) -> NvmlReturn {
+    if buf.is_null() {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if s.len() + 1 > len as usize {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    // SAFETY: non-null; the caller promises `len` writable bytes and we write `s.len() + 1 <= len`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, s.len());
+        buf.add(s.len()).write(0);
+    }
+    NVML_SUCCESS
+}
+
+/// The `version` field the caller set in its `nvmlMemory_v2_t`.
+fn memory_version(memory: *const NvmlMemoryV2) -> Option<c_uint> {
+    if memory.is_null() {
+        return None;
+    }
+    // SAFETY: non-null; nvml.h makes the caller pass an `nvmlMemory_v2_t` with `version` set.
+    Some(unsafe { (*memory).version })
+}
+
+/// `s` as a fixed C char array, truncated to leave the terminating NUL.
+fn c_array<const N: usize>(s: &str) -> [c_char; N] {
+    let mut out = [0 as c_char; N];
+    for (slot, b) in out.iter_mut().zip(s.bytes().take(N - 1)) {
+        *slot = b as c_char;
+    }
+    out
+}
+
+fn supported<T>(value: Option<T>, f: impl FnOnce(T) -> NvmlReturn) -> NvmlReturn {
+    value.map_or(NVML_ERROR_NOT_SUPPORTED, f)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
+    let mut st = state();
+    if st.fixture.is_none() {
+        match fixture::load() {
+            Ok(f) => st.fixture = Some(f),
+            Err(LoadError::Missing) => return NVML_ERROR_DRIVER_NOT_LOADED,
+            Err(LoadError::Invalid) => return NVML_ERROR_UNKNOWN,
+        }
+    }
+    st.inits += 1;
+    NVML_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlShutdown() -> NvmlReturn {
+    let mut st = state();
+    if st.inits == 0 {
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    st.inits -= 1;
+    if st.inits == 0 {
+        st.fixture = None;
+    }
+    NVML_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uint) -> NvmlReturn {
+    with_fixture(|f| supported(f.driver_version.as_deref(), |v| put_str(version, length, v)))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> NvmlReturn {
+    with_fixture(|f| supported(f.cuda_driver_version, |v| put(version, v)))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> NvmlReturn {
+    with_fixture(|f| put(count, f.devices.len() as c_uint))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    with_fixture(|f| {
+        if index as usize >= f.devices.len() {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        put(device, std::ptr::without_provenance_mut(index as usize + 1))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetUUID(
+    device: NvmlDevice,
+    uuid: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    with_device(device, |d| put_str(uuid, length, &d.uuid))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetName(
+    device: NvmlDevice,
+    name: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    with_device(device, |d| put_str(name, length, &d.name))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut NvmlPciInfo) -> NvmlReturn {
+    with_device(device, |d| {
+        // `00000000:18:00.0`: domain, bus, device.function in hex.
+        let mut parts = d.pci_bus_id.split([':', '.']);
+        let mut field = || parts.next().and_then(|p| u32::from_str_radix(p, 16).ok());
+        let (Some(domain), Some(bus), Some(dev)) = (field(), field(), field()) else {
+            return NVML_ERROR_UNKNOWN;
+        };
+        let legacy = format!("{domain:04x}:{bus:02x}:{dev:02x}.0").to_ascii_uppercase();
+        put(
+            pci,
+            NvmlPciInfo {
+                bus_id_legacy: c_array(&legacy),
+                domain,
+                bus,
+                device: dev,
+                pci_device_id: d.pci_device_id,
+                pci_sub_system_id: d.pci_sub_system_id,
+                bus_id: c_array(&d.pci_bus_id),
+            },
+        )
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: NvmlDevice,
+    memory: *mut NvmlMemoryV2,
+) -> NvmlReturn {
+    with_device(device, |d| {
+        let Some(version) = memory_version(memory) else {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        };
+        if version != NVML_MEMORY_V2 {
+            return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        }
+        let Some(used) = d.memory_used_mib else {
+            return NVML_ERROR_NOT_SUPPORTED;
+        };
+        let total = d.memory_total_mib * MIB;
+        let reserved = d.memory_reserved_mib * MIB;
+        let used = used * MIB;
+        put(
+            memory,
+            NvmlMemoryV2 {
+                version,
+                total,
+                reserved,
+                free: total.saturating_sub(reserved).saturating_sub(used),
+                used,
+            },
+        )
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetNumGpuCores(device: NvmlDevice, cores: *mut c_uint) -> NvmlReturn {
+    with_device(device, |d| supported(d.cores, |c| put(cores, c)))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMinorNumber(device: NvmlDevice, minor: *mut c_uint) -> NvmlReturn {
+    with_device(device, |d| supported(d.minor, |m| put(minor, m)))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetCudaComputeCapability(
+    device: NvmlDevice,
+    major: *mut c_int,
+    minor: *mut c_int,
+) -> NvmlReturn {
+    with_device(device, |d| {
+        supported(d.cuda_compute_capability, |cc| {
+            if major.is_null() || minor.is_null() {
+                return NVML_ERROR_INVALID_ARGUMENT;
+            }
+            put(major, cc.major);
+            put(minor, cc.minor)
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetEccMode(
+    device: NvmlDevice,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> NvmlReturn {
+    with_device(device, |d| {
+        supported(d.ecc_enabled, |on| {
+            if current.is_null() || pending.is_null() {
+                return NVML_ERROR_INVALID_ARGUMENT;
+            }
+            let state = if on {
+                NVML_FEATURE_ENABLED
+            } else {
+                NVML_FEATURE_DISABLED
+            };
+            put(current, state);
+            put(pending, state)
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetTotalEccErrors(
+    device: NvmlDevice,
+    error_type: c_uint,
+    counter_type: c_uint,
+    count: *mut c_ulonglong,
+) -> NvmlReturn {
+    with_device(device, |d| {
+        if !matches!(counter_type, NVML_VOLATILE_ECC | NVML_AGGREGATE_ECC) {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        let figure = match error_type {
+            NVML_MEMORY_ERROR_TYPE_CORRECTED => d.ecc_corrected_volatile,
+            NVML_MEMORY_ERROR_TYPE_UNCORRECTED => d.ecc_uncorrected_volatile,
+            _ => return NVML_ERROR_INVALID_ARGUMENT,
+        };
+        supported(figure, |n| put(count, n))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMemoryBusWidth(
+    device: NvmlDevice,
+    width: *mut c_uint,
+) -> NvmlReturn {
+    with_device(device, |d| supported(d.memory_bus_width, |w| put(width, w)))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMigMode(
+    device: NvmlDevice,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> NvmlReturn {
+    with_device(device, |d| {
+        supported(d.mig_mode, |m| {
+            if current.is_null() || pending.is_null() {
+                return NVML_ERROR_INVALID_ARGUMENT;
+            }
+            put(current, m.current);
+            put(pending, m.pending)
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: NvmlDevice,
+    utilization: *mut NvmlUtilization,
+) -> NvmlReturn {
+    with_device(device, |d| {
+        supported(d.utilization, |u| {
+            put(
+                utilization,
+                NvmlUtilization {
+                    gpu: u.gpu,
+                    memory: u.memory,
+                },
+            )
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetTemperature(
+    device: NvmlDevice,
+    sensor: c_uint,
+    temp: *mut c_uint,
+) -> NvmlReturn {
+    with_device(device, |d| {
+        if sensor != NVML_TEMPERATURE_GPU {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        supported(d.temperature, |t| put(temp, t))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPowerUsage(device: NvmlDevice, power: *mut c_uint) -> NvmlReturn {
+    with_device(device, |d| supported(d.power_usage_mw, |p| put(power, p)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_match_nvml_h() {
+        // nvml.h: nvmlPciInfo_t is 16 + 5 * 4 + 32 bytes; nvmlMemory_v2_t has 4 bytes of
+        // padding after `version`.
+        assert_eq!(size_of::<NvmlPciInfo>(), 68);
+        assert_eq!(size_of::<NvmlMemoryV2>(), 40);
+        assert_eq!(NVML_MEMORY_V2, 40 | (2 << 24));
+    }
+
+    #[test]
+    fn strings_are_bounded() {
+        let mut buf = [1 as c_char; 4];
+        assert_eq!(
+            put_str(buf.as_mut_ptr(), 4, "abcd"),
+            NVML_ERROR_INSUFFICIENT_SIZE
+        );
+        assert_eq!(put_str(buf.as_mut_ptr(), 4, "abc"), NVML_SUCCESS);
+        assert_eq!(buf, [b'a' as c_char, b'b' as c_char, b'c' as c_char, 0]);
+        assert_eq!(
+            c_array::<4>("abcdef"),
+            [b'a' as c_char, b'b' as c_char, b'c' as c_char, 0]
+        );
+    }
+}
