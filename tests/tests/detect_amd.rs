@@ -266,3 +266,44 @@ fn uncorrectable_memory_errors_mark_a_card_unhealthy() {
         .collect();
     assert_eq!(health, [false, true]);
 }
+
+#[test]
+fn a_read_that_never_returns_is_bounded() {
+    let (_dir, tree) = seed_tree();
+    // A FIFO with no writer blocks its reader forever, as a wedged device's attribute can.
+    let attr = tree.path("/sys/bus/pci/devices/0000:04:00.0/mem_info_vram_total");
+    std::fs::remove_file(&attr).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(&attr)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = std::time::Instant::now();
+    let out = operator()
+        .args(["dm", "detect", "--manufacturer=amd"])
+        .env("GPUSTACK_SYSTEM_ROOT", tree.root())
+        .env("GPUSTACK_DETECT_TIMEOUT", "1s")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("detect did not finish within 1s"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(stdout(&out), "");
+
+    let out = operator()
+        .args(["dm", "detect"])
+        .env("GPUSTACK_SYSTEM_ROOT", tree.root())
+        .env("GPUSTACK_DETECT_TIMEOUT", "soon")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("'GPUSTACK_DETECT_TIMEOUT'"),
+        "{}",
+        stderr(&out)
+    );
+}
