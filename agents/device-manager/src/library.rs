@@ -22,6 +22,15 @@ const SYSTEM_DIRS: [&str; 8] = [
     "/usr/local/lib",
 ];
 
+/// Directories a vendor installs its library in outside any toolkit home.
+fn vendor_dirs(manufacturer: &str) -> &'static [&'static str] {
+    match manufacturer {
+        // The standalone DCMI package (npu-smi's) installs libdcmi.so here.
+        "ascend" => &["/usr/local/dcmi"],
+        _ => &[],
+    }
+}
+
 /// Where a library was found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Located {
@@ -42,11 +51,14 @@ pub fn search_dirs(spec: &ManufacturerSpec, env: &dyn Fn(&str) -> Option<String>
             "lib64",
             "lib/x86_64-linux-gnu",
             "driver/lib64",
+            // Ascend: the driver package puts libdcmi.so here.
+            "driver/lib64/driver",
             "lib64/common",
         ] {
             dirs.push(format!("{}/{sub}", home.trim_end_matches('/')));
         }
     }
+    dirs.extend(vendor_dirs(spec.name).iter().map(|d| d.to_string()));
     if let Some(paths) = env("LD_LIBRARY_PATH") {
         dirs.extend(
             paths
@@ -101,6 +113,28 @@ mod tests {
         std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
         std::fs::write(&lib, b"").unwrap();
         assert_eq!(locate(&root, spec, &none), Some(Located::Path(lib)));
+    }
+
+    #[test]
+    fn ascend_driver_directories_are_searched() {
+        let none = |_: &str| None;
+        let dirs = search_dirs(Manufacturer::Ascend.spec(), &none);
+        assert!(dirs.contains(&"/usr/local/Ascend/driver/lib64/driver".to_owned()));
+        assert!(dirs.contains(&"/usr/local/dcmi".to_owned()));
+        assert!(
+            !search_dirs(Manufacturer::Cambricon.spec(), &none)
+                .contains(&"/usr/local/dcmi".to_owned())
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let root = SystemRoot::new(dir.path());
+        let lib = root.path("/usr/local/Ascend/driver/lib64/driver/libdcmi.so");
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::write(&lib, b"").unwrap();
+        assert_eq!(
+            locate(&root, Manufacturer::Ascend.spec(), &none),
+            Some(Located::Path(lib))
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Host trees of real machines, built with [`crate::sysfs::HostTree`].
 
 pub mod amd;
+pub mod ascend;
 pub mod hygon;
 pub mod nvidia;

@@ -2,6 +2,7 @@
 //! vendor never touches another.
 
 mod amdgpu;
+mod ascend;
 mod library_only;
 mod nvidia;
 
@@ -12,6 +13,7 @@ use crate::detector::Detector;
 pub fn detector_for(m: Manufacturer) -> Box<dyn Detector> {
     match m {
         Manufacturer::Amd => Box::new(amdgpu::AMD),
+        Manufacturer::Ascend => Box::new(ascend::Dcmi),
         Manufacturer::Hygon => Box::new(amdgpu::HYGON),
         Manufacturer::Nvidia => Box::new(nvidia::Nvml),
         other => Box::new(library_only::LibraryGated(other)),

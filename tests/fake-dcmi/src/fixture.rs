@@ -1,0 +1,114 @@
+//! The JSON fixture the stand-in serves: the driver version and the cards, each with its NPUs,
+//! in DCMI's own units (MB, °C, percent, 0.1 W) so that fixtures read like `npu-smi info`.
+//!
+//! A device field that is absent makes the matching DCMI call answer
+//! `DCMI_ERR_CODE_NOT_SUPPORT`, as the real library does for a query the product lacks (no HBM
+//! on a 310P, no power reading through some boards).
+
+use std::net::IpAddr;
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fixture {
+    /// `dcmi_get_driver_version`, e.g. `24.1.rc2`.
+    #[serde(default)]
+    pub driver_version: Option<String>,
+    /// In `dcmi_get_card_list` order.
+    #[serde(default)]
+    pub cards: Vec<Card>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Card {
+    pub card_id: i32,
+    /// Device `i` of the card has device id `i`.
+    #[serde(default)]
+    pub devices: Vec<Device>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Device {
+    pub logic_id: i32,
+    pub phy_id: u32,
+    pub chip_type: String,
+    pub chip_name: String,
+    #[serde(default)]
+    pub chip_ver: String,
+    #[serde(default)]
+    pub aicore_count: u32,
+    /// The five `soc_die` words of the VDIE die id.
+    pub die_id: [u32; 5],
+    /// `dcmi_get_device_hbm_info`; absent on chips without HBM.
+    #[serde(default)]
+    pub hbm: Option<Memory>,
+    /// `dcmi_get_device_memory_info_v3` (DDR).
+    #[serde(default)]
+    pub ddr: Option<Memory>,
+    /// `dcmi_get_device_health`: 0 normal, 1-3 alarms.
+    #[serde(default)]
+    pub health: Option<u32>,
+    /// `dcmi_get_device_pcie_info_v2`.
+    #[serde(default)]
+    pub pcie: Option<Pcie>,
+    /// `dcmi_get_device_utilization_rate` with `DCMI_UTILIZATION_RATE_AICORE`.
+    #[serde(default)]
+    pub aicore_utilization: Option<u32>,
+    /// °C.
+    #[serde(default)]
+    pub temperature: Option<i32>,
+    /// Units of 0.1 W, as `dcmi_get_device_power_info` reports.
+    #[serde(default)]
+    pub power_deciwatts: Option<i32>,
+    /// The RoCE port (`dcmi_get_device_ip`, `dcmi_get_device_gateway`); absent on cards
+    /// without one.
+    #[serde(default)]
+    pub roce: Option<Roce>,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Roce {
+    pub ip: IpAddr,
+    pub mask: IpAddr,
+    #[serde(default)]
+    pub gateway: Option<IpAddr>,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Memory {
+    pub total_mb: u64,
+    pub used_mb: u64,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pcie {
+    pub domain: i32,
+    pub bus: u32,
+    pub device: u32,
+    pub function: u32,
+    #[serde(default)]
+    pub vendor_id: u32,
+    #[serde(default)]
+    pub device_id: u32,
+}
+
+/// Why a fixture could not be served.
+#[derive(Debug)]
+pub enum LoadError {
+    /// The variable is unset, or the file it names cannot be read: the "driver" is not there.
+    Missing,
+    Invalid,
+}
+
+/// The fixture named by `GPUSTACK_FAKE_DCMI_FIXTURE`.
+pub fn load() -> Result<Fixture, LoadError> {
+    let path = std::env::var_os("GPUSTACK_FAKE_DCMI_FIXTURE").ok_or(LoadError::Missing)?;
+    let text = std::fs::read_to_string(path).map_err(|_| LoadError::Missing)?;
+    serde_json::from_str(&text).map_err(|_| LoadError::Invalid)
+}
