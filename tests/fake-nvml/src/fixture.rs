@@ -1,5 +1,6 @@
 //! The JSON fixture the stand-in serves: one system and its devices, in NVML's own units where
-//! NVML has one (mW, °C, percent) and MiB for memory so that fixtures read like `nvidia-smi`.
+//! NVML has one (mW, °C, percent) and MiB for memory so that fixtures read like `nvidia-smi`
+//! (or `ixsmi`: the same fixture shape serves the IXML stand-in).
 //!
 //! A device field that is absent makes the matching NVML call answer `NVML_ERROR_NOT_SUPPORTED`,
 //! as the real driver does for a query the product lacks (no ECC on a GeForce card, no
@@ -13,7 +14,8 @@ pub struct Fixture {
     /// `nvmlSystemGetDriverVersion`, e.g. `550.54.15`.
     #[serde(default)]
     pub driver_version: Option<String>,
-    /// `nvmlSystemGetCudaDriverVersion_v2`, e.g. `12040` for CUDA 12.4.
+    /// `nvmlSystemGetCudaDriverVersion_v2` (and IXML's unversioned
+    /// `nvmlSystemGetCudaDriverVersion`), e.g. `12040` for CUDA 12.4.
     #[serde(default)]
     pub cuda_driver_version: Option<i32>,
     /// In NVML enumeration order.
@@ -64,6 +66,10 @@ pub struct Device {
     pub temperature: Option<u32>,
     #[serde(default)]
     pub power_usage_mw: Option<u32>,
+    /// IXML's `ixmlDeviceGetHealth` bitmask (`ixmlHealth*` flags, 0 = OK); absent on NVIDIA
+    /// fixtures, where the call does not exist.
+    #[serde(default)]
+    pub health: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy)]

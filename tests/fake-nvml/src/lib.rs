@@ -1,16 +1,29 @@
-//! A test stand-in for the NVIDIA driver's `libnvidia-ml.so.1` (NVML). It is not NVIDIA code and
-//! talks to no hardware: it serves the devices of a JSON fixture (named by the environment
-//! variable `GPUSTACK_FAKE_NVML_FIXTURE`, see [`fixture`]) through the real NVML C ABI, so that
-//! the NVIDIA detector is exercised through its real loading path (`dlopen` by path via
-//! nvml-wrapper) on machines without a GPU.
+//! A test stand-in for two vendors' NVML-style management libraries. It is neither vendor's code
+//! and talks to no hardware: it serves the devices of a JSON fixture (named by the environment
+//! variable `GPUSTACK_FAKE_NVML_FIXTURE`, see [`fixture`]) through the real C ABI, so that
+//! detectors are exercised through their real loading path (`dlopen` by path) on machines
+//! without accelerators. The same `.so` is installed into fixture trees as:
 //!
-//! It exports exactly the NVML functions the detector calls through nvml-wrapper, with nvml.h's
-//! names, argument types, return codes (`nvmlReturn_t`) and struct layouts (`nvmlPciInfo_t` v3,
-//! `nvmlMemory_v2_t`, `nvmlUtilization_t`). A function the detector does not call is absent, so
-//! a detector that starts calling one fails loudly (`FailedToLoadSymbol`) instead of silently
-//! reading zeros.
+//! - the NVIDIA driver's `libnvidia-ml.so.1` (NVML), loaded by the NVIDIA detector through
+//!   nvml-wrapper, which calls the versioned names (`nvmlInit_v2`, `nvmlDeviceGetCount_v2`,
+//!   `nvmlDeviceGetHandleByIndex_v2`, `nvmlDeviceGetPciInfo_v3`, `nvmlDeviceGetMemoryInfo_v2`,
+//!   `nvmlSystemGetCudaDriverVersion_v2`) with nvml.h's layouts (`nvmlPciInfo_t` v3,
+//!   `nvmlMemory_v2_t`, `nvmlUtilization_t`);
+//! - Iluvatar CoreX's `libixml.so` (IXML, an NVML clone; Deep-Spark/go-ixml `pkg/ixml/api.h`),
+//!   loaded by the Iluvatar detector through libloading, which calls the unversioned names
+//!   Iluvatar's own loader uses (`nvmlInit`, `nvmlDeviceGetCount`, `nvmlDeviceGetHandleByIndex`,
+//!   `nvmlDeviceGetPciInfo`, `nvmlDeviceGetMemoryInfo`, `nvmlSystemGetCudaDriverVersion`) with
+//!   the v1 layouts (`nvmlMemory_t` `{total, free, used}`; NVML's 52-byte v1 `nvmlPciInfo_t`,
+//!   whose bus id sits in the first 16 bytes, the hardest layout a caller has to read), plus
+//!   IXML's own `ixmlDeviceGetHealth`.
 //!
-//! `nvmlInit_v2` reads the fixture; an unset variable or unreadable file answers
+//! Both share the unsuffixed calls (`nvmlShutdown`, `nvmlDeviceGetUUID`, `nvmlDeviceGetName`,
+//! `nvmlDeviceGetMinorNumber`, `nvmlDeviceGetCudaComputeCapability`,
+//! `nvmlDeviceGetUtilizationRates`, `nvmlDeviceGetTemperature`, `nvmlDeviceGetPowerUsage`, …).
+//! A function neither detector calls is absent, so a detector that starts calling one fails
+//! loudly (a missing symbol) instead of silently reading zeros.
+//!
+//! `nvmlInit`/`nvmlInit_v2` read the fixture; an unset variable or unreadable file answers
 //! `NVML_ERROR_DRIVER_NOT_LOADED` (the driver is not there) and bad JSON `NVML_ERROR_UNKNOWN`.
 //! Device handles (`nvmlDevice_t`) are opaque: the device's index plus one, never dereferenced.
 
@@ -73,6 +86,26 @@ pub struct NvmlPciInfo {
     pub pci_device_id: c_uint,
     pub pci_sub_system_id: c_uint,
     pub bus_id: [c_char; 32],
+}
+
+/// NVML's original `nvmlPciInfo_t` (v1), as the unversioned `nvmlDeviceGetPciInfo` fills it.
+#[repr(C)]
+pub struct NvmlPciInfoV1 {
+    pub bus_id: [c_char; 16],
+    pub domain: c_uint,
+    pub bus: c_uint,
+    pub device: c_uint,
+    pub pci_device_id: c_uint,
+    pub pci_sub_system_id: c_uint,
+    pub reserved: [c_uint; 4],
+}
+
+/// `nvmlMemory_t` (v1).
+#[repr(C)]
+pub struct NvmlMemory {
+    pub total: c_ulonglong,
+    pub free: c_ulonglong,
+    pub used: c_ulonglong,
 }
 
 /// `nvmlMemory_v2_t`.
@@ -177,8 +210,8 @@ fn supported<T>(value: Option<T>, f: impl FnOnce(T) -> NvmlReturn) -> NvmlReturn
     value.map_or(NVML_ERROR_NOT_SUPPORTED, f)
 }
 
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
+/// Both init entry points: NVML's reference-counted init, loading the fixture once.
+fn init() -> NvmlReturn {
     let mut st = state();
     if st.fixture.is_none() {
         match fixture::load() {
@@ -189,6 +222,17 @@ pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
     }
     st.inits += 1;
     NVML_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
+    init()
+}
+
+/// IXML's (and NVML's legacy) unversioned init.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInit() -> NvmlReturn {
+    init()
 }
 
 #[unsafe(no_mangle)]
@@ -209,14 +253,42 @@ pub extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uin
     with_fixture(|f| supported(f.driver_version.as_deref(), |v| put_str(version, length, v)))
 }
 
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> NvmlReturn {
+fn cuda_driver_version(version: *mut c_int) -> NvmlReturn {
     with_fixture(|f| supported(f.cuda_driver_version, |v| put(version, v)))
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> NvmlReturn {
+pub extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> NvmlReturn {
+    cuda_driver_version(version)
+}
+
+/// IXML's CUDA-compatible driver version; the same encoding (`1000 * major + 10 * minor`).
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlSystemGetCudaDriverVersion(version: *mut c_int) -> NvmlReturn {
+    cuda_driver_version(version)
+}
+
+fn device_count(count: *mut c_uint) -> NvmlReturn {
     with_fixture(|f| put(count, f.devices.len() as c_uint))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> NvmlReturn {
+    device_count(count)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetCount(count: *mut c_uint) -> NvmlReturn {
+    device_count(count)
+}
+
+fn handle_by_index(index: c_uint, device: *mut NvmlDevice) -> NvmlReturn {
+    with_fixture(|f| {
+        if index as usize >= f.devices.len() {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        put(device, std::ptr::without_provenance_mut(index as usize + 1))
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -224,12 +296,12 @@ pub extern "C" fn nvmlDeviceGetHandleByIndex_v2(
     index: c_uint,
     device: *mut NvmlDevice,
 ) -> NvmlReturn {
-    with_fixture(|f| {
-        if index as usize >= f.devices.len() {
-            return NVML_ERROR_INVALID_ARGUMENT;
-        }
-        put(device, std::ptr::without_provenance_mut(index as usize + 1))
-    })
+    handle_by_index(index, device)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetHandleByIndex(index: c_uint, device: *mut NvmlDevice) -> NvmlReturn {
+    handle_by_index(index, device)
 }
 
 #[unsafe(no_mangle)]
@@ -250,16 +322,25 @@ pub extern "C" fn nvmlDeviceGetName(
     with_device(device, |d| put_str(name, length, &d.name))
 }
 
+/// Domain, bus and device of a fixture bus id (`00000000:18:00.0`, hex).
+fn bus_fields(bus_id: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = bus_id.split([':', '.']);
+    let mut field = || parts.next().and_then(|p| u32::from_str_radix(p, 16).ok());
+    Some((field()?, field()?, field()?))
+}
+
+/// nvml.h's legacy bus id format, `%04X:%02X:%02X.0`.
+fn legacy_bus_id(domain: u32, bus: u32, dev: u32) -> String {
+    format!("{domain:04x}:{bus:02x}:{dev:02x}.0").to_ascii_uppercase()
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut NvmlPciInfo) -> NvmlReturn {
     with_device(device, |d| {
-        // `00000000:18:00.0`: domain, bus, device.function in hex.
-        let mut parts = d.pci_bus_id.split([':', '.']);
-        let mut field = || parts.next().and_then(|p| u32::from_str_radix(p, 16).ok());
-        let (Some(domain), Some(bus), Some(dev)) = (field(), field(), field()) else {
+        let Some((domain, bus, dev)) = bus_fields(&d.pci_bus_id) else {
             return NVML_ERROR_UNKNOWN;
         };
-        let legacy = format!("{domain:04x}:{bus:02x}:{dev:02x}.0").to_ascii_uppercase();
+        let legacy = legacy_bus_id(domain, bus, dev);
         put(
             pci,
             NvmlPciInfo {
@@ -270,6 +351,54 @@ pub extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut NvmlPciI
                 pci_device_id: d.pci_device_id,
                 pci_sub_system_id: d.pci_sub_system_id,
                 bus_id: c_array(&d.pci_bus_id),
+            },
+        )
+    })
+}
+
+/// The unversioned `nvmlDeviceGetPciInfo`: NVML's original (v1) layout, which has only the
+/// 16-byte bus id and ends in reserved words. IXML's header declares the longer v3 struct for
+/// this name; serving the short one checks that a caller copes with either.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPciInfo(device: NvmlDevice, pci: *mut NvmlPciInfoV1) -> NvmlReturn {
+    with_device(device, |d| {
+        let Some((domain, bus, dev)) = bus_fields(&d.pci_bus_id) else {
+            return NVML_ERROR_UNKNOWN;
+        };
+        put(
+            pci,
+            NvmlPciInfoV1 {
+                bus_id: c_array(&legacy_bus_id(domain, bus, dev)),
+                domain,
+                bus,
+                device: dev,
+                pci_device_id: d.pci_device_id,
+                pci_sub_system_id: d.pci_sub_system_id,
+                reserved: [0; 4],
+            },
+        )
+    })
+}
+
+/// The unversioned `nvmlDeviceGetMemoryInfo` with the v1 `nvmlMemory_t`, whose `used` counts
+/// the driver's reservation too (nvml.h: "Sum of Reserved and Allocated device memory").
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: NvmlDevice,
+    memory: *mut NvmlMemory,
+) -> NvmlReturn {
+    with_device(device, |d| {
+        let Some(used) = d.memory_used_mib else {
+            return NVML_ERROR_NOT_SUPPORTED;
+        };
+        let total = d.memory_total_mib * MIB;
+        let used = (used + d.memory_reserved_mib) * MIB;
+        put(
+            memory,
+            NvmlMemory {
+                total,
+                free: total.saturating_sub(used),
+                used,
             },
         )
     })
@@ -437,6 +566,13 @@ pub extern "C" fn nvmlDeviceGetPowerUsage(device: NvmlDevice, power: *mut c_uint
     with_device(device, |d| supported(d.power_usage_mw, |p| put(power, p)))
 }
 
+/// IXML's health query (api.h: `ixmlDeviceGetHealth(nvmlDevice_t, unsigned long long *)`), a
+/// bitmask of `ixmlHealth*` flags.
+#[unsafe(no_mangle)]
+pub extern "C" fn ixmlDeviceGetHealth(device: NvmlDevice, health: *mut c_ulonglong) -> NvmlReturn {
+    with_device(device, |d| supported(d.health, |h| put(health, h)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,6 +584,9 @@ mod tests {
         assert_eq!(size_of::<NvmlPciInfo>(), 68);
         assert_eq!(size_of::<NvmlMemoryV2>(), 40);
         assert_eq!(NVML_MEMORY_V2, 40 | (2 << 24));
+        // v1 layouts served to IXML callers: 16 + 9 * 4 bytes, and three counters.
+        assert_eq!(size_of::<NvmlPciInfoV1>(), 52);
+        assert_eq!(size_of::<NvmlMemory>(), 24);
     }
 
     #[test]

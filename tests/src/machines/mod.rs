@@ -3,4 +3,5 @@
 pub mod amd;
 pub mod ascend;
 pub mod hygon;
+pub mod iluvatar;
 pub mod nvidia;

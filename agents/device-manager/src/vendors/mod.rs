@@ -3,6 +3,7 @@
 
 mod amdgpu;
 mod ascend;
+mod iluvatar;
 mod library_only;
 mod nvidia;
 
@@ -15,6 +16,7 @@ pub fn detector_for(m: Manufacturer) -> Box<dyn Detector> {
         Manufacturer::Amd => Box::new(amdgpu::AMD),
         Manufacturer::Ascend => Box::new(ascend::Dcmi),
         Manufacturer::Hygon => Box::new(amdgpu::HYGON),
+        Manufacturer::Iluvatar => Box::new(iluvatar::Ixml),
         Manufacturer::Nvidia => Box::new(nvidia::Nvml),
         other => Box::new(library_only::LibraryGated(other)),
     }
