@@ -2,6 +2,7 @@
 
 pub mod amd;
 pub mod ascend;
+pub mod cambricon;
 pub mod hygon;
 pub mod iluvatar;
 pub mod nvidia;

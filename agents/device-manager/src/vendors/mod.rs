@@ -3,6 +3,7 @@
 
 mod amdgpu;
 mod ascend;
+mod cambricon;
 mod iluvatar;
 mod library_only;
 mod nvidia;
@@ -15,6 +16,7 @@ pub fn detector_for(m: Manufacturer) -> Box<dyn Detector> {
     match m {
         Manufacturer::Amd => Box::new(amdgpu::AMD),
         Manufacturer::Ascend => Box::new(ascend::Dcmi),
+        Manufacturer::Cambricon => Box::new(cambricon::Cndev),
         Manufacturer::Hygon => Box::new(amdgpu::HYGON),
         Manufacturer::Iluvatar => Box::new(iluvatar::Ixml),
         Manufacturer::Nvidia => Box::new(nvidia::Nvml),

@@ -1,0 +1,458 @@
+//! Cambricon MLUs through CNDev, the MLU driver package's management library (`libcndev.so`),
+//! loaded at run time by path so that a node without the driver still runs.
+//!
+//! The library is located under the system root (`crate::library::locate`: `$NEUWARE_HOME/lib64`,
+//! else `/usr/local/neuware/lib64`, then the system directories); only when the root is the real
+//! `/` and no known directory has it does loading fall back to the dynamic loader's search. A
+//! fixture root therefore never reaches a host's real driver.
+//!
+//! Enumeration is CNDev's own order: `cndevGetDeviceCount`, then card `i` (0, 1, …) through its
+//! `cndevGetDeviceHandleByIndex` handle (the index itself where that call is not exported). Read
+//! per card:
+//! - `cndevGetUUID`: `id` = `MLU-<uuid>` ([`facts::accelerator_id`]);
+//! - `index` = `i`, `physicalIndexes` = `[i]` (the card's `/dev/cambricon_dev<i>`);
+//! - `cndevGetCardNameStringByDevId`: name (`MLU370-X8`, [`facts::product_name`]);
+//! - `cndevGetMemoryUsage`: memory (`physicalMemoryTotal`, MB);
+//! - `cndevGetCoreCount`: `cores` (MLU cores);
+//! - `cndevGetCardHealthState` (`health` 0) or `cndevGetECCInfo` (`uncorrectedError` > 0):
+//!   `unhealthy`;
+//! - `cndevGetPCIeInfo`: the bus id that finds the PCI function (topology).
+//!
+//! Per node: `cndevGetVersionInfo` of the first card that answers (`driverVersion`,
+//! `major.minor.build`) and the toolkit's `version.txt` (`runtimeVersion`, see
+//! [`toolkit_version`]); logical slicing is the manufacturer table's (16, no overcommit). The
+//! monitor adds `cndevGetDeviceUtilizationInfo` (`averageCoreUtilization`),
+//! `cndevGetTemperatureInfo` (chip, else board) and `cndevGetPowerInfo` (W). A figure CNDev
+//! refuses is absent, never 0.
+
+mod cndev;
+mod facts;
+
+use std::ffi::OsString;
+
+use gpustack_api::{
+    Manufacturer,
+    devices::{Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced},
+    monitor::{AcceleratorMetrics, memory_utilization},
+};
+
+use self::cndev::{CallError, CndevLibrary, Handle};
+use crate::{
+    detector::{DetectContext, DetectError, Detector},
+    grouping::{self, Detected},
+    library::{self, Located},
+    pci,
+    system_root::SystemRoot,
+};
+
+/// The Cambricon detector.
+pub struct Cndev;
+
+/// A loaded and initialised CNDev, and the name to use for it in messages.
+struct Session {
+    cndev: CndevLibrary,
+    library: String,
+}
+
+/// One card as CNDev enumerates it.
+struct Card {
+    index: u32,
+    handle: Handle,
+    id: String,
+}
+
+impl Session {
+    fn call_error(&self, e: CallError) -> DetectError {
+        let (call, message) = match e {
+            CallError::Missing(call) => (call, "not exported".to_owned()),
+            CallError::Code(call, code) => (
+                call,
+                format!("returned {code} ({})", cndev::return_name(code)),
+            ),
+        };
+        DetectError::LibraryCall {
+            library: self.library.clone(),
+            call,
+            message,
+        }
+    }
+
+    /// Every card CNDev can identify, in CNDev order. A card without a handle or a UUID is
+    /// reported and left out (it cannot enter the ledger without an id); the count itself
+    /// failing means "could not measure".
+    fn cards(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<Card>, DetectError> {
+        let count = self.cndev.device_count().map_err(|e| self.call_error(e))?;
+        let mut cards = Vec::new();
+        for index in 0..count {
+            let handle = match self.cndev.handle(index) {
+                Ok(h) => h,
+                Err(e) => {
+                    ctx.warn(format!("Cambricon MLU {index}: {e}; left out"));
+                    continue;
+                }
+            };
+            let id = match self.cndev.uuid(handle) {
+                Ok(uuid) => facts::accelerator_id(&uuid),
+                Err(e) => {
+                    ctx.warn(format!("Cambricon MLU {index}: {e}; left out"));
+                    continue;
+                }
+            };
+            let Some(id) = id else {
+                ctx.warn(format!(
+                    "Cambricon MLU {index}: cndevGetUUID gave an empty UUID; left out"
+                ));
+                continue;
+            };
+            cards.push(Card { index, handle, id });
+        }
+        Ok(cards)
+    }
+
+    /// Physical memory (total, used) in MiB; `None` when CNDev does not report a total.
+    fn memory(&self, card: &Card) -> Option<(u64, Option<u64>)> {
+        let m = self
+            .cndev
+            .memory(card.handle)
+            .inspect_err(|e| tracing::debug!("Cambricon MLU {}: {e}", card.index))
+            .ok()?;
+        let total = facts::memory_mib(m.total_mb)?;
+        let used = u64::try_from(m.used_mb).ok();
+        Some((total, used))
+    }
+
+    /// Health state and uncorrected ECC errors; refused queries hold nothing against the card.
+    fn unhealthy(&self, card: &Card) -> bool {
+        let health = self.answer(card, self.cndev.health(card.handle));
+        let ecc = self.answer(card, self.cndev.ecc_uncorrected(card.handle));
+        facts::unhealthy(health, ecc)
+    }
+
+    /// The topology of the PCI function at CNDev's bus id; only the bus id when sysfs lacks it.
+    fn topology(&self, card: &Card, ctx: &DetectContext<'_>) -> DeviceTopology {
+        let Some(a) = self.answer(card, self.cndev.pcie_address(card.handle)) else {
+            return DeviceTopology::default();
+        };
+        let bus_id = pci::normalize_bus_id(&facts::bus_id(a.domain, a.bus, a.device, a.function));
+        ctx.pci_device(&bus_id)
+            .or_else(|| pci::read_device(ctx.root, &bus_id))
+            .map(|f| f.topology())
+            .unwrap_or(DeviceTopology {
+                pci_bus_id: bus_id,
+                ..DeviceTopology::default()
+            })
+    }
+
+    /// The driver version of the first card that reports one.
+    fn driver_version(&self, cards: &[Card]) -> Option<String> {
+        cards.iter().find_map(|card| {
+            let v = self.answer(card, self.cndev.driver_version(card.handle))?;
+            facts::driver_version(v.major, v.minor, v.build)
+        })
+    }
+
+    /// An optional figure: the value, or `None` with the reason at debug level (a product
+    /// lacking a query is normal, not worth a warning on every pass).
+    fn answer<T>(&self, card: &Card, result: Result<T, CallError>) -> Option<T> {
+        result
+            .inspect_err(|e| {
+                if e.is_not_supported() {
+                    tracing::debug!("Cambricon MLU {}: {e}", card.index);
+                } else {
+                    tracing::info!("Cambricon MLU {}: {e}", card.index);
+                }
+            })
+            .ok()
+    }
+}
+
+/// Finds, loads and initialises CNDev. `None` (with a warning where it matters) when the
+/// library is absent, unloadable or the driver does not answer: a measurement ("no Cambricon
+/// MLUs here").
+fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
+    let spec = Manufacturer::Cambricon.spec();
+    // Without the PCI check we do not know the node has a Cambricon card at all; a missing
+    // library is then not worth a warning on every other node.
+    let hardware_seen = ctx.pci.is_some();
+    let (path, library, by_name): (OsString, String, bool) = match library::locate(
+        ctx.root, spec, ctx.env,
+    ) {
+        Some(Located::Path(p)) => {
+            let shown = ctx.root.host_path(&p).display().to_string();
+            (p.into_os_string(), shown, false)
+        }
+        Some(Located::LoaderSearch(name)) => (name.clone().into(), name, true),
+        None => {
+            let message = format!(
+                "{}none of {} under {}; reporting no Cambricon accelerators (mount the MLU driver's /usr/local/neuware)",
+                found_functions(ctx),
+                spec.libraries.join(", "),
+                library::search_dirs(spec, ctx.env).join(":"),
+            );
+            if hardware_seen {
+                ctx.warn(message);
+            } else {
+                tracing::debug!("{message}");
+            }
+            return None;
+        }
+    };
+    let mut cndev = match CndevLibrary::open(&path) {
+        Ok(c) => c,
+        Err(e) if by_name && !hardware_seen => {
+            tracing::debug!("{library} {e}");
+            return None;
+        }
+        Err(e) => {
+            ctx.warn(format!(
+                "{}{library} {e}; reporting no Cambricon accelerators",
+                found_functions(ctx)
+            ));
+            return None;
+        }
+    };
+    if let Err(e) = cndev.init() {
+        ctx.warn(format!(
+            "{}{library}: {e}; reporting no Cambricon accelerators (is the MLU driver loaded?)",
+            found_functions(ctx)
+        ));
+        return None;
+    }
+    Some(Session { cndev, library })
+}
+
+/// `found N cambricon PCI function(s) (…) but ` when the PCI check ran.
+fn found_functions(ctx: &DetectContext<'_>) -> String {
+    match ctx.pci {
+        Some(functions) => format!(
+            "found {} cambricon PCI function(s) ({}) but ",
+            functions.len(),
+            functions
+                .iter()
+                .map(|f| f.bus_id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => String::new(),
+    }
+}
+
+/// Where the Neuware toolkit's `version.txt` may be, in order: `$NEUWARE_HOME/version.txt`,
+/// then `/usr/local/neuware/version.txt` (the reference reads only the latter).
+fn toolkit_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let spec = Manufacturer::Cambricon.spec();
+    let mut homes: Vec<String> = spec.home_env.iter().filter_map(|v| env(v)).collect();
+    homes.extend(spec.default_home.map(str::to_owned));
+    let mut files: Vec<String> = homes
+        .iter()
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("{}/version.txt", h.trim_end_matches('/')))
+        .collect();
+    files.dedup();
+    files
+}
+
+/// The toolkit release (`3.8.4`) from the first `version.txt` that names one, read under the
+/// system root; `None` when no toolkit is mounted (the device manager usually sees only the
+/// driver's libraries).
+fn toolkit_version(root: &SystemRoot, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    toolkit_files(env).iter().find_map(|file| {
+        root.read_attr(file)
+            .and_then(|t| facts::toolkit_version(&t))
+    })
+}
+
+/// Logical slicing from the manufacturer table (16 slices, cores not overcommitted).
+fn logical_slicing() -> Option<LogicalSliced> {
+    Manufacturer::Cambricon
+        .spec()
+        .logical_slicing
+        .map(|s| LogicalSliced {
+            cores_percentage_overcommit: s.cores_percentage_overcommit,
+            count: s.count,
+        })
+}
+
+impl Detector for Cndev {
+    fn detect(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<DevicesGroup>, DetectError> {
+        let Some(session) = open(ctx) else {
+            return Ok(Vec::new());
+        };
+        let cards = session.cards(ctx)?;
+        let driver_version = session.driver_version(&cards).unwrap_or_default();
+        let runtime_version = toolkit_version(ctx.root, ctx.env).unwrap_or_default();
+        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
+            .is_some_and(|v| v == "true" || v == "1");
+
+        let mut detected = Vec::new();
+        for card in &cards {
+            let Some((memory_mib, _)) = session.memory(card) else {
+                ctx.warn(format!(
+                    "Cambricon MLU {}: cndevGetMemoryUsage reported no memory; left out",
+                    card.index
+                ));
+                continue;
+            };
+            let name = session.answer(card, session.cndev.card_name(card.handle));
+            let mut group = DevicesGroup::new(Manufacturer::Cambricon, "", "", 0);
+            group.cores = session
+                .answer(card, session.cndev.core_count(card.handle))
+                .and_then(facts::cores);
+            group.driver_version = driver_version.clone();
+            group.runtime_version = runtime_version.clone();
+            detected.push(Detected {
+                name: facts::product_name(name.flatten().as_deref()),
+                memory_mib,
+                group,
+                accelerator: Accelerator {
+                    id: card.id.clone(),
+                    index: card.index,
+                    physical_indexes: vec![card.index],
+                    topology: session.topology(card, ctx),
+                    status: AcceleratorStatus {
+                        unhealthy: session.unhealthy(card),
+                        logical_sliced: logical_slicing(),
+                        physical_sliced: None,
+                    },
+                },
+            });
+        }
+        Ok(grouping::group(
+            Manufacturer::Cambricon,
+            detected,
+            with_memory,
+        ))
+    }
+
+    fn monitor(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<AcceleratorMetrics>, DetectError> {
+        let Some(session) = open(ctx) else {
+            return Ok(Vec::new());
+        };
+        let mut samples = Vec::new();
+        for card in session.cards(ctx)? {
+            let memory = session.memory(&card);
+            let total = memory.map(|(t, _)| t);
+            let used = memory.and_then(|(_, u)| u);
+            let temperatures = session.answer(&card, session.cndev.temperatures(card.handle));
+            samples.push(AcceleratorMetrics {
+                memory: total.unwrap_or(0),
+                memory_usage: used,
+                memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
+                cores_utilization: session
+                    .answer(&card, session.cndev.core_utilization(card.handle))
+                    .and_then(facts::percent),
+                temperature: temperatures.and_then(|t| facts::temperature(t.chip, t.board)),
+                power_usage: session
+                    .answer(&card, session.cndev.power_watts(card.handle))
+                    .and_then(facts::watts),
+                unhealthy: session.unhealthy(&card),
+                id: card.id,
+            });
+        }
+        Ok(samples)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::{Options, detect, monitor};
+
+    /// A root with one Cambricon MLU function in sysfs and nothing else.
+    fn root_with_cambricon_function() -> (tempfile::TempDir, SystemRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SystemRoot::new(dir.path());
+        let function = root.path("/sys/bus/pci/devices/0000:1a:00.0");
+        std::fs::create_dir_all(&function).unwrap();
+        std::fs::write(function.join("vendor"), "0xcabc\n").unwrap();
+        std::fs::write(function.join("class"), "0x120000\n").unwrap();
+        (dir, root)
+    }
+
+    fn cambricon_only(no_pci_check: bool) -> Options {
+        Options {
+            manufacturers: vec![Manufacturer::Cambricon],
+            no_pci_check,
+        }
+    }
+
+    #[test]
+    fn missing_library_is_an_empty_measurement_with_a_warning() {
+        let (_dir, root) = root_with_cambricon_function();
+        let none = |_: &str| None;
+        let report = detect(&root, &none, &cambricon_only(false));
+        assert!(report.items.is_empty());
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let [warning] = report.warnings.as_slice() else {
+            panic!("one warning expected: {:?}", report.warnings);
+        };
+        assert!(warning.contains("0000:1a:00.0"), "{warning}");
+        assert!(warning.contains("libcndev.so"), "{warning}");
+        assert!(warning.contains("/usr/local/neuware/lib64"), "{warning}");
+
+        let report = monitor(&root, &none, &cambricon_only(false));
+        assert!(report.items.is_empty() && report.failures.is_empty());
+        assert_eq!(report.warnings.len(), 1);
+    }
+
+    #[test]
+    fn missing_library_without_the_pci_check_is_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SystemRoot::new(dir.path());
+        let report = detect(&root, &|_: &str| None, &cambricon_only(true));
+        assert!(report.items.is_empty() && report.failures.is_empty());
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    }
+
+    #[test]
+    fn unloadable_library_is_an_empty_measurement_with_a_warning() {
+        let (_dir, root) = root_with_cambricon_function();
+        let lib = root.path("/usr/local/neuware/lib64/libcndev.so");
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::write(&lib, b"").unwrap();
+        let report = detect(&root, &|_: &str| None, &cambricon_only(false));
+        assert!(report.items.is_empty());
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let [warning] = report.warnings.as_slice() else {
+            panic!("one warning expected: {:?}", report.warnings);
+        };
+        assert!(
+            warning.contains("/usr/local/neuware/lib64/libcndev.so could not be loaded"),
+            "{warning}"
+        );
+    }
+
+    #[test]
+    fn neuware_home_wins_for_the_library_and_the_toolkit_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SystemRoot::new(dir.path());
+        let none = |_: &str| None;
+        assert_eq!(toolkit_version(&root, &none), None);
+
+        let default = root.path("/usr/local/neuware/version.txt");
+        std::fs::create_dir_all(default.parent().unwrap()).unwrap();
+        std::fs::write(&default, "Neuware Version 3.8.4\n").unwrap();
+        assert_eq!(toolkit_version(&root, &none).as_deref(), Some("3.8.4"));
+
+        let home = root.path("/opt/neuware/version.txt");
+        std::fs::create_dir_all(home.parent().unwrap()).unwrap();
+        std::fs::write(&home, "Neuware Version 3.10.2\n").unwrap();
+        let env = |k: &str| (k == "NEUWARE_HOME").then(|| "/opt/neuware/".to_owned());
+        assert_eq!(toolkit_version(&root, &env).as_deref(), Some("3.10.2"));
+        assert!(
+            library::search_dirs(Manufacturer::Cambricon.spec(), &env)
+                .contains(&"/opt/neuware/lib64".to_owned())
+        );
+    }
+
+    #[test]
+    fn slicing_is_the_manufacturer_tables() {
+        assert_eq!(
+            logical_slicing(),
+            Some(LogicalSliced {
+                cores_percentage_overcommit: false,
+                count: 16
+            })
+        );
+    }
+}
