@@ -27,6 +27,11 @@ fn vendor_dirs(manufacturer: &str) -> &'static [&'static str] {
     match manufacturer {
         // The standalone DCMI package (npu-smi's) installs libdcmi.so here.
         "ascend" => &["/usr/local/dcmi"],
+        // The MetaX driver package (mx-smi's) installs libmxsml.so here, apart from MACA.
+        "metax" => &["/opt/mxdriver/lib"],
+        // The MUSA toolkit's own copy of libmtml.so, where the mthreads runtime did not inject
+        // one into the system directories.
+        "mthreads" => &["/usr/local/musa/lib"],
         _ => &[],
     }
 }
@@ -134,6 +139,24 @@ mod tests {
         assert_eq!(
             locate(&root, Manufacturer::Ascend.spec(), &none),
             Some(Located::Path(lib))
+        );
+    }
+
+    #[test]
+    fn metax_and_mthreads_directories_are_searched() {
+        let none = |_: &str| None;
+        let metax = search_dirs(Manufacturer::Metax.spec(), &none);
+        assert!(metax.contains(&"/opt/maca/lib".to_owned()));
+        assert!(metax.contains(&"/opt/mxdriver/lib".to_owned()));
+        let mthreads = search_dirs(Manufacturer::Mthreads.spec(), &none);
+        assert!(mthreads.contains(&"/usr/local/musa/lib".to_owned()));
+        assert!(mthreads.contains(&"/usr/lib/x86_64-linux-gnu".to_owned()));
+        assert!(!mthreads.contains(&"/opt/mxdriver/lib".to_owned()));
+
+        let env = |k: &str| (k == "MACA_HOME").then(|| "/opt/maca-2.32".to_owned());
+        assert_eq!(
+            search_dirs(Manufacturer::Metax.spec(), &env)[0],
+            "/opt/maca-2.32/lib"
         );
     }
 

@@ -5,4 +5,6 @@ pub mod ascend;
 pub mod cambricon;
 pub mod hygon;
 pub mod iluvatar;
+pub mod metax;
+pub mod mthreads;
 pub mod nvidia;

@@ -6,6 +6,8 @@ mod ascend;
 mod cambricon;
 mod iluvatar;
 mod library_only;
+mod metax;
+mod mthreads;
 mod nvidia;
 
 use gpustack_api::Manufacturer;
@@ -20,6 +22,8 @@ pub fn detector_for(m: Manufacturer) -> Box<dyn Detector> {
         Manufacturer::Hygon => Box::new(amdgpu::HYGON),
         Manufacturer::Iluvatar => Box::new(iluvatar::Ixml),
         Manufacturer::Nvidia => Box::new(nvidia::Nvml),
+        Manufacturer::Metax => Box::new(metax::Mxsml),
+        Manufacturer::Mthreads => Box::new(mthreads::Mtml),
         other => Box::new(library_only::LibraryGated(other)),
     }
 }

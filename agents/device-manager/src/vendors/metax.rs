@@ -1,0 +1,359 @@
+//! MetaX GPUs through MXSML, the driver's management library (`libmxsml.so`), loaded at run
+//! time by path so that a node without the driver still runs.
+//!
+//! The library is located under the system root (`crate::library::locate`: `$MACA_HOME/lib`,
+//! `/opt/maca/lib`, the driver package's `/opt/mxdriver/lib`, the system directories); only
+//! when the root is the real `/` and no known directory has it does loading fall back to the
+//! dynamic loader's search. A fixture root therefore never reaches a host's real driver.
+//!
+//! Devices are MXSML ids `0..mxSmlGetDeviceCount()`; `index` is that id (the GPU number
+//! `mx-smi` shows). SR-IOV virtual functions are skipped, as in the reference: those MXSML
+//! reports in VF mode and those whose PCI function has a `physfn` link. Read per GPU:
+//! - `mxSmlGetDeviceInfo`: `id` (its `uuid`, verbatim), the product name (`deviceName`, e.g.
+//!   `MXC500`), the bus id that finds the PCI function (topology, and `physicalIndexes`
+//!   `[cardN, renderDN]` from the function's `drm/` directory), and the brand behind `family`
+//!   when the name does not tell ([`facts::family`]);
+//! - `mxSmlGetMemoryInfo`: `vramTotal` (KB) as memory;
+//! - `mxSmlGetDeviceVersion` (`MXSML_Version_Driver`): `driverVersion`;
+//! - `mxSmlGetTotalEccErrors`: uncorrectable SRAM or DRAM errors make the GPU `unhealthy`.
+//!
+//! Per node: `mxSmlGetMacaVersion` (the MACA stack) as `runtimeVersion`. The monitor adds
+//! `vramUse`, `mxSmlGetDeviceIpUsage` (xcore), `mxSmlGetTemperatureInfo` (hotspot, 0.01 °C)
+//! and `mxSmlGetBoardPowerInfo` (sum of the board's inputs, mW). A figure MXSML refuses is
+//! absent, never 0.
+
+mod facts;
+mod mxsml;
+
+use std::ffi::OsString;
+
+use gpustack_api::{
+    Manufacturer,
+    devices::{Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced},
+    monitor::{AcceleratorMetrics, memory_utilization},
+};
+
+use self::mxsml::{DeviceInfo, MxsmlLibrary};
+use crate::{
+    detector::{DetectContext, DetectError, Detector},
+    grouping::{self, Detected},
+    library::{self, Located},
+    pci::{self, PciDevice},
+};
+
+/// The MetaX detector.
+pub struct Mxsml;
+
+/// One physical GPU as MXSML addresses it.
+struct Gpu {
+    /// The MXSML device id.
+    id: u32,
+    info: DeviceInfo,
+    /// Its PCI function, where sysfs has it.
+    function: Option<PciDevice>,
+}
+
+/// Finds, loads and initialises MXSML. `None` (with a warning where it matters) when the
+/// library is absent, unloadable or the driver does not answer: a measurement ("no MetaX GPUs
+/// here").
+fn open(ctx: &mut DetectContext<'_>) -> Option<MxsmlLibrary> {
+    let spec = Manufacturer::Metax.spec();
+    // Without the PCI check we do not know the node has a MetaX card at all; a missing library
+    // is then not worth a warning on every other node.
+    let hardware_seen = ctx.pci.is_some();
+    let (path, library, by_name): (OsString, String, bool) = match library::locate(
+        ctx.root, spec, ctx.env,
+    ) {
+        Some(Located::Path(p)) => {
+            let shown = ctx.root.host_path(&p).display().to_string();
+            (p.into_os_string(), shown, false)
+        }
+        Some(Located::LoaderSearch(name)) => (name.clone().into(), name, true),
+        None => {
+            let message = format!(
+                "{}none of {} under {}; reporting no MetaX accelerators (mount the MetaX driver: /opt/mxdriver and /opt/maca)",
+                found_functions(ctx),
+                spec.libraries.join(", "),
+                library::search_dirs(spec, ctx.env).join(":"),
+            );
+            if hardware_seen {
+                ctx.warn(message);
+            } else {
+                tracing::debug!("{message}");
+            }
+            return None;
+        }
+    };
+    let mxsml = match MxsmlLibrary::open(&path) {
+        Ok(m) => m,
+        Err(e) if by_name && !hardware_seen => {
+            tracing::debug!("{library} {e}");
+            return None;
+        }
+        Err(e) => {
+            ctx.warn(format!(
+                "{}{library} {e}; reporting no MetaX accelerators",
+                found_functions(ctx)
+            ));
+            return None;
+        }
+    };
+    if let Err(e) = mxsml.init() {
+        ctx.warn(format!(
+            "{}{library}: {e}; reporting no MetaX accelerators (is the MetaX driver loaded?)",
+            found_functions(ctx)
+        ));
+        return None;
+    }
+    Some(mxsml)
+}
+
+/// `found N metax PCI function(s) (…) but ` when the PCI check ran.
+fn found_functions(ctx: &DetectContext<'_>) -> String {
+    match ctx.pci {
+        Some(functions) => format!(
+            "found {} metax PCI function(s) ({}) but ",
+            functions.len(),
+            functions
+                .iter()
+                .map(|f| f.bus_id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => String::new(),
+    }
+}
+
+/// Every physical GPU in MXSML id order. A device MXSML cannot describe is reported and left
+/// out; SR-IOV virtual functions are left out quietly.
+fn gpus(mxsml: &MxsmlLibrary, ctx: &mut DetectContext<'_>) -> Vec<Gpu> {
+    let mut gpus = Vec::new();
+    for id in 0..mxsml.device_count() {
+        let info = match mxsml.device_info(id) {
+            Ok(info) => info,
+            Err(e) => {
+                ctx.warn(format!("MetaX GPU {id}: {e}; left out"));
+                continue;
+            }
+        };
+        let bus_id = pci::normalize_bus_id(&info.bdf);
+        let function = ctx
+            .pci_device(&bus_id)
+            .or_else(|| pci::read_device(ctx.root, &bus_id));
+        let has_physfn = function.as_ref().is_some_and(|f| {
+            ctx.root
+                .path(format!("{}/physfn", f.sysfs_dir))
+                .symlink_metadata()
+                .is_ok()
+        });
+        if facts::is_virtual_function(info.mode, has_physfn) {
+            tracing::debug!("MetaX GPU {id} at {bus_id} is an SR-IOV virtual function; skipped");
+            continue;
+        }
+        gpus.push(Gpu { id, info, function });
+    }
+    gpus
+}
+
+/// The topology of the GPU's PCI function; only the bus id when sysfs lacks it.
+fn topology(gpu: &Gpu) -> DeviceTopology {
+    match &gpu.function {
+        Some(f) => f.topology(),
+        None => DeviceTopology {
+            pci_bus_id: pci::normalize_bus_id(&gpu.info.bdf),
+            ..DeviceTopology::default()
+        },
+    }
+}
+
+/// `[cardN, renderDN]` from the function's DRM nodes; empty when there are none.
+fn physical_indexes(gpu: &Gpu, ctx: &DetectContext<'_>) -> Vec<u32> {
+    gpu.function
+        .as_ref()
+        .map(|f| {
+            let entries = ctx
+                .root
+                .list_dir(format!("{}/drm", f.sysfs_dir))
+                .unwrap_or_default();
+            facts::drm_indexes(&entries)
+        })
+        .unwrap_or_default()
+}
+
+/// Uncorrectable ECC errors make a GPU unhealthy; a refused query holds nothing against it.
+fn unhealthy(mxsml: &MxsmlLibrary, gpu: &Gpu) -> bool {
+    match mxsml.uncorrectable_ecc_errors(gpu.id) {
+        Ok(n) => n > 0,
+        Err(e) => {
+            tracing::debug!("MetaX GPU {}: {e}", gpu.id);
+            false
+        }
+    }
+}
+
+impl Detector for Mxsml {
+    fn detect(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<DevicesGroup>, DetectError> {
+        let Some(mxsml) = open(ctx) else {
+            return Ok(Vec::new());
+        };
+        let runtime_version = mxsml.maca_version().unwrap_or_default();
+        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
+            .is_some_and(|v| v == "true" || v == "1");
+        let slicing = Manufacturer::Metax.spec().logical_slicing;
+
+        let mut detected = Vec::new();
+        for gpu in gpus(&mxsml, ctx) {
+            if gpu.info.uuid.is_empty() {
+                ctx.warn(format!(
+                    "MetaX GPU {}: mxSmlGetDeviceInfo gave no uuid; left out",
+                    gpu.id
+                ));
+                continue;
+            }
+            let Some(memory_mib) = mxsml
+                .vram(gpu.id)
+                .ok()
+                .and_then(|m| facts::kb_to_mib(m.total))
+                .filter(|m| *m > 0)
+            else {
+                ctx.warn(format!(
+                    "MetaX GPU {}: mxSmlGetMemoryInfo reported no memory; left out",
+                    gpu.id
+                ));
+                continue;
+            };
+            let mut group = DevicesGroup::new(Manufacturer::Metax, "", "", 0);
+            group.driver_version = mxsml.driver_version(gpu.id).unwrap_or_default();
+            group.runtime_version = runtime_version.clone();
+            group.family = facts::family(&gpu.info.name, gpu.info.brand)
+                .unwrap_or_default()
+                .to_owned();
+            detected.push(Detected {
+                name: gpu.info.name.clone(),
+                memory_mib,
+                group,
+                accelerator: Accelerator {
+                    id: gpu.info.uuid.clone(),
+                    index: gpu.id,
+                    physical_indexes: physical_indexes(&gpu, ctx),
+                    topology: topology(&gpu),
+                    status: AcceleratorStatus {
+                        unhealthy: unhealthy(&mxsml, &gpu),
+                        logical_sliced: slicing.map(|s| LogicalSliced {
+                            cores_percentage_overcommit: s.cores_percentage_overcommit,
+                            count: s.count,
+                        }),
+                        physical_sliced: None,
+                    },
+                },
+            });
+        }
+        Ok(grouping::group(Manufacturer::Metax, detected, with_memory))
+    }
+
+    fn monitor(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<AcceleratorMetrics>, DetectError> {
+        let Some(mxsml) = open(ctx) else {
+            return Ok(Vec::new());
+        };
+        let mut samples = Vec::new();
+        for gpu in gpus(&mxsml, ctx) {
+            if gpu.info.uuid.is_empty() {
+                continue;
+            }
+            let vram = mxsml.vram(gpu.id).ok();
+            let total = vram.and_then(|m| facts::kb_to_mib(m.total));
+            let used = vram.and_then(|m| facts::kb_to_mib(m.used));
+            samples.push(AcceleratorMetrics {
+                id: gpu.info.uuid.clone(),
+                memory: total.unwrap_or(0),
+                memory_usage: used,
+                memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
+                cores_utilization: mxsml.xcore_usage(gpu.id).ok().and_then(facts::percent),
+                temperature: mxsml.hotspot_centidegrees(gpu.id).ok().map(facts::celsius),
+                power_usage: mxsml
+                    .board_power_mw(gpu.id)
+                    .ok()
+                    .and_then(|ways| facts::watts(&ways)),
+                unhealthy: unhealthy(&mxsml, &gpu),
+            });
+        }
+        Ok(samples)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        detect::{Options, detect, monitor},
+        system_root::SystemRoot,
+    };
+
+    /// A root with one MetaX GPU function in sysfs and nothing else.
+    fn root_with_metax_function() -> (tempfile::TempDir, SystemRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SystemRoot::new(dir.path());
+        let function = root.path("/sys/bus/pci/devices/0000:0f:00.0");
+        std::fs::create_dir_all(&function).unwrap();
+        std::fs::write(function.join("vendor"), "0x9999\n").unwrap();
+        std::fs::write(function.join("class"), "0x030200\n").unwrap();
+        (dir, root)
+    }
+
+    fn metax_only(no_pci_check: bool) -> Options {
+        Options {
+            manufacturers: vec![Manufacturer::Metax],
+            no_pci_check,
+        }
+    }
+
+    #[test]
+    fn missing_library_is_an_empty_measurement_with_a_warning() {
+        let (_dir, root) = root_with_metax_function();
+        let none = |_: &str| None;
+        let report = detect(&root, &none, &metax_only(false));
+        assert!(report.items.is_empty());
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let [warning] = report.warnings.as_slice() else {
+            panic!("one warning expected: {:?}", report.warnings);
+        };
+        assert!(
+            warning.contains("found 1 metax PCI function(s) (0000:0f:00.0)"),
+            "{warning}"
+        );
+        assert!(warning.contains("libmxsml.so"), "{warning}");
+        assert!(warning.contains("/opt/maca/lib"), "{warning}");
+        assert!(warning.contains("/opt/mxdriver/lib"), "{warning}");
+
+        let report = monitor(&root, &none, &metax_only(false));
+        assert!(report.items.is_empty() && report.failures.is_empty());
+        assert_eq!(report.warnings.len(), 1);
+    }
+
+    #[test]
+    fn missing_library_without_the_pci_check_is_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SystemRoot::new(dir.path());
+        let report = detect(&root, &|_: &str| None, &metax_only(true));
+        assert!(report.items.is_empty() && report.failures.is_empty());
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    }
+
+    #[test]
+    fn unloadable_library_is_an_empty_measurement_with_a_warning() {
+        let (_dir, root) = root_with_metax_function();
+        let lib = root.path("/opt/mxdriver/lib/libmxsml.so");
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::write(&lib, b"not an ELF file").unwrap();
+        let report = detect(&root, &|_: &str| None, &metax_only(false));
+        assert!(report.items.is_empty());
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let [warning] = report.warnings.as_slice() else {
+            panic!("one warning expected: {:?}", report.warnings);
+        };
+        assert!(
+            warning.contains("/opt/mxdriver/lib/libmxsml.so could not be loaded"),
+            "{warning}"
+        );
+    }
+}
