@@ -1,5 +1,6 @@
-//! Manufacturers read at the PCI level only: a node with their hardware but without their
-//! management library reports no accelerators, and says which library it looked for and where.
+//! What every library-backed manufacturer shares: a node with the hardware but without a usable
+//! management library reports no accelerators and says which library it looked for and where,
+//! and the PCI gate honours vendor-id and class overrides.
 
 use gpustack_tests::{
     operator, stderr, stdout,

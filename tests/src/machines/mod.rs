@@ -8,3 +8,4 @@ pub mod iluvatar;
 pub mod metax;
 pub mod mthreads;
 pub mod nvidia;
+pub mod thead;

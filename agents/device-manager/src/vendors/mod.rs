@@ -5,10 +5,10 @@ mod amdgpu;
 mod ascend;
 mod cambricon;
 mod iluvatar;
-mod library_only;
 mod metax;
 mod mthreads;
 mod nvidia;
+mod thead;
 
 use gpustack_api::Manufacturer;
 
@@ -17,13 +17,13 @@ use crate::detector::Detector;
 pub fn detector_for(m: Manufacturer) -> Box<dyn Detector> {
     match m {
         Manufacturer::Amd => Box::new(amdgpu::AMD),
+        Manufacturer::Hygon => Box::new(amdgpu::HYGON),
+        Manufacturer::Nvidia => Box::new(nvidia::Nvml),
         Manufacturer::Ascend => Box::new(ascend::Dcmi),
         Manufacturer::Cambricon => Box::new(cambricon::Cndev),
-        Manufacturer::Hygon => Box::new(amdgpu::HYGON),
         Manufacturer::Iluvatar => Box::new(iluvatar::Ixml),
-        Manufacturer::Nvidia => Box::new(nvidia::Nvml),
         Manufacturer::Metax => Box::new(metax::Mxsml),
         Manufacturer::Mthreads => Box::new(mthreads::Mtml),
-        other => Box::new(library_only::LibraryGated(other)),
+        Manufacturer::Thead => Box::new(thead::Hgml),
     }
 }

@@ -1,0 +1,478 @@
+//! T-Head (Alibaba) PPUs through HGML (`libhgml.so`), the PPU SDK's NVML-shaped management
+//! library, loaded at run time by path (see [`hgml`] for the FFI, the symbol names and the
+//! sources every call was checked against). The reference lists the library as x86_64 only.
+//!
+//! The library is looked for under the system root in `$PPU_HOME/{lib,lib64,…}`, then
+//! `/usr/local/PPU_SDK/{lib,lib64,…}` and the system directories (`crate::library`); only when
+//! the root is the real `/` and none has it does loading fall back to the dynamic loader's own
+//! search. A fixture root therefore never reaches the host's real SDK.
+//!
+//! Read per device (HGML order = `index`), as the reference operator's T-Head detector does:
+//! - `hgmlDeviceGetUUID`: `id`, verbatim. It is the id the operator, gpustack-runtime and the
+//!   PPU container runtime name the card by; its exact spelling (NVML's `GPU-` and a 5-part
+//!   hexadecimal UUID is assumed by the fixtures) is not shown by any source, so it is not
+//!   rewritten or validated here beyond being non-empty.
+//! - `hgmlDeviceGetName`: product name (`PPU-ZW810E`);
+//! - `hgmlDeviceGetMinorNumber`: `physicalIndexes` `[minor]`; omitted when refused, never
+//!   replaced by the index (the operator records it to prove which device node is the card);
+//! - `hgmlDeviceGetMemoryInfo_v2` (else v1): memory, MiB;
+//! - `hgmlDeviceGetNumGpuCores`: `cores` (group level, from the first card);
+//! - `hgmlDeviceGetHggcComputeCapability`: `computeCapability` `major.minor`;
+//! - `hgmlDeviceGetMemoryErrorCounter(uncorrected, volatile, DRAM)` > 0: `unhealthy`;
+//! - `hgmlDeviceGetPciInfo*`: the bus id that finds the PCI function (topology);
+//! - `hgmlDeviceGetMigMode`: a card in MIG mode gets `physicalSliced` from its GPU-instance
+//!   profiles (`hgmlDeviceGetGpuInstanceProfileInfoV` over pyhgml's 15 profile indexes, each
+//!   answered profile's legal slots from `hgmlDeviceGetGpuInstancePossiblePlacements_v2`; see
+//!   [`facts::derive_profiles`]) and no `logicalSliced`; every other card gets
+//!   `Manufacturer::Thead`'s logical slicing (128, overcommit).
+//!
+//! Per system: `hgmlSystemGetDriverVersion` (`driverVersion`) and
+//! `hgmlSystemGetHggcDriverVersion_v2` (`runtimeVersion`, HGGC `major.minor`). Not read:
+//! `family` (no source names one). The monitor adds `hgmlDeviceGetUtilizationRates` (gpu),
+//! `hgmlDeviceGetTemperature` (GPU sensor) and `hgmlDeviceGetPowerUsage` (mW). Unlike the
+//! operator, which samples GPM SM utilisation first, cores utilisation comes from the
+//! utilisation rates only; and a figure HGML refuses is absent, never 0.
+
+mod facts;
+mod hgml;
+
+use gpustack_api::{
+    Manufacturer,
+    devices::{
+        Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced, PhysicalSliced,
+    },
+    monitor::{AcceleratorMetrics, memory_utilization},
+};
+
+use crate::{
+    detector::{DetectContext, DetectError, Detector},
+    grouping::{self, Detected},
+    library::{self, Located},
+    pci,
+};
+
+use hgml::{Device, HgmlLib, OpenError, Return};
+
+/// The T-Head detector.
+pub struct Hgml;
+
+const MIB: u64 = 1024 * 1024;
+
+/// An initialised HGML and the name to use for it in messages.
+struct Session {
+    hgml: HgmlLib,
+    library: String,
+}
+
+impl Session {
+    /// The devices in HGML order; one HGML refuses is reported and left out.
+    fn devices(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<(u32, Device<'_>)>, DetectError> {
+        let count = self
+            .hgml
+            .device_count()
+            .map_err(|e| DetectError::LibraryCall {
+                library: self.library.clone(),
+                call: "hgmlDeviceGetCount",
+                message: e.to_string(),
+            })?;
+        let mut devices = Vec::with_capacity(count as usize);
+        for index in 0..count {
+            match self.hgml.device(index) {
+                Ok(device) => devices.push((index, device)),
+                Err(e) => ctx.warn(format!(
+                    "T-Head PPU {index}: hgmlDeviceGetHandleByIndex failed ({e}); left out"
+                )),
+            }
+        }
+        Ok(devices)
+    }
+}
+
+/// Finds and initialises HGML. `None` (with a warning where it matters) when the library is
+/// absent or will not initialise: that is a measurement ("no T-Head accelerators here").
+fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
+    let spec = Manufacturer::Thead.spec();
+    // Without the PCI check we do not know that the node has a PPU at all; saying that the
+    // library is missing would then be noise on every other node.
+    let hardware_seen = ctx.pci.is_some();
+    let (path, library) = match library::locate(ctx.root, spec, ctx.env) {
+        Some(Located::Path(p)) => {
+            let shown = ctx.root.host_path(&p).display().to_string();
+            (p.into_os_string(), shown)
+        }
+        Some(Located::LoaderSearch(name)) => (name.clone().into(), name),
+        None => {
+            let message = format!(
+                "{}none of {} under {}; reporting no T-Head accelerators (is the PPU SDK installed or mounted?)",
+                found_functions(ctx),
+                spec.libraries.join(", "),
+                library::search_dirs(spec, ctx.env).join(":"),
+            );
+            if hardware_seen {
+                ctx.warn(message);
+            } else {
+                tracing::debug!("{message}");
+            }
+            return None;
+        }
+    };
+    match HgmlLib::open(&path) {
+        Ok(hgml) => Some(Session { hgml, library }),
+        Err(OpenError::Load(e)) if !hardware_seen => {
+            tracing::debug!("{library} could not be loaded: {e}");
+            None
+        }
+        Err(e) => {
+            ctx.warn(format!(
+                "{}{library} did not initialise: {e}; reporting no T-Head accelerators (is the PPU kernel driver loaded?)",
+                found_functions(ctx),
+            ));
+            None
+        }
+    }
+}
+
+/// `found N thead PCI function(s) (…) but ` when the PCI check ran.
+fn found_functions(ctx: &DetectContext<'_>) -> String {
+    match ctx.pci {
+        Some(functions) => format!(
+            "found {} thead PCI function(s) ({}) but ",
+            functions.len(),
+            functions
+                .iter()
+                .map(|f| f.bus_id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => String::new(),
+    }
+}
+
+/// What one device told us that both detect and monitor need.
+struct Identity {
+    id: String,
+    unhealthy: bool,
+}
+
+fn identity(index: u32, device: &Device<'_>, ctx: &mut DetectContext<'_>) -> Option<Identity> {
+    match device.uuid() {
+        Ok(uuid) if !uuid.is_empty() => Some(Identity {
+            id: uuid,
+            unhealthy: facts::unhealthy(device.uncorrected_dram_errors().ok()),
+        }),
+        Ok(_) => {
+            ctx.warn(format!(
+                "T-Head PPU {index}: hgmlDeviceGetUUID answered an empty id; left out"
+            ));
+            None
+        }
+        Err(e) => {
+            ctx.warn(format!(
+                "T-Head PPU {index}: hgmlDeviceGetUUID failed ({e}); left out"
+            ));
+            None
+        }
+    }
+}
+
+/// The topology of the PCI function at HGML's bus id; only the bus id when sysfs lacks it.
+fn topology(device: &Device<'_>, ctx: &DetectContext<'_>) -> DeviceTopology {
+    let Some(bus_id) = device.pci_info().ok().and_then(|info| {
+        facts::bus_id(
+            info.domain,
+            info.bus,
+            info.device,
+            &info.bus_id,
+            &info.bus_id_legacy,
+        )
+    }) else {
+        return DeviceTopology::default();
+    };
+    ctx.pci_device(&bus_id)
+        .or_else(|| pci::read_device(ctx.root, &bus_id))
+        .map(|f| f.topology())
+        .unwrap_or(DeviceTopology {
+            pci_bus_id: bus_id,
+            ..DeviceTopology::default()
+        })
+}
+
+fn logical_slicing() -> Option<LogicalSliced> {
+    Manufacturer::Thead
+        .spec()
+        .logical_slicing
+        .map(|s| LogicalSliced {
+            cores_percentage_overcommit: s.cores_percentage_overcommit,
+            count: s.count,
+        })
+}
+
+/// How a card may be sliced: physically when it is in MIG mode, logically otherwise.
+fn slicing(
+    index: u32,
+    device: &Device<'_>,
+    ctx: &mut DetectContext<'_>,
+) -> (Option<LogicalSliced>, Option<PhysicalSliced>) {
+    match device.mig_mode() {
+        Ok((current, _)) if current == facts::MIG_ENABLE => {
+            (None, mig_profiles(index, device, ctx))
+        }
+        Ok(_) => (logical_slicing(), None),
+        // A library without the query, or a card that says MIG is not supported, does not
+        // partition: that is an answer.
+        Err(e) if e.is_absent() || e == Return::FUNCTION_NOT_FOUND => (logical_slicing(), None),
+        Err(e) => {
+            // As the operator does: an unreadable mode counts as "not partitioned", but not in
+            // silence, since a card in MIG mode cannot serve the logical slices it advertises.
+            ctx.warn(format!(
+                "T-Head PPU {index}: hgmlDeviceGetMigMode failed ({e}); reported as not partitioned, which is wrong if MIG is on"
+            ));
+            (logical_slicing(), None)
+        }
+    }
+}
+
+/// The physical slicing of a card in MIG mode, from every profile index the driver answers and
+/// each answered profile's legal placements. Profiles the driver could not answer for are left
+/// out with a warning: a profile missing here is missing from the node's capacity.
+fn mig_profiles(
+    index: u32,
+    device: &Device<'_>,
+    ctx: &mut DetectContext<'_>,
+) -> Option<PhysicalSliced> {
+    let mut probed = Vec::new();
+    let mut unreadable = Vec::new();
+    for profile_index in 0..hgml::GPU_INSTANCE_PROFILE_COUNT {
+        match device.profile_info(profile_index) {
+            Ok(info) => match device.possible_placements(info.id) {
+                Ok(slots) => probed.push((info, slots)),
+                Err(e) => unreadable.push(format!("placements of profile {}: {e}", info.id)),
+            },
+            Err(e) if e.is_absent() => {}
+            Err(e) => unreadable.push(format!("profile index {profile_index}: {e}")),
+        }
+    }
+    if !unreadable.is_empty() {
+        ctx.warn(format!(
+            "T-Head PPU {index}: left MIG profiles out because HGML could not answer for them ({})",
+            unreadable.join("; ")
+        ));
+    }
+    let (profiles, rejected) = facts::derive_profiles(&probed);
+    for reason in rejected {
+        tracing::info!("T-Head PPU {index}: dropped an unpublishable MIG profile: {reason}");
+    }
+    let sliced = facts::physical_sliced(profiles);
+    if sliced.is_none() {
+        ctx.warn(format!(
+            "T-Head PPU {index} is in MIG mode but HGML offers no publishable MIG profile; it is reported with no slicing"
+        ));
+    }
+    sliced
+}
+
+/// Withholds the profiles a group's cards disagree on, then recomputes the group's aggregate.
+fn reconcile_profiles(groups: &mut [DevicesGroup]) {
+    for g in groups {
+        let mut cards: Vec<Option<PhysicalSliced>> = g
+            .accelerators
+            .iter_mut()
+            .map(|a| a.status.physical_sliced.take())
+            .collect();
+        for name in facts::reject_divergent(&mut cards) {
+            tracing::info!(
+                "withheld MIG profile {name:?} from group {}: its cards disagree on it",
+                g.id
+            );
+        }
+        for (a, sliced) in g.accelerators.iter_mut().zip(cards) {
+            a.status.physical_sliced = sliced;
+        }
+        g.refresh_sliced_detail();
+    }
+}
+
+impl Detector for Hgml {
+    fn detect(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<DevicesGroup>, DetectError> {
+        let Some(session) = open(ctx) else {
+            return Ok(Vec::new());
+        };
+        let driver_version = session.hgml.driver_version().unwrap_or_default();
+        let runtime_version = session
+            .hgml
+            .hggc_driver_version()
+            .ok()
+            .and_then(facts::runtime_version)
+            .unwrap_or_default();
+        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
+            .is_some_and(|v| v == "true" || v == "1");
+
+        let mut detected = Vec::new();
+        for (index, device) in session.devices(ctx)? {
+            let Some(who) = identity(index, &device, ctx) else {
+                continue;
+            };
+            let name = match device.name() {
+                Ok(n) => n,
+                Err(e) => {
+                    ctx.warn(format!(
+                        "T-Head PPU {index}: hgmlDeviceGetName failed ({e}); left out"
+                    ));
+                    continue;
+                }
+            };
+            let memory_mib = match device.memory() {
+                Ok(m) => m.total / MIB,
+                Err(e) => {
+                    ctx.warn(format!(
+                        "T-Head PPU {index}: hgmlDeviceGetMemoryInfo failed ({e}); left out"
+                    ));
+                    continue;
+                }
+            };
+            let mut group = DevicesGroup::new(Manufacturer::Thead, "", "", 0);
+            group.cores = device.num_cores().ok().filter(|&c| c > 0);
+            group.driver_version = driver_version.clone();
+            group.runtime_version = runtime_version.clone();
+            group.compute_capability = device
+                .compute_capability()
+                .ok()
+                .and_then(|(major, minor)| facts::compute_capability(major, minor))
+                .unwrap_or_default();
+            let (logical_sliced, physical_sliced) = slicing(index, &device, ctx);
+            detected.push(Detected {
+                name,
+                memory_mib,
+                group,
+                accelerator: Accelerator {
+                    id: who.id,
+                    index,
+                    physical_indexes: device.minor_number().into_iter().collect(),
+                    topology: topology(&device, ctx),
+                    status: AcceleratorStatus {
+                        unhealthy: who.unhealthy,
+                        logical_sliced,
+                        physical_sliced,
+                    },
+                },
+            });
+        }
+        let mut groups = grouping::group(Manufacturer::Thead, detected, with_memory);
+        reconcile_profiles(&mut groups);
+        Ok(groups)
+    }
+
+    fn monitor(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<AcceleratorMetrics>, DetectError> {
+        let Some(session) = open(ctx) else {
+            return Ok(Vec::new());
+        };
+        let mut samples = Vec::new();
+        for (index, device) in session.devices(ctx)? {
+            let Some(who) = identity(index, &device, ctx) else {
+                continue;
+            };
+            let memory = device.memory().ok();
+            let total = memory.map(|m| m.total / MIB);
+            let used = memory.map(|m| m.used / MIB);
+            samples.push(AcceleratorMetrics {
+                id: who.id,
+                memory: total.unwrap_or(0),
+                memory_usage: used,
+                memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
+                cores_utilization: device.utilization().ok().map(|(gpu, _)| gpu.min(100)),
+                temperature: device
+                    .temperature()
+                    .ok()
+                    .and_then(|t| i32::try_from(t).ok()),
+                power_usage: device.power_usage_mw().ok().map(facts::watts),
+                unhealthy: who.unhealthy,
+            });
+        }
+        Ok(samples)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        detect::{Options, detect, monitor},
+        system_root::SystemRoot,
+    };
+    use gpustack_api::Manufacturer;
+
+    /// A root with one T-Head processing accelerator in sysfs and nothing else.
+    fn root_with_ppu_function() -> (tempfile::TempDir, SystemRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SystemRoot::new(dir.path());
+        let function = root.path("/sys/bus/pci/devices/0000:1b:00.0");
+        std::fs::create_dir_all(&function).unwrap();
+        std::fs::write(function.join("vendor"), "0x1ded\n").unwrap();
+        std::fs::write(function.join("class"), "0x120000\n").unwrap();
+        (dir, root)
+    }
+
+    fn thead_only(no_pci_check: bool) -> Options {
+        Options {
+            manufacturers: vec![Manufacturer::Thead],
+            no_pci_check,
+        }
+    }
+
+    #[test]
+    fn missing_library_is_an_empty_measurement_with_a_warning() {
+        let (_dir, root) = root_with_ppu_function();
+        let none = |_: &str| None;
+        let report = detect(&root, &none, &thead_only(false));
+        assert!(report.items.is_empty());
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let [warning] = report.warnings.as_slice() else {
+            panic!("one warning expected: {:?}", report.warnings);
+        };
+        assert!(warning.contains("0000:1b:00.0"), "{warning}");
+        assert!(warning.contains("libhgml.so"), "{warning}");
+        assert!(warning.contains("/usr/local/PPU_SDK/lib:"), "{warning}");
+
+        let report = monitor(&root, &none, &thead_only(false));
+        assert!(report.items.is_empty() && report.failures.is_empty());
+        assert_eq!(report.warnings.len(), 1);
+    }
+
+    #[test]
+    fn ppu_home_is_searched_first() {
+        let (_dir, root) = root_with_ppu_function();
+        let env = |k: &str| (k == "PPU_HOME").then(|| "/opt/ppu-sdk".to_owned());
+        let report = detect(&root, &env, &thead_only(false));
+        let [warning] = report.warnings.as_slice() else {
+            panic!("one warning expected: {:?}", report.warnings);
+        };
+        let searched = warning.split(" under ").nth(1).unwrap_or_default();
+        assert!(searched.starts_with("/opt/ppu-sdk/lib:"), "{warning}");
+    }
+
+    #[test]
+    fn missing_library_without_the_pci_check_is_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SystemRoot::new(dir.path());
+        let report = detect(&root, &|_: &str| None, &thead_only(true));
+        assert!(report.items.is_empty() && report.failures.is_empty());
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    }
+
+    #[test]
+    fn unloadable_library_is_an_empty_measurement_with_a_warning() {
+        let (_dir, root) = root_with_ppu_function();
+        let lib = root.path("/usr/local/PPU_SDK/lib/libhgml.so");
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::write(&lib, b"").unwrap();
+        let report = detect(&root, &|_: &str| None, &thead_only(false));
+        assert!(report.items.is_empty());
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let [warning] = report.warnings.as_slice() else {
+            panic!("one warning expected: {:?}", report.warnings);
+        };
+        assert!(
+            warning.contains("/usr/local/PPU_SDK/lib/libhgml.so did not initialise"),
+            "{warning}"
+        );
+    }
+}
