@@ -22,7 +22,8 @@ pub struct MetricsGroup {
 pub struct AcceleratorMetrics {
     pub id: String,
     /// Total memory, MiB.
-    pub memory: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
     /// Memory in use, MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_usage: Option<u64>,
@@ -62,13 +63,13 @@ mod tests {
     fn unmeasured_figures_are_absent() {
         let m = AcceleratorMetrics {
             id: "GPU-1".into(),
-            memory: 80,
+            memory_usage: Some(3),
             ..Default::default()
         };
         let v = serde_json::to_value(&m).unwrap();
         assert_eq!(
             v,
-            serde_json::json!({"id": "GPU-1", "memory": 80, "unhealthy": false})
+            serde_json::json!({"id": "GPU-1", "memoryUsage": 3, "unhealthy": false})
         );
     }
 }

@@ -181,7 +181,7 @@ fn atlas_800t_a2_node_monitor() {
     assert_eq!(samples.len(), 8);
     for (i, (s, npu)) in samples.iter().zip(ascend::a2_npus()).enumerate() {
         assert_eq!(s.id, npu.id(), "NPU {i}");
-        assert_eq!(s.memory, 65536, "NPU {i}");
+        assert_eq!(s.memory, Some(65536), "NPU {i}");
         assert_eq!(s.memory_usage, Some(3370 + 1000 * i as u64), "NPU {i}");
         assert_eq!(
             s.memory_utilization,
@@ -260,7 +260,7 @@ fn atlas_300i_duo_node_two_chips_per_card_and_ddr() {
     let samples = &monitor(&node)[0].accelerators;
     assert_eq!(samples.len(), 4);
     for (i, s) in samples.iter().enumerate() {
-        assert_eq!(s.memory, ascend::DUO_DDR_MB);
+        assert_eq!(s.memory, Some(ascend::DUO_DDR_MB));
         assert_eq!(s.memory_usage, Some(1383 + 100 * i as u64), "chip {i}");
         assert_eq!(s.cores_utilization, Some(0), "a measured 0 stays 0");
         assert_eq!(s.power_usage, Some(28));

@@ -162,7 +162,7 @@ fn mlu370_x8_node_monitor() {
     assert_eq!(samples.len(), 4);
     for (i, (s, mlu)) in samples.iter().zip(cambricon::x8_mlus()).enumerate() {
         assert_eq!(s.id, mlu.id(), "MLU {i}");
-        assert_eq!(s.memory, cambricon::X8_MEMORY_MB, "MLU {i}");
+        assert_eq!(s.memory, Some(cambricon::X8_MEMORY_MB), "MLU {i}");
         assert_eq!(s.memory_usage, Some(1210 + 1000 * i as u64), "MLU {i}");
         assert_eq!(
             s.memory_utilization,

@@ -151,7 +151,7 @@ fn mr_v100_node_monitor() {
     assert_eq!(samples.len(), 4);
     for (i, (s, gpu)) in samples.iter().zip(GPUS.iter()).enumerate() {
         assert_eq!(s.id, gpu.uuid, "card {i}");
-        assert_eq!(s.memory, 32768, "card {i}");
+        assert_eq!(s.memory, Some(32768), "card {i}");
         assert_eq!(s.memory_usage, Some(gpu.memory_used_mib), "card {i}");
         assert_eq!(
             s.memory_utilization,

@@ -206,7 +206,7 @@ fn mxc500_node_monitor() {
     assert_eq!(samples.len(), 8, "no sample for the VF");
     for (i, (s, gpu)) in samples.iter().zip(metax::gpus()).enumerate() {
         assert_eq!(s.id, gpu.uuid, "GPU {i}");
-        assert_eq!(s.memory, metax::MEMORY_MIB, "GPU {i}");
+        assert_eq!(s.memory, Some(metax::MEMORY_MIB), "GPU {i}");
         assert_eq!(s.memory_usage, Some(gpu.used_mib()), "GPU {i}");
         assert_eq!(s.memory_usage, Some(812 + 1000 * i as u64), "GPU {i}");
         assert_eq!(

@@ -156,7 +156,7 @@ fn s4000_node_monitor() {
     assert_eq!(samples.len(), 8);
     for (i, (s, gpu)) in samples.iter().zip(mthreads::gpus()).enumerate() {
         assert_eq!(s.id, gpu.uuid, "GPU {i}");
-        assert_eq!(s.memory, mthreads::MEMORY_MIB, "GPU {i}");
+        assert_eq!(s.memory, Some(mthreads::MEMORY_MIB), "GPU {i}");
         assert_eq!(s.memory_usage, Some(1536 + 2048 * i as u64), "GPU {i}");
         assert_eq!(s.memory_usage, Some(gpu.used_mib()), "GPU {i}");
         assert_eq!(

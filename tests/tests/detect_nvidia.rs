@@ -222,7 +222,7 @@ fn hgx_h100_node_monitor() {
     assert_eq!(samples.len(), 8);
     for (i, (s, gpu)) in samples.iter().zip(nvidia::H100_GPUS.iter()).enumerate() {
         assert_eq!(s.id, gpu.uuid, "card {i}");
-        assert_eq!(s.memory, 81559, "card {i}");
+        assert_eq!(s.memory, Some(81559), "card {i}");
         let used = 1024 * i as u64 + 1;
         assert_eq!(s.memory_usage, Some(used), "card {i}");
         assert_eq!(
@@ -346,7 +346,7 @@ fn a100_with_mig_monitor_leaves_utilization_absent() {
     assert_eq!(s.id, nvidia::A100_UUID);
     assert_eq!(
         (s.memory, s.memory_usage, s.memory_utilization),
-        (81920, Some(13), Some(0))
+        (Some(81920), Some(13), Some(0))
     );
     assert_eq!(
         s.cores_utilization, None,
@@ -559,7 +559,7 @@ fn gddr_with_ecc_memory_is_corrected() {
     });
     assert_eq!(detect(&node, &[])[0].memory, 81559 * 16 / 15);
     // The monitor reports what NVML makes usable.
-    assert_eq!(monitor(&node)[0].accelerators[0].memory, 81559);
+    assert_eq!(monitor(&node)[0].accelerators[0].memory, Some(81559));
 
     edit_fixture(&node, |v| {
         for d in v["devices"].as_array_mut().unwrap() {

@@ -215,7 +215,7 @@ fn zw810e_node_monitor() {
     assert_eq!(samples.len(), 8);
     for (i, (s, ppu)) in samples.iter().zip(PPUS.iter()).enumerate() {
         assert_eq!(s.id, ppu.uuid, "card {i}");
-        assert_eq!(s.memory, 98_304, "card {i}");
+        assert_eq!(s.memory, Some(98_304), "card {i}");
         assert_eq!(s.memory_usage, Some(ppu.memory_used_mib), "card {i}");
         assert_eq!(
             s.memory_utilization,

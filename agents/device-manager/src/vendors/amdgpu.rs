@@ -144,12 +144,11 @@ impl Detector for AmdgpuFamily {
                 read_u64(root, &format!("{}/mem_info_vram_total", card.dir)).map(|b| b / MIB);
             let used = read_u64(root, &format!("{}/mem_info_vram_used", card.dir)).map(|b| b / MIB);
             let hwmon = hwmon_dir(root, &card);
-            let memory = total.unwrap_or(0);
             samples.push(AcceleratorMetrics {
                 id,
-                memory,
+                memory: total,
                 memory_usage: used,
-                memory_utilization: used.and_then(|u| memory_utilization(u, memory)),
+                memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
                 cores_utilization: read_u64(root, &format!("{}/gpu_busy_percent", card.dir))
                     .map(|p| p.min(100) as u32),
                 temperature: hwmon

@@ -361,7 +361,7 @@ impl Detector for Dcmi {
             let used = memory.map(|m| m.used_mb);
             samples.push(AcceleratorMetrics {
                 id,
-                memory: total.unwrap_or(0),
+                memory: total,
                 memory_usage: used,
                 memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
                 cores_utilization: session

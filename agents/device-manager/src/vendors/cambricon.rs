@@ -335,7 +335,7 @@ impl Detector for Cndev {
             let used = memory.and_then(|(_, u)| u);
             let temperatures = session.answer(&card, session.cndev.temperatures(card.handle));
             samples.push(AcceleratorMetrics {
-                memory: total.unwrap_or(0),
+                memory: total,
                 memory_usage: used,
                 memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
                 cores_utilization: session

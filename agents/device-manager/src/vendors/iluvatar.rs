@@ -279,7 +279,7 @@ impl Detector for Ixml {
             let used = memory.map(|m| m.used / MIB);
             samples.push(AcceleratorMetrics {
                 id: who.id,
-                memory: total.unwrap_or(0),
+                memory: total,
                 memory_usage: used,
                 memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
                 cores_utilization: device.utilization().ok().map(|(gpu, _)| gpu.min(100)),

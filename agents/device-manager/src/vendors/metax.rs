@@ -265,7 +265,7 @@ impl Detector for Mxsml {
             let used = vram.and_then(|m| facts::kb_to_mib(m.used));
             samples.push(AcceleratorMetrics {
                 id: gpu.info.uuid.clone(),
-                memory: total.unwrap_or(0),
+                memory: total,
                 memory_usage: used,
                 memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
                 cores_utilization: mxsml.xcore_usage(gpu.id).ok().and_then(facts::percent),

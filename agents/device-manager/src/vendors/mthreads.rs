@@ -291,7 +291,7 @@ impl Detector for Mtml {
             let gpu = device.gpu().ok();
             samples.push(AcceleratorMetrics {
                 id,
-                memory: total.unwrap_or(0),
+                memory: total,
                 memory_usage: used,
                 memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
                 cores_utilization: gpu

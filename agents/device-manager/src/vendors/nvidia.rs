@@ -323,7 +323,7 @@ impl Detector for Nvml {
             let used = memory.as_ref().map(|m| m.used / MIB);
             samples.push(AcceleratorMetrics {
                 id: who.id,
-                memory: total.unwrap_or(0),
+                memory: total,
                 memory_usage: used,
                 memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
                 // Not reported for a card in MIG mode: absent then, never 0.
