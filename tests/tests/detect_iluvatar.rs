@@ -200,7 +200,7 @@ fn missing_library_reports_nothing_and_says_why() {
         assert_eq!(stdout(&out).trim(), "[]", "{command}");
         let err = stderr(&out);
         assert!(
-            err.contains("found 4 Iluvatar PCI function(s) (0000:15:00.0, 0000:2a:00.0, 0000:98:00.0, 0000:b1:00.0)"),
+            err.contains("found 4 iluvatar PCI function(s) (0000:15:00.0, 0000:2a:00.0, 0000:98:00.0, 0000:b1:00.0)"),
             "{command}: names the cards: {err}"
         );
         assert!(err.contains("libixml.so"), "{command}: {err}");

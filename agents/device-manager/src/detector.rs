@@ -8,7 +8,13 @@ use gpustack_api::{
     devices::DevicesGroup, manufacturer::ResolvedManufacturer, monitor::AcceleratorMetrics,
 };
 
-use crate::{pci::PciDevice, system_root::SystemRoot};
+use std::{ffi::OsString, fmt::Display};
+
+use crate::{
+    library::{self, Located},
+    pci::PciDevice,
+    system_root::SystemRoot,
+};
 
 /// What a detector gets to work with.
 pub struct DetectContext<'a> {
@@ -30,6 +36,77 @@ impl DetectContext<'_> {
         self.warnings.push(message);
     }
 
+    /// `found N <manufacturer> PCI function(s) (<bus ids>) but ` when the PCI check ran, else
+    /// nothing: the start of a message about a library that stands between the hardware and us.
+    pub fn found_functions(&self) -> String {
+        match self.pci {
+            Some(functions) => format!(
+                "found {} {} PCI function(s) ({}) but ",
+                functions.len(),
+                self.manufacturer.manufacturer,
+                functions
+                    .iter()
+                    .map(|f| f.bus_id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => String::new(),
+        }
+    }
+
+    /// Finds this manufacturer's management library under the system root. When there is none,
+    /// says so and returns `None`: a warning where the PCI check saw the vendor's hardware, a
+    /// debug line otherwise (without the check, most nodes are expected to lack the library).
+    /// `hint` tells the operator what to mount or install.
+    pub fn locate_library(&mut self, hint: &str) -> Option<FoundLibrary> {
+        let spec = self.manufacturer.manufacturer.spec();
+        match library::locate(self.root, spec, self.env) {
+            Some(Located::Path(p)) => Some(FoundLibrary {
+                shown: self.root.host_path(&p).display().to_string(),
+                path: p.into_os_string(),
+                by_name: false,
+            }),
+            Some(Located::LoaderSearch(name)) => Some(FoundLibrary {
+                path: name.clone().into(),
+                shown: name,
+                by_name: true,
+            }),
+            None => {
+                let message = format!(
+                    "{}none of {} under {}; reporting no {} accelerators ({hint})",
+                    self.found_functions(),
+                    spec.libraries.join(", "),
+                    library::search_dirs(spec, self.env).join(":"),
+                    self.manufacturer.manufacturer,
+                );
+                if self.pci.is_some() {
+                    self.warn(message);
+                } else {
+                    tracing::debug!("{message}");
+                }
+                None
+            }
+        }
+    }
+
+    /// Says why a located library cannot be used (`problem` reads after its name: "could not be
+    /// loaded: …", "did not initialise: …"). Quiet when neither the PCI check nor a file on disk
+    /// suggests the vendor is here: a bare name the loader could not resolve on a node without
+    /// the hardware.
+    pub fn library_unusable(&mut self, found: &FoundLibrary, problem: impl Display, hint: &str) {
+        let message = format!(
+            "{}{} {problem}; reporting no {} accelerators ({hint})",
+            self.found_functions(),
+            found.shown,
+            self.manufacturer.manufacturer,
+        );
+        if found.by_name && self.pci.is_none() {
+            tracing::debug!("{message}");
+        } else {
+            self.warn(message);
+        }
+    }
+
     /// The PCI function at `bus_id`: from the scan, or read directly when the check is off.
     pub fn pci_device(&self, bus_id: &str) -> Option<PciDevice> {
         match self.pci {
@@ -37,6 +114,17 @@ impl DetectContext<'_> {
             None => crate::pci::read_device(self.root, bus_id),
         }
     }
+}
+
+/// A vendor library located for loading.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundLibrary {
+    /// What to hand the loader: a path under the system root, or a bare name for its search.
+    pub path: OsString,
+    /// How messages name it: the host path, or the bare name.
+    pub shown: String,
+    /// Only the dynamic loader's own search can find it.
+    pub by_name: bool,
 }
 
 /// Why a pass could not measure.

@@ -26,8 +26,6 @@
 mod dcmi;
 mod facts;
 
-use std::ffi::OsString;
-
 use gpustack_api::{
     Manufacturer,
     devices::{Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, Roce},
@@ -38,7 +36,6 @@ use self::dcmi::{CallError, DcmiLibrary, MemoryFigures};
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
-    library::{self, Located},
     pci,
     system_root::SystemRoot,
 };
@@ -179,71 +176,31 @@ impl Session {
 /// Finds, loads and initialises DCMI. `None` (with a warning where it matters) when the library
 /// is absent, unloadable or the driver does not answer: a measurement ("no Ascend NPUs here").
 fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
-    let spec = Manufacturer::Ascend.spec();
-    // Without the PCI check we do not know the node has an Ascend card at all; a missing
-    // library is then not worth a warning on every other node.
-    let hardware_seen = ctx.pci.is_some();
-    let (path, library, by_name): (OsString, String, bool) = match library::locate(
-        ctx.root, spec, ctx.env,
-    ) {
-        Some(Located::Path(p)) => {
-            let shown = ctx.root.host_path(&p).display().to_string();
-            (p.into_os_string(), shown, false)
-        }
-        Some(Located::LoaderSearch(name)) => (name.clone().into(), name, true),
-        None => {
-            let message = format!(
-                "{}none of {} under {}; reporting no Ascend accelerators (mount the Ascend driver: /usr/local/Ascend/driver and /usr/local/dcmi)",
-                found_functions(ctx),
-                spec.libraries.join(", "),
-                library::search_dirs(spec, ctx.env).join(":"),
-            );
-            if hardware_seen {
-                ctx.warn(message);
-            } else {
-                tracing::debug!("{message}");
-            }
-            return None;
-        }
-    };
-    let dcmi = match DcmiLibrary::open(&path) {
-        Ok(d) => d,
-        Err(e) if by_name && !hardware_seen => {
-            tracing::debug!("{library} {e}");
-            return None;
-        }
+    let found = ctx
+        .locate_library("mount the Ascend driver: /usr/local/Ascend/driver and /usr/local/dcmi")?;
+    let dcmi = match DcmiLibrary::open(&found.path) {
+        Ok(l) => l,
         Err(e) => {
-            ctx.warn(format!(
-                "{}{library} {e}; reporting no Ascend accelerators",
-                found_functions(ctx)
-            ));
+            ctx.library_unusable(
+                &found,
+                e,
+                "mount the Ascend driver: /usr/local/Ascend/driver and /usr/local/dcmi",
+            );
             return None;
         }
     };
     if let Err(e) = dcmi.init() {
-        ctx.warn(format!(
-            "{}{library}: {e}; reporting no Ascend accelerators (is the Ascend driver loaded?)",
-            found_functions(ctx)
-        ));
+        ctx.library_unusable(
+            &found,
+            format!("did not initialise: {e}"),
+            "is the Ascend driver loaded?",
+        );
         return None;
     }
-    Some(Session { dcmi, library })
-}
-
-/// `found N ascend PCI function(s) (…) but ` when the PCI check ran.
-fn found_functions(ctx: &DetectContext<'_>) -> String {
-    match ctx.pci {
-        Some(functions) => format!(
-            "found {} ascend PCI function(s) ({}) but ",
-            functions.len(),
-            functions
-                .iter()
-                .map(|f| f.bus_id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        None => String::new(),
-    }
+    Some(Session {
+        dcmi,
+        library: found.shown,
+    })
 }
 
 /// Where the CANN toolkit's `latest` directory may be, in order: `ASCEND_TOOLKIT_HOME` (which

@@ -28,8 +28,6 @@
 mod cndev;
 mod facts;
 
-use std::ffi::OsString;
-
 use gpustack_api::{
     Manufacturer,
     devices::{Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced},
@@ -40,7 +38,6 @@ use self::cndev::{CallError, CndevLibrary, Handle};
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
-    library::{self, Located},
     pci,
     system_root::SystemRoot,
 };
@@ -170,71 +167,26 @@ impl Session {
 /// library is absent, unloadable or the driver does not answer: a measurement ("no Cambricon
 /// MLUs here").
 fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
-    let spec = Manufacturer::Cambricon.spec();
-    // Without the PCI check we do not know the node has a Cambricon card at all; a missing
-    // library is then not worth a warning on every other node.
-    let hardware_seen = ctx.pci.is_some();
-    let (path, library, by_name): (OsString, String, bool) = match library::locate(
-        ctx.root, spec, ctx.env,
-    ) {
-        Some(Located::Path(p)) => {
-            let shown = ctx.root.host_path(&p).display().to_string();
-            (p.into_os_string(), shown, false)
-        }
-        Some(Located::LoaderSearch(name)) => (name.clone().into(), name, true),
-        None => {
-            let message = format!(
-                "{}none of {} under {}; reporting no Cambricon accelerators (mount the MLU driver's /usr/local/neuware)",
-                found_functions(ctx),
-                spec.libraries.join(", "),
-                library::search_dirs(spec, ctx.env).join(":"),
-            );
-            if hardware_seen {
-                ctx.warn(message);
-            } else {
-                tracing::debug!("{message}");
-            }
-            return None;
-        }
-    };
-    let mut cndev = match CndevLibrary::open(&path) {
-        Ok(c) => c,
-        Err(e) if by_name && !hardware_seen => {
-            tracing::debug!("{library} {e}");
-            return None;
-        }
+    let found = ctx.locate_library("mount the MLU driver's /usr/local/neuware")?;
+    let mut cndev = match CndevLibrary::open(&found.path) {
+        Ok(l) => l,
         Err(e) => {
-            ctx.warn(format!(
-                "{}{library} {e}; reporting no Cambricon accelerators",
-                found_functions(ctx)
-            ));
+            ctx.library_unusable(&found, e, "mount the MLU driver's /usr/local/neuware");
             return None;
         }
     };
     if let Err(e) = cndev.init() {
-        ctx.warn(format!(
-            "{}{library}: {e}; reporting no Cambricon accelerators (is the MLU driver loaded?)",
-            found_functions(ctx)
-        ));
+        ctx.library_unusable(
+            &found,
+            format!("did not initialise: {e}"),
+            "is the MLU driver loaded?",
+        );
         return None;
     }
-    Some(Session { cndev, library })
-}
-
-/// `found N cambricon PCI function(s) (…) but ` when the PCI check ran.
-fn found_functions(ctx: &DetectContext<'_>) -> String {
-    match ctx.pci {
-        Some(functions) => format!(
-            "found {} cambricon PCI function(s) ({}) but ",
-            functions.len(),
-            functions
-                .iter()
-                .map(|f| f.bus_id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        None => String::new(),
-    }
+    Some(Session {
+        cndev,
+        library: found.shown,
+    })
 }
 
 /// Where the Neuware toolkit's `version.txt` may be, in order: `$NEUWARE_HOME/version.txt`,
@@ -440,7 +392,7 @@ mod tests {
         let env = |k: &str| (k == "NEUWARE_HOME").then(|| "/opt/neuware/".to_owned());
         assert_eq!(toolkit_version(&root, &env).as_deref(), Some("3.10.2"));
         assert!(
-            library::search_dirs(Manufacturer::Cambricon.spec(), &env)
+            crate::library::search_dirs(Manufacturer::Cambricon.spec(), &env)
                 .contains(&"/opt/neuware/lib64".to_owned())
         );
     }

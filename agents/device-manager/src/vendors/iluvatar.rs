@@ -38,7 +38,6 @@ use gpustack_api::{
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
-    library::{self, Located},
     pci,
 };
 
@@ -82,60 +81,26 @@ impl Session {
 /// Finds and initialises IXML. `None` (with a warning where it matters) when the library is
 /// absent or will not initialise: that is a measurement ("no Iluvatar accelerators here").
 fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
-    let spec = Manufacturer::Iluvatar.spec();
-    // Without the PCI check we do not know that the node has an Iluvatar card at all; saying
-    // that the library is missing would then be noise on every other node.
-    let hardware_seen = ctx.pci.is_some();
-    let (path, library) = match library::locate(ctx.root, spec, ctx.env) {
-        Some(Located::Path(p)) => {
-            let shown = ctx.root.host_path(&p).display().to_string();
-            (p.into_os_string(), shown)
-        }
-        Some(Located::LoaderSearch(name)) => (name.clone().into(), name),
-        None => {
-            let message = format!(
-                "{}none of {} under {}; reporting no Iluvatar accelerators (is the CoreX SDK installed, or the container started with the iluvatar runtime?)",
-                found_functions(ctx),
-                spec.libraries.join(", "),
-                library::search_dirs(spec, ctx.env).join(":"),
+    let found = ctx.locate_library(
+        "is the CoreX SDK installed, or the container started with the iluvatar runtime?",
+    )?;
+    match IxmlLib::open(&found.path) {
+        Ok(ixml) => Some(Session {
+            ixml,
+            library: found.shown,
+        }),
+        Err(e @ OpenError::Init(_)) => {
+            ctx.library_unusable(
+                &found,
+                format!("did not initialise: {e}"),
+                "is the CoreX kernel driver loaded?",
             );
-            if hardware_seen {
-                ctx.warn(message);
-            } else {
-                tracing::debug!("{message}");
-            }
-            return None;
-        }
-    };
-    match IxmlLib::open(&path) {
-        Ok(ixml) => Some(Session { ixml, library }),
-        Err(OpenError::Load(e)) if !hardware_seen => {
-            tracing::debug!("{library} could not be loaded: {e}");
             None
         }
         Err(e) => {
-            ctx.warn(format!(
-                "{}{library} did not initialise: {e}; reporting no Iluvatar accelerators (is the CoreX kernel driver loaded?)",
-                found_functions(ctx),
-            ));
+            ctx.library_unusable(&found, e, "is the CoreX SDK installed?");
             None
         }
-    }
-}
-
-/// `found N Iluvatar PCI function(s) (…) but ` when the PCI check ran.
-fn found_functions(ctx: &DetectContext<'_>) -> String {
-    match ctx.pci {
-        Some(functions) => format!(
-            "found {} Iluvatar PCI function(s) ({}) but ",
-            functions.len(),
-            functions
-                .iter()
-                .map(|f| f.bus_id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        None => String::new(),
     }
 }
 
@@ -375,7 +340,7 @@ mod tests {
             panic!("one warning expected: {:?}", report.warnings);
         };
         assert!(
-            warning.contains("/usr/local/corex/lib64/libixml.so did not initialise"),
+            warning.contains("/usr/local/corex/lib64/libixml.so could not be loaded"),
             "{warning}"
         );
     }

@@ -25,8 +25,6 @@
 mod facts;
 mod mxsml;
 
-use std::ffi::OsString;
-
 use gpustack_api::{
     Manufacturer,
     devices::{Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced},
@@ -37,7 +35,6 @@ use self::mxsml::{DeviceInfo, MxsmlLibrary};
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
-    library::{self, Located},
     pci::{self, PciDevice},
 };
 
@@ -57,71 +54,27 @@ struct Gpu {
 /// library is absent, unloadable or the driver does not answer: a measurement ("no MetaX GPUs
 /// here").
 fn open(ctx: &mut DetectContext<'_>) -> Option<MxsmlLibrary> {
-    let spec = Manufacturer::Metax.spec();
-    // Without the PCI check we do not know the node has a MetaX card at all; a missing library
-    // is then not worth a warning on every other node.
-    let hardware_seen = ctx.pci.is_some();
-    let (path, library, by_name): (OsString, String, bool) = match library::locate(
-        ctx.root, spec, ctx.env,
-    ) {
-        Some(Located::Path(p)) => {
-            let shown = ctx.root.host_path(&p).display().to_string();
-            (p.into_os_string(), shown, false)
-        }
-        Some(Located::LoaderSearch(name)) => (name.clone().into(), name, true),
-        None => {
-            let message = format!(
-                "{}none of {} under {}; reporting no MetaX accelerators (mount the MetaX driver: /opt/mxdriver and /opt/maca)",
-                found_functions(ctx),
-                spec.libraries.join(", "),
-                library::search_dirs(spec, ctx.env).join(":"),
-            );
-            if hardware_seen {
-                ctx.warn(message);
-            } else {
-                tracing::debug!("{message}");
-            }
-            return None;
-        }
-    };
-    let mxsml = match MxsmlLibrary::open(&path) {
-        Ok(m) => m,
-        Err(e) if by_name && !hardware_seen => {
-            tracing::debug!("{library} {e}");
-            return None;
-        }
+    let found = ctx.locate_library("mount the MetaX driver: /opt/mxdriver and /opt/maca")?;
+    let mxsml = match MxsmlLibrary::open(&found.path) {
+        Ok(l) => l,
         Err(e) => {
-            ctx.warn(format!(
-                "{}{library} {e}; reporting no MetaX accelerators",
-                found_functions(ctx)
-            ));
+            ctx.library_unusable(
+                &found,
+                e,
+                "mount the MetaX driver: /opt/mxdriver and /opt/maca",
+            );
             return None;
         }
     };
     if let Err(e) = mxsml.init() {
-        ctx.warn(format!(
-            "{}{library}: {e}; reporting no MetaX accelerators (is the MetaX driver loaded?)",
-            found_functions(ctx)
-        ));
+        ctx.library_unusable(
+            &found,
+            format!("did not initialise: {e}"),
+            "is the MetaX driver loaded?",
+        );
         return None;
     }
     Some(mxsml)
-}
-
-/// `found N metax PCI function(s) (…) but ` when the PCI check ran.
-fn found_functions(ctx: &DetectContext<'_>) -> String {
-    match ctx.pci {
-        Some(functions) => format!(
-            "found {} metax PCI function(s) ({}) but ",
-            functions.len(),
-            functions
-                .iter()
-                .map(|f| f.bus_id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        None => String::new(),
-    }
 }
 
 /// Every physical GPU in MXSML id order. A device MXSML cannot describe is reported and left

@@ -26,8 +26,6 @@
 mod facts;
 mod mtml;
 
-use std::ffi::OsString;
-
 use gpustack_api::{
     Manufacturer,
     devices::{Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced},
@@ -38,7 +36,6 @@ use self::mtml::{Device, Mtml as Session, MtmlLibrary};
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
-    library::{self, Located},
     pci,
 };
 
@@ -49,44 +46,12 @@ pub struct Mtml;
 /// or unloadable: a measurement ("no Moore Threads GPUs here"). Initialising it is
 /// [`initialise`]'s, because the session borrows the loaded library.
 fn load(ctx: &mut DetectContext<'_>) -> Option<(MtmlLibrary, String)> {
-    let spec = Manufacturer::Mthreads.spec();
-    // Without the PCI check we do not know the node has a Moore Threads card at all; a
-    // missing library is then not worth a warning on every other node.
-    let hardware_seen = ctx.pci.is_some();
-    let (path, library, by_name): (OsString, String, bool) = match library::locate(
-        ctx.root, spec, ctx.env,
-    ) {
-        Some(Located::Path(p)) => {
-            let shown = ctx.root.host_path(&p).display().to_string();
-            (p.into_os_string(), shown, false)
-        }
-        Some(Located::LoaderSearch(name)) => (name.clone().into(), name, true),
-        None => {
-            let message = format!(
-                "{}none of {} under {}; reporting no Moore Threads accelerators (run under the mthreads runtime, which injects the driver's libraries)",
-                found_functions(ctx),
-                spec.libraries.join(", "),
-                library::search_dirs(spec, ctx.env).join(":"),
-            );
-            if hardware_seen {
-                ctx.warn(message);
-            } else {
-                tracing::debug!("{message}");
-            }
-            return None;
-        }
-    };
-    match MtmlLibrary::open(&path) {
-        Ok(m) => Some((m, library)),
-        Err(e) if by_name && !hardware_seen => {
-            tracing::debug!("{library} {e}");
-            None
-        }
+    let found =
+        ctx.locate_library("run under the mthreads runtime, which injects the driver's libraries")?;
+    match MtmlLibrary::open(&found.path) {
+        Ok(m) => Some((m, found.shown)),
         Err(e) => {
-            ctx.warn(format!(
-                "{}{library} {e}; reporting no Moore Threads accelerators",
-                found_functions(ctx)
-            ));
+            ctx.library_unusable(&found, e, "is the Moore Threads driver installed?");
             None
         }
     }
@@ -102,27 +67,11 @@ fn initialise<'l>(
         Ok(session) => Some(session),
         Err(e) => {
             ctx.warn(format!(
-                "{}{library}: {e}; reporting no Moore Threads accelerators (is the Moore Threads driver loaded?)",
-                found_functions(ctx)
+                "{}{library} did not initialise: {e}; reporting no mthreads accelerators (is the Moore Threads driver loaded?)",
+                ctx.found_functions()
             ));
             None
         }
-    }
-}
-
-/// `found N mthreads PCI function(s) (…) but ` when the PCI check ran.
-fn found_functions(ctx: &DetectContext<'_>) -> String {
-    match ctx.pci {
-        Some(functions) => format!(
-            "found {} mthreads PCI function(s) ({}) but ",
-            functions.len(),
-            functions
-                .iter()
-                .map(|f| f.bus_id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        None => String::new(),
     }
 }
 

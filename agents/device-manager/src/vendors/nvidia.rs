@@ -42,7 +42,6 @@ use nvml_wrapper::{
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
-    library::{self, Located},
     pci,
 };
 
@@ -90,63 +89,33 @@ impl Session {
 /// Finds and initialises NVML. `None` (with a warning where it matters) when the library is
 /// absent or the driver is not loaded: that is a measurement ("no NVIDIA accelerators here").
 fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
-    let spec = Manufacturer::Nvidia.spec();
-    // Without the PCI check we do not know that the node has an NVIDIA card at all; saying that
-    // the library is missing would then be noise on every other node.
-    let hardware_seen = ctx.pci.is_some();
-    let (path, library) = match library::locate(ctx.root, spec, ctx.env) {
-        Some(Located::Path(p)) => {
-            let shown = ctx.root.host_path(&p).display().to_string();
-            (p.into_os_string(), shown)
-        }
-        Some(Located::LoaderSearch(name)) => (name.clone().into(), name),
-        None => {
-            let message = format!(
-                "{}none of {} under {}; reporting no NVIDIA accelerators (is the NVIDIA driver installed, or the container started with the nvidia runtime?)",
-                found_functions(ctx),
-                spec.libraries.join(", "),
-                library::search_dirs(spec, ctx.env).join(":"),
-            );
-            if hardware_seen {
-                ctx.warn(message);
-            } else {
-                tracing::debug!("{message}");
-            }
-            return None;
-        }
-    };
+    let found = ctx.locate_library(
+        "is the NVIDIA driver installed, or the container started with the nvidia runtime?",
+    )?;
     match nvml_wrapper::Nvml::builder()
-        .lib_path(OsStr::new(&path))
+        .lib_path(OsStr::new(&found.path))
         .init()
     {
-        Ok(nvml) => Some(Session { nvml, library }),
-        Err(NvmlError::LibloadingError(e)) if !hardware_seen => {
-            tracing::debug!("{library} could not be loaded: {e}");
+        Ok(nvml) => Some(Session {
+            nvml,
+            library: found.shown,
+        }),
+        Err(NvmlError::LibloadingError(e)) => {
+            ctx.library_unusable(
+                &found,
+                format!("could not be loaded: {e}"),
+                "is the NVIDIA driver installed?",
+            );
             None
         }
         Err(e) => {
-            ctx.warn(format!(
-                "{}{library} did not initialise: {e}; reporting no NVIDIA accelerators (is the NVIDIA kernel driver loaded?)",
-                found_functions(ctx),
-            ));
+            ctx.library_unusable(
+                &found,
+                format!("did not initialise: {e}"),
+                "is the NVIDIA kernel driver loaded?",
+            );
             None
         }
-    }
-}
-
-/// `found N NVIDIA PCI function(s) (…) but ` when the PCI check ran.
-fn found_functions(ctx: &DetectContext<'_>) -> String {
-    match ctx.pci {
-        Some(functions) => format!(
-            "found {} NVIDIA PCI function(s) ({}) but ",
-            functions.len(),
-            functions
-                .iter()
-                .map(|f| f.bus_id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        None => String::new(),
     }
 }
 
@@ -407,7 +376,7 @@ mod tests {
             panic!("one warning expected: {:?}", report.warnings);
         };
         assert!(
-            warning.contains("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 did not initialise"),
+            warning.contains("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 could not be loaded"),
             "{warning}"
         );
     }

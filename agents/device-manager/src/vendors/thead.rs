@@ -47,7 +47,6 @@ use gpustack_api::{
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
-    library::{self, Located},
     pci,
 };
 
@@ -91,60 +90,24 @@ impl Session {
 /// Finds and initialises HGML. `None` (with a warning where it matters) when the library is
 /// absent or will not initialise: that is a measurement ("no T-Head accelerators here").
 fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
-    let spec = Manufacturer::Thead.spec();
-    // Without the PCI check we do not know that the node has a PPU at all; saying that the
-    // library is missing would then be noise on every other node.
-    let hardware_seen = ctx.pci.is_some();
-    let (path, library) = match library::locate(ctx.root, spec, ctx.env) {
-        Some(Located::Path(p)) => {
-            let shown = ctx.root.host_path(&p).display().to_string();
-            (p.into_os_string(), shown)
-        }
-        Some(Located::LoaderSearch(name)) => (name.clone().into(), name),
-        None => {
-            let message = format!(
-                "{}none of {} under {}; reporting no T-Head accelerators (is the PPU SDK installed or mounted?)",
-                found_functions(ctx),
-                spec.libraries.join(", "),
-                library::search_dirs(spec, ctx.env).join(":"),
+    let found = ctx.locate_library("is the PPU SDK installed or mounted?")?;
+    match HgmlLib::open(&found.path) {
+        Ok(hgml) => Some(Session {
+            hgml,
+            library: found.shown,
+        }),
+        Err(e @ OpenError::Init(_)) => {
+            ctx.library_unusable(
+                &found,
+                format!("did not initialise: {e}"),
+                "is the PPU kernel driver loaded?",
             );
-            if hardware_seen {
-                ctx.warn(message);
-            } else {
-                tracing::debug!("{message}");
-            }
-            return None;
-        }
-    };
-    match HgmlLib::open(&path) {
-        Ok(hgml) => Some(Session { hgml, library }),
-        Err(OpenError::Load(e)) if !hardware_seen => {
-            tracing::debug!("{library} could not be loaded: {e}");
             None
         }
         Err(e) => {
-            ctx.warn(format!(
-                "{}{library} did not initialise: {e}; reporting no T-Head accelerators (is the PPU kernel driver loaded?)",
-                found_functions(ctx),
-            ));
+            ctx.library_unusable(&found, e, "is the PPU SDK installed or mounted?");
             None
         }
-    }
-}
-
-/// `found N thead PCI function(s) (…) but ` when the PCI check ran.
-fn found_functions(ctx: &DetectContext<'_>) -> String {
-    match ctx.pci {
-        Some(functions) => format!(
-            "found {} thead PCI function(s) ({}) but ",
-            functions.len(),
-            functions
-                .iter()
-                .map(|f| f.bus_id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        None => String::new(),
     }
 }
 
@@ -471,7 +434,7 @@ mod tests {
             panic!("one warning expected: {:?}", report.warnings);
         };
         assert!(
-            warning.contains("/usr/local/PPU_SDK/lib/libhgml.so did not initialise"),
+            warning.contains("/usr/local/PPU_SDK/lib/libhgml.so could not be loaded"),
             "{warning}"
         );
     }
