@@ -1,5 +1,29 @@
 //! The hub of the fleet.
 //!
-//! This crate will hold the SQLite store and its watch fan-out, the Kubernetes-compatible REST
-//! surface, embedded clusters and upstream mirrors. Until those land, `worker-gateway` reports
-//! that it is not available in this build.
+//! Today this crate hosts **embedded clusters**: a Kubernetes-compatible API over a SQLite
+//! [`store`], served over HTTPS (and plain HTTP on an owner-only unix socket) by [`server`],
+//! that kube-rs and kubectl use unchanged with the admin kubeconfig it writes
+//! ([`kubeconfig`], [`tls`]). Upstream mirrors come later.
+//!
+//! - [`store`]: objects keyed by (cluster, group, resource, namespace, name) as JSON, a
+//!   cluster-wide monotonic resourceVersion, an event log for watch resumption with compaction,
+//!   group commit (`synchronous=FULL`, WAL: a write is acknowledged once durable), and an
+//!   in-process fan-out fed after commit.
+//! - [`api`]: discovery (legacy and aggregated v2), CRUD, merge / JSON / strategic-merge / apply
+//!   patches, status subresources, generation, finalizers, owner-reference garbage collection,
+//!   namespace lifecycle, CRDs that register kinds (pruned by their schemas, with printer
+//!   columns), selectors, pagination at a consistent snapshot, watches with bookmarks and 410
+//!   Gone, `Table` and
+//!   `PartialObjectMetadata` responses, OpenAPI v2/v3 documents and `Status` errors.
+//!
+//! Not (yet) an API server in these respects: no admission webhooks are called, APIServices are
+//! stored but not proxied, server-side apply tracks each manager's applied fields but not
+//! ownership of fields written by updates (so no conflicts; lists are atomic), there is no RBAC
+//! (the admin token may do anything), and protobuf request bodies are read only for the kinds
+//! `kubectl create` sends (Namespace, ConfigMap, Secret, ServiceAccount).
+
+pub mod api;
+pub mod kubeconfig;
+pub mod server;
+pub mod store;
+pub mod tls;

@@ -196,6 +196,24 @@ pub struct WorkerGatewayArgs {
     pub kube: KubeConnFlags,
     #[command(flatten)]
     pub informer: InformerFlags,
+    /// Host an embedded cluster of this name (a DNS label), repeatable; its admin kubeconfig is
+    /// written to <data-dir>/<NAME>.kubeconfig.
+    #[arg(long, value_name = "NAME", value_parser = |s: &str| -> Result<String, String> {
+        let valid = !s.is_empty()
+            && s.len() <= 63
+            && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && s.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if valid {
+            Ok(s.to_owned())
+        } else {
+            Err("must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters".into())
+        }
+    })]
+    pub embedded_cluster: Vec<String>,
+    /// Directory of the SQLite store, the generated certificates and the kubeconfigs.
+    #[arg(long, default_value = "/var/lib/gpustack")]
+    pub data_dir: PathBuf,
 }
 
 impl WorkerGatewayArgs {

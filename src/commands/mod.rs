@@ -2,6 +2,7 @@
 //! each turns flags into the component's options and owns its process plumbing.
 
 mod device_manager;
+mod gateway;
 
 use std::process::ExitCode;
 
@@ -11,9 +12,8 @@ pub fn run(command: Command) -> ExitCode {
     let name = command.name();
     match command {
         Command::DeviceManager(dm) => device_manager::run(dm),
-        Command::Worker(_) | Command::WorkerGateway(_) | Command::ModelManager(_) => {
-            not_in_this_build(name)
-        }
+        Command::WorkerGateway(a) => gateway::run(a),
+        Command::Worker(_) | Command::ModelManager(_) => not_in_this_build(name),
     }
 }
 

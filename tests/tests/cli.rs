@@ -70,6 +70,9 @@ rejects! {
     gateway_api_port: ["wg", "--worker-conn-gpustack-api-port=0"] => ["--worker-conn-gpustack-api-port", "'0'", "1..=65535"];
     gateway_api_scheme: ["wg", "--worker-conn-gpustack-api-scheme=ftp"] => ["--worker-conn-gpustack-api-scheme", "'ftp'", "http", "https"];
     gateway_readiness_timeout_format: ["wg", "--worker-readiness-check-timeout=soon"] => ["--worker-readiness-check-timeout", "'soon'", "not a duration"];
+    gateway_embedded_cluster_name: ["wg", "--embedded-cluster=Demo_1"] => ["--embedded-cluster", "'Demo_1'", "DNS label"];
+    gateway_embedded_cluster_empty: ["wg", "--embedded-cluster="] => ["--embedded-cluster", "DNS label"];
+    gateway_embedded_cluster_too_long: ["wg", "--embedded-cluster=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"] => ["--embedded-cluster", "at most 63 characters"];
     gateway_readiness_within_conn_timeout: ["wg", "--worker-readiness-check-timeout=10m"] => ["--worker-readiness-check-timeout", "must not exceed --kube-conn-timeout (5m0s)"];
     gateway_secure_port: ["wg", "--secure-port=65536"] => ["--secure-port", "'65536'"];
     gateway_qps: ["wg", "--kube-conn-qps=1"] => ["--kube-conn-qps", "at least 10"];
@@ -191,7 +194,6 @@ fn binary_name_selects_the_command() {
 fn services_not_yet_built_say_so_and_fail() {
     for args in [
         &["worker"][..],
-        &["worker-gateway"],
         &["dm", "serve"],
         &["dm", "preflight", "--dry-run"],
         &["mm", "--node-name=gpu-1"],
@@ -202,6 +204,21 @@ fn services_not_yet_built_say_so_and_fail() {
             stderr(&out).contains("is not available in this build yet"),
             "{args:?}: {}",
             stderr(&out)
+        );
+        assert!(stdout(&out).is_empty());
+    }
+}
+
+#[test]
+fn gateway_without_embedded_clusters_says_mirroring_is_not_built_and_fails() {
+    for args in [&["worker-gateway"][..], &["wg", "--data-dir=/nonexistent"]] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("mirroring upstream clusters is not available in this build yet")
+                && err.contains("--embedded-cluster"),
+            "{args:?}: {err}"
         );
         assert!(stdout(&out).is_empty());
     }

@@ -1,0 +1,243 @@
+//! Legacy discovery documents: `/version`, `/api`, `/apis`, `/apis/G`, `/apis/G/V` and `/api/v1`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::resources::ResourceDef;
+
+const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
+
+/// `/version`.
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "33",
+        "gitVersion": concat!("v1.33.0+gpustack-embedded-", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+        "goVersion": "rust",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}
+
+/// `/api`.
+pub fn core_versions() -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}],
+    })
+}
+
+/// Groups (other than core) with their served versions, preferred first.
+fn groups(defs: &[ResourceDef]) -> BTreeMap<&str, Vec<&str>> {
+    let mut out: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for d in defs.iter().filter(|d| !d.group.is_empty()) {
+        let versions = out.entry(&d.group).or_default();
+        for v in &d.versions {
+            if !versions.contains(&v.as_str()) {
+                versions.push(v);
+            }
+        }
+    }
+    out
+}
+
+fn group_doc(name: &str, versions: &[&str]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    json!({
+        "name": name,
+        "versions": vs,
+        "preferredVersion": vs.first().cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// `/apis`.
+pub fn group_list(defs: &[ResourceDef]) -> Value {
+    let groups: Vec<Value> = groups(defs).iter().map(|(n, v)| group_doc(n, v)).collect();
+    json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
+}
+
+/// `/apis/G`, or `None` when no kind of that group is served.
+pub fn group(defs: &[ResourceDef], name: &str) -> Option<Value> {
+    let groups = groups(defs);
+    let versions = groups.get(name)?;
+    let mut doc = group_doc(name, versions);
+    doc["kind"] = json!("APIGroup");
+    doc["apiVersion"] = json!("v1");
+    Some(doc)
+}
+
+/// `/apis/G/V` or `/api/v1`, or `None` when nothing is served there.
+pub fn resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for d in defs
+        .iter()
+        .filter(|d| d.group == group && d.serves(version))
+    {
+        let mut r = json!({
+            "name": d.plural,
+            "singularName": d.singular,
+            "namespaced": d.namespaced,
+            "kind": d.kind,
+            "verbs": d.verbs(),
+        });
+        if !d.short_names.is_empty() {
+            r["shortNames"] = json!(d.short_names);
+        }
+        if !d.categories.is_empty() {
+            r["categories"] = json!(d.categories);
+        }
+        resources.push(r);
+        if d.status_subresource {
+            resources.push(json!({
+                "name": format!("{}/status", d.plural),
+                "singularName": "",
+                "namespaced": d.namespaced,
+                "kind": d.kind,
+                "verbs": STATUS_VERBS,
+            }));
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let gv = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources }),
+    )
+}
+
+/// The aggregated (`apidiscovery.k8s.io`) document of `/api` (`core`) or `/apis`.
+pub fn aggregated(defs: &[ResourceDef], core: bool, version: &str) -> Value {
+    let mut items = Vec::new();
+    let groups: Vec<(String, Vec<String>)> = if core {
+        vec![(String::new(), vec!["v1".to_owned()])]
+    } else {
+        groups(defs)
+            .into_iter()
+            .map(|(g, vs)| (g.to_owned(), vs.into_iter().map(String::from).collect()))
+            .collect()
+    };
+    for (group, versions) in groups {
+        let versions: Vec<Value> = versions
+            .iter()
+            .map(|v| {
+                let resources: Vec<Value> = defs
+                    .iter()
+                    .filter(|d| d.group == group && d.serves(v))
+                    .map(|d| {
+                        let kind = json!({"group": d.group, "version": v, "kind": d.kind});
+                        let mut r = json!({
+                            "resource": d.plural,
+                            "responseKind": kind,
+                            "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
+                            "singularResource": d.singular,
+                            "verbs": d.verbs(),
+                        });
+                        if !d.short_names.is_empty() {
+                            r["shortNames"] = json!(d.short_names);
+                        }
+                        if !d.categories.is_empty() {
+                            r["categories"] = json!(d.categories);
+                        }
+                        if d.status_subresource {
+                            r["subresources"] = json!([{"subresource": "status", "responseKind": kind, "verbs": STATUS_VERBS}]);
+                        }
+                        r
+                    })
+                    .collect();
+                json!({"version": v, "resources": resources, "freshness": "Current"})
+            })
+            .collect();
+        let mut meta = json!({"creationTimestamp": null});
+        if !group.is_empty() {
+            meta["name"] = json!(group);
+        }
+        items.push(json!({"metadata": meta, "versions": versions}));
+    }
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {},
+        "items": items,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::resources::builtins;
+
+    #[test]
+    fn core_list_has_status_subresources_and_short_names() {
+        let defs = builtins();
+        let doc = resource_list(&defs, "", "v1").unwrap();
+        assert_eq!(doc["groupVersion"], "v1");
+        let res = doc["resources"].as_array().unwrap();
+        let pods = res.iter().find(|r| r["name"] == "pods").unwrap();
+        assert_eq!(pods["shortNames"], json!(["po"]));
+        assert_eq!(pods["namespaced"], true);
+        assert!(pods["verbs"].as_array().unwrap().contains(&json!("watch")));
+        let status = res.iter().find(|r| r["name"] == "nodes/status").unwrap();
+        assert_eq!(status["verbs"], json!(["get", "patch", "update"]));
+        assert!(res.iter().all(|r| r["name"] != "configmaps/status"));
+    }
+
+    #[test]
+    fn aggregated_documents() {
+        let defs = builtins();
+        let core = aggregated(&defs, true, "v2");
+        assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2");
+        let v1 = &core["items"][0]["versions"][0];
+        assert_eq!(v1["version"], "v1");
+        let pods = v1["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "pods")
+            .unwrap();
+        assert_eq!(pods["scope"], "Namespaced");
+        assert_eq!(pods["responseKind"]["kind"], "Pod");
+        assert_eq!(pods["subresources"][0]["subresource"], "status");
+        let apis = aggregated(&defs, false, "v2");
+        let names: Vec<&str> = apis["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"coordination.k8s.io") && !names.contains(&""));
+    }
+
+    #[test]
+    fn groups_and_versions() {
+        let defs = builtins();
+        let list = group_list(&defs);
+        let names: Vec<&str> = list["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"apiextensions.k8s.io"));
+        assert!(!names.contains(&""));
+        let g = group(&defs, "coordination.k8s.io").unwrap();
+        assert_eq!(
+            g["preferredVersion"]["groupVersion"],
+            "coordination.k8s.io/v1"
+        );
+        assert!(group(&defs, "nope.example.com").is_none());
+        assert!(resource_list(&defs, "coordination.k8s.io", "v2").is_none());
+    }
+}

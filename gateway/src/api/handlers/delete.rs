@@ -1,0 +1,481 @@
+//! Deletes: finalizers and `deletionTimestamp`, namespace and CRD cascades, owner-reference
+//! garbage collection (background, foreground, orphan), deletecollection.
+
+use super::*;
+
+/// Removes an object for good, with what that implies for namespaces and CRDs.
+pub(super) async fn finish_delete(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    key: &crate::store::ObjectKey,
+    rv: u64,
+    body: Value,
+) -> Result<Value, ApiError> {
+    if is_namespace(&t.def) {
+        delete_namespace_contents(st, ctx, &key.name).await?;
+    }
+    let ev = st
+        .store
+        .commit(key, Precondition::At(rv), WriteOp::Delete(body))
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => ApiError::not_found(&t.def.group, &t.def.plural, &key.name),
+            StoreError::Conflict { .. } => {
+                ApiError::conflict(&t.def.group, &t.def.plural, &key.name)
+            }
+            e => store_error(e),
+        })?;
+    if is_crd(&t.def)
+        && let Some(def) = st
+            .registry
+            .all(&ctx.cluster)
+            .into_iter()
+            .find(|d| d.custom && format!("{}.{}", d.plural, d.group) == key.name)
+    {
+        st.registry.unregister(&ctx.cluster, &key.name);
+        delete_all_of(st, ctx, &def, None).await?;
+    }
+    // Background propagation: whatever still names this object as its owner goes too.
+    if let Some(uid) = ev.body.pointer("/metadata/uid").and_then(Value::as_str) {
+        delete_dependents(st, ctx, uid.to_owned()).await?;
+    }
+    // The last object of a terminating namespace lets the namespace go.
+    if t.def.namespaced && !key.namespace.is_empty() {
+        finish_namespace_if_empty(st, ctx, &key.namespace).await?;
+    }
+    Ok((*ev.body).clone())
+}
+
+fn is_namespace(def: &ResourceDef) -> bool {
+    def.group.is_empty() && def.plural == "namespaces"
+}
+
+/// The namespaced resources, once per stored collection.
+fn namespaced_collections(st: &ApiState, ctx: &Ctx) -> Vec<ResourceDef> {
+    let mut defs: Vec<ResourceDef> = st
+        .registry
+        .all(&ctx.cluster)
+        .into_iter()
+        .filter(|d| d.namespaced)
+        .collect();
+    defs.retain(|d| d.storage_group == d.group);
+    defs
+}
+
+async fn namespace_is_empty(st: &ApiState, ctx: &Ctx, ns: &str) -> Result<bool, ApiError> {
+    for def in namespaced_collections(st, ctx) {
+        let page = st
+            .store
+            .list_raw(
+                &ctx.cluster,
+                &def.storage_group,
+                &def.plural,
+                Some(ns),
+                None,
+                1,
+            )
+            .await
+            .map_err(store_error)?;
+        if !page.items.is_empty() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Removes namespace `ns` if it is terminating, has no finalizers and holds nothing any more.
+async fn finish_namespace_if_empty(st: &ApiState, ctx: &Ctx, ns: &str) -> Result<(), ApiError> {
+    let key = namespace_key(&ctx.cluster, ns);
+    let Some((rv, namespace)) = st.store.get(&key).await.map_err(store_error)? else {
+        return Ok(());
+    };
+    if !is_deleting(&namespace)
+        || finalizers_of(&namespace) > 0
+        || !namespace_is_empty(st, ctx, ns).await?
+    {
+        return Ok(());
+    }
+    match st
+        .store
+        .commit(&key, Precondition::At(rv), WriteOp::Delete(namespace))
+        .await
+    {
+        Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => Ok(()),
+        Err(e) => Err(store_error(e)),
+    }
+}
+
+/// Deleting a namespace: it turns `Terminating`, its objects are deleted (those with
+/// finalizers only marked), and it goes once it is empty and has no finalizers of its own.
+async fn delete_namespace(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    name: &str,
+) -> Result<(StatusCode, Value), ApiError> {
+    let key = t.key(&ctx.cluster, name);
+    let (rv, mut current) = st
+        .store
+        .get(&key)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::not_found("", "namespaces", name))?;
+    if dry_run(ctx)? {
+        return Ok((StatusCode::OK, at_version(&t.def, &t.version, current)));
+    }
+    if !is_deleting(&current) {
+        objects::mark_deleting(&mut current, jiff::Timestamp::now());
+        current["status"] = json!({"phase": "Terminating"});
+        let ev = st
+            .store
+            .commit(&key, Precondition::At(rv), WriteOp::Put(current))
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict { .. } => ApiError::conflict("", "namespaces", name),
+                StoreError::NotFound => ApiError::not_found("", "namespaces", name),
+                e => store_error(e),
+            })?;
+        current = (*ev.body).clone();
+    }
+    delete_namespace_contents(st, ctx, name).await?;
+    finish_namespace_if_empty(st, ctx, name).await?;
+    match st.store.get(&key).await.map_err(store_error)? {
+        Some((_, still)) => Ok((StatusCode::OK, at_version(&t.def, &t.version, still))),
+        None => Ok((StatusCode::OK, at_version(&t.def, &t.version, current))),
+    }
+}
+
+/// How a delete treats the objects that name the deleted one as their owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Propagation {
+    /// Delete the owner, then its dependents.
+    Background,
+    /// Delete the dependents, then the owner.
+    Foreground,
+    /// Keep the dependents, without the owner reference.
+    Orphan,
+}
+
+pub(super) fn propagation(options: &Value, ctx: &Ctx) -> Result<Propagation, ApiError> {
+    let policy = options
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .or_else(|| ctx.param("propagationPolicy"));
+    let orphan = options
+        .get("orphanDependents")
+        .and_then(Value::as_bool)
+        .or_else(|| ctx.param("orphanDependents").map(|v| v == "true"));
+    match (policy, orphan) {
+        (Some("Background") | None, None | Some(false)) => Ok(Propagation::Background),
+        (Some("Foreground"), _) => Ok(Propagation::Foreground),
+        (Some("Orphan"), _) | (None, Some(true)) => Ok(Propagation::Orphan),
+        (Some("Background"), Some(true)) => Ok(Propagation::Orphan),
+        (Some(other), _) => Err(ApiError::bad_request(format!(
+            "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+        ))),
+    }
+}
+
+/// The dependents of `owner_uid`, with the target to address each.
+pub(super) async fn dependents(
+    st: &ApiState,
+    ctx: &Ctx,
+    owner_uid: &str,
+) -> Result<Vec<(Target, String)>, ApiError> {
+    let keys = st
+        .store
+        .dependents(&ctx.cluster, owner_uid)
+        .await
+        .map_err(store_error)?;
+    Ok(keys
+        .into_iter()
+        .filter_map(|key| {
+            let def = st
+                .registry
+                .find_stored(&ctx.cluster, &key.group, &key.resource)?;
+            let version = def.versions[0].clone();
+            let namespace = (!key.namespace.is_empty()).then_some(key.namespace);
+            Some((
+                Target {
+                    def,
+                    version,
+                    namespace,
+                    name: None,
+                    status: false,
+                },
+                key.name,
+            ))
+        })
+        .collect())
+}
+
+/// Deletes every dependent of `owner_uid` (recursively, honouring their finalizers).
+pub(super) fn delete_dependents<'a>(
+    st: &'a ApiState,
+    ctx: &'a Ctx,
+    owner_uid: String,
+) -> futures::future::BoxFuture<'a, Result<(), ApiError>> {
+    Box::pin(async move {
+        for (t, name) in dependents(st, ctx, &owner_uid).await? {
+            match delete_one(st, ctx, &t, &name, &json!({})).await {
+                Ok(_) => {}
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Removes the owner reference to `owner_uid` from every dependent.
+pub(super) async fn orphan_dependents(
+    st: &ApiState,
+    ctx: &Ctx,
+    owner_uid: &str,
+) -> Result<(), ApiError> {
+    for (t, name) in dependents(st, ctx, owner_uid).await? {
+        let result = guaranteed_update(st, ctx, &t, &name, |current| {
+            let mut new = current.clone();
+            if let Some(refs) = new
+                .pointer_mut("/metadata/ownerReferences")
+                .and_then(Value::as_array_mut)
+            {
+                refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
+            }
+            Ok(new)
+        })
+        .await;
+        match result {
+            Ok(_) => {}
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes (or marks, when they have finalizers) every object of `def` (in `namespace`).
+pub(super) async fn delete_all_of(
+    st: &ApiState,
+    ctx: &Ctx,
+    def: &ResourceDef,
+    namespace: Option<&str>,
+) -> Result<(), ApiError> {
+    let page = st
+        .store
+        .list(
+            &ctx.cluster,
+            &def.storage_group,
+            &def.plural,
+            namespace,
+            None,
+            0,
+        )
+        .await
+        .map_err(store_error)?;
+    for obj in page.items {
+        let ns = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(String::from);
+        let t = Target {
+            def: def.clone(),
+            version: def.versions[0].clone(),
+            namespace: ns,
+            name: None,
+            status: false,
+        };
+        // Force: objects of a removed kind go regardless of finalizers.
+        let key = t.key(&ctx.cluster, name_of(&obj));
+        let rv: u64 = rv_of(&obj).and_then(|r| r.parse().ok()).unwrap_or(0);
+        match st
+            .store
+            .commit(&key, Precondition::At(rv), WriteOp::Delete(obj.clone()))
+            .await
+        {
+            Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => {}
+            Err(e) => return Err(store_error(e)),
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn delete_namespace_contents(
+    st: &ApiState,
+    ctx: &Ctx,
+    ns: &str,
+) -> Result<(), ApiError> {
+    for def in namespaced_collections(st, ctx) {
+        let page = st
+            .store
+            .list_raw(
+                &ctx.cluster,
+                &def.storage_group,
+                &def.plural,
+                Some(ns),
+                None,
+                0,
+            )
+            .await
+            .map_err(store_error)?;
+        let t = Target {
+            def: def.clone(),
+            version: def.versions[0].clone(),
+            namespace: Some(ns.to_owned()),
+            name: None,
+            status: false,
+        };
+        for obj in page.items {
+            match Box::pin(delete_one(st, ctx, &t, &obj.name, &json!({}))).await {
+                Ok(_) => {}
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes one object (or marks it, while finalizers remain); the response body.
+pub(super) async fn delete_one(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    name: &str,
+    options: &Value,
+) -> Result<(StatusCode, Value), ApiError> {
+    if is_namespace(&t.def) {
+        return delete_namespace(st, ctx, t, name).await;
+    }
+    let key = t.key(&ctx.cluster, name);
+    let dry = dry_run(ctx)?;
+    let policy = propagation(options, ctx)?;
+    for _ in 0..WRITE_ATTEMPTS {
+        let (rv, mut current) = st
+            .store
+            .get(&key)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| ApiError::not_found(&t.def.group, &t.def.plural, name))?;
+        if let Some(want) = options
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            && Some(want) != rv_of(&current)
+        {
+            return Err(ApiError::conflict(&t.def.group, &t.def.plural, name));
+        }
+        if let Some(want) = options
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            && Some(want) != current.pointer("/metadata/uid").and_then(Value::as_str)
+        {
+            return Err(ApiError::conflict(&t.def.group, &t.def.plural, name));
+        }
+        if !dry {
+            let uid = current
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            match policy {
+                Propagation::Background => {}
+                Propagation::Foreground => delete_dependents(st, ctx, uid).await?,
+                Propagation::Orphan => orphan_dependents(st, ctx, &uid).await?,
+            }
+        }
+        if finalizers_of(&current) > 0 {
+            if is_deleting(&current) || dry {
+                objects::mark_deleting(&mut current, jiff::Timestamp::now());
+                return Ok((StatusCode::OK, at_version(&t.def, &t.version, current)));
+            }
+            objects::mark_deleting(&mut current, jiff::Timestamp::now());
+            match st
+                .store
+                .commit(&key, Precondition::At(rv), WriteOp::Put(current))
+                .await
+            {
+                Ok(ev) => {
+                    return Ok((
+                        StatusCode::OK,
+                        at_version(&t.def, &t.version, (*ev.body).clone()),
+                    ));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::NotFound) => {
+                    return Err(ApiError::not_found(&t.def.group, &t.def.plural, name));
+                }
+                Err(e) => return Err(store_error(e)),
+            }
+        }
+        if dry {
+            return Ok((StatusCode::OK, at_version(&t.def, &t.version, current)));
+        }
+        match finish_delete(st, ctx, t, &key, rv, current).await {
+            Ok(body) => return Ok((StatusCode::OK, at_version(&t.def, &t.version, body))),
+            Err(e) if e.reason == "Conflict" => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ApiError::conflict(&t.def.group, &t.def.plural, name))
+}
+
+pub(super) fn delete_options(ctx: &Ctx) -> Result<Value, ApiError> {
+    if ctx.body.iter().all(u8::is_ascii_whitespace) {
+        Ok(json!({}))
+    } else {
+        patch::parse_body(&ctx.body).map_err(ApiError::bad_request)
+    }
+}
+
+pub(super) async fn delete(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    name: &str,
+) -> Result<Response, ApiError> {
+    if t.def.namespaced && t.namespace.is_none() {
+        return Err(ApiError::not_found_path());
+    }
+    let options = delete_options(ctx)?;
+    let (code, body) = delete_one(st, ctx, t, name, &options).await?;
+    Ok(json_response(code, &body))
+}
+
+pub(super) async fn delete_collection(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+) -> Result<Response, ApiError> {
+    let options = delete_options(ctx)?;
+    let filter = Filter::from_ctx(ctx, t)?;
+    let (items, _, _) = collect(st, ctx, t, &filter, 0, None).await?;
+    let mut deleted = Vec::new();
+    for obj in items {
+        let ns = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(String::from);
+        let one = Target {
+            def: t.def.clone(),
+            version: t.version.clone(),
+            namespace: ns,
+            name: None,
+            status: false,
+        };
+        match delete_one(st, ctx, &one, name_of(&obj), &options).await {
+            Ok((_, body)) => deleted.push(body),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": t.def.list_kind,
+            "apiVersion": t.def.api_version(&t.version),
+            "metadata": {},
+            "items": deleted,
+        }),
+    ))
+}

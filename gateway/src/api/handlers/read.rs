@@ -1,0 +1,271 @@
+//! Reads: get one object, list a collection (verbatim or filtered), page by page.
+
+use super::*;
+use crate::store::ReplayError;
+
+pub(super) async fn get(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    name: &str,
+) -> Result<Response, ApiError> {
+    if t.def.namespaced && t.namespace.is_none() {
+        return Err(ApiError::not_found_path());
+    }
+    let (_, obj) = st
+        .store
+        .get(&t.key(&ctx.cluster, name))
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::not_found(&t.def.group, &t.def.plural, name))?;
+    let obj = at_version(&t.def, &t.version, obj);
+    match representation(ctx)? {
+        Representation::Json => Ok(json_response(StatusCode::OK, &obj)),
+        Representation::Metadata => Ok(json_response(
+            StatusCode::OK,
+            &table::partial_object_metadata(&obj),
+        )),
+        Representation::Table => {
+            let rv = rv_of(&obj).unwrap_or("").to_owned();
+            Ok(json_response(
+                StatusCode::OK,
+                &table::table(
+                    &t.def,
+                    &[obj],
+                    include_object(ctx)?,
+                    json!({"resourceVersion": rv}),
+                    jiff::Timestamp::now(),
+                ),
+            ))
+        }
+    }
+}
+
+/// Namespace and selectors of a list or watch.
+pub(crate) struct Filter {
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    /// Set when objects are stored in another form: field selectors apply to the served form.
+    pub served_as: Option<ResourceDef>,
+}
+
+impl Filter {
+    pub fn from_ctx(ctx: &Ctx, t: &Target) -> Result<Self, ApiError> {
+        let labels = LabelSelector::parse(ctx.param("labelSelector").unwrap_or(""))
+            .map_err(ApiError::bad_request)?;
+        let fields = FieldSelector::parse(ctx.param("fieldSelector").unwrap_or(""), &t.def.kind)
+            .map_err(ApiError::bad_request)?;
+        let served_as = (t.def.storage_group != t.def.group).then(|| t.def.clone());
+        Ok(Filter {
+            namespace: t.namespace.clone(),
+            labels,
+            fields,
+            served_as,
+        })
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        if let Some(ns) = &self.namespace
+            && obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns)
+        {
+            return false;
+        }
+        if !self.labels.matches(&labels_of(obj)) {
+            return false;
+        }
+        match &self.served_as {
+            Some(def) => self
+                .fields
+                .matches(&conversion::from_storage(def, obj.clone())),
+            None => self.fields.matches(obj),
+        }
+    }
+}
+
+/// The matching objects of a collection, one page at a time.
+pub(crate) async fn collect(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    filter: &Filter,
+    limit: usize,
+    from: Option<Continue>,
+) -> Result<(Vec<Value>, u64, Option<Continue>), ApiError> {
+    let batch = if limit == 0 { 0 } else { limit.max(500) };
+    let mut after = from.as_ref().map(|c| (c.namespace.clone(), c.name.clone()));
+    let mut out = Vec::new();
+    let mut list_rv = from.as_ref().map(|c| c.rv);
+    loop {
+        let after_ref = after.as_ref().map(|(a, b)| (a.as_str(), b.as_str()));
+        let (group, resource, ns) = (&t.def.storage_group, &t.def.plural, t.namespace.as_deref());
+        // Later pages (and later batches of this one) read the first page's snapshot.
+        let page = match list_rv {
+            None => st
+                .store
+                .list(&ctx.cluster, group, resource, ns, after_ref, batch)
+                .await
+                .map_err(store_error)?,
+            Some(snapshot) => st
+                .store
+                .list_at(
+                    &ctx.cluster,
+                    group,
+                    resource,
+                    ns,
+                    after_ref,
+                    batch,
+                    snapshot,
+                )
+                .await
+                .map_err(replay_error)?,
+        };
+        let rv = *list_rv.get_or_insert(page.rv);
+        let n = page.items.len();
+        for (i, obj) in page.items.into_iter().enumerate() {
+            let pos = (
+                obj.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+                name_of(&obj).to_owned(),
+            );
+            if filter.matches(&obj) {
+                out.push(at_version(&t.def, &t.version, obj));
+                if limit != 0 && out.len() == limit {
+                    let more = page.more || i + 1 < n;
+                    let next = more.then_some(Continue {
+                        rv,
+                        namespace: pos.0,
+                        name: pos.1,
+                    });
+                    return Ok((out, rv, next));
+                }
+            }
+            after = Some(pos);
+        }
+        if !page.more {
+            return Ok((out, rv, None));
+        }
+    }
+}
+
+pub(super) async fn list(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
+    let filter = Filter::from_ctx(ctx, t)?;
+    let limit: usize = match ctx.param("limit") {
+        None | Some("") => 0,
+        Some(l) => l
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("limit: Invalid value: \"{l}\"")))?,
+    };
+    let from = match ctx.param("continue") {
+        None | Some("") => None,
+        Some(tok) => Some(Continue::decode(tok).map_err(ApiError::bad_request)?),
+    };
+    let representation = representation(ctx)?;
+    let verbatim = representation == Representation::Json
+        && filter.labels.0.is_empty()
+        && filter.fields.0.is_empty()
+        && t.def.storage_group == t.def.group
+        && t.def.versions.first() == Some(&t.version);
+    if verbatim {
+        return list_verbatim(st, ctx, t, limit, from).await;
+    }
+    let (items, rv, next) = collect(st, ctx, t, &filter, limit, from).await?;
+    let mut meta = json!({ "resourceVersion": rv.to_string() });
+    if let Some(c) = next {
+        meta["continue"] = json!(c.encode());
+    }
+    let body = match representation {
+        Representation::Json => json!({
+            "kind": t.def.list_kind,
+            "apiVersion": t.def.api_version(&t.version),
+            "metadata": meta,
+            "items": items,
+        }),
+        Representation::Metadata => json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": meta,
+            "items": items.iter().map(table::partial_object_metadata).collect::<Vec<_>>(),
+        }),
+        Representation::Table => table::table(
+            &t.def,
+            &items,
+            include_object(ctx)?,
+            meta,
+            jiff::Timestamp::now(),
+        ),
+    };
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+/// A list whose items are served exactly as stored: the stored JSON texts are spliced into the
+/// response without being parsed (the common case, and the one that matters at scale).
+pub(super) async fn list_verbatim(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    limit: usize,
+    from: Option<Continue>,
+) -> Result<Response, ApiError> {
+    let after = from
+        .as_ref()
+        .map(|c| (c.namespace.as_str(), c.name.as_str()));
+    let (group, resource, ns) = (&t.def.storage_group, &t.def.plural, t.namespace.as_deref());
+    let page = match &from {
+        None => st
+            .store
+            .list_raw(&ctx.cluster, group, resource, ns, after, limit)
+            .await
+            .map_err(store_error)?,
+        Some(c) => st
+            .store
+            .list_raw_at(&ctx.cluster, group, resource, ns, after, limit, c.rv)
+            .await
+            .map_err(replay_error)?,
+    };
+    let rv = from.as_ref().map_or(page.rv, |c| c.rv);
+    let mut meta = json!({ "resourceVersion": rv.to_string() });
+    if page.more
+        && let Some(last) = page.items.last()
+    {
+        let next = Continue {
+            rv,
+            namespace: last.namespace.clone(),
+            name: last.name.clone(),
+        };
+        meta["continue"] = json!(next.encode());
+    }
+    let size: usize = page.items.iter().map(|o| o.body.len() + 1).sum();
+    let mut body = String::with_capacity(size + 256);
+    body.push_str(&format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{meta},\"items\":[",
+        json!(t.def.list_kind),
+        json!(t.def.api_version(&t.version)),
+    ));
+    for (i, o) in page.items.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(&o.body);
+    }
+    body.push_str("]}");
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
+}
+
+/// A continue token older than the event log: start the list again (410 Gone, as Kubernetes).
+pub(super) fn replay_error(e: ReplayError) -> ApiError {
+    match e {
+        ReplayError::Expired { .. } => ApiError::expired(
+            "The provided continue parameter is too old to display a consistent list result. \
+             You can start a new list without the continue parameter.",
+        ),
+        ReplayError::Store(e) => store_error(e),
+    }
+}

@@ -1,0 +1,302 @@
+//! Writes: create (with `generateName`, namespace checks, CRD registration), update, patch
+//! and server-side apply, all through one read-modify-write loop.
+
+use super::*;
+
+/// The key of namespace `ns`.
+pub(super) fn namespace_key(cluster: &str, ns: &str) -> ObjectKey {
+    ObjectKey {
+        cluster: cluster.into(),
+        group: String::new(),
+        resource: "namespaces".into(),
+        namespace: String::new(),
+        name: ns.into(),
+    }
+}
+
+/// Creates `body` in `t`'s collection; the response object.
+pub(crate) async fn create_object(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    body: Value,
+) -> Result<Value, ApiError> {
+    if t.def.namespaced {
+        let ns = t
+            .namespace
+            .as_deref()
+            .ok_or_else(ApiError::not_found_path)?;
+        match st
+            .store
+            .get(&namespace_key(&ctx.cluster, ns))
+            .await
+            .map_err(store_error)?
+        {
+            None => return Err(ApiError::not_found("", "namespaces", ns)),
+            Some((_, n)) if is_deleting(&n) => {
+                return Err(ApiError::new(
+                    403,
+                    "Forbidden",
+                    format!(
+                        "unable to create new content in namespace {ns} because it is being terminated"
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let now = jiff::Timestamp::now();
+    let mut obj = objects::prepare_create(
+        &t.def,
+        &t.version,
+        t.namespace.as_deref(),
+        body,
+        &new_uid(),
+        &name_suffix(),
+        now,
+    )?;
+    let crd = if is_crd(&t.def) {
+        let def = resources::from_crd(&obj)
+            .map_err(|m| ApiError::invalid("CustomResourceDefinition", name_of(&obj), m))?;
+        obj["status"] = objects::established_crd_status(&obj, now);
+        Some(def)
+    } else {
+        None
+    };
+    if t.def.kind == "Namespace" && t.def.group.is_empty() {
+        obj["status"] = json!({"phase": "Active"});
+    }
+    apply_schema(ctx, t, &mut obj)?;
+    let name = name_of(&obj).to_owned();
+    if dry_run(ctx)? {
+        return Ok(obj);
+    }
+    let obj = conversion::to_storage(&t.def, obj);
+    let ev = st
+        .store
+        .commit(
+            &t.key(&ctx.cluster, &name),
+            Precondition::Absent,
+            WriteOp::Put(obj),
+        )
+        .await
+        .map_err(|e| match e {
+            StoreError::AlreadyExists => {
+                ApiError::already_exists(&t.def.group, &t.def.plural, &name)
+            }
+            e => store_error(e),
+        })?;
+    if let Some(def) = crd {
+        st.registry.register(&ctx.cluster, &name, def);
+    }
+    Ok(at_version(&t.def, &t.version, (*ev.body).clone()))
+}
+
+/// The body of a create or update: JSON or YAML; protobuf is refused with 415.
+pub(super) fn object_body(ctx: &Ctx) -> Result<Value, ApiError> {
+    let ct = ctx.header(header::CONTENT_TYPE);
+    let essence = ct.split(';').next().unwrap_or("").trim();
+    if essence == "application/vnd.kubernetes.protobuf" {
+        return crate::api::protobuf::decode(&ctx.body)
+            .map_err(|m| ApiError::new(415, "UnsupportedMediaType", m));
+    }
+    if !matches!(
+        essence,
+        "" | "application/json" | "application/yaml" | "*/*"
+    ) {
+        return Err(ApiError::unsupported_media_type(ct));
+    }
+    patch::parse_body(&ctx.body).map_err(ApiError::bad_request)
+}
+
+pub(super) async fn create(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
+    check_field_validation(ctx)?;
+    let body = object_body(ctx)?;
+    let obj = create_object(st, ctx, t, body).await?;
+    Ok(json_response(StatusCode::CREATED, &obj))
+}
+
+/// Read-modify-write of one object: `mutate` turns the current object into the new one (and
+/// may refuse with 409 when the client pinned a resourceVersion). Retries lost races. A no-op
+/// stores nothing. An object being deleted whose last finalizer went away is deleted.
+pub(super) async fn guaranteed_update<F>(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    name: &str,
+    mutate: F,
+) -> Result<Value, ApiError>
+where
+    F: Fn(&Value) -> Result<Value, ApiError>,
+{
+    let key = t.key(&ctx.cluster, name);
+    let dry = dry_run(ctx)?;
+    for _ in 0..WRITE_ATTEMPTS {
+        let (rv, current) = st
+            .store
+            .get(&key)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| ApiError::not_found(&t.def.group, &t.def.plural, name))?;
+        // `mutate` sees and returns the served form; the store keeps the stored one.
+        let served = at_version(&t.def, &t.version, current.clone());
+        let mut new = conversion::to_storage(&t.def, mutate(&served)?);
+        if is_crd(&t.def) {
+            let def = resources::from_crd(&new)
+                .map_err(|m| ApiError::invalid("CustomResourceDefinition", name, m))?;
+            if !t.status && current.get("status").is_some() {
+                new["status"] = current["status"].clone();
+            }
+            if !dry {
+                st.registry.register(&ctx.cluster, name, def);
+            }
+        }
+        if objects::same_content(&new, &current) || dry {
+            return Ok(at_version(&t.def, &t.version, new));
+        }
+        match st
+            .store
+            .commit(&key, Precondition::At(rv), WriteOp::Put(new))
+            .await
+        {
+            Ok(ev) => {
+                let body = (*ev.body).clone();
+                if is_deleting(&body) && finalizers_of(&body) == 0 {
+                    finish_delete(st, ctx, t, &key, ev.rv, body.clone()).await?;
+                }
+                return Ok(at_version(&t.def, &t.version, body));
+            }
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(StoreError::NotFound) => {
+                return Err(ApiError::not_found(&t.def.group, &t.def.plural, name));
+            }
+            Err(e) => return Err(store_error(e)),
+        }
+    }
+    Err(ApiError::conflict(&t.def.group, &t.def.plural, name))
+}
+
+pub(super) fn pinned_rv_matches(
+    t: &Target,
+    name: &str,
+    given: Option<&str>,
+    current: &Value,
+) -> Result<(), ApiError> {
+    match given {
+        Some(rv) if Some(rv) != rv_of(current) => {
+            Err(ApiError::conflict(&t.def.group, &t.def.plural, name))
+        }
+        _ => Ok(()),
+    }
+}
+
+pub(super) async fn update(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    name: &str,
+) -> Result<Response, ApiError> {
+    check_field_validation(ctx)?;
+    let body = object_body(ctx)?;
+    let given = rv_of(&body).map(String::from);
+    let mut body = body;
+    // Pruned before generation is worked out: an unknown field is no change.
+    apply_schema(ctx, t, &mut body)?;
+    let obj = guaranteed_update(st, ctx, t, name, |current| {
+        pinned_rv_matches(t, name, given.as_deref(), current)?;
+        objects::prepare_update(&t.def, &t.version, current, body.clone(), t.status)
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, &obj))
+}
+
+pub(super) async fn patch(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    name: &str,
+) -> Result<Response, ApiError> {
+    check_field_validation(ctx)?;
+    let ct = ctx.header(header::CONTENT_TYPE).to_owned();
+    let kind =
+        PatchKind::from_content_type(&ct).ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
+    // Custom kinds have no patch-strategy metadata: a strategic merge patch is a merge patch.
+    let kind = match kind {
+        PatchKind::StrategicMerge if t.def.custom => PatchKind::Merge,
+        k => k,
+    };
+    if kind == PatchKind::Apply {
+        if ctx.param("fieldManager").is_none_or(str::is_empty) {
+            return Err(ApiError::invalid(
+                "PatchOptions.meta.k8s.io",
+                "",
+                "fieldManager: Required value: is required for apply patch",
+            ));
+        }
+        let key = t.key(&ctx.cluster, name);
+        if !t.status && st.store.get(&key).await.map_err(store_error)?.is_none() {
+            let mut body = patch::parse_body(&ctx.body).map_err(ApiError::bad_request)?;
+            if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+                if m.get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| n != name)
+                {
+                    return Err(ApiError::bad_request(
+                        "the name of the object does not match the name on the URL",
+                    ));
+                }
+                m.insert("name".into(), json!(name));
+            } else {
+                body["metadata"] = json!({"name": name});
+            }
+            let manager = ctx.param("fieldManager").unwrap_or_default();
+            let fields = apply::field_set(&body);
+            let av = t.def.api_version(&t.version);
+            apply::record(
+                &mut body,
+                manager,
+                None,
+                &av,
+                fields,
+                jiff::Timestamp::now(),
+            );
+            let obj = create_object(st, ctx, t, body).await?;
+            return Ok(json_response(StatusCode::CREATED, &obj));
+        }
+    }
+    let applied = match kind {
+        PatchKind::Apply => Some(patch::parse_body(&ctx.body).map_err(ApiError::bad_request)?),
+        _ => None,
+    };
+    let obj = guaranteed_update(st, ctx, t, name, |current| {
+        let patched = match &applied {
+            Some(config) => {
+                let manager = ctx.param("fieldManager").unwrap_or_default();
+                let subresource = t.status.then_some("status");
+                let av = t.def.api_version(&t.version);
+                apply::apply(
+                    current,
+                    config,
+                    manager,
+                    subresource,
+                    &av,
+                    jiff::Timestamp::now(),
+                )
+            }
+            None => patch::apply(current, kind, &ctx.body).map_err(|m| {
+                if kind == PatchKind::Json {
+                    ApiError::new(422, "Invalid", m)
+                } else {
+                    ApiError::bad_request(m)
+                }
+            })?,
+        };
+        pinned_rv_matches(t, name, rv_of(&patched), current)?;
+        let mut patched = patched;
+        // Pruned before generation is worked out: an unknown field is no change.
+        apply_schema(ctx, t, &mut patched)?;
+        objects::prepare_update(&t.def, &t.version, current, patched, t.status)
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, &obj))
+}

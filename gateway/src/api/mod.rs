@@ -1,0 +1,263 @@
+//! The Kubernetes-compatible REST surface of embedded clusters: discovery, CRUD, patch, watch,
+//! tables and OpenAPI documents over the [`crate::store`].
+
+pub mod apply;
+pub mod conversion;
+pub mod discovery;
+mod handlers;
+pub mod jsonpath;
+pub mod negotiate;
+pub mod objects;
+pub mod openapi;
+pub mod pagination;
+pub mod patch;
+pub mod path;
+pub mod protobuf;
+pub mod resources;
+pub mod schema;
+pub mod selectors;
+pub mod status;
+pub mod strategic;
+pub mod table;
+mod watch;
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    body::Bytes,
+    extract::{Request, State},
+    http::{HeaderMap, Method, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::Value;
+
+use crate::store::{Store, StoreError, token_hash};
+use path::{Route, parse, split_cluster};
+use resources::Registry;
+use status::ApiError;
+
+/// Tunables of the API surface.
+#[derive(Clone, Debug)]
+pub struct ApiOptions {
+    /// How often a watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// How long a watch lasts when the client sets no `timeoutSeconds`.
+    pub default_watch_timeout: Duration,
+    /// The largest request body accepted.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        ApiOptions {
+            bookmark_interval: Duration::from_secs(10),
+            default_watch_timeout: Duration::from_secs(1800),
+            max_body_bytes: 16 << 20,
+        }
+    }
+}
+
+/// What every request handler shares.
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Store,
+    pub registry: Registry,
+    /// Hosted cluster name → SHA-256 (hex) of its admin token.
+    pub clusters: HashMap<String, String>,
+    pub options: ApiOptions,
+    /// Whether requests must carry a cluster's admin token (not on the owner-only unix socket).
+    pub require_token: bool,
+}
+
+impl ApiState {
+    /// Registers the kinds of every stored CRD of each hosted cluster.
+    pub async fn load_crds(&self) -> Result<(), StoreError> {
+        for cluster in self.clusters.keys() {
+            let page = self
+                .store
+                .list(
+                    cluster,
+                    "apiextensions.k8s.io",
+                    "customresourcedefinitions",
+                    None,
+                    None,
+                    0,
+                )
+                .await?;
+            for crd in page.items {
+                match resources::from_crd(&crd) {
+                    Ok(def) => self.registry.register(cluster, objects::name_of(&crd), def),
+                    Err(e) => {
+                        tracing::warn!(cluster, crd = objects::name_of(&crd), error = %e, "stored CRD not registered")
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The router serving every hosted cluster (under `/clusters/NAME/`, and at the root when there
+/// is only one).
+pub fn router(state: Arc<ApiState>) -> Router {
+    Router::new().fallback(handle).with_state(state)
+}
+
+/// A request after routing and authentication.
+pub(crate) struct Ctx {
+    pub cluster: String,
+    pub method: Method,
+    pub query: HashMap<String, String>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// `Warning` headers for the response.
+    pub warnings: std::sync::Mutex<Vec<String>>,
+}
+
+impl Ctx {
+    pub fn warn(&self, messages: impl IntoIterator<Item = String>) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(messages);
+    }
+
+    pub fn param(&self, k: &str) -> Option<&str> {
+        self.query.get(k).map(String::as_str)
+    }
+
+    pub fn header(&self, k: header::HeaderName) -> &str {
+        self.headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    pub fn flag(&self, k: &str) -> bool {
+        matches!(self.param(k), Some("1") | Some("true") | Some("True"))
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
+async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let full = parts.uri.path().to_owned();
+    let (named, rest) = split_cluster(&full);
+    let route = parse(rest);
+    let cluster = match named {
+        Some(n) if st.clusters.contains_key(n) => n.to_owned(),
+        None if st.clusters.len() == 1 => st.clusters.keys().next().cloned().unwrap_or_default(),
+        _ => return ApiError::not_found_path().into_response(),
+    };
+    if route == Route::Health {
+        return (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response();
+    }
+    let authorized = !st.require_token
+        || bearer(&parts.headers).is_some_and(|t| {
+            st.clusters
+                .get(&cluster)
+                .is_some_and(|h| *h == token_hash(t))
+        });
+    if !authorized {
+        return ApiError::unauthorized().into_response();
+    }
+    let body = match axum::body::to_bytes(body, st.options.max_body_bytes).await {
+        Ok(b) => b,
+        Err(_) => {
+            return ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                "the request body is too large",
+            )
+            .into_response();
+        }
+    };
+    let query: HashMap<String, String> =
+        axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
+            .map(|q| q.0.into_iter().collect())
+            .unwrap_or_default();
+    let ctx = Ctx {
+        cluster,
+        method: parts.method,
+        query,
+        headers: parts.headers,
+        body,
+        warnings: Default::default(),
+    };
+    match dispatch(&st, ctx, route).await {
+        Ok(r) => r,
+        Err(e) => {
+            if e.code >= 500 {
+                tracing::error!(code = e.code, message = %e.message, "request failed");
+            }
+            e.into_response()
+        }
+    }
+}
+
+pub(crate) fn json_response(code: StatusCode, v: &Value) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, ApiError> {
+    let defs = || st.registry.all(&ctx.cluster);
+    let accept = ctx.header(header::ACCEPT).to_owned();
+    let ok = |v: Option<Value>| {
+        v.map(|v| json_response(StatusCode::OK, &v))
+            .ok_or_else(ApiError::not_found_path)
+    };
+    let discovery_form = |route: &Route| match negotiate::for_discovery(
+        &accept,
+        matches!(route, Route::CoreVersions | Route::Groups),
+    ) {
+        None => Err(ApiError::not_acceptable(&accept)),
+        Some(form) => Ok(form),
+    };
+    match route {
+        Route::Health => Ok(StatusCode::OK.into_response()),
+        Route::Version => ok(Some(discovery::version())),
+        Route::CoreVersions | Route::Groups | Route::Group(_) | Route::GroupVersion { .. } => {
+            match (discovery_form(&route)?, route) {
+                (negotiate::Discovery::Aggregated(v), route) => {
+                    let doc = discovery::aggregated(&defs(), route == Route::CoreVersions, v);
+                    let ct = format!(
+                        "application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"
+                    );
+                    Ok((
+                        StatusCode::OK,
+                        [(header::CONTENT_TYPE, ct)],
+                        doc.to_string(),
+                    )
+                        .into_response())
+                }
+                (_, Route::CoreVersions) => ok(Some(discovery::core_versions())),
+                (_, Route::Groups) => ok(Some(discovery::group_list(&defs()))),
+                (_, Route::Group(g)) => ok(discovery::group(&defs(), &g)),
+                (_, Route::GroupVersion { group, version }) => {
+                    ok(discovery::resource_list(&defs(), &group, &version))
+                }
+                _ => Err(ApiError::not_found_path()),
+            }
+        }
+        Route::OpenApiV2 => openapi::v2(ctx.header(header::ACCEPT), &defs()),
+        Route::OpenApiV3Root => ok(Some(openapi::v3_root(&defs()))),
+        Route::OpenApiV3 { group, version } => {
+            ok(openapi::v3_group_version(&defs(), &group, &version))
+        }
+        Route::Resource(p) => handlers::resource(st, ctx, p).await,
+        Route::NotFound => Err(ApiError::not_found_path()),
+    }
+}

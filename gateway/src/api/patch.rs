@@ -1,0 +1,197 @@
+//! Patch bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902), strategic merge patch
+//! (see [`super::strategic`]) and server-side apply (a merge
+//! of the applied configuration).
+
+use serde_json::Value;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchKind {
+    Merge,
+    Json,
+    StrategicMerge,
+    Apply,
+}
+
+impl PatchKind {
+    pub fn from_content_type(ct: &str) -> Option<Self> {
+        match ct.split(';').next().unwrap_or("").trim() {
+            "application/merge-patch+json" => Some(PatchKind::Merge),
+            "application/json-patch+json" => Some(PatchKind::Json),
+            "application/strategic-merge-patch+json" => Some(PatchKind::StrategicMerge),
+            "application/apply-patch+yaml"
+            | "application/apply-patch+json"
+            | "application/apply-patch+cbor" => Some(PatchKind::Apply),
+            _ => None,
+        }
+    }
+}
+
+/// Parses a request body that is JSON or YAML into a JSON value.
+pub fn parse_body(body: &[u8]) -> Result<Value, String> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err("the request body is empty".into());
+    }
+    match serde_json::from_slice(body) {
+        Ok(v) => Ok(v),
+        Err(json_err) => serde_yaml_ng::from_slice::<Value>(body).map_err(|yaml_err| {
+            format!("the request body is neither valid JSON ({json_err}) nor YAML ({yaml_err})")
+        }),
+    }
+}
+
+/// Applies `patch` of `kind` to `current`, returning the patched object.
+pub fn apply(current: &Value, kind: PatchKind, patch: &[u8]) -> Result<Value, String> {
+    let mut doc = current.clone();
+    match kind {
+        PatchKind::Json => {
+            let ops: Vec<Value> =
+                serde_json::from_slice(patch).map_err(|e| format!("invalid JSON patch: {e}"))?;
+            for op in ops {
+                // Like the Kubernetes API server: testing that an absent path is null succeeds
+                // (kube-rs' finalizer helper relies on it).
+                if op.get("op").and_then(Value::as_str) == Some("test")
+                    && op.get("value").is_none_or(Value::is_null)
+                    && op
+                        .get("path")
+                        .and_then(Value::as_str)
+                        .is_some_and(|p| doc.pointer(p).is_none_or(Value::is_null))
+                {
+                    continue;
+                }
+                let op: json_patch::PatchOperation =
+                    serde_json::from_value(op).map_err(|e| format!("invalid JSON patch: {e}"))?;
+                json_patch::patch(&mut doc, std::slice::from_ref(&op))
+                    .map_err(|e| format!("the JSON patch could not be applied: {e}"))?;
+            }
+        }
+        PatchKind::Merge => {
+            let p: Value =
+                serde_json::from_slice(patch).map_err(|e| format!("invalid merge patch: {e}"))?;
+            json_patch::merge(&mut doc, &p);
+        }
+        PatchKind::StrategicMerge => {
+            let p: Value = serde_json::from_slice(patch)
+                .map_err(|e| format!("invalid strategic merge patch: {e}"))?;
+            if !p.is_object() {
+                return Err("a strategic merge patch must be an object".into());
+            }
+            doc = super::strategic::apply(&doc, &p);
+        }
+        PatchKind::Apply => {
+            let p = parse_body(patch)?;
+            if !p.is_object() {
+                return Err("the applied configuration must be an object".into());
+            }
+            merge_applied(&mut doc, &p);
+        }
+    }
+    Ok(doc)
+}
+
+/// Server-side apply, simplified: the applied configuration's fields overwrite the object's,
+/// objects merge recursively, fields the configuration leaves out stay as they are.
+fn merge_applied(doc: &mut Value, applied: &Value) {
+    match (doc, applied) {
+        (Value::Object(d), Value::Object(a)) => {
+            for (k, v) in a {
+                match d.get_mut(k) {
+                    Some(existing) if existing.is_object() && v.is_object() => {
+                        merge_applied(existing, v)
+                    }
+                    _ => {
+                        d.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (doc, applied) => *doc = applied.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj() -> Value {
+        json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}}, "data": {"k": "v"}})
+    }
+
+    #[test]
+    fn merge_patch_sets_and_removes() {
+        let out = apply(
+            &obj(),
+            PatchKind::Merge,
+            br#"{"metadata":{"labels":{"x":null,"z":"3"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(out["metadata"]["labels"], json!({"y": "2", "z": "3"}));
+        assert_eq!(out["data"]["k"], "v");
+    }
+
+    #[test]
+    fn json_patch_ops_and_failures() {
+        let out = apply(&obj(), PatchKind::Json, br#"[{"op":"replace","path":"/data/k","value":"w"},{"op":"add","path":"/data/n","value":"1"}]"#).unwrap();
+        assert_eq!(out["data"], json!({"k": "w", "n": "1"}));
+        assert!(
+            apply(
+                &obj(),
+                PatchKind::Json,
+                br#"[{"op":"test","path":"/data/k","value":"nope"}]"#
+            )
+            .is_err()
+        );
+        assert!(apply(&obj(), PatchKind::Json, br#"{"op":"add"}"#).is_err());
+        // A null test of an absent path passes, as on the Kubernetes API server.
+        let out = apply(&obj(), PatchKind::Json, br#"[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"add","path":"/metadata/finalizers","value":["f"]}]"#).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["f"]));
+    }
+
+    #[test]
+    fn strategic_drops_directives() {
+        let out = apply(
+            &obj(),
+            PatchKind::StrategicMerge,
+            br#"{"$setElementOrder/x":[],"data":{"k":"w","$retainKeys":["k"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(out["data"], json!({"k": "w"}));
+        assert!(out.get("$setElementOrder/x").is_none());
+    }
+
+    #[test]
+    fn apply_accepts_yaml_and_merges() {
+        let out = apply(
+            &obj(),
+            PatchKind::Apply,
+            b"metadata:\n  labels:\n    z: \"3\"\ndata:\n  k: w\n",
+        )
+        .unwrap();
+        assert_eq!(
+            out["metadata"]["labels"],
+            json!({"x": "1", "y": "2", "z": "3"})
+        );
+        assert_eq!(out["data"]["k"], "w");
+        assert!(apply(&obj(), PatchKind::Apply, b"- 1\n").is_err());
+    }
+
+    #[test]
+    fn content_types() {
+        assert_eq!(
+            PatchKind::from_content_type("application/merge-patch+json; charset=utf-8"),
+            Some(PatchKind::Merge)
+        );
+        assert_eq!(
+            PatchKind::from_content_type("application/apply-patch+yaml"),
+            Some(PatchKind::Apply)
+        );
+        assert_eq!(PatchKind::from_content_type("application/json"), None);
+    }
+
+    #[test]
+    fn bodies() {
+        assert!(parse_body(b"  ").is_err());
+        assert_eq!(parse_body(b"a: 1").unwrap(), json!({"a": 1}));
+        assert!(parse_body(b"{\"a\": ").is_err());
+    }
+}

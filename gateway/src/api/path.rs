@@ -1,0 +1,201 @@
+//! Request paths: which document or resource a path names.
+
+/// A path under a cluster's root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    Version,
+    Health,
+    CoreVersions,
+    Groups,
+    Group(String),
+    /// `/api/v1` or `/apis/G/V`.
+    GroupVersion {
+        group: String,
+        version: String,
+    },
+    OpenApiV2,
+    OpenApiV3Root,
+    /// `/openapi/v3/api/v1` or `/openapi/v3/apis/G/V`.
+    OpenApiV3 {
+        group: String,
+        version: String,
+    },
+    Resource(ResourcePath),
+    NotFound,
+}
+
+/// A resource, collection or subresource path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourcePath {
+    pub group: String,
+    pub version: String,
+    pub namespace: Option<String>,
+    pub resource: String,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+    /// The deprecated `/watch/` path form.
+    pub watch: bool,
+}
+
+/// Splits `/clusters/NAME/rest` into `(Some(NAME), "/rest")`.
+pub fn split_cluster(path: &str) -> (Option<&str>, &str) {
+    match path.strip_prefix("/clusters/") {
+        Some(rest) => match rest.find('/') {
+            Some(i) => (Some(&rest[..i]), &rest[i..]),
+            None => (Some(rest), "/"),
+        },
+        None => (None, path),
+    }
+}
+
+pub fn parse(path: &str) -> Route {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match segs.as_slice() {
+        ["version"] => Route::Version,
+        ["healthz"] | ["livez"] | ["readyz"] => Route::Health,
+        ["healthz" | "livez" | "readyz", _] => Route::Health,
+        ["api"] => Route::CoreVersions,
+        ["apis"] => Route::Groups,
+        ["apis", g] => Route::Group((*g).into()),
+        ["api", v] => Route::GroupVersion {
+            group: String::new(),
+            version: (*v).into(),
+        },
+        ["apis", g, v] => Route::GroupVersion {
+            group: (*g).into(),
+            version: (*v).into(),
+        },
+        ["openapi", "v2"] => Route::OpenApiV2,
+        ["openapi", "v3"] => Route::OpenApiV3Root,
+        ["openapi", "v3", "api", v] => Route::OpenApiV3 {
+            group: String::new(),
+            version: (*v).into(),
+        },
+        ["openapi", "v3", "apis", g, v] => Route::OpenApiV3 {
+            group: (*g).into(),
+            version: (*v).into(),
+        },
+        ["api", v, rest @ ..] => resource(String::new(), v, rest),
+        ["apis", g, v, rest @ ..] => resource((*g).into(), v, rest),
+        _ => Route::NotFound,
+    }
+}
+
+fn resource(group: String, version: &str, rest: &[&str]) -> Route {
+    let (watch, rest) = match rest {
+        ["watch", tail @ ..] => (true, tail),
+        _ => (false, rest),
+    };
+    let mk = |namespace: Option<&str>, resource: &str, name: Option<&str>, sub: Option<&str>| {
+        Route::Resource(ResourcePath {
+            group: group.clone(),
+            version: version.into(),
+            namespace: namespace.map(String::from),
+            resource: resource.into(),
+            name: name.map(String::from),
+            subresource: sub.map(String::from),
+            watch,
+        })
+    };
+    match rest {
+        // Namespaces themselves: /namespaces, /namespaces/NAME, /namespaces/NAME/status|finalize.
+        ["namespaces"] => mk(None, "namespaces", None, None),
+        ["namespaces", n] => mk(None, "namespaces", Some(n), None),
+        ["namespaces", n, sub @ ("status" | "finalize")] if group.is_empty() => {
+            mk(None, "namespaces", Some(n), Some(sub))
+        }
+        ["namespaces", ns, r] => mk(Some(ns), r, None, None),
+        ["namespaces", ns, r, n] => mk(Some(ns), r, Some(n), None),
+        ["namespaces", ns, r, n, sub] => mk(Some(ns), r, Some(n), Some(sub)),
+        [r] => mk(None, r, None, None),
+        [r, n] => mk(None, r, Some(n), None),
+        [r, n, sub] => mk(None, r, Some(n), Some(sub)),
+        _ => Route::NotFound,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(p: &str) -> ResourcePath {
+        match parse(p) {
+            Route::Resource(r) => r,
+            other => panic!("{p}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn cluster_prefix() {
+        assert_eq!(
+            split_cluster("/clusters/demo/api/v1"),
+            (Some("demo"), "/api/v1")
+        );
+        assert_eq!(split_cluster("/clusters/demo"), (Some("demo"), "/"));
+        assert_eq!(split_cluster("/api/v1"), (None, "/api/v1"));
+    }
+
+    #[test]
+    fn discovery_paths() {
+        assert_eq!(parse("/version"), Route::Version);
+        assert_eq!(parse("/api"), Route::CoreVersions);
+        assert_eq!(parse("/apis/"), Route::Groups);
+        assert_eq!(
+            parse("/apis/example.com"),
+            Route::Group("example.com".into())
+        );
+        assert_eq!(
+            parse("/api/v1"),
+            Route::GroupVersion {
+                group: "".into(),
+                version: "v1".into()
+            }
+        );
+        assert_eq!(
+            parse("/openapi/v3/apis/a.b/v1"),
+            Route::OpenApiV3 {
+                group: "a.b".into(),
+                version: "v1".into()
+            }
+        );
+        assert_eq!(parse("/readyz"), Route::Health);
+        assert_eq!(parse("/nope"), Route::NotFound);
+    }
+
+    #[test]
+    fn resource_paths() {
+        let r = res("/api/v1/namespaces/default/configmaps/x");
+        assert_eq!(
+            (
+                r.namespace.as_deref(),
+                r.resource.as_str(),
+                r.name.as_deref()
+            ),
+            (Some("default"), "configmaps", Some("x"))
+        );
+        let r = res("/api/v1/namespaces/default");
+        assert_eq!(
+            (r.namespace, r.resource.as_str(), r.name.as_deref()),
+            (None, "namespaces", Some("default"))
+        );
+        let r = res("/api/v1/namespaces/default/status");
+        assert_eq!(
+            (r.resource.as_str(), r.subresource.as_deref()),
+            ("namespaces", Some("status"))
+        );
+        let r = res("/apis/worker.gpustack.ai/v1alpha1/devices/n1/status");
+        assert_eq!(
+            (
+                r.group.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
+            ("worker.gpustack.ai", Some("n1"), Some("status"))
+        );
+        let r = res("/api/v1/watch/namespaces/a/pods");
+        assert!(r.watch);
+        assert_eq!(r.namespace.as_deref(), Some("a"));
+        let r = res("/api/v1/pods");
+        assert_eq!((r.namespace, r.name), (None, None));
+    }
+}

@@ -1,0 +1,304 @@
+//! Label and field selectors: parsing the query parameters and matching objects.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LabelRequirement {
+    Exists(String),
+    NotExists(String),
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+}
+
+/// A parsed `labelSelector`; empty matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LabelSelector(pub Vec<LabelRequirement>);
+
+/// Splits on commas outside parentheses.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out.into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+fn valid_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 316
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+}
+
+fn valid_value(v: &str) -> bool {
+    v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn set_values(s: &str) -> Result<Vec<String>, String> {
+    let inner = s
+        .trim()
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| format!("expected a parenthesised set of values, found '{s}'"))?;
+    let values: Vec<String> = inner.split(',').map(|v| v.trim().to_owned()).collect();
+    if let Some(bad) = values.iter().find(|v| !valid_value(v)) {
+        return Err(format!("invalid label value: '{bad}'"));
+    }
+    Ok(values)
+}
+
+impl LabelSelector {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut reqs = Vec::new();
+        for part in split_top(s) {
+            let req = if let Some(key) = part.strip_prefix('!') {
+                LabelRequirement::NotExists(key.trim().to_owned())
+            } else if let Some((k, v)) = part.split_once("!=") {
+                LabelRequirement::NotEquals(k.trim().to_owned(), v.trim().to_owned())
+            } else if let Some((k, v)) = part.split_once("==") {
+                LabelRequirement::Equals(k.trim().to_owned(), v.trim().to_owned())
+            } else if let Some((k, v)) = part.split_once('=') {
+                LabelRequirement::Equals(k.trim().to_owned(), v.trim().to_owned())
+            } else if let Some((k, rest)) = part.split_once(" notin ") {
+                LabelRequirement::NotIn(k.trim().to_owned(), set_values(rest)?)
+            } else if let Some((k, rest)) = part.split_once(" in ") {
+                LabelRequirement::In(k.trim().to_owned(), set_values(rest)?)
+            } else {
+                LabelRequirement::Exists(part.to_owned())
+            };
+            let (key, value) = match &req {
+                LabelRequirement::Exists(k) | LabelRequirement::NotExists(k) => (k, None),
+                LabelRequirement::Equals(k, v) | LabelRequirement::NotEquals(k, v) => (k, Some(v)),
+                LabelRequirement::In(k, _) | LabelRequirement::NotIn(k, _) => (k, None),
+            };
+            if !valid_key(key) {
+                return Err(format!(
+                    "unable to parse requirement: invalid label key \"{key}\""
+                ));
+            }
+            if let Some(v) = value
+                && !valid_value(v)
+            {
+                return Err(format!(
+                    "unable to parse requirement: invalid label value: \"{v}\""
+                ));
+            }
+            reqs.push(req);
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.0.iter().all(|r| match r {
+            LabelRequirement::Exists(k) => labels.contains_key(k),
+            LabelRequirement::NotExists(k) => !labels.contains_key(k),
+            LabelRequirement::Equals(k, v) => labels.get(k) == Some(v),
+            LabelRequirement::NotEquals(k, v) => labels.get(k) != Some(v),
+            LabelRequirement::In(k, vs) => labels.get(k).is_some_and(|l| vs.contains(l)),
+            LabelRequirement::NotIn(k, vs) => labels.get(k).is_none_or(|l| !vs.contains(l)),
+        })
+    }
+}
+
+/// The labels of an object.
+pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A parsed `fieldSelector`: `field=value`, `field==value` or `field!=value`, comma separated.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldSelector(pub Vec<(String, bool, String)>);
+
+/// Fields a kind can be selected by, beyond `metadata.name` and `metadata.namespace`.
+fn kind_fields(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "Pod" => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        "Event" => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+        ],
+        "Secret" => &["type"],
+        "Node" => &["spec.unschedulable"],
+        "Namespace" => &["status.phase"],
+        _ => &[],
+    }
+}
+
+impl FieldSelector {
+    pub fn parse(s: &str, kind: &str) -> Result<Self, String> {
+        let mut reqs = Vec::new();
+        for part in split_top(s) {
+            let (field, eq, value) = if let Some((f, v)) = part.split_once("!=") {
+                (f, false, v)
+            } else if let Some((f, v)) = part.split_once("==") {
+                (f, true, v)
+            } else if let Some((f, v)) = part.split_once('=') {
+                (f, true, v)
+            } else {
+                return Err(format!(
+                    "invalid selector: '{part}'; can't understand '{part}'"
+                ));
+            };
+            let field = field.trim();
+            if !matches!(field, "metadata.name" | "metadata.namespace")
+                && !kind_fields(kind).contains(&field)
+            {
+                return Err(format!("field label not supported: {field}"));
+            }
+            reqs.push((field.to_owned(), eq, value.trim().to_owned()));
+        }
+        Ok(FieldSelector(reqs))
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.0.iter().all(|(field, eq, want)| {
+            let have = field_value(obj, field);
+            (have == *want) == *eq
+        })
+    }
+
+    /// The name this selector pins (`metadata.name=x`), if any: lets a watch of one object skip
+    /// the rest.
+    pub fn pinned_name(&self) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(f, eq, _)| f == "metadata.name" && *eq)
+            .map(|(_, _, v)| v.as_str())
+    }
+}
+
+fn field_value(obj: &Value, field: &str) -> String {
+    let mut cur = obj;
+    for part in field.split('.') {
+        match cur.get(part) {
+            Some(v) => cur = v,
+            None => return String::new(),
+        }
+    }
+    match cur {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Object(o) if field == "source" => o
+            .get("component")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn every_operator() {
+        let l = labels(&[("app", "web"), ("tier", "front")]);
+        let m = |s: &str| LabelSelector::parse(s).unwrap().matches(&l);
+        assert!(m(""));
+        assert!(m("app=web"));
+        assert!(m("app==web"));
+        assert!(!m("app!=web"));
+        assert!(m("env!=prod"));
+        assert!(m("app in (web, api)"));
+        assert!(!m("app in (api)"));
+        assert!(m("app notin (api)"));
+        assert!(m("env notin (prod)"));
+        assert!(!m("tier notin (front,back)"));
+        assert!(m("app"));
+        assert!(!m("env"));
+        assert!(m("!env"));
+        assert!(!m("!app"));
+        assert!(m("app=web,tier in (front),!env"));
+        assert!(!m("app=web,tier=back"));
+    }
+
+    #[test]
+    fn rejects_bad_selectors() {
+        assert!(LabelSelector::parse("a b=c").is_err());
+        assert!(LabelSelector::parse("app in web").is_err());
+        assert!(LabelSelector::parse("app=we b").is_err());
+    }
+
+    #[test]
+    fn field_selectors() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
+        let m = |s: &str| FieldSelector::parse(s, "Pod").unwrap().matches(&pod);
+        assert!(m("metadata.name=p"));
+        assert!(m("metadata.namespace==ns,spec.nodeName=n1"));
+        assert!(!m("status.phase!=Running"));
+        assert!(m("spec.nodeName!=n2"));
+        assert!(
+            FieldSelector::parse("spec.nodeName=x", "ConfigMap")
+                .unwrap_err()
+                .contains("not supported")
+        );
+        let ev = json!({"involvedObject": {"kind": "Pod", "name": "p"}});
+        assert!(
+            FieldSelector::parse("involvedObject.kind=Pod,involvedObject.name=p", "Event")
+                .unwrap()
+                .matches(&ev)
+        );
+        assert_eq!(
+            FieldSelector::parse("metadata.name=x", "Pod")
+                .unwrap()
+                .pinned_name(),
+            Some("x")
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! Kubernetes `Status` error bodies: every failed request answers one, with the code and reason
+//! clients (kubectl, kube-rs) key on.
+
+use axum::{
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+
+/// A failed request, rendered as a `kind: Status` body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn with_details(mut self, group: &str, resource: &str, name: &str) -> Self {
+        let mut d = json!({ "name": name, "kind": resource });
+        if !group.is_empty() {
+            d["group"] = json!(group);
+        }
+        self.details = Some(d);
+        self
+    }
+
+    pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, resource)),
+        )
+        .with_details(group, resource, name)
+    }
+
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, resource)),
+        )
+        .with_details(group, resource, name)
+    }
+
+    pub fn conflict(group: &str, resource: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                qualified(group, resource)
+            ),
+        )
+        .with_details(group, resource, name)
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    pub fn invalid(kind: &str, name: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {message}"),
+        )
+    }
+
+    pub fn not_found_path() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
+    pub fn method_not_allowed(verb: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({verb})"),
+        )
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub fn not_acceptable(accept: &str) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: application/json, application/yaml (asked for {accept})"
+            ),
+        )
+    }
+
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format: {content_type}"),
+        )
+    }
+
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// The `Status` object.
+    pub fn to_status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
+    }
+}
+
+/// `resource.group`, or `resource` for the core group, as Kubernetes names them in messages.
+pub fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_owned()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (
+            code,
+            [(header::CONTENT_TYPE, "application/json")],
+            self.to_status().to_string(),
+        )
+            .into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_names_resource_and_group() {
+        let e = ApiError::not_found("worker.gpustack.ai", "devices", "n1");
+        let s = e.to_status();
+        assert_eq!(s["kind"], "Status");
+        assert_eq!(s["code"], 404);
+        assert_eq!(s["reason"], "NotFound");
+        assert_eq!(s["message"], "devices.worker.gpustack.ai \"n1\" not found");
+        assert_eq!(s["details"]["group"], "worker.gpustack.ai");
+        let core = ApiError::not_found("", "configmaps", "x").to_status();
+        assert_eq!(core["message"], "configmaps \"x\" not found");
+        assert!(core["details"].get("group").is_none());
+    }
+
+    #[test]
+    fn conflict_is_409() {
+        let s = ApiError::conflict("", "configmaps", "x").to_status();
+        assert_eq!(s["code"], 409);
+        assert_eq!(s["reason"], "Conflict");
+    }
+}

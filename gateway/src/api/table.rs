@@ -1,0 +1,301 @@
+//! `meta.k8s.io/v1` `Table` responses for `kubectl get`: default columns for built-in kinds and a
+//! CRD's `additionalPrinterColumns` for custom kinds.
+
+use serde_json::{Map, Value, json};
+
+use super::{
+    jsonpath,
+    resources::{PrinterColumn, ResourceDef},
+};
+
+/// What each row carries besides its cells (`includeObject`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IncludeObject {
+    None,
+    Metadata,
+    Object,
+}
+
+impl IncludeObject {
+    pub fn parse(s: Option<&str>) -> Result<Self, String> {
+        match s {
+            None | Some("") | Some("Metadata") => Ok(IncludeObject::Metadata),
+            Some("None") => Ok(IncludeObject::None),
+            Some("Object") => Ok(IncludeObject::Object),
+            Some(other) => Err(format!(
+                "includeObject: Unsupported value: \"{other}\": supported values: \"Metadata\", \"None\", \"Object\""
+            )),
+        }
+    }
+}
+
+fn col(name: &str, type_: &str, path: &str, priority: i64) -> PrinterColumn {
+    PrinterColumn {
+        name: name.into(),
+        type_: type_.into(),
+        format: String::new(),
+        description: String::new(),
+        priority,
+        json_path: path.into(),
+    }
+}
+
+fn age() -> PrinterColumn {
+    col("Age", "date", ".metadata.creationTimestamp", 0)
+}
+
+/// The columns after Name.
+pub fn columns(def: &ResourceDef) -> Vec<PrinterColumn> {
+    if def.custom {
+        return if def.columns.is_empty() {
+            vec![age()]
+        } else {
+            def.columns.clone()
+        };
+    }
+    let mut cols = match def.kind.as_str() {
+        "Namespace" => vec![col("Status", "string", ".status.phase", 0)],
+        "Node" => vec![
+            col(
+                "Status",
+                "string",
+                ".status.conditions[?(@.type=='Ready')].status",
+                0,
+            ),
+            col("Version", "string", ".status.nodeInfo.kubeletVersion", 0),
+        ],
+        "Pod" => vec![
+            col("Status", "string", ".status.phase", 0),
+            col("IP", "string", ".status.podIP", 1),
+            col("Node", "string", ".spec.nodeName", 1),
+        ],
+        "Secret" => vec![col("Type", "string", ".type", 0)],
+        "Service" => vec![
+            col("Type", "string", ".spec.type", 0),
+            col("Cluster-IP", "string", ".spec.clusterIP", 0),
+        ],
+        "Lease" => vec![col("Holder", "string", ".spec.holderIdentity", 0)],
+        "Event" => vec![
+            col("Type", "string", ".type", 0),
+            col("Reason", "string", ".reason", 0),
+            col("Message", "string", ".message", 0),
+        ],
+        "CustomResourceDefinition" => {
+            return vec![col(
+                "Created At",
+                "string",
+                ".metadata.creationTimestamp",
+                0,
+            )];
+        }
+        _ => Vec::new(),
+    };
+    cols.push(age());
+    cols
+}
+
+/// Kubernetes' short human duration (`5s`, `3m20s`, `4h`, `2d3h`, `3y`).
+pub fn human_duration(secs: i64) -> String {
+    if secs < -1 {
+        return "<invalid>".into();
+    }
+    let s = secs.max(0);
+    let (m, h) = (s / 60, s / 3600);
+    if s < 120 {
+        format!("{s}s")
+    } else if m < 10 {
+        if s % 60 == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{}s", s % 60)
+        }
+    } else if m < 180 {
+        format!("{m}m")
+    } else if h < 8 {
+        if m % 60 == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{}m", m % 60)
+        }
+    } else if h < 48 {
+        format!("{h}h")
+    } else if h < 24 * 8 {
+        let d = h / 24;
+        if h % 24 == 0 {
+            format!("{d}d")
+        } else {
+            format!("{d}d{}h", h % 24)
+        }
+    } else if h < 24 * 365 * 2 {
+        format!("{}d", h / 24)
+    } else if h < 24 * 365 * 8 {
+        let d = h / 24;
+        if d % 365 == 0 {
+            format!("{}y", d / 365)
+        } else {
+            format!("{}y{}d", d / 365, d % 365)
+        }
+    } else {
+        format!("{}y", h / 24 / 365)
+    }
+}
+
+fn cell(c: &PrinterColumn, obj: &Value, now: jiff::Timestamp) -> Value {
+    let Ok(found) = jsonpath::find(obj, &c.json_path) else {
+        return Value::Null;
+    };
+    let Some(v) = found.first() else {
+        return Value::Null;
+    };
+    match c.type_.as_str() {
+        "date" => match v.as_str().and_then(|s| s.parse::<jiff::Timestamp>().ok()) {
+            Some(t) => json!(human_duration(now.as_second() - t.as_second())),
+            None => json!("<unknown>"),
+        },
+        "integer" => v
+            .as_i64()
+            .map(Value::from)
+            .or_else(|| v.as_f64().map(|f| json!(f as i64)))
+            .unwrap_or(Value::Null),
+        "number" => v.as_f64().map(Value::from).unwrap_or(Value::Null),
+        "boolean" => v.as_bool().map(Value::from).unwrap_or(Value::Null),
+        _ => match v {
+            Value::String(s) => json!(s),
+            Value::Null => Value::Null,
+            other => json!(other.to_string()),
+        },
+    }
+}
+
+fn column_definitions(cols: &[PrinterColumn]) -> Vec<Value> {
+    let mut defs = vec![json!({
+        "name": "Name",
+        "type": "string",
+        "format": "name",
+        "description": "Name must be unique within a namespace. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+        "priority": 0,
+    })];
+    defs.extend(cols.iter().map(|c| {
+        json!({
+            "name": c.name,
+            "type": if c.type_ == "date" { "string" } else { c.type_.as_str() },
+            "format": c.format,
+            "description": c.description,
+            "priority": c.priority,
+        })
+    }));
+    defs
+}
+
+/// The `PartialObjectMetadata` of an object.
+pub fn partial_object_metadata(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
+    })
+}
+
+/// One row for `obj`.
+pub fn row(
+    cols: &[PrinterColumn],
+    obj: &Value,
+    include: IncludeObject,
+    now: jiff::Timestamp,
+) -> Value {
+    let mut cells = vec![obj.pointer("/metadata/name").cloned().unwrap_or(json!(""))];
+    cells.extend(cols.iter().map(|c| cell(c, obj, now)));
+    let mut r = Map::new();
+    r.insert("cells".into(), Value::Array(cells));
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => {
+            r.insert("object".into(), partial_object_metadata(obj));
+        }
+        IncludeObject::Object => {
+            r.insert("object".into(), obj.clone());
+        }
+    }
+    Value::Object(r)
+}
+
+/// A whole table. `list_meta` becomes the table's `metadata` (resourceVersion, continue).
+pub fn table(
+    def: &ResourceDef,
+    objects: &[Value],
+    include: IncludeObject,
+    list_meta: Value,
+    now: jiff::Timestamp,
+) -> Value {
+    let cols = columns(def);
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_meta,
+        "columnDefinitions": column_definitions(&cols),
+        "rows": objects.iter().map(|o| row(&cols, o, include, now)).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::resources::{builtins, from_crd};
+
+    #[test]
+    fn durations_like_kubernetes() {
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(119), "119s");
+        assert_eq!(human_duration(200), "3m20s");
+        assert_eq!(human_duration(600), "10m");
+        assert_eq!(human_duration(3 * 3600 + 60), "3h1m");
+        assert_eq!(human_duration(30 * 3600), "30h");
+        assert_eq!(human_duration(3 * 86400 + 3600), "3d1h");
+        assert_eq!(human_duration(-5), "<invalid>");
+    }
+
+    #[test]
+    fn builtin_table_has_name_and_age() {
+        let defs = builtins();
+        let cm = defs.iter().find(|d| d.plural == "configmaps").unwrap();
+        let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        let obj = json!({"metadata": {"name": "a", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"}});
+        let t = table(
+            cm,
+            &[obj],
+            IncludeObject::Metadata,
+            json!({"resourceVersion": "7"}),
+            now,
+        );
+        assert_eq!(t["kind"], "Table");
+        assert_eq!(t["columnDefinitions"][0]["format"], "name");
+        assert_eq!(t["columnDefinitions"][1]["name"], "Age");
+        assert_eq!(t["rows"][0]["cells"], json!(["a", "60s"]));
+        assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+        assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "ns");
+    }
+
+    #[test]
+    fn crd_columns_are_typed() {
+        let crd = json!({
+            "metadata": {"name": "ws.e.com"},
+            "spec": {"group": "e.com", "scope": "Cluster", "names": {"plural": "ws", "kind": "W"},
+              "versions": [{"name": "v1", "served": true, "storage": true, "additionalPrinterColumns": [
+                {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                {"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Ready')].status", "priority": 1}
+              ]}]}
+        });
+        let def = from_crd(&crd).unwrap();
+        let obj = json!({"metadata": {"name": "w1"}, "spec": {"size": 3}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        let t = table(
+            &def,
+            &[obj],
+            IncludeObject::None,
+            json!({}),
+            jiff::Timestamp::now(),
+        );
+        assert_eq!(t["rows"][0]["cells"], json!(["w1", 3, "True"]));
+        assert_eq!(t["columnDefinitions"][2]["priority"], 1);
+        assert!(t["rows"][0].get("object").is_none());
+    }
+}

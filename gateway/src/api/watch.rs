@@ -1,0 +1,340 @@
+//! Watches: replay from the event log (or an initial listing), then live events from the
+//! fan-out, with bookmarks, timeouts, and 410 Gone (an `ERROR` event with reason `Expired`) for
+//! versions older than the compacted log.
+
+use std::{convert::Infallible, sync::Arc, time::Duration};
+
+use axum::{
+    body::{Body, Bytes},
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast::error::RecvError, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::{
+    ApiState, Ctx,
+    handlers::{Filter, Target, at_version, store_error},
+    negotiate::{self, Representation},
+    resources::ResourceDef,
+    status::ApiError,
+    table::{self, IncludeObject},
+};
+use crate::store::{EventType, ReplayError, StoredEvent};
+
+/// How the events of one watch are rendered.
+struct Renderer {
+    def: ResourceDef,
+    version: String,
+    table: Option<IncludeObject>,
+    /// Send `PartialObjectMetadata` instead of whole objects.
+    metadata_only: bool,
+}
+
+impl Renderer {
+    fn line(&self, kind: &str, obj: Value) -> Bytes {
+        let obj = at_version(&self.def, &self.version, obj);
+        let obj = match self.table {
+            Some(include) => {
+                let rv = obj
+                    .pointer("/metadata/resourceVersion")
+                    .cloned()
+                    .unwrap_or(json!(""));
+                table::table(
+                    &self.def,
+                    &[obj],
+                    include,
+                    json!({"resourceVersion": rv}),
+                    jiff::Timestamp::now(),
+                )
+            }
+            None if self.metadata_only => table::partial_object_metadata(&obj),
+            None => obj,
+        };
+        let mut text = json!({"type": kind, "object": obj}).to_string();
+        text.push('\n');
+        Bytes::from(text)
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": self.def.kind, "apiVersion": self.def.api_version(&self.version), "metadata": meta});
+        let mut text = json!({"type": "BOOKMARK", "object": obj}).to_string();
+        text.push('\n');
+        Bytes::from(text)
+    }
+}
+
+fn error_line(e: &ApiError) -> Bytes {
+    let mut text = json!({"type": "ERROR", "object": e.to_status()}).to_string();
+    text.push('\n');
+    Bytes::from(text)
+}
+
+/// What a live event means for a watcher with `filter`: the type to send, if any. An object
+/// that stops matching is sent as DELETED, one that starts matching as ADDED.
+fn classify(filter: &Filter, ev: &StoredEvent) -> Option<&'static str> {
+    let now = filter.matches(&ev.body);
+    match ev.kind {
+        EventType::Added => now.then_some("ADDED"),
+        EventType::Deleted => now.then_some("DELETED"),
+        EventType::Modified => {
+            // Without selectors, an object in the watched namespace always matched before.
+            let before = (filter.labels.0.is_empty() && filter.fields.0.is_empty())
+                || ev
+                    .prev
+                    .as_deref()
+                    .and_then(|text| serde_json::from_str::<Value>(text).ok())
+                    .is_none_or(|p| filter.matches(&p));
+            match (before, now) {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            }
+        }
+    }
+}
+
+pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
+    let filter = Filter::from_ctx(ctx, t)?;
+    let accept = ctx.header(header::ACCEPT);
+    let representation =
+        negotiate::for_resource(accept, true).ok_or_else(|| ApiError::not_acceptable(accept))?;
+    let table = match representation {
+        Representation::Json | Representation::Metadata => None,
+        Representation::Table => {
+            Some(IncludeObject::parse(ctx.param("includeObject")).map_err(ApiError::bad_request)?)
+        }
+    };
+    let filter = match &t.name {
+        // `.../pods/NAME?watch=1`: the deprecated single-object watch.
+        Some(name) => {
+            let mut f = filter;
+            f.fields
+                .0
+                .push(("metadata.name".into(), true, name.clone()));
+            f
+        }
+        None => filter,
+    };
+    let timeout = match ctx.param("timeoutSeconds") {
+        Some(s) if !s.is_empty() => Duration::from_secs(s.parse().map_err(|_| {
+            ApiError::bad_request(format!("timeoutSeconds: Invalid value: \"{s}\""))
+        })?),
+        _ => st.options.default_watch_timeout,
+    };
+    let bookmarks = ctx.flag("allowWatchBookmarks");
+    let send_initial = ctx.flag("sendInitialEvents");
+    let renderer = Arc::new(Renderer {
+        def: t.def.clone(),
+        version: t.version.clone(),
+        table,
+        metadata_only: representation == Representation::Metadata,
+    });
+
+    // Subscribe before reading so nothing committed in between is missed; duplicates are
+    // dropped by resourceVersion.
+    let mut live = st.store.subscribe();
+    let mut epoch = st.store.watch_epoch();
+    let requested = ctx.param("resourceVersion").filter(|s| !s.is_empty());
+    let mut initial = Vec::new();
+    let mut last_rv;
+    if requested.is_none() || requested == Some("0") || send_initial {
+        let page = st
+            .store
+            .list(
+                &ctx.cluster,
+                &t.def.storage_group,
+                &t.def.plural,
+                t.namespace.as_deref(),
+                None,
+                0,
+            )
+            .await
+            .map_err(store_error)?;
+        last_rv = page.rv;
+        for obj in page.items.into_iter().filter(|o| filter.matches(o)) {
+            initial.push(renderer.line("ADDED", obj));
+        }
+        if send_initial {
+            initial.push(renderer.bookmark(last_rv, true));
+        }
+    } else {
+        let rv_text = requested.unwrap_or("0");
+        let rv: u64 = rv_text.parse().map_err(|_| {
+            ApiError::bad_request(format!("resourceVersion: Invalid value: \"{rv_text}\""))
+        })?;
+        last_rv = rv;
+        match st
+            .store
+            .events_since(&ctx.cluster, &t.def.storage_group, &t.def.plural, rv)
+            .await
+        {
+            Ok(events) => {
+                for ev in events {
+                    last_rv = last_rv.max(ev.rv);
+                    // Replayed events carry no previous state: send what matches now.
+                    if filter.matches(&ev.body) {
+                        initial.push(renderer.line(ev.kind.as_str(), (*ev.body).clone()));
+                    }
+                }
+            }
+            Err(ReplayError::Expired {
+                requested,
+                compacted,
+            }) => {
+                let e = ApiError::expired(format!(
+                    "too old resource version: {requested} ({compacted})"
+                ));
+                initial.push(error_line(&e));
+                return Ok(stream_response(initial, None));
+            }
+            Err(ReplayError::Store(e)) => return Err(store_error(e)),
+        }
+    }
+
+    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
+    let cluster = ctx.cluster.clone();
+    let (group, resource) = (t.def.storage_group.clone(), t.def.plural.clone());
+    let bookmark_every = st.options.bookmark_interval;
+    epoch.borrow_and_update();
+    tokio::spawn(async move {
+        for line in initial {
+            if tx.send(Ok(line)).await.is_err() {
+                return;
+            }
+        }
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut ticker =
+            tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = epoch.changed() => return,
+                _ = tx.closed() => return,
+                _ = ticker.tick(), if bookmarks => {
+                    if tx.send(Ok(renderer.bookmark(last_rv, false))).await.is_err() {
+                        return;
+                    }
+                }
+                got = live.recv() => match got {
+                    Ok(ev) => {
+                        if ev.rv <= last_rv {
+                            continue;
+                        }
+                        last_rv = ev.rv;
+                        if ev.key.cluster != cluster || ev.key.group != group || ev.key.resource != resource {
+                            continue;
+                        }
+                        if let Some(kind) = classify(&filter, &ev)
+                            && tx.send(Ok(renderer.line(kind, (*ev.body).clone()))).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    // Fell behind or the store closed: end; the client resumes from its last
+                    // version and the log fills the gap.
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
+                },
+            }
+        }
+    });
+    Ok(stream_response(Vec::new(), Some(rx)))
+}
+
+fn stream_response(
+    first: Vec<Bytes>,
+    rest: Option<mpsc::Receiver<Result<Bytes, Infallible>>>,
+) -> Response {
+    use futures::StreamExt;
+    let head = futures::stream::iter(first.into_iter().map(Ok::<_, Infallible>));
+    let body = match rest {
+        Some(rx) => Body::from_stream(head.chain(ReceiverStream::new(rx))),
+        None => Body::from_stream(head),
+    };
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        api::selectors::{FieldSelector, LabelSelector},
+        store::ObjectKey,
+    };
+
+    fn ev(kind: EventType, prev: Option<&str>, now: &str) -> StoredEvent {
+        let obj = |l: &str| {
+            Arc::new(json!({"metadata": {"name": "a", "namespace": "ns", "labels": {"app": l}}}))
+        };
+        StoredEvent {
+            rv: 2,
+            key: ObjectKey {
+                cluster: "c".into(),
+                group: "".into(),
+                resource: "pods".into(),
+                namespace: "ns".into(),
+                name: "a".into(),
+            },
+            kind,
+            body: obj(now),
+            prev: prev.map(|l| Arc::from(obj(l).to_string().as_str())),
+        }
+    }
+
+    #[test]
+    fn selector_transitions() {
+        let f = Filter {
+            namespace: Some("ns".into()),
+            labels: LabelSelector::parse("app=web").unwrap(),
+            fields: FieldSelector::default(),
+            served_as: None,
+        };
+        assert_eq!(
+            classify(&f, &ev(EventType::Added, None, "web")),
+            Some("ADDED")
+        );
+        assert_eq!(classify(&f, &ev(EventType::Added, None, "db")), None);
+        assert_eq!(
+            classify(&f, &ev(EventType::Modified, Some("web"), "web")),
+            Some("MODIFIED")
+        );
+        assert_eq!(
+            classify(&f, &ev(EventType::Modified, Some("db"), "web")),
+            Some("ADDED")
+        );
+        assert_eq!(
+            classify(&f, &ev(EventType::Modified, Some("web"), "db")),
+            Some("DELETED")
+        );
+        assert_eq!(
+            classify(&f, &ev(EventType::Modified, Some("db"), "db")),
+            None
+        );
+        assert_eq!(
+            classify(&f, &ev(EventType::Deleted, None, "web")),
+            Some("DELETED")
+        );
+        let other_ns = Filter {
+            namespace: Some("x".into()),
+            labels: LabelSelector::default(),
+            fields: FieldSelector::default(),
+            served_as: None,
+        };
+        assert_eq!(
+            classify(&other_ns, &ev(EventType::Added, None, "web")),
+            None
+        );
+    }
+}

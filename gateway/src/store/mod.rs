@@ -1,0 +1,211 @@
+//! The SQLite store behind embedded clusters: current objects, the event log that watches resume
+//! from, a cluster-wide monotonic resourceVersion, and the in-process fan-out of committed changes.
+//!
+//! The store knows keys, versions and JSON bodies; Kubernetes semantics (generation, finalizers,
+//! status) live in [`crate::api`]. A write returns only after its transaction committed with
+//! `synchronous=FULL`, so an acknowledged write survives a crash.
+
+mod clusters;
+pub use clusters::token_hash;
+mod read;
+mod write;
+
+use std::{path::Path, str::FromStr, sync::Arc, time::Duration};
+
+use serde_json::Value;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use tokio::sync::{Mutex, broadcast, mpsc, watch};
+
+pub use read::{ListPage, RawObject, RawPage, ReplayError};
+pub use write::{Precondition, WriteOp};
+
+/// Where an object lives. `namespace` is empty for cluster-scoped kinds; `group` is empty for the
+/// core group.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    pub cluster: String,
+    pub group: String,
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// What a watch event says happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ADDED" => Some(EventType::Added),
+            "MODIFIED" => Some(EventType::Modified),
+            "DELETED" => Some(EventType::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// One committed change, as fanned out to watchers and kept in the event log.
+#[derive(Clone, Debug)]
+pub struct StoredEvent {
+    pub rv: u64,
+    pub key: ObjectKey,
+    pub kind: EventType,
+    /// The object after the change (for `Deleted`, its last state), `metadata.resourceVersion`
+    /// set to `rv`.
+    pub body: Arc<Value>,
+    /// The object before the change as stored JSON text, on live events (not on replayed
+    /// ones); parsed only by watchers whose selectors need it.
+    pub prev: Option<Arc<str>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("opening the database at {path}")]
+    Open {
+        path: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("migrating the database schema")]
+    Migrate(#[source] sqlx::migrate::MigrateError),
+    #[error("database operation failed")]
+    Database(#[from] sqlx::Error),
+    #[error("stored object is not valid JSON")]
+    Corrupt(#[from] serde_json::Error),
+    #[error("the object already exists")]
+    AlreadyExists,
+    #[error("the object does not exist")]
+    NotFound,
+    /// The object's current resourceVersion is not the one the write was based on.
+    #[error("the object has been modified (now at {current})")]
+    Conflict { current: u64 },
+    /// The batch this change was committed with failed; nothing of it was written.
+    #[error("the write batch failed")]
+    Batch(#[source] Arc<StoreError>),
+    #[error("the store is closed")]
+    Closed,
+}
+
+/// How many changes may wait for the writer before callers wait to queue theirs.
+const WRITE_QUEUE: usize = 4096;
+
+/// How many committed events a slow watcher may lag behind before its watch is ended (it then
+/// resumes from the event log).
+const FANOUT_CAPACITY: usize = 1024;
+
+/// The store. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: SqlitePool,
+    /// Held by the writer while it applies a batch (and by compaction); the last
+    /// resourceVersion handed out.
+    writer: Arc<Mutex<u64>>,
+    /// Changes waiting for the writer task.
+    queue: mpsc::Sender<write::Pending>,
+    fanout: broadcast::Sender<StoredEvent>,
+    /// Bumped to end every open watch (shutdown, tests standing in for a restart).
+    watch_epoch: watch::Sender<u64>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database file at `path` in WAL mode and applies migrations.
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        let display = path.display().to_string();
+        let options = SqliteConnectOptions::from_str(&format!("sqlite://{display}"))
+            .map_err(|source| StoreError::Open {
+                path: display.clone(),
+                source,
+            })?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await
+            .map_err(|source| StoreError::Open {
+                path: display,
+                source,
+            })?;
+        sqlx::migrate!("../migrations")
+            .run(&pool)
+            .await
+            .map_err(StoreError::Migrate)?;
+        let rv: i64 = sqlx::query_scalar("SELECT rv FROM sequence WHERE id = 0")
+            .fetch_one(&pool)
+            .await?;
+        let (fanout, _) = broadcast::channel(FANOUT_CAPACITY);
+        let (watch_epoch, _) = watch::channel(0);
+        let writer = Arc::new(Mutex::new(rv as u64));
+        let (queue, pending) = mpsc::channel(WRITE_QUEUE);
+        tokio::spawn(write::run_writer(
+            pool.clone(),
+            writer.clone(),
+            fanout.clone(),
+            pending,
+        ));
+        Ok(Store {
+            inner: Arc::new(Inner {
+                pool,
+                writer,
+                queue,
+                fanout,
+                watch_epoch,
+            }),
+        })
+    }
+
+    /// Receives every event committed from now on, in resourceVersion order.
+    pub fn subscribe(&self) -> broadcast::Receiver<StoredEvent> {
+        self.inner.fanout.subscribe()
+    }
+
+    /// Changes whenever open watches must end.
+    pub fn watch_epoch(&self) -> watch::Receiver<u64> {
+        self.inner.watch_epoch.subscribe()
+    }
+
+    /// Ends every open watch; clients resume from their last resourceVersion.
+    pub fn end_watches(&self) {
+        self.inner.watch_epoch.send_modify(|e| *e += 1);
+    }
+
+    /// Waits for in-flight writes, then closes the database (checkpointing the WAL).
+    pub async fn close(&self) {
+        let _writer = self.inner.writer.lock().await;
+        self.inner.pool.close().await;
+    }
+
+    fn pool(&self) -> &SqlitePool {
+        &self.inner.pool
+    }
+}
+
+pub(crate) fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+pub(crate) fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,172 @@
+//! The serving certificate: a CA and a leaf for 127.0.0.1, ::1 and localhost, generated once and
+//! kept in the data directory (keys with mode 0600). rustls with the ring provider only.
+
+use std::{
+    fs,
+    io::Write,
+    net::IpAddr,
+    os::unix::fs::OpenOptionsExt,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("generating certificates")]
+    Generate(#[from] rcgen::Error),
+    #[error("reading or writing {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("parsing PEM in {path}")]
+    Pem {
+        path: PathBuf,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("building the TLS configuration")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// What serving needs: the server configuration and the CA clients should trust.
+pub struct ServingTls {
+    pub ca_pem: String,
+    pub config: Arc<rustls::ServerConfig>,
+}
+
+const CA_CERT: &str = "ca.crt";
+const CA_KEY: &str = "ca.key";
+const SERVING_CERT: &str = "serving.crt";
+const SERVING_KEY: &str = "serving.key";
+
+fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), TlsError> {
+    let io = |source| TlsError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let tmp = path.with_extension("tmp");
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    fs::rename(&tmp, path).map_err(io)
+}
+
+/// A fresh CA and serving certificate, as PEM: (ca cert, ca key, serving cert, serving key).
+pub fn generate() -> Result<[String; 4], rcgen::Error> {
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "gpustack-gateway-ca");
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    ca.not_before = rcgen::date_time_ymd(2025, 1, 1);
+    ca.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    let ca_key = KeyPair::generate()?;
+    let ca_cert = ca.self_signed(&ca_key)?;
+
+    let mut leaf = CertificateParams::new(vec!["localhost".to_owned()])?;
+    leaf.distinguished_name
+        .push(DnType::CommonName, "gpustack-gateway");
+    for ip in ["127.0.0.1", "::1"] {
+        leaf.subject_alt_names.push(SanType::IpAddress(
+            ip.parse::<IpAddr>().expect("literal address"),
+        ));
+    }
+    leaf.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    leaf.not_before = rcgen::date_time_ymd(2025, 1, 1);
+    leaf.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    let leaf_key = KeyPair::generate()?;
+    let issuer = Issuer::from_params(&ca, &ca_key);
+    let leaf_cert = leaf.signed_by(&leaf_key, &issuer)?;
+    Ok([
+        ca_cert.pem(),
+        ca_key.serialize_pem(),
+        leaf_cert.pem(),
+        leaf_key.serialize_pem(),
+    ])
+}
+
+/// Loads the certificates under `dir`, generating them first if any is missing.
+pub fn load_or_create(dir: &Path) -> Result<ServingTls, TlsError> {
+    fs::create_dir_all(dir).map_err(|source| TlsError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let names = [CA_CERT, CA_KEY, SERVING_CERT, SERVING_KEY];
+    if !names.iter().all(|n| dir.join(n).exists()) {
+        let pems = generate()?;
+        for (name, pem) in names.iter().zip(pems.iter()) {
+            let mode = if name.ends_with(".key") { 0o600 } else { 0o644 };
+            write_file(&dir.join(name), pem, mode)?;
+        }
+        tracing::info!(dir = %dir.display(), "generated a CA and serving certificate");
+    }
+    let read = |name: &str| {
+        let path = dir.join(name);
+        fs::read_to_string(&path).map_err(|source| TlsError::Io { path, source })
+    };
+    let ca_pem = read(CA_CERT)?;
+    let cert_path = dir.join(SERVING_CERT);
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
+        .and_then(|it| it.collect::<Result<_, _>>())
+        .map_err(|source| TlsError::Pem {
+            path: cert_path.clone(),
+            source,
+        })?;
+    let key_path = dir.join(SERVING_KEY);
+    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|source| TlsError::Pem {
+        path: key_path,
+        source,
+    })?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(ServingTls {
+        ca_pem,
+        config: Arc::new(config),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generates_once_and_reuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = load_or_create(dir.path()).unwrap();
+        let second = load_or_create(dir.path()).unwrap();
+        assert_eq!(first.ca_pem, second.ca_pem);
+        assert!(first.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        let mode = fs::metadata(dir.path().join(SERVING_KEY))
+            .unwrap()
+            .permissions();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(mode.mode() & 0o777, 0o600);
+    }
+}

@@ -1,0 +1,76 @@
+//! Starting a gateway and a kube client for it; waiting on conditions with deadlines.
+
+use std::{future::Future, path::PathBuf, time::Duration};
+
+use gpustack_gateway::server::{Gateway, GatewayOptions};
+use kube::{
+    Client, Config,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use tempfile::TempDir;
+
+/// How long any awaited condition may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+pub struct Harness {
+    pub gateway: Gateway,
+    pub client: Client,
+    pub kubeconfig: PathBuf,
+    pub dir: TempDir,
+}
+
+pub async fn start() -> Harness {
+    start_with(|_| {}).await
+}
+
+pub async fn start_with(tune: impl FnOnce(&mut GatewayOptions)) -> Harness {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut options = GatewayOptions::new(
+        vec!["demo".into()],
+        dir.path().to_owned(),
+        "127.0.0.1:0".parse().unwrap(),
+    );
+    tune(&mut options);
+    let gateway = Gateway::start(options).await.expect("gateway starts");
+    let kubeconfig = gateway.kubeconfig_path("demo");
+    let client = client_for(&kubeconfig).await;
+    Harness {
+        gateway,
+        client,
+        kubeconfig,
+        dir,
+    }
+}
+
+pub async fn client_for(kubeconfig: &std::path::Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("kubeconfig parses");
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kube config");
+    Client::try_from(config).expect("kube client")
+}
+
+/// Awaits `fut`, failing the test after [`DEADLINE`].
+pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(DEADLINE, fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// Polls `check` until it returns `Some`, failing after [`DEADLINE`].
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    within(what, async {
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}

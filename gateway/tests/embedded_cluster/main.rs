@@ -1,0 +1,8 @@
+//! Component tests: the gateway in-process on 127.0.0.1 (ephemeral port, tempdir data dir),
+//! driven by real kube-rs clients built from the kubeconfig it writes.
+
+mod controller;
+mod crud;
+mod harness;
+mod http;
+mod watch;

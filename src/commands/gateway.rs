@@ -1,0 +1,92 @@
+//! `worker-gateway`: hosts the embedded clusters named by `--embedded-cluster` over HTTPS on
+//! `--bind-address`/`--secure-port` (and plain HTTP on `--bind-unix-path`), until SIGTERM or
+//! SIGINT.
+
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
+
+use gpustack_gateway::server::{Gateway, GatewayOptions};
+
+use crate::cli::args::WorkerGatewayArgs;
+
+/// The reference's meaning of `--secure-port=0`.
+const DEFAULT_SECURE_PORT: u16 = 9443;
+
+/// `--bind-unix-path`'s default; unlike an explicit path, it is skipped (with a warning) when
+/// its directory does not exist, so a one-machine demo needs no /var/lib/gpustack.
+const DEFAULT_UNIX_PATH: &str = "/var/lib/gpustack/gpustack-operator-worker-gateway.sock";
+
+pub fn run(args: WorkerGatewayArgs) -> ExitCode {
+    if args.embedded_cluster.is_empty() {
+        tracing::error!("mirroring upstream clusters is not available in this build yet");
+        eprintln!(
+            "error: worker-gateway: mirroring upstream clusters is not available in this build yet; use --embedded-cluster=NAME"
+        );
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "worker-gateway failed");
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
+    let port = if args.secure_port == 0 {
+        DEFAULT_SECURE_PORT
+    } else {
+        args.secure_port
+    };
+    let bind = SocketAddr::new(args.serving.bind_address, port);
+    let mut options =
+        GatewayOptions::new(args.embedded_cluster.clone(), args.data_dir.clone(), bind);
+    options.unix_socket = unix_socket(&args);
+    let gateway = Gateway::start(options).await?;
+    tracing::info!(addr = %gateway.addr(), clusters = ?args.embedded_cluster, "worker-gateway serving embedded clusters");
+    shutdown_signal().await?;
+    tracing::info!("shutting down");
+    gateway.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The unix socket to serve plain HTTP on, if any. Embedded clusters are always served over
+/// HTTPS too: kubectl and kube clients need it.
+fn unix_socket(args: &WorkerGatewayArgs) -> Option<PathBuf> {
+    if args.bind_unix_path.is_empty() {
+        return None;
+    }
+    let path = PathBuf::from(&args.bind_unix_path);
+    // Creating the data directory may create the default socket's directory too.
+    let parent_exists = path
+        .parent()
+        .is_some_and(|p| p.is_dir() || p == args.data_dir);
+    if args.bind_unix_path == DEFAULT_UNIX_PATH && !parent_exists {
+        tracing::warn!(path = %path.display(), "not serving the default unix socket: its directory does not exist");
+        return None;
+    }
+    Some(path)
+}
+
+async fn shutdown_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! Helpers for end-to-end tests of embedded clusters: a free port, waiting for files and
+//! conditions, the real `worker-gateway` process, and a `kubectl` runner bound to its kubeconfig.
+
+use std::{
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+/// How long a gateway may take to come up, or a condition to hold.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("binding an ephemeral port");
+    l.local_addr().expect("local address").port()
+}
+
+/// Polls `check` every 25 ms until it returns `Some`, panicking with `what` after `deadline`.
+pub fn wait_until<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Waits for `path` to exist.
+pub fn wait_for_file(path: &Path, deadline: Duration) {
+    wait_until(&format!("{} to exist", path.display()), deadline, || {
+        path.exists().then_some(())
+    });
+}
+
+/// The kubectl to run: `$KUBECTL` or `kubectl` on the PATH.
+pub fn kubectl_binary() -> PathBuf {
+    std::env::var_os("KUBECTL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("kubectl"))
+}
+
+/// A kubectl command with `flags` (see [`GatewayProcess::kubectl_flags`]) and `args`, ignoring
+/// the developer's `KUBECONFIG`.
+pub fn kubectl_with(flags: &[String], args: &[&str]) -> Command {
+    let mut cmd = Command::new(kubectl_binary());
+    cmd.args(flags).args(args).env_remove("KUBECONFIG");
+    cmd
+}
+
+/// A `worker-gateway --embedded-cluster=NAME` process on 127.0.0.1 and a free port.
+pub struct GatewayProcess {
+    child: Option<Child>,
+    pub cluster: String,
+    pub data_dir: PathBuf,
+    pub port: u16,
+    /// kubectl's discovery cache, private to this gateway.
+    pub cache_dir: PathBuf,
+}
+
+impl GatewayProcess {
+    /// Starts the gateway and waits until kubectl reaches `/readyz` with the written kubeconfig.
+    pub fn start(data_dir: &Path, cluster: &str) -> Self {
+        let port = free_port();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data_dir.with_extension("log"))
+            .expect("gateway log file");
+        let child = crate::operator()
+            .args([
+                "worker-gateway",
+                &format!("--embedded-cluster={cluster}"),
+                &format!("--data-dir={}", data_dir.display()),
+                "--bind-address=127.0.0.1",
+                &format!("--secure-port={port}"),
+                &format!(
+                    "--bind-unix-path={}",
+                    data_dir.with_extension("sock").display()
+                ),
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting worker-gateway");
+        let gw = GatewayProcess {
+            child: Some(child),
+            cluster: cluster.to_owned(),
+            data_dir: data_dir.to_owned(),
+            port,
+            cache_dir: data_dir.with_extension("kube-cache"),
+        };
+        wait_for_file(&gw.kubeconfig(), DEADLINE);
+        wait_until("the gateway to be ready", DEADLINE, || {
+            let out = gw.kubectl(&["get", "--raw", "/readyz"]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let kubeconfig = std::fs::read_to_string(gw.kubeconfig()).unwrap_or_default();
+            (out.status.success() && text == "ok" && kubeconfig.contains(&format!(":{port}")))
+                .then_some(())
+        });
+        gw
+    }
+
+    /// The plain-HTTP unix socket it serves on.
+    pub fn socket(&self) -> PathBuf {
+        self.data_dir.with_extension("sock")
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.data_dir.join(format!("{}.kubeconfig", self.cluster))
+    }
+
+    /// A kubectl command bound to this gateway's kubeconfig and a private cache.
+    pub fn kubectl_command(&self, args: &[&str]) -> Command {
+        kubectl_with(&self.kubectl_flags(), args)
+    }
+
+    /// The flags that bind kubectl to this gateway (for commands run from other threads).
+    pub fn kubectl_flags(&self) -> Vec<String> {
+        vec![
+            format!("--kubeconfig={}", self.kubeconfig().display()),
+            format!("--cache-dir={}", self.cache_dir.display()),
+        ]
+    }
+
+    /// Runs kubectl to completion.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_command(args)
+            .output()
+            .expect("running kubectl (is it installed?)")
+    }
+
+    /// Runs kubectl, requires success, returns standard output.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs kubectl, requires failure, returns standard error.
+    pub fn kubectl_err(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} should have failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(child) = &self.child {
+            let status = Command::new("kill")
+                .args([sig, &child.id().to_string()])
+                .status()
+                .expect("running kill");
+            assert!(status.success(), "kill {sig} failed");
+        }
+    }
+
+    /// Sends SIGTERM and waits for the process to exit.
+    pub fn stop(mut self) -> ExitStatus {
+        self.signal("-TERM");
+        self.wait_exit()
+    }
+
+    /// Kills the process with SIGKILL (a crash) and waits for it.
+    pub fn crash(mut self) -> ExitStatus {
+        self.signal("-KILL");
+        self.wait_exit()
+    }
+
+    fn wait_exit(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("process still owned");
+        wait_until("the gateway to exit", DEADLINE, || {
+            child.try_wait().expect("waiting for the gateway")
+        })
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
