@@ -27,3 +27,151 @@ pub fn detector_for(m: Manufacturer) -> Box<dyn Detector> {
         Manufacturer::Thead => Box::new(thead::Hgml),
     }
 }
+
+/// What every library-backed detector shares, checked for each of them: the library is found
+/// under the system root, and when it is missing or unusable the manufacturer reports no
+/// accelerators (a measurement, not a failure) and says why — loudly only where the PCI check saw
+/// the vendor's hardware.
+#[cfg(test)]
+mod library_behaviour {
+    use gpustack_api::Manufacturer;
+
+    use crate::{
+        detect::{Options, detect, monitor},
+        system_root::SystemRoot,
+    };
+
+    /// (manufacturer, PCI vendor id, class, where its library lives)
+    const CASES: [(Manufacturer, &str, &str, &str); 7] = [
+        (
+            Manufacturer::Nvidia,
+            "10de",
+            "030200",
+            "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+        ),
+        (
+            Manufacturer::Ascend,
+            "19e5",
+            "120000",
+            "/usr/local/dcmi/libdcmi.so",
+        ),
+        (
+            Manufacturer::Cambricon,
+            "cabc",
+            "120000",
+            "/usr/local/neuware/lib64/libcndev.so",
+        ),
+        (
+            Manufacturer::Iluvatar,
+            "1e3e",
+            "120000",
+            "/usr/local/corex/lib64/libixml.so",
+        ),
+        (
+            Manufacturer::Metax,
+            "9999",
+            "030200",
+            "/opt/mxdriver/lib/libmxsml.so",
+        ),
+        (
+            Manufacturer::Mthreads,
+            "1ed5",
+            "030000",
+            "/usr/lib/x86_64-linux-gnu/libmtml.so",
+        ),
+        (
+            Manufacturer::Thead,
+            "1ded",
+            "120000",
+            "/usr/local/PPU_SDK/lib/libhgml.so",
+        ),
+    ];
+
+    /// A root with one PCI function of `vendor` and nothing else.
+    fn root_with_function(vendor: &str, class: &str) -> (tempfile::TempDir, SystemRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SystemRoot::new(dir.path());
+        let function = root.path("/sys/bus/pci/devices/0000:01:00.0");
+        std::fs::create_dir_all(&function).unwrap();
+        std::fs::write(function.join("vendor"), format!("0x{vendor}\n")).unwrap();
+        std::fs::write(function.join("class"), format!("0x{class}\n")).unwrap();
+        (dir, root)
+    }
+
+    fn only(m: Manufacturer, no_pci_check: bool) -> Options {
+        Options {
+            manufacturers: vec![m],
+            no_pci_check,
+        }
+    }
+
+    #[test]
+    fn missing_library_is_an_empty_measurement_with_a_warning() {
+        let none = |_: &str| None;
+        for (m, vendor, class, library) in CASES {
+            let (_dir, root) = root_with_function(vendor, class);
+            let name = library.rsplit('/').next().unwrap();
+            for report in [
+                detect(&root, &none, &only(m, false)).warnings,
+                monitor(&root, &none, &only(m, false)).warnings,
+            ] {
+                let [warning] = report.as_slice() else {
+                    panic!("{m}: one warning expected: {report:?}");
+                };
+                assert!(
+                    warning.contains(&format!("found 1 {m} PCI function(s) (0000:01:00.0)")),
+                    "{warning}"
+                );
+                assert!(warning.contains(name), "{m}: {warning}");
+                assert!(
+                    warning.contains("/usr/lib/x86_64-linux-gnu"),
+                    "{m}: {warning}"
+                );
+                assert!(
+                    warning.contains(&format!("reporting no {m} accelerators")),
+                    "{warning}"
+                );
+            }
+            let report = detect(&root, &none, &only(m, false));
+            assert!(
+                report.items.is_empty() && report.failures.is_empty(),
+                "{m}: {:?}",
+                report.failures
+            );
+        }
+    }
+
+    #[test]
+    fn missing_library_without_the_pci_check_is_quiet() {
+        for (m, ..) in CASES {
+            let dir = tempfile::tempdir().unwrap();
+            let root = SystemRoot::new(dir.path());
+            let report = detect(&root, &|_: &str| None, &only(m, true));
+            assert!(report.items.is_empty() && report.failures.is_empty(), "{m}");
+            assert!(report.warnings.is_empty(), "{m}: {:?}", report.warnings);
+        }
+    }
+
+    #[test]
+    fn unloadable_library_is_an_empty_measurement_with_a_warning() {
+        for (m, vendor, class, library) in CASES {
+            let (_dir, root) = root_with_function(vendor, class);
+            let file = root.path(library);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, b"not a shared object").unwrap();
+            let report = detect(&root, &|_: &str| None, &only(m, false));
+            assert!(
+                report.items.is_empty() && report.failures.is_empty(),
+                "{m}: {:?}",
+                report.failures
+            );
+            let [warning] = report.warnings.as_slice() else {
+                panic!("{m}: one warning expected: {:?}", report.warnings);
+            };
+            assert!(
+                warning.contains(&format!("{library} could not be loaded")),
+                "{m}: {warning}"
+            );
+        }
+    }
+}
