@@ -3,6 +3,7 @@
 
 pub mod embedded;
 pub mod machines;
+pub mod stand_in;
 pub mod sysfs;
 
 use std::{
@@ -16,11 +17,7 @@ pub fn binary() -> PathBuf {
     if let Some(path) = std::env::var_os("GPUSTACK_OPERATOR_BIN") {
         return PathBuf::from(path);
     }
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test executable lives in target/<profile>/deps");
+    let profile_dir = profile_dir();
     let path = profile_dir.join("gpustack-operator");
     assert!(
         path.exists(),
@@ -28,6 +25,16 @@ pub fn binary() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The target directory's profile folder (`target/debug`), where `cargo build` puts the binary
+/// and the stand-in libraries, found from the test executable in its `deps/` folder.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("test executable lives in target/<profile>/deps")
+        .to_path_buf()
 }
 
 /// A command for the binary with no `GPUSTACK_*` or `OTEL_*` variables inherited, so that the

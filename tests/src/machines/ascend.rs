@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::sysfs::{HostTree, PciFunction};
+use crate::{
+    stand_in,
+    sysfs::{HostTree, PciFunction},
+};
 
 /// Where the Ascend driver package installs DCMI.
 pub const DRIVER_DCMI_PATH: &str = "/usr/local/Ascend/driver/lib64/driver/libdcmi.so";
@@ -29,35 +32,12 @@ pub struct AscendNode {
 /// `libgpustack_fake_dcmi.so` beside the test executables' `deps/` folder), or the one named by
 /// `GPUSTACK_FAKE_DCMI_LIB`.
 pub fn fake_dcmi_library() -> PathBuf {
-    if let Some(path) = std::env::var_os("GPUSTACK_FAKE_DCMI_LIB") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test executable lives in target/<profile>/deps");
-    let candidates = [
-        profile_dir.join("libgpustack_fake_dcmi.so"),
-        profile_dir.join("deps/libgpustack_fake_dcmi.so"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "{} is missing: run `cargo build` before the tests (the README's test command does)",
-                candidates[0].display()
-            )
-        })
+    stand_in::built("gpustack_fake_dcmi", "GPUSTACK_FAKE_DCMI_LIB")
 }
 
 /// Copies the stand-in into the tree at `host_path` (one of the two places DCMI lives).
 pub fn install_fake_dcmi(tree: &HostTree, host_path: &str) {
-    let target = tree.path(host_path);
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::copy(fake_dcmi_library(), &target).unwrap();
+    stand_in::install(tree, &fake_dcmi_library(), host_path);
 }
 
 /// One NPU of the Atlas 800T A2 node, in `npu-smi` order (NPU id = logic id = index).

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::sysfs::{HostTree, PciFunction};
+use crate::{
+    stand_in,
+    sysfs::{HostTree, PciFunction},
+};
 
 /// Where the MLU driver package (Neuware) installs CNDev.
 pub const CNDEV_PATH: &str = "/usr/local/neuware/lib64/libcndev.so";
@@ -27,35 +30,12 @@ pub struct CambriconNode {
 /// `libgpustack_fake_cndev.so` beside the test executables' `deps/` folder), or the one named by
 /// `GPUSTACK_FAKE_CNDEV_LIB`.
 pub fn fake_cndev_library() -> PathBuf {
-    if let Some(path) = std::env::var_os("GPUSTACK_FAKE_CNDEV_LIB") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test executable lives in target/<profile>/deps");
-    let candidates = [
-        profile_dir.join("libgpustack_fake_cndev.so"),
-        profile_dir.join("deps/libgpustack_fake_cndev.so"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "{} is missing: run `cargo build` before the tests (the README's test command does)",
-                candidates[0].display()
-            )
-        })
+    stand_in::built("gpustack_fake_cndev", "GPUSTACK_FAKE_CNDEV_LIB")
 }
 
 /// Copies the stand-in into the tree at `host_path`.
 pub fn install_fake_cndev(tree: &HostTree, host_path: &str) {
-    let target = tree.path(host_path);
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::copy(fake_cndev_library(), &target).unwrap();
+    stand_in::install(tree, &fake_cndev_library(), host_path);
 }
 
 /// One MLU370-X8 of the node, in CNDev order (= index).

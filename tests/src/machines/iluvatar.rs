@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::{
     machines::nvidia::fake_nvml_library,
+    stand_in,
     sysfs::{HostTree, PciFunction},
 };
 
@@ -132,9 +133,7 @@ pub const NUMA_CPUS: [&str; 2] = ["0-27,56-83", "28-55,84-111"];
 
 /// Copies the stand-in into the tree as the CoreX SDK's `libixml.so`.
 pub fn install_fake_ixml(tree: &HostTree, host_path: &str) {
-    let target = tree.path(host_path);
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::copy(fake_nvml_library(), &target).unwrap();
+    stand_in::install(tree, &fake_nvml_library(), host_path);
 }
 
 /// The node's PCI tree without any CoreX library: four MR-V100 (class 1200, device 0002)

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::sysfs::{HostTree, PciFunction};
+use crate::{
+    stand_in,
+    sysfs::{HostTree, PciFunction},
+};
 
 /// Where the MetaX driver package installs MXSML (`mx-smi`'s copy).
 pub const DRIVER_MXSML_PATH: &str = "/opt/mxdriver/lib/libmxsml.so";
@@ -53,28 +56,7 @@ pub struct VfShape {
 /// `libgpustack_fake_mxsml.so` beside the test executables' `deps/` folder), or the one named
 /// by `GPUSTACK_FAKE_MXSML_LIB`.
 pub fn fake_mxsml_library() -> PathBuf {
-    if let Some(path) = std::env::var_os("GPUSTACK_FAKE_MXSML_LIB") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test executable lives in target/<profile>/deps");
-    let candidates = [
-        profile_dir.join("libgpustack_fake_mxsml.so"),
-        profile_dir.join("deps/libgpustack_fake_mxsml.so"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "{} is missing: run `cargo build` before the tests (the README's test command does)",
-                candidates[0].display()
-            )
-        })
+    stand_in::built("gpustack_fake_mxsml", "GPUSTACK_FAKE_MXSML_LIB")
 }
 
 /// One MXC500 of the node, in MXSML id order.
@@ -235,9 +217,7 @@ pub fn mxc500_node_with_library(dir: &Path, vf: VfShape, library: &str) -> Metax
 
 /// Copies the stand-in into the tree at `host_path`.
 pub fn install_fake_mxsml(tree: &HostTree, host_path: &str) {
-    let target = tree.path(host_path);
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::copy(fake_mxsml_library(), &target).unwrap();
+    stand_in::install(tree, &fake_mxsml_library(), host_path);
 }
 
 /// `pci0000:0e` for root port `0000:0e:01.0`.

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::sysfs::{HostTree, PciFunction};
+use crate::{
+    stand_in,
+    sysfs::{HostTree, PciFunction},
+};
 
 /// Where the mthreads container runtime injects MTML.
 pub const RUNTIME_MTML_PATH: &str = "/usr/lib/x86_64-linux-gnu/libmtml.so";
@@ -41,28 +44,7 @@ pub struct MthreadsNode {
 /// `libgpustack_fake_mtml.so` beside the test executables' `deps/` folder), or the one named by
 /// `GPUSTACK_FAKE_MTML_LIB`.
 pub fn fake_mtml_library() -> PathBuf {
-    if let Some(path) = std::env::var_os("GPUSTACK_FAKE_MTML_LIB") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test executable lives in target/<profile>/deps");
-    let candidates = [
-        profile_dir.join("libgpustack_fake_mtml.so"),
-        profile_dir.join("deps/libgpustack_fake_mtml.so"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "{} is missing: run `cargo build` before the tests (the README's test command does)",
-                candidates[0].display()
-            )
-        })
+    stand_in::built("gpustack_fake_mtml", "GPUSTACK_FAKE_MTML_LIB")
 }
 
 /// One S4000 of the node, in MTML index order.
@@ -216,7 +198,5 @@ pub fn s4000_node_with_library(dir: &Path, library: &str) -> MthreadsNode {
 
 /// Copies the stand-in into the tree at `host_path`.
 pub fn install_fake_mtml(tree: &HostTree, host_path: &str) {
-    let target = tree.path(host_path);
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::copy(fake_mtml_library(), &target).unwrap();
+    stand_in::install(tree, &fake_mtml_library(), host_path);
 }

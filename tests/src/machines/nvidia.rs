@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::sysfs::{HostTree, PciFunction};
+use crate::{
+    stand_in,
+    sysfs::{HostTree, PciFunction},
+};
 
 /// Where the driver's packages install NVML on Debian/Ubuntu x86_64.
 pub const NVML_HOST_PATH: &str = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1";
@@ -26,35 +29,12 @@ pub struct NvidiaNode {
 /// `libgpustack_fake_nvml.so` beside the test executables' `deps/` folder), or the one named by
 /// `GPUSTACK_FAKE_NVML_LIB`.
 pub fn fake_nvml_library() -> PathBuf {
-    if let Some(path) = std::env::var_os("GPUSTACK_FAKE_NVML_LIB") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test executable lives in target/<profile>/deps");
-    let candidates = [
-        profile_dir.join("libgpustack_fake_nvml.so"),
-        profile_dir.join("deps/libgpustack_fake_nvml.so"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "{} is missing: run `cargo build --workspace` before the tests (the README's test command does)",
-                candidates[0].display()
-            )
-        })
+    stand_in::built("gpustack_fake_nvml", "GPUSTACK_FAKE_NVML_LIB")
 }
 
 /// Copies the stand-in into the tree as the driver's `libnvidia-ml.so.1`.
 pub fn install_fake_nvml(tree: &HostTree) {
-    let target = tree.path(NVML_HOST_PATH);
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::copy(fake_nvml_library(), &target).unwrap();
+    stand_in::install(tree, &fake_nvml_library(), NVML_HOST_PATH);
 }
 
 /// One GPU as the fixture describes it to NVML.

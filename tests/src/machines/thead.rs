@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::sysfs::{HostTree, PciFunction};
+use crate::{
+    stand_in,
+    sysfs::{HostTree, PciFunction},
+};
 
 /// Where the PPU SDK installs HGML.
 pub const HGML_HOST_PATH: &str = "/usr/local/PPU_SDK/lib/libhgml.so";
@@ -264,35 +267,12 @@ pub const MIG_PROFILES: [MigProfile; 4] = [
 
 /// Copies the stand-in into the tree at `host_path`.
 pub fn install_fake_hgml(tree: &HostTree, host_path: &str) {
-    let target = tree.path(host_path);
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::copy(fake_hgml_library(), &target).unwrap();
+    stand_in::install(tree, &fake_hgml_library(), host_path);
 }
 
 /// The stand-in `libhgml.so` built into this target directory (or `GPUSTACK_FAKE_HGML_LIB`).
 pub fn fake_hgml_library() -> PathBuf {
-    if let Some(path) = std::env::var_os("GPUSTACK_FAKE_HGML_LIB") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test executable lives in target/<profile>/deps");
-    let candidates = [
-        profile_dir.join("libgpustack_fake_hgml.so"),
-        profile_dir.join("deps/libgpustack_fake_hgml.so"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "{} is missing: run `cargo build --workspace` before the tests (the README's test command does)",
-                candidates[0].display()
-            )
-        })
+    stand_in::built("gpustack_fake_hgml", "GPUSTACK_FAKE_HGML_LIB")
 }
 
 /// The node's PCI tree without any PPU SDK: eight PPUs (class 1200) two per PCIe switch, and an
