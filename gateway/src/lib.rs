@@ -3,7 +3,7 @@
 //! Today this crate hosts **embedded clusters**: a Kubernetes-compatible API over a SQLite
 //! [`store`], served over HTTPS (and plain HTTP on an owner-only unix socket) by [`server`],
 //! that kube-rs and kubectl use unchanged with the admin kubeconfig it writes
-//! ([`kubeconfig`], [`tls`]). Upstream mirrors come later.
+//! ([`kubeconfig`], [`tls`]), and serves read-only [`mirror`]s of upstream clusters.
 //!
 //! - [`store`]: objects keyed by (cluster, group, resource, namespace, name) as JSON, a
 //!   cluster-wide monotonic resourceVersion, an event log for watch resumption with compaction,
@@ -24,6 +24,7 @@
 
 pub mod api;
 pub mod kubeconfig;
+pub mod mirror;
 pub mod server;
 pub mod store;
 pub mod tls;

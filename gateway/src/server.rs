@@ -2,7 +2,7 @@
 //! serve HTTPS until told to stop, then drain connections and close the database.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     net::SocketAddr,
     path::{Path, PathBuf},
     sync::Arc,
@@ -24,6 +24,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::{
     api::{self, ApiOptions, ApiState, objects, resources},
     kubeconfig,
+    mirror::{Mirror, MirrorOptions, StatusBoard, Upstream},
     store::{ObjectKey, Precondition, Store, StoreError, WriteOp, token_hash},
     tls::{self, TlsError},
 };
@@ -49,6 +50,9 @@ pub struct GatewayOptions {
     pub unix_socket: Option<PathBuf>,
     pub api: ApiOptions,
     pub compaction: Compaction,
+    /// Upstream clusters to mirror, served read-only under their names.
+    pub upstreams: Vec<Upstream>,
+    pub mirror: MirrorOptions,
 }
 
 impl GatewayOptions {
@@ -63,14 +67,18 @@ impl GatewayOptions {
                 interval: Duration::from_secs(60),
                 keep: 100_000,
             },
+            upstreams: Vec::new(),
+            mirror: MirrorOptions::default(),
         }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    #[error("no embedded cluster to serve")]
+    #[error("no embedded cluster and no upstream to serve")]
     NoClusters,
+    #[error("the name {0} is both an embedded cluster and an upstream")]
+    NameClash(String),
     #[error("creating the data directory {path}")]
     DataDir {
         path: PathBuf,
@@ -104,6 +112,7 @@ pub struct Gateway {
     data_dir: PathBuf,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
+    workers: StatusBoard,
 }
 
 /// Where the admin kubeconfig of `cluster` is written.
@@ -188,8 +197,15 @@ async fn admin_token(
 impl Gateway {
     /// Opens the store, writes kubeconfigs and starts serving.
     pub async fn start(opts: GatewayOptions) -> Result<Gateway, GatewayError> {
-        if opts.clusters.is_empty() {
+        if opts.clusters.is_empty() && opts.upstreams.is_empty() {
             return Err(GatewayError::NoClusters);
+        }
+        if let Some(u) = opts
+            .upstreams
+            .iter()
+            .find(|u| opts.clusters.contains(&u.name))
+        {
+            return Err(GatewayError::NameClash(u.name.clone()));
         }
         std::fs::create_dir_all(&opts.data_dir).map_err(|source| GatewayError::DataDir {
             path: opts.data_dir.clone(),
@@ -209,9 +225,17 @@ impl Gateway {
         })?;
 
         let mut clusters = HashMap::new();
-        let only_one = opts.clusters.len() == 1;
-        for cluster in &opts.clusters {
-            ensure_namespaces(&store, cluster).await?;
+        // The fleet view makes a single upstream two clusters.
+        let only_one = opts.clusters.len() == 1 && opts.upstreams.is_empty();
+        let mut mirrored: Vec<String> = opts.upstreams.iter().map(|u| u.name.clone()).collect();
+        if !mirrored.is_empty() {
+            mirrored.push(crate::mirror::fleet::FLEET.to_owned());
+        }
+        for cluster in opts.clusters.iter().chain(&mirrored) {
+            let is_mirror = mirrored.contains(cluster);
+            if !is_mirror {
+                ensure_namespaces(&store, cluster).await?;
+            }
             let path = kubeconfig_path(&opts.data_dir, cluster);
             let (token, hash) = admin_token(&store, cluster, &path).await?;
             let text = kubeconfig::render(
@@ -224,7 +248,11 @@ impl Gateway {
                 path: path.clone(),
                 source,
             })?;
-            tracing::info!(cluster, kubeconfig = %path.display(), "embedded cluster ready");
+            if is_mirror {
+                tracing::info!(cluster, kubeconfig = %path.display(), "serving the mirror of an upstream");
+            } else {
+                tracing::info!(cluster, kubeconfig = %path.display(), "embedded cluster ready");
+            }
             clusters.insert(cluster.clone(), hash);
         }
         let unix = match &opts.unix_socket {
@@ -237,8 +265,26 @@ impl Gateway {
             clusters,
             options: opts.api.clone(),
             require_token: true,
+            read_only: mirrored.iter().cloned().collect::<HashSet<_>>(),
+            workers: StatusBoard::new(opts.mirror.probe_interval),
         };
         state.load_crds().await?;
+        let workers = state.workers.clone();
+        let mirrors: Vec<JoinHandle<()>> = opts
+            .upstreams
+            .iter()
+            .map(|u| {
+                workers.add(&u.name);
+                let mirror = Mirror {
+                    upstream: u.clone(),
+                    store: store.clone(),
+                    registry: state.registry.clone(),
+                    board: workers.clone(),
+                    options: opts.mirror.clone(),
+                };
+                tokio::spawn(mirror.run())
+            })
+            .collect();
         let unix_router = api::router(Arc::new(ApiState {
             require_token: false,
             ..state.clone()
@@ -259,6 +305,9 @@ impl Gateway {
             };
             serve(listeners, stop_rx, &task_store).await;
             compaction.abort();
+            for m in mirrors {
+                m.abort();
+            }
             task_store.close().await;
         });
         tracing::info!(%addr, "serving HTTPS");
@@ -268,6 +317,7 @@ impl Gateway {
             data_dir: opts.data_dir,
             stop,
             task,
+            workers,
         })
     }
 
@@ -278,6 +328,11 @@ impl Gateway {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The upstreams' status.
+    pub fn workers(&self) -> &StatusBoard {
+        &self.workers
     }
 
     pub fn kubeconfig_path(&self, cluster: &str) -> PathBuf {
@@ -304,7 +359,7 @@ async fn compact_periodically(store: Store, policy: Compaction) {
 
 /// Binds `path` for the owner only, replacing a stale socket; its parent must exist.
 fn bind_unix(path: &Path) -> Result<UnixListener, GatewayError> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
     let fail = |reason: String| GatewayError::UnixSocket {
         path: path.to_owned(),
         reason,
@@ -325,11 +380,38 @@ fn bind_unix(path: &Path) -> Result<UnixListener, GatewayError> {
         Ok(_) => return Err(fail("a file that is not a socket is in the way".into())),
         Err(_) => {}
     }
-    let listener = UnixListener::bind(path).map_err(|e| fail(e.to_string()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| fail(format!("setting mode 0600: {e}")))?;
+    // bind() creates the socket with the process umask's mode (often 0755 or 0777), and anyone
+    // who can reach it then may connect without a token. So it is bound inside a directory
+    // only the owner can enter, narrowed to 0600 there, and only then renamed into place: at
+    // its public path it is never looser than 0600. (A umask change would do the same, but
+    // the umask is process-wide and would also narrow files other threads create meanwhile.)
+    let private = private_bind_dir(parent, std::process::id());
+    let _ = std::fs::remove_dir_all(&private);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .map_err(|e| fail(format!("creating {}: {e}", private.display())))?;
+    let staged = private.join("s");
+    let bound = UnixListener::bind(&staged)
+        .map_err(|e| e.to_string())
+        .and_then(|l| {
+            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| format!("setting mode 0600: {e}"))?;
+            std::fs::rename(&staged, path).map_err(|e| format!("moving into place: {e}"))?;
+            Ok(l)
+        });
+    let _ = std::fs::remove_dir_all(&private);
+    let listener = bound.map_err(fail)?;
     tracing::info!(path = %path.display(), "serving plain HTTP on the unix socket");
     Ok(listener)
+}
+
+/// The owner-only directory a socket in `parent` is bound in before it is moved into place:
+/// beside it (a rename does not cross filesystems) and named after the process, so that two
+/// gateways binding in one directory do not share it. Kept short: a socket path is limited to
+/// about 100 bytes.
+fn private_bind_dir(parent: &Path, pid: u32) -> PathBuf {
+    parent.join(format!(".gw-bind-{pid}"))
 }
 
 struct Listeners {
@@ -420,6 +502,37 @@ async fn serve(listeners: Listeners, mut stop: watch::Receiver<bool>, store: &St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sockets_are_bound_beside_their_path() {
+        assert_eq!(
+            private_bind_dir(Path::new("/run/gpustack"), 42),
+            Path::new("/run/gpustack/.gw-bind-42")
+        );
+    }
+
+    #[tokio::test]
+    async fn unix_socket_is_owner_only_and_replaces_a_stale_one() {
+        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        // Loosen the directory's default so that a socket bound in place would be 0755 or
+        // looser: the bind must not depend on the umask.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.path().join("gw.sock");
+        let first = bind_unix(&path).unwrap();
+        drop(first);
+        // The socket left behind by a stopped gateway is replaced.
+        let _listener = bind_unix(&path).unwrap();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("gw.sock")]);
+        UnixStream::connect(&path).await.unwrap();
+    }
 
     #[test]
     fn server_urls() {

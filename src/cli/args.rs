@@ -211,6 +211,11 @@ pub struct WorkerGatewayArgs {
         }
     })]
     pub embedded_cluster: Vec<String>,
+    /// Mirror the upstream clusters listed in this YAML file: a list of {name, kubeconfig,
+    /// context} (names are DNS labels; relative kubeconfig paths are read from the file's
+    /// directory); needs --worker-conn-mode=loopback.
+    #[arg(long, value_name = "FILE", value_parser = parse_upstreams)]
+    pub upstreams: Option<Upstreams>,
     /// Directory of the SQLite store, the generated certificates and the kubeconfigs.
     #[arg(long, default_value = "/var/lib/gpustack")]
     pub data_dir: PathBuf,
@@ -477,6 +482,19 @@ fn duration_at_least(s: &str, min: GoDuration) -> Result<GoDuration, String> {
         return Err(format!("must be at least {min}"));
     }
     Ok(d)
+}
+
+/// The parsed `--upstreams` file (validated when the command line is read).
+#[derive(Clone, Debug)]
+pub struct Upstreams {
+    pub path: PathBuf,
+    pub list: Vec<gpustack_gateway::mirror::Upstream>,
+}
+
+fn parse_upstreams(s: &str) -> Result<Upstreams, String> {
+    let path = PathBuf::from(s);
+    let list = gpustack_gateway::mirror::config::load(&path).map_err(|e| e.to_string())?;
+    Ok(Upstreams { path, list })
 }
 
 fn at_least_1s(s: &str) -> Result<GoDuration, String> {

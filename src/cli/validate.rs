@@ -21,6 +21,13 @@ pub fn validate(command: &Command) -> Result<(), String> {
                     ),
                 ));
             }
+            if a.upstreams.is_some() && a.worker_conn_mode != "loopback" {
+                return Err(invalid(
+                    "--worker-conn-mode",
+                    &a.worker_conn_mode,
+                    "only loopback (each upstream's kubeconfig) can be used with --upstreams in this build".into(),
+                ));
+            }
             Ok(())
         }
         Command::DeviceManager(DeviceManagerCommand::Serve(a)) => kube_conn(&a.kube),

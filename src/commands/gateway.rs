@@ -1,10 +1,14 @@
-//! `worker-gateway`: hosts the embedded clusters named by `--embedded-cluster` over HTTPS on
+//! `worker-gateway`: hosts the embedded clusters named by `--embedded-cluster` and mirrors the
+//! upstream clusters listed in `--upstreams`, serving both over HTTPS on
 //! `--bind-address`/`--secure-port` (and plain HTTP on `--bind-unix-path`), until SIGTERM or
 //! SIGINT.
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
-use gpustack_gateway::server::{Gateway, GatewayOptions};
+use gpustack_gateway::{
+    mirror::MirrorOptions,
+    server::{Gateway, GatewayOptions},
+};
 
 use crate::cli::args::WorkerGatewayArgs;
 
@@ -16,10 +20,12 @@ const DEFAULT_SECURE_PORT: u16 = 9443;
 const DEFAULT_UNIX_PATH: &str = "/var/lib/gpustack/gpustack-operator-worker-gateway.sock";
 
 pub fn run(args: WorkerGatewayArgs) -> ExitCode {
-    if args.embedded_cluster.is_empty() {
-        tracing::error!("mirroring upstream clusters is not available in this build yet");
+    if args.embedded_cluster.is_empty() && args.upstreams.is_none() {
+        tracing::error!(
+            "subscribing to upstream clusters at run time is not available in this build yet"
+        );
         eprintln!(
-            "error: worker-gateway: mirroring upstream clusters is not available in this build yet; use --embedded-cluster=NAME"
+            "error: worker-gateway: subscribing to upstream clusters at run time is not available in this build yet; use --embedded-cluster=NAME or --upstreams=FILE"
         );
         return ExitCode::FAILURE;
     }
@@ -53,8 +59,16 @@ async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
     let mut options =
         GatewayOptions::new(args.embedded_cluster.clone(), args.data_dir.clone(), bind);
     options.unix_socket = unix_socket(&args);
-    let gateway = Gateway::start(options).await?;
-    tracing::info!(addr = %gateway.addr(), clusters = ?args.embedded_cluster, "worker-gateway serving embedded clusters");
+    if let Some(upstreams) = &args.upstreams {
+        options.upstreams = upstreams.list.clone();
+        options.mirror = MirrorOptions {
+            readiness_timeout: args.worker_readiness_check_timeout.0,
+            ..MirrorOptions::default()
+        };
+    }
+    let upstream_names: Vec<&str> = options.upstreams.iter().map(|u| u.name.as_str()).collect();
+    let gateway = Gateway::start(options.clone()).await?;
+    tracing::info!(addr = %gateway.addr(), clusters = ?args.embedded_cluster, upstreams = ?upstream_names, "worker-gateway serving");
     shutdown_signal().await?;
     tracing::info!("shutting down");
     gateway.shutdown().await;

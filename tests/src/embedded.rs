@@ -67,7 +67,13 @@ pub struct GatewayProcess {
 impl GatewayProcess {
     /// Starts the gateway and waits until kubectl reaches `/readyz` with the written kubeconfig.
     pub fn start(data_dir: &Path, cluster: &str) -> Self {
-        let port = free_port();
+        let serve = format!("--embedded-cluster={cluster}");
+        Self::start_with(data_dir, cluster, free_port(), &[serve.as_str()])
+    }
+
+    /// Starts a gateway on `port` serving what `args` say (`--embedded-cluster`, `--upstreams`,
+    /// ...); `cluster` names the (embedded or mirrored) cluster whose kubeconfig kubectl uses.
+    pub fn start_with(data_dir: &Path, cluster: &str, port: u16, args: &[&str]) -> Self {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -76,7 +82,6 @@ impl GatewayProcess {
         let child = crate::operator()
             .args([
                 "worker-gateway",
-                &format!("--embedded-cluster={cluster}"),
                 &format!("--data-dir={}", data_dir.display()),
                 "--bind-address=127.0.0.1",
                 &format!("--secure-port={port}"),
@@ -85,6 +90,7 @@ impl GatewayProcess {
                     data_dir.with_extension("sock").display()
                 ),
             ])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -167,6 +173,16 @@ impl GatewayProcess {
                 .expect("running kill");
             assert!(status.success(), "kill {sig} failed");
         }
+    }
+
+    /// Freezes the process (SIGSTOP): it keeps its sockets but answers nothing.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a frozen process run again (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
     }
 
     /// Sends SIGTERM and waits for the process to exit.

@@ -71,6 +71,7 @@ rejects! {
     gateway_api_scheme: ["wg", "--worker-conn-gpustack-api-scheme=ftp"] => ["--worker-conn-gpustack-api-scheme", "'ftp'", "http", "https"];
     gateway_readiness_timeout_format: ["wg", "--worker-readiness-check-timeout=soon"] => ["--worker-readiness-check-timeout", "'soon'", "not a duration"];
     gateway_embedded_cluster_name: ["wg", "--embedded-cluster=Demo_1"] => ["--embedded-cluster", "'Demo_1'", "DNS label"];
+    gateway_upstreams_missing: ["wg", "--upstreams=/nonexistent/upstreams.yaml"] => ["--upstreams", "'/nonexistent/upstreams.yaml'", "cannot read"];
     gateway_embedded_cluster_empty: ["wg", "--embedded-cluster="] => ["--embedded-cluster", "DNS label"];
     gateway_embedded_cluster_too_long: ["wg", "--embedded-cluster=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"] => ["--embedded-cluster", "at most 63 characters"];
     gateway_readiness_within_conn_timeout: ["wg", "--worker-readiness-check-timeout=10m"] => ["--worker-readiness-check-timeout", "must not exceed --kube-conn-timeout (5m0s)"];
@@ -209,15 +210,57 @@ fn services_not_yet_built_say_so_and_fail() {
     }
 }
 
+/// Bad `--upstreams` files: each is refused before anything starts, with one line naming the
+/// flag and what is wrong.
 #[test]
-fn gateway_without_embedded_clusters_says_mirroring_is_not_built_and_fails() {
+fn gateway_rejects_bad_upstreams_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.kubeconfig"), "apiVersion: v1\n").unwrap();
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "names.yaml",
+            "- {name: East_1, kubeconfig: a.kubeconfig}\n",
+            &["DNS label", "East_1"],
+        ),
+        (
+            "twice.yaml",
+            "- {name: a, kubeconfig: a.kubeconfig}\n- {name: a, kubeconfig: a.kubeconfig}\n",
+            &["listed twice"],
+        ),
+        ("nokc.yaml", "- {name: a}\n", &["kubeconfig is required"]),
+        (
+            "unreadable.yaml",
+            "- {name: a, kubeconfig: missing.kubeconfig}\n",
+            &["missing.kubeconfig", "not readable"],
+        ),
+        ("garbage.yaml", "{name: a}\n", &["not a YAML list"]),
+    ];
+    for (file, text, expected) in cases {
+        let path = dir.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        let flag = format!("--upstreams={}", path.display());
+        let mut fragments = vec!["--upstreams"];
+        fragments.extend_from_slice(expected);
+        assert_rejected(&["wg", "--worker-conn-mode=loopback", &flag], &fragments);
+    }
+    let good = dir.path().join("good.yaml");
+    std::fs::write(&good, "- {name: a, kubeconfig: a.kubeconfig}\n").unwrap();
+    assert_rejected(
+        &["wg", &format!("--upstreams={}", good.display())],
+        &["--worker-conn-mode", "'gpustack-api'", "only loopback"],
+    );
+}
+
+#[test]
+fn gateway_without_clusters_or_upstreams_says_subscriptions_are_not_built_and_fails() {
     for args in [&["worker-gateway"][..], &["wg", "--data-dir=/nonexistent"]] {
         let out = run(args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let err = stderr(&out);
         assert!(
-            err.contains("mirroring upstream clusters is not available in this build yet")
-                && err.contains("--embedded-cluster"),
+            err.contains("upstream clusters at run time is not available in this build yet")
+                && err.contains("--embedded-cluster")
+                && err.contains("--upstreams=FILE"),
             "{args:?}: {err}"
         );
         assert!(stdout(&out).is_empty());

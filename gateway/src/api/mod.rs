@@ -21,7 +21,11 @@ pub mod strategic;
 pub mod table;
 mod watch;
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
 
 use axum::{
     Router,
@@ -32,7 +36,10 @@ use axum::{
 };
 use serde_json::Value;
 
-use crate::store::{Store, StoreError, token_hash};
+use crate::{
+    mirror::StatusBoard,
+    store::{Store, StoreError, token_hash},
+};
 use path::{Route, parse, split_cluster};
 use resources::Registry;
 use status::ApiError;
@@ -68,6 +75,10 @@ pub struct ApiState {
     pub options: ApiOptions,
     /// Whether requests must carry a cluster's admin token (not on the owner-only unix socket).
     pub require_token: bool,
+    /// Mirrored upstream clusters: served read-only (writes answer 405).
+    pub read_only: HashSet<String>,
+    /// The upstreams' status, served at `GET /apis/workers`.
+    pub workers: StatusBoard,
 }
 
 impl ApiState {
@@ -151,7 +162,15 @@ async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let full = parts.uri.path().to_owned();
     let (named, rest) = split_cluster(&full);
+    if rest == WORKERS_PATH {
+        return workers(&st, named, &parts.method, &parts.headers);
+    }
     let route = parse(rest);
+    // The gateway's own health at the root, whatever it serves (kubectl's `get --raw` drops
+    // the kubeconfig's `/clusters/NAME` prefix).
+    if route == Route::Health && named.is_none() {
+        return (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response();
+    }
     let cluster = match named {
         Some(n) if st.clusters.contains_key(n) => n.to_owned(),
         None if st.clusters.len() == 1 => st.clusters.keys().next().cloned().unwrap_or_default(),
@@ -168,6 +187,10 @@ async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
         });
     if !authorized {
         return ApiError::unauthorized().into_response();
+    }
+    // A mirror changes only with its upstream.
+    if st.read_only.contains(&cluster) && !matches!(parts.method, Method::GET | Method::HEAD) {
+        return ApiError::method_not_allowed(parts.method.as_str()).into_response();
     }
     let body = match axum::body::to_bytes(body, st.options.max_body_bytes).await {
         Ok(b) => b,
@@ -201,6 +224,29 @@ async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
             e.into_response()
         }
     }
+}
+
+/// Where the upstreams' status is served (under any cluster's prefix, or at the root).
+const WORKERS_PATH: &str = "/apis/workers";
+
+/// `GET /apis/workers`: every upstream's status. Any hosted or mirrored cluster's token may
+/// read it (it holds no object data and no credentials).
+fn workers(st: &ApiState, named: Option<&str>, method: &Method, headers: &HeaderMap) -> Response {
+    if named.is_some_and(|n| !st.clusters.contains_key(n)) {
+        return ApiError::not_found_path().into_response();
+    }
+    let authorized = !st.require_token
+        || bearer(headers).is_some_and(|t| {
+            let hash = token_hash(t);
+            st.clusters.values().any(|h| *h == hash)
+        });
+    if !authorized {
+        return ApiError::unauthorized().into_response();
+    }
+    if *method != Method::GET {
+        return ApiError::method_not_allowed(method.as_str()).into_response();
+    }
+    json_response(StatusCode::OK, &st.workers.to_json())
 }
 
 pub(crate) fn json_response(code: StatusCode, v: &Value) -> Response {

@@ -26,7 +26,7 @@ fn schema_name(d: &ResourceDef, version: &str) -> String {
 
 fn kind_schema(d: &ResourceDef, version: &str) -> Value {
     let mut s = match &d.schema {
-        Some(s) => s.clone(),
+        Some(s) => Value::clone(s),
         None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
     };
     if let Some(m) = s.as_object_mut() {

@@ -41,8 +41,9 @@ pub struct ResourceDef {
     pub columns: Vec<PrinterColumn>,
     /// From a CRD (`false` for built-in kinds).
     pub custom: bool,
-    /// The CRD's `openAPIV3Schema` of the storage version, for `/openapi/v3`.
-    pub schema: Option<Value>,
+    /// The CRD's `openAPIV3Schema` of the storage version, for `/openapi/v3`. Shared: a
+    /// definition is cloned for every request, and a schema can be large.
+    pub schema: Option<Arc<Value>>,
 }
 
 impl ResourceDef {
@@ -510,7 +511,10 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
         status_subresource,
         columns,
         custom: true,
-        schema: storage.pointer("/schema/openAPIV3Schema").cloned(),
+        schema: storage
+            .pointer("/schema/openAPIV3Schema")
+            .cloned()
+            .map(Arc::new),
     })
 }
 

@@ -7,6 +7,7 @@
 
 mod clusters;
 pub use clusters::token_hash;
+mod mirror;
 mod read;
 mod write;
 
@@ -142,10 +143,13 @@ impl Store {
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
-            .connect_with(options)
+            // A ping before each acquire is a round trip to the connection's worker thread on
+            // every read and every write batch; a local file's connection does not go stale.
+            .test_before_acquire(false)
+            .connect_with(options.clone())
             .await
             .map_err(|source| StoreError::Open {
-                path: display,
+                path: display.clone(),
                 source,
             })?;
         sqlx::migrate!("../migrations")
@@ -159,8 +163,17 @@ impl Store {
         let (watch_epoch, _) = watch::channel(0);
         let writer = Arc::new(Mutex::new(rv as u64));
         let (queue, pending) = mpsc::channel(WRITE_QUEUE);
+        // The writer keeps a connection of its own: as the only writer, its page cache stays
+        // valid from batch to batch, where a pooled one (a different one each time) would first
+        // re-read what the previous batches changed.
+        let writer_conn = sqlx::ConnectOptions::connect(&options)
+            .await
+            .map_err(|source| StoreError::Open {
+                path: display,
+                source,
+            })?;
         tokio::spawn(write::run_writer(
-            pool.clone(),
+            writer_conn,
             writer.clone(),
             fanout.clone(),
             pending,

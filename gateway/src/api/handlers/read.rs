@@ -213,6 +213,9 @@ pub(super) async fn list_verbatim(
         .as_ref()
         .map(|c| (c.namespace.as_str(), c.name.as_str()));
     let (group, resource, ns) = (&t.def.storage_group, &t.def.plural, t.namespace.as_deref());
+    if limit == 0 && from.is_none() {
+        return stream_verbatim(st, ctx, t).await;
+    }
     let page = match &from {
         None => st
             .store
@@ -255,6 +258,60 @@ pub(super) async fn list_verbatim(
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
         body,
+    )
+        .into_response())
+}
+
+/// How many stored objects go into one chunk of a streamed list body.
+const OBJECTS_PER_CHUNK: usize = 32;
+
+/// A whole collection, unpaged: streamed from one snapshot as the store reads it, so that the
+/// gateway's memory does not grow with the collection (a full list of 100,000 objects of 2 KB
+/// would otherwise be held twice, as rows and as the body). A storage error after the first
+/// bytes ends the body early, and the client sees a truncated list, never a partial one it
+/// could mistake for complete.
+async fn stream_verbatim(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
+    use futures::StreamExt;
+    let (group, resource, ns) = (&t.def.storage_group, &t.def.plural, t.namespace.as_deref());
+    let (rv, objects) = st
+        .store
+        .stream_raw(&ctx.cluster, group, resource, ns)
+        .await
+        .map_err(store_error)?;
+    let head = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+        json!(t.def.list_kind),
+        json!(t.def.api_version(&t.version)),
+        json!({ "resourceVersion": rv.to_string() }),
+    );
+    let mut first = true;
+    let items = tokio_stream::wrappers::ReceiverStream::new(objects)
+        .ready_chunks(OBJECTS_PER_CHUNK)
+        .map(move |chunk| {
+            let mut out = String::with_capacity(
+                chunk
+                    .iter()
+                    .map(|o| o.as_ref().map_or(0, |o| o.body.len() + 1))
+                    .sum(),
+            );
+            for o in chunk {
+                let o = o.inspect_err(|e| tracing::error!(error = %e, "streamed list failed"))?;
+                if !std::mem::take(&mut first) {
+                    out.push(',');
+                }
+                out.push_str(&o.body);
+            }
+            Ok::<_, crate::store::StoreError>(axum::body::Bytes::from(out))
+        });
+    let body = futures::stream::once(async move { Ok(axum::body::Bytes::from(head)) })
+        .chain(items)
+        .chain(futures::stream::once(async {
+            Ok(axum::body::Bytes::from_static(b"]}"))
+        }));
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(body),
     )
         .into_response())
 }

@@ -89,7 +89,12 @@ pub(crate) async fn create_object(
     if let Some(def) = crd {
         st.registry.register(&ctx.cluster, &name, def);
     }
-    Ok(at_version(&t.def, &t.version, (*ev.body).clone()))
+    // The event is the writer's to share; without a watcher holding it, no copy is needed.
+    Ok(at_version(
+        &t.def,
+        &t.version,
+        std::sync::Arc::unwrap_or_clone(ev.body),
+    ))
 }
 
 /// The body of a create or update: JSON or YAML; protobuf is refused with 415.

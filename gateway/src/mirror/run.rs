@@ -1,0 +1,423 @@
+//! One upstream's mirror: connect with its kubeconfig, wait (with backoff) until it serves the
+//! mirrored kinds, then run one watcher per kind that writes straight into the store, and a
+//! health probe. Each upstream runs in its own task, so one broken upstream never delays another.
+
+use std::{collections::HashSet, time::Duration};
+
+use futures::{StreamExt, future::join_all};
+use kube::{
+    Api, Client, Config,
+    api::DynamicObject,
+    config::{KubeConfigOptions, Kubeconfig, KubeconfigError},
+    core::{GroupVersionKind, discovery::Scope},
+    discovery::{ApiCapabilities, ApiResource, pinned_kind},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde_json::Value;
+use tokio::task::JoinSet;
+
+use super::{
+    Upstream,
+    backoff::Backoff,
+    fleet,
+    kinds::MirroredKind,
+    redact::strip_credentials,
+    status::{Happening, StatusBoard},
+};
+use crate::{
+    api::resources::{self, Registry, ResourceDef},
+    store::{ObjectKey, Store},
+};
+
+/// How a mirror behaves; [`MirrorOptions::default`] is the reference's behaviour.
+#[derive(Clone, Debug)]
+pub struct MirrorOptions {
+    /// The kinds to mirror.
+    pub kinds: Vec<MirroredKind>,
+    /// How long one readiness check (connect and discovery of every kind) may take.
+    pub readiness_timeout: Duration,
+    /// Retry schedule of the readiness check, and of looking again for kinds the upstream did
+    /// not serve yet.
+    pub backoff: Backoff,
+    /// How often a reached upstream is probed (`/version`); also how long it must stay without
+    /// failures before `Degraded` turns back into `Ready`.
+    pub probe_interval: Duration,
+}
+
+impl Default for MirrorOptions {
+    fn default() -> Self {
+        MirrorOptions {
+            kinds: super::kinds::default_kinds(),
+            readiness_timeout: Duration::from_secs(30),
+            backoff: Backoff::default(),
+            probe_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    #[error("reading the kubeconfig: {0}")]
+    Kubeconfig(#[from] KubeconfigError),
+    #[error("{0}")]
+    Kube(#[from] kube::Error),
+    #[error("the readiness check timed out after {0:?}")]
+    Timeout(Duration),
+}
+
+/// How many listed objects are written together (the store commits them in one batch).
+const LIST_CHUNK: usize = 256;
+
+/// Everything a mirror task needs.
+#[derive(Clone)]
+pub struct Mirror {
+    pub upstream: Upstream,
+    pub store: Store,
+    pub registry: Registry,
+    pub board: StatusBoard,
+    pub options: MirrorOptions,
+}
+
+impl Mirror {
+    /// Runs until aborted.
+    pub async fn run(self) {
+        let name = self.upstream.name.clone();
+        let mut attempt = 0u32;
+        let (client, mut served) = loop {
+            let check = tokio::time::timeout(self.options.readiness_timeout, self.ready());
+            match check.await {
+                Ok(Ok(found)) => break found,
+                Ok(Err(e)) => self.failed(&e),
+                Err(_) => self.failed(&MirrorError::Timeout(self.options.readiness_timeout)),
+            }
+            let wait = self.options.backoff.delay(attempt);
+            attempt = attempt.saturating_add(1);
+            tracing::info!(upstream = %name, retry_in = ?wait, "upstream not ready");
+            tokio::time::sleep(wait).await;
+        };
+        let mut tasks = JoinSet::new();
+        tasks.spawn(self.clone().probe(client.clone()));
+        let mut missing = self.options.kinds.clone();
+        let mut watched = Vec::new();
+        let mut attempt = 0u32;
+        loop {
+            missing.retain(|k| !served.iter().any(|(m, _, _)| m == k));
+            let newly = !served.is_empty() || watched.is_empty();
+            for (kind, resource, caps) in served {
+                self.register(&client, &resource, &caps).await;
+                watched.push(kind.label());
+                tasks.spawn(self.clone().watch(client.clone(), kind, resource));
+            }
+            let not_served: Vec<String> = missing.iter().map(MirroredKind::label).collect();
+            if newly {
+                if !not_served.is_empty() {
+                    tracing::warn!(upstream = %name, kinds = ?not_served, "the upstream does not serve these kinds (yet); checking again later");
+                }
+                self.board.record(
+                    &name,
+                    Happening::Reached {
+                        served: watched.clone(),
+                        not_served,
+                    },
+                );
+            }
+            if missing.is_empty() {
+                break;
+            }
+            // A kind may appear later (its CRD installed after the gateway started): look
+            // again on the readiness schedule, while the served kinds are mirrored.
+            tokio::time::sleep(self.options.backoff.delay(attempt)).await;
+            attempt = attempt.saturating_add(1);
+            let check = discover(&client, &missing);
+            served = match tokio::time::timeout(self.options.readiness_timeout, check).await {
+                Ok(Ok(found)) => found,
+                // Reaching the upstream is the probe's and the watchers' concern.
+                Ok(Err(_)) | Err(_) => Vec::new(),
+            };
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+
+    fn failed(&self, e: &MirrorError) {
+        let message = strip_credentials(&e.to_string(), &[]);
+        tracing::warn!(upstream = %self.upstream.name, error = %message, "mirror failure");
+        self.board
+            .record(&self.upstream.name, Happening::Failed(message));
+    }
+
+    /// Connects and checks which kinds are served (see [`discover`]).
+    async fn ready(
+        &self,
+    ) -> Result<(Client, Vec<(MirroredKind, ApiResource, ApiCapabilities)>), MirrorError> {
+        let client = connect(&self.upstream).await?;
+        let served = discover(&client, &self.options.kinds).await?;
+        Ok((client, served))
+    }
+
+    /// Makes the mirrored cluster serve `resource`: from the upstream's CRD when it can be read
+    /// (printer columns, schema), else from discovery alone. Built-in kinds need nothing.
+    async fn register(&self, client: &Client, resource: &ApiResource, caps: &ApiCapabilities) {
+        let cluster = &self.upstream.name;
+        if self
+            .registry
+            .find(
+                cluster,
+                &resource.group,
+                &resource.version,
+                &resource.plural,
+            )
+            .is_some_and(|d| !d.custom)
+        {
+            return;
+        }
+        let crd_name = format!("{}.{}", resource.plural, resource.group);
+        let crds = ApiResource {
+            group: "apiextensions.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "apiextensions.k8s.io/v1".into(),
+            kind: "CustomResourceDefinition".into(),
+            plural: "customresourcedefinitions".into(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &crds);
+        let from_crd = match api.get(&crd_name).await {
+            Ok(crd) => {
+                let (_, body) = self.entry(&crds, crd);
+                resources::from_crd(&body).ok().map(|def| (def, body))
+            }
+            Err(_) => None,
+        };
+        let def = match from_crd {
+            Some((def, body)) => {
+                // Stored, so that after a restart the kind is served (from the stored CRD, as
+                // for embedded clusters) before the upstream is reached again.
+                for cluster in [cluster.as_str(), fleet::FLEET] {
+                    let key = ObjectKey {
+                        cluster: cluster.to_owned(),
+                        group: crds.group.clone(),
+                        resource: crds.plural.clone(),
+                        namespace: String::new(),
+                        name: crd_name.clone(),
+                    };
+                    if let Err(e) = self.store.mirror_put(&key, body.clone()).await {
+                        tracing::warn!(upstream = %self.upstream.name, crd = %crd_name, error = %e, "storing the mirrored CRD failed");
+                    }
+                }
+                def
+            }
+            None => def_from_discovery(resource, caps),
+        };
+        self.registry.register(fleet::FLEET, &crd_name, def.clone());
+        self.registry.register(cluster, &crd_name, def);
+    }
+
+    /// Mirrors one kind until aborted; the watcher retries with backoff on its own.
+    async fn watch(self, client: Client, kind: MirroredKind, resource: ApiResource) {
+        let cluster = self.upstream.name.clone();
+        let label = kind.label();
+        let api: Api<DynamicObject> = Api::all_with(client, &resource);
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut seen: HashSet<(String, String)> = HashSet::new();
+        let mut listed: Vec<(ObjectKey, Value)> = Vec::new();
+        while let Some(event) = events.next().await {
+            let outcome = match event {
+                Ok(watcher::Event::Init) => {
+                    seen.clear();
+                    listed.clear();
+                    Ok(())
+                }
+                Ok(watcher::Event::InitApply(obj)) => {
+                    let (key, body) = self.entry(&resource, obj);
+                    seen.insert((key.namespace.clone(), key.name.clone()));
+                    listed.push((key, body));
+                    if listed.len() >= LIST_CHUNK {
+                        self.put_all(std::mem::take(&mut listed)).await
+                    } else {
+                        Ok(())
+                    }
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let swept = match self.put_all(std::mem::take(&mut listed)).await {
+                        Ok(()) => self.sweep(&resource, &seen).await,
+                        Err(e) => Err(e),
+                    };
+                    seen.clear();
+                    if swept.is_ok() {
+                        self.board
+                            .record(&cluster, Happening::Listed(label.clone()));
+                    }
+                    swept.map(|_| ())
+                }
+                Ok(watcher::Event::Apply(obj)) => {
+                    let (key, body) = self.entry(&resource, obj);
+                    let r = self.put(key, body).await;
+                    r.map(|_| self.board.record(&cluster, Happening::Changed))
+                }
+                Ok(watcher::Event::Delete(obj)) => {
+                    let (key, _) = self.entry(&resource, obj);
+                    let r = self.delete(&key).await;
+                    r.map(|_| self.board.record(&cluster, Happening::Changed))
+                }
+                Err(e) => Err(format!("watching {label}: {e}")),
+            };
+            match outcome {
+                Ok(()) => {
+                    if let Ok(n) = self
+                        .store
+                        .count(&cluster, &resource.group, &resource.plural)
+                        .await
+                    {
+                        self.board.set_count(&cluster, &label, n);
+                    }
+                }
+                Err(message) => {
+                    let message = strip_credentials(&message, &[]);
+                    tracing::warn!(upstream = %cluster, kind = %label, error = %message, "mirror failure");
+                    self.board.record(&cluster, Happening::Failed(message));
+                }
+            }
+        }
+    }
+
+    /// The store key and body of a mirrored object: `managedFields` stripped (they can be half
+    /// of an object) and the type set (list items come without it).
+    fn entry(&self, resource: &ApiResource, mut obj: DynamicObject) -> (ObjectKey, Value) {
+        obj.metadata.managed_fields = None;
+        let key = ObjectKey {
+            cluster: self.upstream.name.clone(),
+            group: resource.group.clone(),
+            resource: resource.plural.clone(),
+            namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+            name: obj.metadata.name.clone().unwrap_or_default(),
+        };
+        let mut body = serde_json::to_value(&obj).unwrap_or(Value::Null);
+        if let Some(m) = body.as_object_mut() {
+            m.insert("apiVersion".into(), resource.api_version.clone().into());
+            m.insert("kind".into(), resource.kind.clone().into());
+        }
+        (key, body)
+    }
+
+    /// Writes one mirrored object and its fleet view copy.
+    async fn put(&self, key: ObjectKey, body: Value) -> Result<(), String> {
+        let copy = fleet::fleet_body(&key.cluster, body.clone());
+        let copy_key = fleet::fleet_key(&key);
+        let (own, fleet) = futures::join!(
+            self.store.mirror_put(&key, body),
+            self.store.mirror_put(&copy_key, copy)
+        );
+        own.and(fleet)
+            .map(|_| ())
+            .map_err(|e| format!("writing {}: {e}", key.name))
+    }
+
+    /// Deletes one mirrored object and its fleet view copy.
+    async fn delete(&self, key: &ObjectKey) -> Result<(), String> {
+        let copy_key = fleet::fleet_key(key);
+        let (own, fleet) = futures::join!(
+            self.store.mirror_delete(key),
+            self.store.mirror_delete(&copy_key)
+        );
+        own.and(fleet)
+            .map(|_| ())
+            .map_err(|e| format!("deleting {}: {e}", key.name))
+    }
+
+    /// Ends a relist: deletes what the upstream no longer has, here and in the fleet view.
+    async fn sweep(
+        &self,
+        resource: &ApiResource,
+        seen: &HashSet<(String, String)>,
+    ) -> Result<(), String> {
+        let cluster = &self.upstream.name;
+        let in_fleet: HashSet<(String, String)> = seen
+            .iter()
+            .map(|(ns, name)| (ns.clone(), fleet::fleet_name(cluster, name)))
+            .collect();
+        let (group, plural) = (&resource.group, &resource.plural);
+        let prefix = fleet::fleet_name(cluster, "");
+        let (own, fleet) = futures::join!(
+            self.store.mirror_sweep(cluster, group, plural, "", seen),
+            self.store
+                .mirror_sweep(fleet::FLEET, group, plural, &prefix, &in_fleet)
+        );
+        own.and(fleet)
+            .map(|_| ())
+            .map_err(|e| format!("deleting what the upstream no longer has: {e}"))
+    }
+
+    /// Writes listed objects concurrently, so the store's writer commits them together.
+    async fn put_all(&self, batch: Vec<(ObjectKey, Value)>) -> Result<(), String> {
+        let results = join_all(batch.into_iter().map(|(key, body)| self.put(key, body))).await;
+        results.into_iter().collect()
+    }
+
+    /// Asks the upstream for its version every probe interval: detects an upstream that is
+    /// down or frozen even while its watches have nothing to say.
+    async fn probe(self, client: Client) {
+        let mut tick = tokio::time::interval(self.options.probe_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let answer =
+                tokio::time::timeout(self.options.readiness_timeout, client.apiserver_version())
+                    .await;
+            match answer {
+                Ok(Ok(_)) => self.board.record(&self.upstream.name, Happening::ProbeOk),
+                Ok(Err(e)) => self.failed(&e.into()),
+                Err(_) => self.failed(&MirrorError::Timeout(self.options.readiness_timeout)),
+            }
+        }
+    }
+}
+
+/// Which of `kinds` the upstream serves. A kind that is not served is left out; any other
+/// failure fails the check.
+async fn discover(
+    client: &Client,
+    kinds: &[MirroredKind],
+) -> Result<Vec<(MirroredKind, ApiResource, ApiCapabilities)>, MirrorError> {
+    let mut served = Vec::new();
+    for k in kinds {
+        let gvk = GroupVersionKind::gvk(&k.group, &k.version, &k.kind);
+        match pinned_kind(client, &gvk).await {
+            Ok((resource, caps)) => served.push((k.clone(), resource, caps)),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(kube::Error::Discovery(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(served)
+}
+
+/// A client for the upstream from its kubeconfig and context (loopback mode).
+pub async fn connect(u: &Upstream) -> Result<Client, MirrorError> {
+    let kubeconfig = Kubeconfig::read_from(&u.kubeconfig)?;
+    let options = KubeConfigOptions {
+        context: u.context.clone(),
+        ..Default::default()
+    };
+    let config = Config::from_custom_kubeconfig(kubeconfig, &options).await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// A served kind known only from discovery: no printer columns, no schema.
+pub fn def_from_discovery(r: &ApiResource, caps: &ApiCapabilities) -> ResourceDef {
+    ResourceDef {
+        group: r.group.clone(),
+        storage_group: r.group.clone(),
+        versions: vec![r.version.clone()],
+        kind: r.kind.clone(),
+        list_kind: format!("{}List", r.kind),
+        plural: r.plural.clone(),
+        singular: r.kind.to_ascii_lowercase(),
+        namespaced: caps.scope == Scope::Namespaced,
+        short_names: Vec::new(),
+        categories: Vec::new(),
+        status_subresource: caps.subresources.iter().any(|(s, _)| s.plural == "status"),
+        columns: Vec::new(),
+        custom: true,
+        schema: None,
+    }
+}
