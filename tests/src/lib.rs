@@ -7,7 +7,7 @@ pub mod stand_in;
 pub mod sysfs;
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Command, Output},
 };
 
@@ -56,6 +56,40 @@ pub fn run(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("running gpustack-operator")
+}
+
+/// Runs the binary with `args` on the host tree at `root` (`GPUSTACK_SYSTEM_ROOT`), with a
+/// vendor stand-in's fixture variable set to `fixture` or, when `None`, removed. The vendors'
+/// toolkit-home variables and `LD_LIBRARY_PATH` are removed too, so that the developer's own
+/// installation cannot steer the library search; `env` adds to the result.
+pub fn run_on_host(
+    root: &Path,
+    (fixture_env, fixture): (&str, Option<&Path>),
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Output {
+    let mut cmd = operator();
+    cmd.args(args).env("GPUSTACK_SYSTEM_ROOT", root);
+    match fixture {
+        Some(f) => cmd.env(fixture_env, f),
+        None => cmd.env_remove(fixture_env),
+    };
+    let homes = gpustack_api::Manufacturer::ALL
+        .into_iter()
+        .flat_map(|m| m.spec().home_env.iter().copied());
+    for var in homes.chain(["LD_LIBRARY_PATH"]) {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("running gpustack-operator")
+}
+
+/// Standard output of a run that must have succeeded (exit 0; stderr shown otherwise).
+pub fn succeeded(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
+    stdout(out)
 }
 
 /// Standard error as text.

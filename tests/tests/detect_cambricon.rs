@@ -7,22 +7,11 @@ use std::{path::Path, process::Output};
 use gpustack_api::{Manufacturer, devices::DevicesGroup, monitor::MetricsGroup};
 use gpustack_tests::{
     machines::cambricon::{self, CambriconNode},
-    operator, stderr, stdout,
+    operator, run_on_host, stderr, succeeded,
 };
 
 fn run(root: &Path, fixture: Option<&Path>, args: &[&str]) -> Output {
-    let mut cmd = operator();
-    cmd.args(args).env("GPUSTACK_SYSTEM_ROOT", root);
-    match fixture {
-        Some(f) => cmd.env(cambricon::FIXTURE_ENV, f),
-        None => cmd.env_remove(cambricon::FIXTURE_ENV),
-    };
-    cmd.output().unwrap()
-}
-
-fn succeeded(out: &Output) -> String {
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
-    stdout(out)
+    run_on_host(root, (cambricon::FIXTURE_ENV, fixture), &[], args)
 }
 
 fn detect(node: &CambriconNode, extra: &[&str]) -> Vec<DevicesGroup> {

@@ -7,27 +7,11 @@ use std::{path::Path, process::Output};
 use gpustack_api::{Manufacturer, devices::DevicesGroup, monitor::MetricsGroup};
 use gpustack_tests::{
     machines::iluvatar::{self, GPUS, IluvatarNode},
-    operator, stderr, stdout,
+    run_on_host, stderr, stdout, succeeded,
 };
 
 fn run(root: &Path, fixture: Option<&Path>, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = operator();
-    cmd.args(args).env("GPUSTACK_SYSTEM_ROOT", root);
-    match fixture {
-        Some(f) => cmd.env(iluvatar::FIXTURE_ENV, f),
-        None => cmd.env_remove(iluvatar::FIXTURE_ENV),
-    };
-    // The developer's own CoreX installation must not steer the search.
-    cmd.env_remove("COREX_HOME").env_remove("LD_LIBRARY_PATH");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
-}
-
-fn succeeded(out: &Output) -> String {
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
-    stdout(out)
+    run_on_host(root, (iluvatar::FIXTURE_ENV, fixture), env, args)
 }
 
 fn detect_on(node: &IluvatarNode, env: &[(&str, &str)]) -> Vec<DevicesGroup> {

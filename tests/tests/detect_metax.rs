@@ -7,7 +7,7 @@ use std::{path::Path, process::Output};
 use gpustack_api::{Manufacturer, devices::DevicesGroup, monitor::MetricsGroup};
 use gpustack_tests::{
     machines::metax::{self, MetaxNode, VfShape},
-    operator, stderr, stdout,
+    operator, run_on_host, stderr, succeeded,
 };
 
 /// The VF as a current driver shows it: VF mode in MXSML, `physfn` in sysfs.
@@ -17,18 +17,7 @@ const VF_BOTH: VfShape = VfShape {
 };
 
 fn run(root: &Path, fixture: Option<&Path>, args: &[&str]) -> Output {
-    let mut cmd = operator();
-    cmd.args(args).env("GPUSTACK_SYSTEM_ROOT", root);
-    match fixture {
-        Some(f) => cmd.env(metax::FIXTURE_ENV, f),
-        None => cmd.env_remove(metax::FIXTURE_ENV),
-    };
-    cmd.output().unwrap()
-}
-
-fn succeeded(out: &Output) -> String {
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
-    stdout(out)
+    run_on_host(root, (metax::FIXTURE_ENV, fixture), &[], args)
 }
 
 fn detect(node: &MetaxNode, extra: &[&str]) -> Vec<DevicesGroup> {

@@ -11,26 +11,15 @@ use gpustack_api::{
 };
 use gpustack_tests::{
     machines::nvidia::{self, NvidiaNode},
-    operator, stderr, stdout,
+    operator, run_on_host, stderr, stdout, succeeded,
 };
 
 fn run(root: &Path, fixture: Option<&Path>, args: &[&str]) -> Output {
-    let mut cmd = operator();
-    cmd.args(args).env("GPUSTACK_SYSTEM_ROOT", root);
-    match fixture {
-        Some(f) => cmd.env(nvidia::FIXTURE_ENV, f),
-        None => cmd.env_remove(nvidia::FIXTURE_ENV),
-    };
-    cmd.output().unwrap()
+    run_on_host(root, (nvidia::FIXTURE_ENV, fixture), &[], args)
 }
 
 fn on_node(node: &NvidiaNode, args: &[&str]) -> Output {
     run(&node.root, Some(&node.nvml_fixture), args)
-}
-
-fn succeeded(out: &Output) -> String {
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
-    stdout(out)
 }
 
 fn detect(node: &NvidiaNode, extra: &[&str]) -> Vec<DevicesGroup> {

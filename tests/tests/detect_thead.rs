@@ -11,27 +11,11 @@ use gpustack_api::{
 };
 use gpustack_tests::{
     machines::thead::{self, PPUS, TheadNode},
-    operator, stderr, stdout,
+    run_on_host, stderr, stdout, succeeded,
 };
 
 fn run(root: &Path, fixture: Option<&Path>, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = operator();
-    cmd.args(args).env("GPUSTACK_SYSTEM_ROOT", root);
-    match fixture {
-        Some(f) => cmd.env(thead::FIXTURE_ENV, f),
-        None => cmd.env_remove(thead::FIXTURE_ENV),
-    };
-    // The developer's own PPU SDK must not steer the search.
-    cmd.env_remove("PPU_HOME").env_remove("LD_LIBRARY_PATH");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
-}
-
-fn succeeded(out: &Output) -> String {
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
-    stdout(out)
+    run_on_host(root, (thead::FIXTURE_ENV, fixture), env, args)
 }
 
 fn detect_on(node: &TheadNode, env: &[(&str, &str)]) -> Vec<DevicesGroup> {
