@@ -17,12 +17,14 @@
 //!   `PartialObjectMetadata` responses, OpenAPI v2/v3 documents and `Status` errors.
 //!
 //! Not (yet) an API server in these respects: no admission webhooks are called, APIServices are
-//! stored but not proxied, server-side apply tracks each manager's applied fields but not
-//! ownership of fields written by updates (so no conflicts; lists are atomic), there is no RBAC
+//! stored but not proxied, server-side apply guesses list shapes without schemas (custom
+//! kinds' lists are atomic, built-in kinds' lists of objects keyed by their strategic-merge
+//! keys), there is no RBAC
 //! (the admin token may do anything), and protobuf request bodies are read only for the kinds
 //! `kubectl create` sends (Namespace, ConfigMap, Secret, ServiceAccount).
 
 pub mod api;
+pub mod hosting;
 pub mod kubeconfig;
 pub mod mirror;
 pub mod server;

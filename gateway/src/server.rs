@@ -2,7 +2,6 @@
 //! serve HTTPS until told to stop, then drain connections and close the database.
 
 use std::{
-    collections::{HashMap, HashSet},
     net::SocketAddr,
     path::{Path, PathBuf},
     sync::Arc,
@@ -22,9 +21,10 @@ use tokio::{
 use tokio_rustls::TlsAcceptor;
 
 use crate::{
-    api::{self, ApiOptions, ApiState, objects, resources},
+    api::{self, ApiOptions, ApiState, clusters::ServedClusters, objects, resources},
+    hosting::{Hosting, HostingError},
     kubeconfig,
-    mirror::{Mirror, MirrorOptions, StatusBoard, Upstream},
+    mirror::{ConnMode, MirrorOptions, StatusBoard, SubscribeError, Subscriptions, Upstream},
     store::{ObjectKey, Precondition, Store, StoreError, WriteOp, token_hash},
     tls::{self, TlsError},
 };
@@ -50,9 +50,15 @@ pub struct GatewayOptions {
     pub unix_socket: Option<PathBuf>,
     pub api: ApiOptions,
     pub compaction: Compaction,
-    /// Upstream clusters to mirror, served read-only under their names.
+    /// Upstream clusters to mirror (the `--upstreams` file), served read-only under their
+    /// names; more are subscribed at run time through `/apis/workers`.
     pub upstreams: Vec<Upstream>,
     pub mirror: MirrorOptions,
+    /// How upstreams subscribed without a kubeconfig are reached.
+    pub conn_mode: ConnMode,
+    /// Holds the bearer token that may do anything over HTTPS; created (random, mode 0600)
+    /// if missing.
+    pub token_file: Option<PathBuf>,
 }
 
 impl GatewayOptions {
@@ -69,14 +75,14 @@ impl GatewayOptions {
             },
             upstreams: Vec::new(),
             mirror: MirrorOptions::default(),
+            conn_mode: ConnMode::Loopback,
+            token_file: None,
         }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    #[error("no embedded cluster and no upstream to serve")]
-    NoClusters,
     #[error("the name {0} is both an embedded cluster and an upstream")]
     NameClash(String),
     #[error("creating the data directory {path}")]
@@ -97,12 +103,12 @@ pub enum GatewayError {
     },
     #[error("serving on the unix socket {path}: {reason}")]
     UnixSocket { path: PathBuf, reason: String },
-    #[error("writing the kubeconfig {path}")]
-    Kubeconfig {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("hosting a cluster")]
+    Hosting(#[from] HostingError),
+    #[error("starting the mirrors")]
+    Subscribe(#[from] SubscribeError),
+    #[error("the token file {path}: {reason}")]
+    TokenFile { path: PathBuf, reason: String },
 }
 
 /// A running gateway.
@@ -112,27 +118,10 @@ pub struct Gateway {
     data_dir: PathBuf,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
-    workers: StatusBoard,
+    subscriptions: Subscriptions,
 }
 
-/// Where the admin kubeconfig of `cluster` is written.
-pub fn kubeconfig_path(data_dir: &Path, cluster: &str) -> PathBuf {
-    data_dir.join(format!("{cluster}.kubeconfig"))
-}
-
-fn server_url(addr: SocketAddr, cluster: &str, only_one: bool) -> String {
-    let host = match addr {
-        SocketAddr::V4(a) if a.ip().is_unspecified() => "127.0.0.1".to_owned(),
-        SocketAddr::V4(a) => a.ip().to_string(),
-        SocketAddr::V6(a) if a.ip().is_unspecified() => "[::1]".to_owned(),
-        SocketAddr::V6(a) => format!("[{}]", a.ip()),
-    };
-    if only_one {
-        format!("https://{host}:{}", addr.port())
-    } else {
-        format!("https://{host}:{}/clusters/{cluster}", addr.port())
-    }
-}
+pub use crate::hosting::kubeconfig_path;
 
 /// The namespaces every cluster starts with.
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -176,30 +165,42 @@ async fn ensure_namespaces(store: &Store, cluster: &str) -> Result<(), StoreErro
     Ok(())
 }
 
-/// The cluster's admin token: the one in its kubeconfig if the store knows it, else a new one.
-async fn admin_token(
-    store: &Store,
-    cluster: &str,
-    path: &Path,
-) -> Result<(String, String), StoreError> {
-    let stored = store.cluster_token_hash(cluster).await?;
-    if let (Some(token), Some(hash)) = (kubeconfig::read_token(path), stored.as_ref())
-        && token_hash(&token) == *hash
-    {
-        return Ok((token, hash.clone()));
+/// The `--token-file` token: read from the file, or a new random token written there (mode
+/// 0600) when it does not exist.
+fn admin_token(path: &Path) -> Result<String, GatewayError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |reason: String| GatewayError::TokenFile {
+        path: path.to_owned(),
+        reason,
+    };
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let token = text.trim();
+            if token.is_empty() || token.contains(char::is_whitespace) {
+                return Err(fail("must hold one token on one line".into()));
+            }
+            Ok(token.to_owned())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let token = kubeconfig::new_token();
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| fail(format!("creating it: {e}")))?;
+            std::io::Write::write_all(&mut f, format!("{token}\n").as_bytes())
+                .map_err(|e| fail(format!("writing it: {e}")))?;
+            tracing::info!(path = %path.display(), "wrote a new admin token");
+            Ok(token)
+        }
+        Err(e) => Err(fail(e.to_string())),
     }
-    let token = kubeconfig::new_token();
-    store.set_cluster_token(cluster, &token).await?;
-    let hash = token_hash(&token);
-    Ok((token, hash))
 }
 
 impl Gateway {
     /// Opens the store, writes kubeconfigs and starts serving.
     pub async fn start(opts: GatewayOptions) -> Result<Gateway, GatewayError> {
-        if opts.clusters.is_empty() && opts.upstreams.is_empty() {
-            return Err(GatewayError::NoClusters);
-        }
         if let Some(u) = opts
             .upstreams
             .iter()
@@ -211,6 +212,10 @@ impl Gateway {
             path: opts.data_dir.clone(),
             source,
         })?;
+        let admin_token = match &opts.token_file {
+            Some(path) => Some(admin_token(path)?),
+            None => None,
+        };
         let store = Store::open(&opts.data_dir.join("gateway.db")).await?;
         let tls = tls::load_or_create(&opts.data_dir.join("tls"))?;
         let listener = TcpListener::bind(opts.bind)
@@ -224,67 +229,50 @@ impl Gateway {
             source,
         })?;
 
-        let mut clusters = HashMap::new();
-        // The fleet view makes a single upstream two clusters.
-        let only_one = opts.clusters.len() == 1 && opts.upstreams.is_empty();
-        let mut mirrored: Vec<String> = opts.upstreams.iter().map(|u| u.name.clone()).collect();
-        if !mirrored.is_empty() {
-            mirrored.push(crate::mirror::fleet::FLEET.to_owned());
+        let hosting = Hosting {
+            store: store.clone(),
+            data_dir: opts.data_dir.clone(),
+            addr,
+            ca_pem: tls.ca_pem.clone(),
+            served: ServedClusters::default(),
+            // The only embedded cluster is served at the root too; mirrors never are.
+            root: (opts.clusters.len() == 1).then(|| opts.clusters[0].clone()),
+        };
+        if let Some(token) = &admin_token {
+            let path = hosting.write_admin_kubeconfig(token)?;
+            tracing::info!(kubeconfig = %path.display(), "the admin token's kubeconfig");
         }
-        for cluster in opts.clusters.iter().chain(&mirrored) {
-            let is_mirror = mirrored.contains(cluster);
-            if !is_mirror {
-                ensure_namespaces(&store, cluster).await?;
-            }
-            let path = kubeconfig_path(&opts.data_dir, cluster);
-            let (token, hash) = admin_token(&store, cluster, &path).await?;
-            let text = kubeconfig::render(
-                cluster,
-                &server_url(addr, cluster, only_one),
-                &tls.ca_pem,
-                &token,
-            );
-            kubeconfig::write(&path, &text).map_err(|source| GatewayError::Kubeconfig {
-                path: path.clone(),
-                source,
-            })?;
-            if is_mirror {
-                tracing::info!(cluster, kubeconfig = %path.display(), "serving the mirror of an upstream");
-            } else {
-                tracing::info!(cluster, kubeconfig = %path.display(), "embedded cluster ready");
-            }
-            clusters.insert(cluster.clone(), hash);
+        for cluster in &opts.clusters {
+            ensure_namespaces(&store, cluster).await?;
+            let path = hosting.host(cluster, false).await?;
+            tracing::info!(cluster, kubeconfig = %path.display(), "embedded cluster ready");
         }
         let unix = match &opts.unix_socket {
             Some(path) => Some(bind_unix(path)?),
             None => None,
         };
+        let registry = resources::Registry::new();
+        let subscriptions = Subscriptions::new(
+            hosting.clone(),
+            registry.clone(),
+            opts.mirror.clone(),
+            opts.conn_mode.clone(),
+            opts.clusters.iter().cloned().collect(),
+        );
         let state = ApiState {
             store: store.clone(),
-            registry: resources::Registry::new(),
-            clusters,
+            registry,
+            served: hosting.served.clone(),
+            root: hosting.root.clone(),
             options: opts.api.clone(),
             require_token: true,
-            read_only: mirrored.iter().cloned().collect::<HashSet<_>>(),
-            workers: StatusBoard::new(opts.mirror.probe_interval),
+            admin_token_hash: admin_token.as_deref().map(token_hash),
+            subscriptions: subscriptions.clone(),
+            metrics: Default::default(),
         };
+        // Stored mirrors (with their CRDs) are served at once, before their upstreams answer.
+        subscriptions.start(opts.upstreams.clone()).await?;
         state.load_crds().await?;
-        let workers = state.workers.clone();
-        let mirrors: Vec<JoinHandle<()>> = opts
-            .upstreams
-            .iter()
-            .map(|u| {
-                workers.add(&u.name);
-                let mirror = Mirror {
-                    upstream: u.clone(),
-                    store: store.clone(),
-                    registry: state.registry.clone(),
-                    board: workers.clone(),
-                    options: opts.mirror.clone(),
-                };
-                tokio::spawn(mirror.run())
-            })
-            .collect();
         let unix_router = api::router(Arc::new(ApiState {
             require_token: false,
             ..state.clone()
@@ -295,6 +283,7 @@ impl Gateway {
         let acceptor = TlsAcceptor::from(tls.config);
         let compaction = tokio::spawn(compact_periodically(store.clone(), opts.compaction.clone()));
         let task_store = store.clone();
+        let task_subscriptions = subscriptions.clone();
         let task = tokio::spawn(async move {
             let listeners = Listeners {
                 tcp: listener,
@@ -305,9 +294,7 @@ impl Gateway {
             };
             serve(listeners, stop_rx, &task_store).await;
             compaction.abort();
-            for m in mirrors {
-                m.abort();
-            }
+            task_subscriptions.stop().await;
             task_store.close().await;
         });
         tracing::info!(%addr, "serving HTTPS");
@@ -317,7 +304,7 @@ impl Gateway {
             data_dir: opts.data_dir,
             stop,
             task,
-            workers,
+            subscriptions,
         })
     }
 
@@ -332,7 +319,12 @@ impl Gateway {
 
     /// The upstreams' status.
     pub fn workers(&self) -> &StatusBoard {
-        &self.workers
+        self.subscriptions.board()
+    }
+
+    /// The upstream mirrors.
+    pub fn subscriptions(&self) -> &Subscriptions {
+        &self.subscriptions
     }
 
     pub fn kubeconfig_path(&self, cluster: &str) -> PathBuf {
@@ -532,17 +524,5 @@ mod tests {
             .collect();
         assert_eq!(left, vec![std::ffi::OsString::from("gw.sock")]);
         UnixStream::connect(&path).await.unwrap();
-    }
-
-    #[test]
-    fn server_urls() {
-        let a: SocketAddr = "0.0.0.0:9443".parse().unwrap();
-        assert_eq!(server_url(a, "demo", true), "https://127.0.0.1:9443");
-        assert_eq!(
-            server_url(a, "demo", false),
-            "https://127.0.0.1:9443/clusters/demo"
-        );
-        let b: SocketAddr = "[::]:1".parse().unwrap();
-        assert_eq!(server_url(b, "x", true), "https://[::1]:1");
     }
 }

@@ -212,16 +212,39 @@ pub struct WorkerGatewayArgs {
     })]
     pub embedded_cluster: Vec<String>,
     /// Mirror the upstream clusters listed in this YAML file: a list of {name, kubeconfig,
-    /// context} (names are DNS labels; relative kubeconfig paths are read from the file's
-    /// directory); needs --worker-conn-mode=loopback.
+    /// context, token} (names are DNS labels; relative kubeconfig paths are read from the file's
+    /// directory; an entry without a kubeconfig is reached through the GPUStack server's proxy
+    /// with its token, in gpustack-api mode). More are subscribed at run time with
+    /// POST /apis/workers.
     #[arg(long, value_name = "FILE", value_parser = parse_upstreams)]
     pub upstreams: Option<Upstreams>,
     /// Directory of the SQLite store, the generated certificates and the kubeconfigs.
     #[arg(long, default_value = "/var/lib/gpustack")]
     pub data_dir: PathBuf,
+    /// Bearer token accepted over HTTPS for everything, including subscribing through
+    /// /apis/workers (one line; created with a random token, mode 0600, if missing). Defaults to
+    /// <data-dir>/admin.token when --bind-unix-path is empty.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// How many watch events the store keeps for resuming watches; older resourceVersions
+    /// answer 410 Gone and the client relists.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub event_log_retention: u64,
+    /// How often the event log is trimmed to --event-log-retention.
+    #[arg(long, default_value_t = GoDuration::secs(60), value_name = "DURATION", value_parser = at_least_1s)]
+    pub event_log_compaction_interval: GoDuration,
 }
 
 impl WorkerGatewayArgs {
+    /// How upstreams without a kubeconfig of their own are reached.
+    pub fn conn_mode(&self) -> gpustack_gateway::mirror::ConnMode {
+        gpustack_gateway::mirror::ConnMode::from_flags(
+            &self.worker_conn_mode,
+            self.gpustack_api_scheme(),
+            self.worker_conn_gpustack_api_port,
+        )
+    }
+
     /// The scheme used to reach the GPUStack server.
     pub fn gpustack_api_scheme(&self) -> &str {
         match &self.worker_conn_gpustack_api_scheme {
@@ -488,13 +511,13 @@ fn duration_at_least(s: &str, min: GoDuration) -> Result<GoDuration, String> {
 #[derive(Clone, Debug)]
 pub struct Upstreams {
     pub path: PathBuf,
-    pub list: Vec<gpustack_gateway::mirror::Upstream>,
+    pub entries: Vec<gpustack_gateway::mirror::config::Entry>,
 }
 
 fn parse_upstreams(s: &str) -> Result<Upstreams, String> {
     let path = PathBuf::from(s);
-    let list = gpustack_gateway::mirror::config::load(&path).map_err(|e| e.to_string())?;
-    Ok(Upstreams { path, list })
+    let entries = gpustack_gateway::mirror::config::load(&path).map_err(|e| e.to_string())?;
+    Ok(Upstreams { path, entries })
 }
 
 fn at_least_1s(s: &str) -> Result<GoDuration, String> {

@@ -21,12 +21,10 @@ pub fn validate(command: &Command) -> Result<(), String> {
                     ),
                 ));
             }
-            if a.upstreams.is_some() && a.worker_conn_mode != "loopback" {
-                return Err(invalid(
-                    "--worker-conn-mode",
-                    &a.worker_conn_mode,
-                    "only loopback (each upstream's kubeconfig) can be used with --upstreams in this build".into(),
-                ));
+            if let Some(u) = &a.upstreams {
+                let mode = a.conn_mode();
+                gpustack_gateway::mirror::config::resolve_all(&u.entries, &mode)
+                    .map_err(|e| invalid("--upstreams", u.path.display(), e.to_string()))?;
             }
             Ok(())
         }

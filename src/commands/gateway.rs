@@ -1,13 +1,13 @@
 //! `worker-gateway`: hosts the embedded clusters named by `--embedded-cluster` and mirrors the
-//! upstream clusters listed in `--upstreams`, serving both over HTTPS on
-//! `--bind-address`/`--secure-port` (and plain HTTP on `--bind-unix-path`), until SIGTERM or
-//! SIGINT.
+//! upstream clusters listed in `--upstreams` or subscribed at run time (`POST /apis/workers`),
+//! serving both over HTTPS on `--bind-address`/`--secure-port` (and plain HTTP on
+//! `--bind-unix-path`), until SIGTERM or SIGINT.
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use gpustack_gateway::{
-    mirror::MirrorOptions,
-    server::{Gateway, GatewayOptions},
+    mirror::{MirrorOptions, config::resolve_all},
+    server::{Compaction, Gateway, GatewayOptions},
 };
 
 use crate::cli::args::WorkerGatewayArgs;
@@ -20,15 +20,6 @@ const DEFAULT_SECURE_PORT: u16 = 9443;
 const DEFAULT_UNIX_PATH: &str = "/var/lib/gpustack/gpustack-operator-worker-gateway.sock";
 
 pub fn run(args: WorkerGatewayArgs) -> ExitCode {
-    if args.embedded_cluster.is_empty() && args.upstreams.is_none() {
-        tracing::error!(
-            "subscribing to upstream clusters at run time is not available in this build yet"
-        );
-        eprintln!(
-            "error: worker-gateway: subscribing to upstream clusters at run time is not available in this build yet; use --embedded-cluster=NAME or --upstreams=FILE"
-        );
-        return ExitCode::FAILURE;
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -59,13 +50,25 @@ async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
     let mut options =
         GatewayOptions::new(args.embedded_cluster.clone(), args.data_dir.clone(), bind);
     options.unix_socket = unix_socket(&args);
+    options.compaction = Compaction {
+        interval: args.event_log_compaction_interval.0,
+        keep: args.event_log_retention,
+    };
+    options.conn_mode = args.conn_mode();
+    options.mirror = MirrorOptions {
+        readiness_timeout: args.worker_readiness_check_timeout.0,
+        ..MirrorOptions::default()
+    };
     if let Some(upstreams) = &args.upstreams {
-        options.upstreams = upstreams.list.clone();
-        options.mirror = MirrorOptions {
-            readiness_timeout: args.worker_readiness_check_timeout.0,
-            ..MirrorOptions::default()
-        };
+        // Checked when the command line was read.
+        options.upstreams = resolve_all(&upstreams.entries, &options.conn_mode)?;
     }
+    options.token_file = args.token_file.clone().or_else(|| {
+        // Without the socket, HTTPS is the only way in: the admin needs a token.
+        args.bind_unix_path
+            .is_empty()
+            .then(|| args.data_dir.join("admin.token"))
+    });
     let upstream_names: Vec<&str> = options.upstreams.iter().map(|u| u.name.as_str()).collect();
     let gateway = Gateway::start(options.clone()).await?;
     tracing::info!(addr = %gateway.addr(), clusters = ?args.embedded_cluster, upstreams = ?upstream_names, "worker-gateway serving");

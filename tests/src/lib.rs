@@ -2,6 +2,7 @@
 //! `gpustack-operator` binary with a clean environment.
 
 pub mod embedded;
+pub mod hub;
 pub mod machines;
 pub mod stand_in;
 pub mod sysfs;

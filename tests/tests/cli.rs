@@ -243,28 +243,38 @@ fn gateway_rejects_bad_upstreams_files() {
         fragments.extend_from_slice(expected);
         assert_rejected(&["wg", "--worker-conn-mode=loopback", &flag], &fragments);
     }
-    let good = dir.path().join("good.yaml");
-    std::fs::write(&good, "- {name: a, kubeconfig: a.kubeconfig}\n").unwrap();
+    // In gpustack-api mode an entry without a kubeconfig goes through the GPUStack server's
+    // proxy; in loopback mode it has no way to its upstream.
+    let proxied = dir.path().join("proxied.yaml");
+    std::fs::write(&proxied, "- {name: a, token: t}\n").unwrap();
     assert_rejected(
-        &["wg", &format!("--upstreams={}", good.display())],
-        &["--worker-conn-mode", "'gpustack-api'", "only loopback"],
+        &[
+            "wg",
+            "--worker-conn-mode=loopback",
+            &format!("--upstreams={}", proxied.display()),
+        ],
+        &["--upstreams", "kubeconfig is required in loopback mode"],
     );
 }
 
 #[test]
-fn gateway_without_clusters_or_upstreams_says_subscriptions_are_not_built_and_fails() {
-    for args in [&["worker-gateway"][..], &["wg", "--data-dir=/nonexistent"]] {
-        let out = run(args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        let err = stderr(&out);
-        assert!(
-            err.contains("upstream clusters at run time is not available in this build yet")
-                && err.contains("--embedded-cluster")
-                && err.contains("--upstreams=FILE"),
-            "{args:?}: {err}"
-        );
-        assert!(stdout(&out).is_empty());
-    }
+fn gateway_with_an_unusable_data_dir_says_so_in_one_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, "").unwrap();
+    let out = run(&[
+        "wg",
+        "--bind-unix-path=",
+        &format!("--data-dir={}", file.display()),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: ") && last.contains("not-a-dir"),
+        "{err}"
+    );
+    assert!(stdout(&out).is_empty());
 }
 
 #[test]

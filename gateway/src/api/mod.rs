@@ -2,6 +2,7 @@
 //! tables and OpenAPI documents over the [`crate::store`].
 
 pub mod apply;
+pub mod clusters;
 pub mod conversion;
 pub mod discovery;
 mod handlers;
@@ -9,6 +10,7 @@ pub mod jsonpath;
 pub mod negotiate;
 pub mod objects;
 pub mod openapi;
+pub mod ops;
 pub mod pagination;
 pub mod patch;
 pub mod path;
@@ -21,11 +23,7 @@ pub mod strategic;
 pub mod table;
 mod watch;
 
-use std::{
-    collections::{HashMap, HashSet},
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use axum::{
     Router,
@@ -37,9 +35,10 @@ use axum::{
 use serde_json::Value;
 
 use crate::{
-    mirror::StatusBoard,
+    mirror::Subscriptions,
     store::{Store, StoreError, token_hash},
 };
+use clusters::ServedClusters;
 use path::{Route, parse, split_cluster};
 use resources::Registry;
 use status::ApiError;
@@ -70,21 +69,25 @@ impl Default for ApiOptions {
 pub struct ApiState {
     pub store: Store,
     pub registry: Registry,
-    /// Hosted cluster name → SHA-256 (hex) of its admin token.
-    pub clusters: HashMap<String, String>,
+    /// The clusters served now (embedded and mirrored), with their token hashes.
+    pub served: ServedClusters,
+    /// The cluster also served at the root, if any (the only embedded cluster).
+    pub root: Option<String>,
     pub options: ApiOptions,
-    /// Whether requests must carry a cluster's admin token (not on the owner-only unix socket).
+    /// Whether requests must carry a bearer token (not on the owner-only unix socket).
     pub require_token: bool,
-    /// Mirrored upstream clusters: served read-only (writes answer 405).
-    pub read_only: HashSet<String>,
-    /// The upstreams' status, served at `GET /apis/workers`.
-    pub workers: StatusBoard,
+    /// SHA-256 of the `--token-file` token, which may do anything.
+    pub admin_token_hash: Option<String>,
+    /// The upstream mirrors, their status and the subscription API.
+    pub subscriptions: Subscriptions,
+    pub metrics: ops::RequestMetrics,
 }
 
 impl ApiState {
     /// Registers the kinds of every stored CRD of each hosted cluster.
     pub async fn load_crds(&self) -> Result<(), StoreError> {
-        for cluster in self.clusters.keys() {
+        for cluster in self.served.names() {
+            let cluster = cluster.as_str();
             let page = self
                 .store
                 .list(
@@ -159,11 +162,18 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
+    let method = req.method().clone();
+    let response = answer(&st, req).await;
+    st.metrics.count(&method, response.status());
+    response
+}
+
+async fn answer(st: &ApiState, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let full = parts.uri.path().to_owned();
     let (named, rest) = split_cluster(&full);
-    if rest == WORKERS_PATH {
-        return workers(&st, named, &parts.method, &parts.headers);
+    if named.is_none() && rest == METRICS_PATH {
+        return ops::metrics(st, &parts.headers).await;
     }
     let route = parse(rest);
     // The gateway's own health at the root, whatever it serves (kubectl's `get --raw` drops
@@ -171,37 +181,41 @@ async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
     if route == Route::Health && named.is_none() {
         return (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response();
     }
-    let cluster = match named {
-        Some(n) if st.clusters.contains_key(n) => n.to_owned(),
-        None if st.clusters.len() == 1 => st.clusters.keys().next().cloned().unwrap_or_default(),
-        _ => return ApiError::not_found_path().into_response(),
+    let served = match named {
+        Some(n) => st.served.get(n).map(|s| (n.to_owned(), s)),
+        None => st
+            .root
+            .as_ref()
+            .and_then(|r| st.served.get(r).map(|s| (r.clone(), s))),
+    };
+    if rest == WORKERS_PATH && (named.is_none() || served.is_some()) {
+        let body = match axum::body::to_bytes(body, st.options.max_body_bytes).await {
+            Ok(b) => b,
+            Err(_) => return too_large(),
+        };
+        return ops::workers(st, &parts, body).await;
+    }
+    let Some((cluster, served)) = served else {
+        return ApiError::not_found_path().into_response();
     };
     if route == Route::Health {
         return (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response();
     }
     let authorized = !st.require_token
         || bearer(&parts.headers).is_some_and(|t| {
-            st.clusters
-                .get(&cluster)
-                .is_some_and(|h| *h == token_hash(t))
+            let hash = token_hash(t);
+            hash == served.token_hash || st.admin_token_hash.as_deref() == Some(hash.as_str())
         });
     if !authorized {
         return ApiError::unauthorized().into_response();
     }
     // A mirror changes only with its upstream.
-    if st.read_only.contains(&cluster) && !matches!(parts.method, Method::GET | Method::HEAD) {
+    if served.read_only && !matches!(parts.method, Method::GET | Method::HEAD) {
         return ApiError::method_not_allowed(parts.method.as_str()).into_response();
     }
     let body = match axum::body::to_bytes(body, st.options.max_body_bytes).await {
         Ok(b) => b,
-        Err(_) => {
-            return ApiError::new(
-                413,
-                "RequestEntityTooLarge",
-                "the request body is too large",
-            )
-            .into_response();
-        }
+        Err(_) => return too_large(),
     };
     let query: HashMap<String, String> =
         axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
@@ -215,7 +229,7 @@ async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
         body,
         warnings: Default::default(),
     };
-    match dispatch(&st, ctx, route).await {
+    match dispatch(st, ctx, route).await {
         Ok(r) => r,
         Err(e) => {
             if e.code >= 500 {
@@ -226,28 +240,21 @@ async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
     }
 }
 
-/// Where the upstreams' status is served (under any cluster's prefix, or at the root).
+fn too_large() -> Response {
+    ApiError::new(
+        413,
+        "RequestEntityTooLarge",
+        "the request body is too large",
+    )
+    .into_response()
+}
+
+/// Where the upstreams' status and the subscription API are served (under any cluster's
+/// prefix, or at the root).
 const WORKERS_PATH: &str = "/apis/workers";
 
-/// `GET /apis/workers`: every upstream's status. Any hosted or mirrored cluster's token may
-/// read it (it holds no object data and no credentials).
-fn workers(st: &ApiState, named: Option<&str>, method: &Method, headers: &HeaderMap) -> Response {
-    if named.is_some_and(|n| !st.clusters.contains_key(n)) {
-        return ApiError::not_found_path().into_response();
-    }
-    let authorized = !st.require_token
-        || bearer(headers).is_some_and(|t| {
-            let hash = token_hash(t);
-            st.clusters.values().any(|h| *h == hash)
-        });
-    if !authorized {
-        return ApiError::unauthorized().into_response();
-    }
-    if *method != Method::GET {
-        return ApiError::method_not_allowed(method.as_str()).into_response();
-    }
-    json_response(StatusCode::OK, &st.workers.to_json())
-}
+/// Where Prometheus scrapes the gateway (at the root only).
+const METRICS_PATH: &str = "/metrics";
 
 pub(crate) fn json_response(code: StatusCode, v: &Value) -> Response {
     (

@@ -554,6 +554,12 @@ impl Registry {
         }
     }
 
+    /// Forgets every custom kind of `cluster`.
+    pub fn forget(&self, cluster: &str) {
+        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
+        custom.remove(cluster);
+    }
+
     /// Every kind `cluster` serves, built-ins first.
     pub fn all(&self, cluster: &str) -> Vec<ResourceDef> {
         let mut out: Vec<ResourceDef> = self.builtins.as_ref().clone();

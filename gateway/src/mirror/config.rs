@@ -1,31 +1,142 @@
-//! The `--upstreams` file: a YAML list of `{name, kubeconfig, context}`, one entry per upstream
-//! cluster to mirror. Relative kubeconfig paths are taken from the file's directory, so a file
-//! and its kubeconfigs can move together.
+//! Upstreams and how they are reached, and the `--upstreams` file: a YAML list of
+//! `{name, kubeconfig, context, token}`, one entry per upstream cluster to mirror. Relative
+//! kubeconfig paths are taken from the file's directory, so a file and its kubeconfigs can move
+//! together. In `gpustack-api` mode an entry without a kubeconfig is reached through the
+//! GPUStack server's proxy with its `token`.
 
 use std::{
     collections::HashSet,
     path::{Path, PathBuf},
 };
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+use super::kinds::MirroredKind;
 
 /// One upstream cluster to mirror.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Upstream {
     /// The cluster name the mirror is served under (a DNS label).
     pub name: String,
-    /// The kubeconfig that reaches it (loopback mode).
-    pub kubeconfig: PathBuf,
-    /// The kubeconfig context to use; its current context when absent.
-    pub context: Option<String>,
+    /// How it is reached.
+    pub access: Access,
+    /// Kinds mirrored besides [`super::kinds::default_kinds`].
+    #[serde(default)]
+    pub extra_kinds: Vec<MirroredKind>,
 }
 
-#[derive(Deserialize)]
+/// How an upstream is reached.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Access {
+    /// A kubeconfig and context (`loopback` mode); the default kubeconfig (`KUBECONFIG`,
+    /// `~/.kube/config` or in-cluster) when no path is given.
+    Kubeconfig {
+        path: Option<PathBuf>,
+        context: Option<String>,
+    },
+    /// The GPUStack server's per-cluster Kubernetes proxy (`gpustack-api` mode), with the
+    /// subscription's token as bearer token. The proxy's certificate is not verified (it is on
+    /// localhost, and commonly self-signed).
+    GpustackApi { url: String, token: Option<String> },
+}
+
+// By hand, so that a token never reaches a log line through `{:?}`.
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Access::Kubeconfig { path, context } => f
+                .debug_struct("Kubeconfig")
+                .field("path", path)
+                .field("context", context)
+                .finish(),
+            Access::GpustackApi { url, token } => f
+                .debug_struct("GpustackApi")
+                .field("url", url)
+                .field("token", &token.as_ref().map(|_| "REDACTED"))
+                .finish(),
+        }
+    }
+}
+
+impl Access {
+    /// The credential to strip from error text, if any.
+    pub fn secret(&self) -> Option<&str> {
+        match self {
+            Access::GpustackApi { token, .. } => token.as_deref(),
+            Access::Kubeconfig { .. } => None,
+        }
+    }
+}
+
+/// `--worker-conn-mode`: how upstreams without a kubeconfig of their own are reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnMode {
+    /// Each upstream's kubeconfig.
+    Loopback,
+    /// `<base>/v2/clusters/<name>/proxy`, where `base` is `<scheme>://localhost:<port>`.
+    GpustackApi { base: String },
+}
+
+impl ConnMode {
+    /// The mode for `--worker-conn-mode` `mode` with the GPUStack server's scheme and port.
+    pub fn from_flags(mode: &str, scheme: &str, port: u16) -> Self {
+        if mode == "loopback" {
+            ConnMode::Loopback
+        } else {
+            ConnMode::GpustackApi {
+                base: format!("{scheme}://localhost:{port}"),
+            }
+        }
+    }
+
+    /// How `name` is reached through the GPUStack server's proxy; `None` in loopback mode.
+    pub fn proxy_url(&self, name: &str) -> Option<String> {
+        match self {
+            ConnMode::Loopback => None,
+            ConnMode::GpustackApi { base } => Some(format!("{base}/v2/clusters/{name}/proxy")),
+        }
+    }
+}
+
+/// One entry of the file, before the connection mode is known.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Entry {
-    name: String,
-    kubeconfig: Option<PathBuf>,
-    context: Option<String>,
+pub struct Entry {
+    pub name: String,
+    /// Resolved against the file's directory.
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    /// Bearer token for the GPUStack server's proxy (`gpustack-api` mode).
+    pub token: Option<String>,
+}
+
+impl Entry {
+    /// The upstream this entry names in `mode`: its kubeconfig when it has one, else the
+    /// GPUStack server's proxy (a kubeconfig is required in loopback mode).
+    pub fn resolve(&self, index: usize, mode: &ConnMode) -> Result<Upstream, UpstreamsError> {
+        let access = match (&self.kubeconfig, mode.proxy_url(&self.name)) {
+            (Some(path), _) => Access::Kubeconfig {
+                path: Some(path.clone()),
+                context: self.context.clone(),
+            },
+            (None, Some(url)) => Access::GpustackApi {
+                url,
+                token: self.token.clone(),
+            },
+            (None, None) => {
+                return Err(UpstreamsError::NoKubeconfig {
+                    index,
+                    name: self.name.clone(),
+                });
+            }
+        };
+        Ok(Upstream {
+            name: self.name.clone(),
+            access,
+            extra_kinds: Vec::new(),
+        })
+    }
 }
 
 /// Why an upstreams file was refused. Every message is one line.
@@ -33,7 +144,7 @@ struct Entry {
 pub enum UpstreamsError {
     #[error("cannot read {path}: {reason}")]
     Read { path: String, reason: String },
-    #[error("not a YAML list of {{name, kubeconfig, context}}: {0}")]
+    #[error("not a YAML list of {{name, kubeconfig, context, token}}: {0}")]
     Syntax(String),
     #[error(
         "entry {index}: name {name:?} must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
@@ -62,9 +173,9 @@ pub fn is_dns_label(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
-/// Parses and validates the file's text (names, uniqueness, a kubeconfig per entry), resolving
-/// relative kubeconfig paths against `base`. Does not touch the filesystem.
-pub fn parse(text: &str, base: &Path) -> Result<Vec<Upstream>, UpstreamsError> {
+/// Parses and validates the file's text (names, uniqueness), resolving relative kubeconfig
+/// paths against `base`. Does not touch the filesystem.
+pub fn parse(text: &str, base: &Path) -> Result<Vec<Entry>, UpstreamsError> {
     let entries: Vec<Entry> = if text.trim().is_empty() {
         Vec::new()
     } else {
@@ -73,7 +184,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Vec<Upstream>, UpstreamsError> {
     };
     let mut seen = HashSet::new();
     let mut out = Vec::with_capacity(entries.len());
-    for (index, e) in entries.into_iter().enumerate() {
+    for (index, mut e) in entries.into_iter().enumerate() {
         if !is_dns_label(&e.name) {
             return Err(UpstreamsError::BadName {
                 index,
@@ -86,70 +197,102 @@ pub fn parse(text: &str, base: &Path) -> Result<Vec<Upstream>, UpstreamsError> {
                 name: e.name,
             });
         }
-        let Some(kubeconfig) = e.kubeconfig else {
-            return Err(UpstreamsError::NoKubeconfig {
-                index,
-                name: e.name,
-            });
-        };
-        out.push(Upstream {
-            name: e.name,
-            kubeconfig: base.join(kubeconfig),
-            context: e.context.filter(|c| !c.is_empty()),
-        });
+        e.kubeconfig = e.kubeconfig.map(|k| base.join(k));
+        e.context = e.context.filter(|c| !c.is_empty());
+        e.token = e.token.filter(|t| !t.is_empty());
+        out.push(e);
     }
     Ok(out)
 }
 
-/// Reads, parses and validates the file at `path`, and checks that every kubeconfig is readable.
-pub fn load(path: &Path) -> Result<Vec<Upstream>, UpstreamsError> {
+/// Reads, parses and validates the file at `path`, and checks that every kubeconfig named is
+/// readable.
+pub fn load(path: &Path) -> Result<Vec<Entry>, UpstreamsError> {
     let text = std::fs::read_to_string(path).map_err(|e| UpstreamsError::Read {
         path: path.display().to_string(),
         reason: e.to_string(),
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
-    let upstreams = parse(&text, base)?;
-    for (index, u) in upstreams.iter().enumerate() {
-        if let Err(e) = std::fs::read(&u.kubeconfig) {
+    let entries = parse(&text, base)?;
+    for (index, e) in entries.iter().enumerate() {
+        let Some(kubeconfig) = &e.kubeconfig else {
+            continue;
+        };
+        if let Err(err) = std::fs::read(kubeconfig) {
             return Err(UpstreamsError::Kubeconfig {
                 index,
-                name: u.name.clone(),
-                path: u.kubeconfig.display().to_string(),
-                reason: e.to_string(),
+                name: e.name.clone(),
+                path: kubeconfig.display().to_string(),
+                reason: err.to_string(),
             });
         }
     }
-    Ok(upstreams)
+    Ok(entries)
+}
+
+/// The upstreams `entries` name in `mode`.
+pub fn resolve_all(entries: &[Entry], mode: &ConnMode) -> Result<Vec<Upstream>, UpstreamsError> {
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| e.resolve(i, mode))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn loopback(path: &str, context: Option<&str>) -> Access {
+        Access::Kubeconfig {
+            path: Some(path.into()),
+            context: context.map(str::to_owned),
+        }
+    }
+
     #[test]
     fn parses_entries_and_resolves_relative_kubeconfigs() {
         let text = "- name: east\n  kubeconfig: east.kubeconfig\n  context: admin\n- {name: west, kubeconfig: /abs/w}\n";
-        let got = parse(text, Path::new("/etc/gw")).unwrap();
+        let entries = parse(text, Path::new("/etc/gw")).unwrap();
+        let got = resolve_all(&entries, &ConnMode::Loopback).unwrap();
+        assert_eq!(got[0].name, "east");
         assert_eq!(
-            got,
-            vec![
-                Upstream {
-                    name: "east".into(),
-                    kubeconfig: "/etc/gw/east.kubeconfig".into(),
-                    context: Some("admin".into()),
-                },
-                Upstream {
-                    name: "west".into(),
-                    kubeconfig: "/abs/w".into(),
-                    context: None,
-                },
-            ]
+            got[0].access,
+            loopback("/etc/gw/east.kubeconfig", Some("admin"))
         );
+        assert_eq!(got[1].access, loopback("/abs/w", None));
         assert_eq!(parse("", Path::new(".")).unwrap(), vec![]);
     }
 
     #[test]
-    fn refuses_bad_names_duplicates_missing_kubeconfigs_and_garbage() {
+    fn gpustack_api_mode_reaches_entries_without_kubeconfig_through_the_proxy() {
+        let mode = ConnMode::from_flags("gpustack-api", "http", 30080);
+        let entries = parse(
+            "- {name: a, token: t0k}\n- {name: b, kubeconfig: /k}\n",
+            Path::new("."),
+        )
+        .unwrap();
+        let got = resolve_all(&entries, &mode).unwrap();
+        assert_eq!(
+            got[0].access,
+            Access::GpustackApi {
+                url: "http://localhost:30080/v2/clusters/a/proxy".into(),
+                token: Some("t0k".into()),
+            }
+        );
+        assert_eq!(got[1].access, loopback("/k", None));
+        assert!(
+            !format!("{:?}", got[0]).contains("t0k"),
+            "Debug hides the token"
+        );
+        assert!(matches!(
+            resolve_all(&entries, &ConnMode::Loopback),
+            Err(UpstreamsError::NoKubeconfig { index: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn refuses_bad_names_duplicates_and_garbage() {
         let base = Path::new(".");
         assert!(matches!(
             parse("- {name: East, kubeconfig: k}", base),
@@ -163,11 +306,7 @@ mod tests {
             Err(UpstreamsError::Duplicate { index: 1, .. })
         ));
         assert!(matches!(
-            parse("- {name: a}", base),
-            Err(UpstreamsError::NoKubeconfig { .. })
-        ));
-        assert!(matches!(
-            parse("- {name: a, kubeconfig: k, token: x}", base),
+            parse("- {name: a, kubeconfig: k, password: x}", base),
             Err(UpstreamsError::Syntax(_))
         ));
         assert!(matches!(

@@ -1,5 +1,6 @@
-//! Upstream mirrors: for each upstream cluster named in `--upstreams`, a task that keeps a
-//! copy of its GPU-relevant objects (see [`kinds::default_kinds`]) in the store under
+//! Upstream mirrors: for each upstream cluster named in `--upstreams` or subscribed through
+//! `POST /apis/workers` ([`subscriptions`]), a task that keeps a copy of its GPU-relevant
+//! objects (see [`kinds::default_kinds`], plus any `gvk` asked for) in the store under
 //! cluster = the upstream's name, written straight from kube-runtime watchers (no in-memory
 //! reflector): list results are applied as mark-and-sweep, so objects gone upstream are
 //! deleted when a list completes, and watch events are written as they come.
@@ -12,32 +13,44 @@
 //! like an embedded cluster's admin token) and writes it, with the server URL and CA, to
 //! `<data-dir>/NAME.kubeconfig` (mode 0600), so anyone who may read that file may read the
 //! mirror. Over the unix socket, the socket's file mode (0600, owner only) is the access
-//! control and no token is asked for. `GET /apis/workers` (the upstreams' status) accepts any
-//! hosted or mirrored cluster's token.
+//! control and no token is asked for. `GET /apis/workers` (the upstreams' status) and
+//! `/metrics` accept any served cluster's token; subscribing and unsubscribing need the
+//! `--token-file` token (see [`crate::api::ops`]).
 //!
 //! Every upstream's objects are also served together in the read-only [`fleet`] view.
 //!
 //! Each mirror is one task ([`Mirror::run`]): a readiness check (connect, then discovery of each
 //! kind, bounded by `--worker-readiness-check-timeout`, retried from 5 s doubling to 1 min); a
 //! kind the upstream does not serve is reported in status and looked for again on the same
-//! schedule (a CRD may be installed later), while the served kinds are mirrored. Then one watcher per kind (with kube-runtime's default backoff) and a health probe
+//! schedule (a CRD may be installed later), while the served kinds are mirrored. Then one
+//! watcher per kind (with kube-runtime's default backoff) and a health probe
 //! (`/version` every [`MirrorOptions::probe_interval`], same timeout) that notices an upstream
 //! that is down or frozen while its watches are silent. The upstream's CRD of each mirrored kind
 //! is stored in the mirror too, so after a gateway restart the stored mirror is served at once,
-//! before the upstreams are reached (their status starts `Pending` again: it is kept in memory).
+//! before the upstreams are reached.
 //!
-//! Connection mode: `loopback` only (each upstream's own kubeconfig and context); the
-//! `gpustack-api` mode and run-time subscriptions (`POST`/`DELETE /apis/workers`) are not built
-//! yet.
+//! Connection modes ([`ConnMode`], `--worker-conn-mode`): `loopback` reaches each upstream
+//! through a kubeconfig (the entry's, or the gateway's default one); `gpustack-api` reaches an
+//! upstream without a kubeconfig through the GPUStack server's per-cluster proxy
+//! (`<scheme>://localhost:<port>/v2/clusters/<name>/proxy`) with the subscription's token,
+//! which never reaches status, logs or metrics ([`redact`], and `Access`'s `Debug`).
+//!
+//! A restarted gateway resumes each kind's watch from the upstream resourceVersion it had got
+//! to ([`progress`]) and relists only when the upstream no longer has it; status keeps the last
+//! sync time across restarts, so an unreachable upstream reads `Degraded` since then.
 
 pub mod backoff;
 pub mod config;
 pub mod fleet;
 pub mod kinds;
+pub mod progress;
 pub mod redact;
+pub mod request;
 mod run;
 pub mod status;
+pub mod subscriptions;
 
-pub use config::{Upstream, UpstreamsError};
+pub use config::{Access, ConnMode, Upstream, UpstreamsError};
 pub use run::{Mirror, MirrorError, MirrorOptions, connect, def_from_discovery};
 pub use status::{Phase, StatusBoard};
+pub use subscriptions::{Outcome, SubscribeError, Subscriptions};

@@ -7,7 +7,7 @@ use std::{collections::HashSet, time::Duration};
 use futures::{StreamExt, future::join_all};
 use kube::{
     Api, Client, Config,
-    api::DynamicObject,
+    api::{DynamicObject, WatchEvent, WatchParams},
     config::{KubeConfigOptions, Kubeconfig, KubeconfigError},
     core::{GroupVersionKind, discovery::Scope},
     discovery::{ApiCapabilities, ApiResource, pinned_kind},
@@ -17,10 +17,11 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 
 use super::{
-    Upstream,
+    Access, Upstream,
     backoff::Backoff,
     fleet,
     kinds::MirroredKind,
+    progress::{AbortOnDrop, Progress, newest_listed},
     redact::strip_credentials,
     status::{Happening, StatusBoard},
 };
@@ -61,12 +62,20 @@ pub enum MirrorError {
     Kubeconfig(#[from] KubeconfigError),
     #[error("{0}")]
     Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Config(String),
     #[error("the readiness check timed out after {0:?}")]
     Timeout(Duration),
 }
 
 /// How many listed objects are written together (the store commits them in one batch).
 const LIST_CHUNK: usize = 256;
+
+/// How often each kind's watch progress is written to the store.
+const PROGRESS_FLUSH: Duration = Duration::from_secs(1);
+
+/// How long one resumed watch request lasts before it is renewed (from its newest version).
+const RESUME_WATCH_SECS: u32 = 290;
 
 /// Everything a mirror task needs.
 #[derive(Clone)]
@@ -97,7 +106,7 @@ impl Mirror {
         };
         let mut tasks = JoinSet::new();
         tasks.spawn(self.clone().probe(client.clone()));
-        let mut missing = self.options.kinds.clone();
+        let mut missing = self.kinds();
         let mut watched = Vec::new();
         let mut attempt = 0u32;
         loop {
@@ -138,8 +147,25 @@ impl Mirror {
         while tasks.join_next().await.is_some() {}
     }
 
+    /// The kinds mirrored: the configured ones and those the subscription added.
+    fn kinds(&self) -> Vec<MirroredKind> {
+        let mut kinds = self.options.kinds.clone();
+        for k in &self.upstream.extra_kinds {
+            if !kinds.contains(k) {
+                kinds.push(k.clone());
+            }
+        }
+        kinds
+    }
+
+    /// `message` without the upstream's credentials.
+    fn redact(&self, message: &str) -> String {
+        let secrets: Vec<&str> = self.upstream.access.secret().into_iter().collect();
+        strip_credentials(message, &secrets)
+    }
+
     fn failed(&self, e: &MirrorError) {
-        let message = strip_credentials(&e.to_string(), &[]);
+        let message = self.redact(&e.to_string());
         tracing::warn!(upstream = %self.upstream.name, error = %message, "mirror failure");
         self.board
             .record(&self.upstream.name, Happening::Failed(message));
@@ -150,7 +176,7 @@ impl Mirror {
         &self,
     ) -> Result<(Client, Vec<(MirroredKind, ApiResource, ApiCapabilities)>), MirrorError> {
         let client = connect(&self.upstream).await?;
-        let served = discover(&client, &self.options.kinds).await?;
+        let served = discover(&client, &self.kinds()).await?;
         Ok((client, served))
     }
 
@@ -210,24 +236,40 @@ impl Mirror {
         self.registry.register(cluster, &crd_name, def);
     }
 
-    /// Mirrors one kind until aborted; the watcher retries with backoff on its own.
+    /// Mirrors one kind until aborted: resumes the previous run's watch if the upstream still
+    /// has its version, else (or once that fails) lists and watches with kube-runtime's
+    /// watcher, which retries with backoff on its own.
     async fn watch(self, client: Client, kind: MirroredKind, resource: ApiResource) {
         let cluster = self.upstream.name.clone();
         let label = kind.label();
         let api: Api<DynamicObject> = Api::all_with(client, &resource);
+        let progress = Progress::new(
+            self.store.clone(),
+            &cluster,
+            &resource.group,
+            &resource.plural,
+        );
+        let _flusher = AbortOnDrop(tokio::spawn(progress.clone().flush_every(PROGRESS_FLUSH)));
+        if let Some(rv) = progress.stored().await {
+            let why = self.resume(&api, &resource, &label, rv, &progress).await;
+            tracing::info!(upstream = %cluster, kind = %label, reason = %self.redact(&why), "relisting");
+        }
         let mut events = watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
         let mut seen: HashSet<(String, String)> = HashSet::new();
         let mut listed: Vec<(ObjectKey, Value)> = Vec::new();
+        let mut listed_rvs: Vec<String> = Vec::new();
         while let Some(event) = events.next().await {
             let outcome = match event {
                 Ok(watcher::Event::Init) => {
                     seen.clear();
                     listed.clear();
+                    listed_rvs.clear();
                     Ok(())
                 }
                 Ok(watcher::Event::InitApply(obj)) => {
+                    listed_rvs.extend(obj.metadata.resource_version.clone());
                     let (key, body) = self.entry(&resource, obj);
                     seen.insert((key.namespace.clone(), key.name.clone()));
                     listed.push((key, body));
@@ -244,38 +286,126 @@ impl Mirror {
                     };
                     seen.clear();
                     if swept.is_ok() {
+                        // A completed list is a checkpoint worth keeping at once.
+                        progress
+                            .note(newest_listed(listed_rvs.iter().map(String::as_str)).as_deref());
+                        progress.flush().await;
                         self.board
                             .record(&cluster, Happening::Listed(label.clone()));
                     }
+                    listed_rvs.clear();
                     swept.map(|_| ())
                 }
                 Ok(watcher::Event::Apply(obj)) => {
-                    let (key, body) = self.entry(&resource, obj);
-                    let r = self.put(key, body).await;
-                    r.map(|_| self.board.record(&cluster, Happening::Changed))
+                    self.mirror_one(&resource, obj, false, &progress).await
                 }
                 Ok(watcher::Event::Delete(obj)) => {
-                    let (key, _) = self.entry(&resource, obj);
-                    let r = self.delete(&key).await;
-                    r.map(|_| self.board.record(&cluster, Happening::Changed))
+                    self.mirror_one(&resource, obj, true, &progress).await
                 }
                 Err(e) => Err(format!("watching {label}: {e}")),
             };
-            match outcome {
-                Ok(()) => {
-                    if let Ok(n) = self
-                        .store
-                        .count(&cluster, &resource.group, &resource.plural)
-                        .await
-                    {
-                        self.board.set_count(&cluster, &label, n);
+            self.after(&resource, &label, outcome).await;
+        }
+    }
+
+    /// Watches from `rv`, the version a previous run got to, applying every change, for as
+    /// long as that works; returns why it stopped (the upstream no longer has the version, or
+    /// a failure), after which the caller relists.
+    async fn resume(
+        &self,
+        api: &Api<DynamicObject>,
+        resource: &ApiResource,
+        label: &str,
+        mut rv: String,
+        progress: &Progress,
+    ) -> String {
+        let params = WatchParams {
+            bookmarks: true,
+            ..WatchParams::default().timeout(RESUME_WATCH_SECS)
+        };
+        let mut announced = false;
+        loop {
+            let mut stream = match api.watch(&params, &rv).await {
+                Ok(s) => s.boxed(),
+                Err(e) => return format!("resuming the watch of {label} at {rv}: {e}"),
+            };
+            if !announced {
+                // The upstream took the version: the stored mirror plus what follows is its
+                // current state.
+                announced = true;
+                tracing::info!(upstream = %self.upstream.name, kind = %label, %rv, "resumed the watch");
+                self.board
+                    .record(&self.upstream.name, Happening::Listed(label.to_owned()));
+            }
+            loop {
+                let event = match stream.next().await {
+                    None => break,
+                    Some(Err(e)) => return format!("resuming the watch of {label}: {e}"),
+                    Some(Ok(ev)) => ev,
+                };
+                let outcome = match event {
+                    WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
+                        rv = obj.metadata.resource_version.clone().unwrap_or(rv);
+                        self.mirror_one(resource, obj, false, progress).await
                     }
+                    WatchEvent::Deleted(obj) => {
+                        rv = obj.metadata.resource_version.clone().unwrap_or(rv);
+                        self.mirror_one(resource, obj, true, progress).await
+                    }
+                    WatchEvent::Bookmark(b) => {
+                        rv = b.metadata.resource_version;
+                        progress.note(Some(&rv));
+                        Ok(())
+                    }
+                    WatchEvent::Error(e) if e.code == 410 => {
+                        return format!("the upstream no longer has version {rv} of {label}");
+                    }
+                    WatchEvent::Error(e) => {
+                        return format!("resuming the watch of {label}: {}", e.message);
+                    }
+                };
+                self.after(resource, label, outcome).await;
+            }
+        }
+    }
+
+    /// Writes a created or changed upstream object, or (`gone`) deletes one gone upstream.
+    async fn mirror_one(
+        &self,
+        resource: &ApiResource,
+        obj: DynamicObject,
+        gone: bool,
+        progress: &Progress,
+    ) -> Result<(), String> {
+        let rv = obj.metadata.resource_version.clone();
+        let (key, body) = self.entry(resource, obj);
+        if gone {
+            self.delete(&key).await?;
+        } else {
+            self.put(key, body).await?;
+        }
+        progress.note(rv.as_deref());
+        self.board.record(&self.upstream.name, Happening::Changed);
+        Ok(())
+    }
+
+    /// Updates the kind's count after a write, or reports its failure.
+    async fn after(&self, resource: &ApiResource, label: &str, outcome: Result<(), String>) {
+        let cluster = &self.upstream.name;
+        match outcome {
+            Ok(()) => {
+                if let Ok(n) = self
+                    .store
+                    .count(cluster, &resource.group, &resource.plural)
+                    .await
+                {
+                    self.board.set_count(cluster, label, n);
                 }
-                Err(message) => {
-                    let message = strip_credentials(&message, &[]);
-                    tracing::warn!(upstream = %cluster, kind = %label, error = %message, "mirror failure");
-                    self.board.record(&cluster, Happening::Failed(message));
-                }
+            }
+            Err(message) => {
+                let message = self.redact(&message);
+                tracing::warn!(upstream = %cluster, kind = %label, error = %message, "mirror failure");
+                self.board.record(cluster, Happening::Failed(message));
             }
         }
     }
@@ -391,14 +521,47 @@ async fn discover(
     Ok(served)
 }
 
-/// A client for the upstream from its kubeconfig and context (loopback mode).
+/// A client for the upstream: from its kubeconfig and context, or for the GPUStack server's
+/// proxy with the subscription's token.
 pub async fn connect(u: &Upstream) -> Result<Client, MirrorError> {
-    let kubeconfig = Kubeconfig::read_from(&u.kubeconfig)?;
-    let options = KubeConfigOptions {
-        context: u.context.clone(),
-        ..Default::default()
+    let config = match &u.access {
+        Access::Kubeconfig {
+            path: Some(path),
+            context,
+        } => {
+            let kubeconfig = Kubeconfig::read_from(path)?;
+            let options = KubeConfigOptions {
+                context: context.clone(),
+                ..Default::default()
+            };
+            Config::from_custom_kubeconfig(kubeconfig, &options).await?
+        }
+        Access::Kubeconfig {
+            path: None,
+            context: None,
+        } => Config::infer()
+            .await
+            .map_err(|e| MirrorError::Config(e.to_string()))?,
+        Access::Kubeconfig {
+            path: None,
+            context,
+        } => {
+            let options = KubeConfigOptions {
+                context: context.clone(),
+                ..Default::default()
+            };
+            Config::from_kubeconfig(&options).await?
+        }
+        Access::GpustackApi { url, token } => {
+            let uri = url
+                .parse()
+                .map_err(|e| MirrorError::Config(format!("the proxy URL {url}: {e}")))?;
+            let mut config = Config::new(uri);
+            config.accept_invalid_certs = true;
+            config.auth_info.token = token.clone().map(secrecy::SecretString::from);
+            config
+        }
     };
-    let config = Config::from_custom_kubeconfig(kubeconfig, &options).await?;
     Ok(Client::try_from(config)?)
 }
 

@@ -51,6 +51,8 @@ pub struct UpstreamStatus {
     pub not_served: Vec<String>,
     /// Stored objects per kind.
     pub counts: BTreeMap<String, u64>,
+    /// Failures seen since the gateway started.
+    pub failures: u64,
 }
 
 impl Default for UpstreamStatus {
@@ -64,6 +66,7 @@ impl Default for UpstreamStatus {
             synced: BTreeSet::new(),
             not_served: Vec::new(),
             counts: BTreeMap::new(),
+            failures: 0,
         }
     }
 }
@@ -122,7 +125,10 @@ impl UpstreamStatus {
             Happening::Failed(message) => {
                 self.last_error = Some(message);
                 self.last_failure = Some(now);
-                if self.phase != Phase::Pending {
+                self.failures += 1;
+                // Never synced: still Pending. Synced before (perhaps before a restart, with
+                // the mirror served from the store): Degraded.
+                if self.phase != Phase::Pending || self.last_sync_time.is_some() {
                     self.phase = Phase::Degraded;
                 }
             }
@@ -172,10 +178,29 @@ impl StatusBoard {
         }
     }
 
-    /// Starts tracking `cluster` as `Pending`.
-    pub fn add(&self, cluster: &str) {
+    /// Starts tracking `cluster` as `Pending`; `last_sync_time` is when a previous run last
+    /// had it in sync, if it did (its mirror is still served from the store).
+    pub fn add(&self, cluster: &str, last_sync_time: Option<Timestamp>) {
         let mut m = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        m.insert(cluster.to_owned(), UpstreamStatus::default());
+        m.insert(
+            cluster.to_owned(),
+            UpstreamStatus {
+                last_sync_time,
+                ..UpstreamStatus::default()
+            },
+        );
+    }
+
+    /// Stops tracking `cluster`.
+    pub fn remove(&self, cluster: &str) {
+        let mut m = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        m.remove(cluster);
+    }
+
+    /// Every upstream's status, by name.
+    pub fn all(&self) -> Vec<(String, UpstreamStatus)> {
+        let m = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        m.iter().map(|(c, s)| (c.clone(), s.clone())).collect()
     }
 
     pub fn record(&self, cluster: &str, what: Happening) {
@@ -199,10 +224,14 @@ impl StatusBoard {
         m.get(cluster).cloned()
     }
 
-    /// The `GET /apis/workers` document.
-    pub fn to_json(&self) -> Value {
+    /// The `GET /apis/workers` document, of every upstream or of those in `only`.
+    pub fn to_json(&self, only: Option<&[String]>) -> Value {
         let m = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        let items: Vec<Value> = m.iter().map(|(c, s)| s.to_json(c)).collect();
+        let items: Vec<Value> = m
+            .iter()
+            .filter(|(c, _)| only.is_none_or(|o| o.contains(c)))
+            .map(|(c, s)| s.to_json(c))
+            .collect();
         json!({"kind": "WorkerList", "apiVersion": "gateway.gpustack.ai/v1", "items": items})
     }
 }
@@ -269,9 +298,21 @@ mod tests {
     }
 
     #[test]
+    fn a_mirror_synced_before_a_restart_is_degraded_not_pending_while_unreachable() {
+        let restored = UpstreamStatus {
+            last_sync_time: Some(at(0)),
+            ..UpstreamStatus::default()
+        };
+        let s = restored.next(Happening::Failed("refused".into()), at(9), QUIET);
+        assert_eq!(s.phase, Phase::Degraded);
+        assert_eq!(s.last_sync_time, Some(at(0)));
+        assert_eq!(s.failures, 1);
+    }
+
+    #[test]
     fn nothing_served_is_ready_at_once_and_board_serves_json() {
         let board = StatusBoard::new(QUIET);
-        board.add("east");
+        board.add("east", None);
         board.record(
             "east",
             Happening::Reached {
@@ -280,7 +321,7 @@ mod tests {
             },
         );
         board.set_count("east", "nodes", 3);
-        let doc = board.to_json();
+        let doc = board.to_json(None);
         assert_eq!(doc["items"][0]["cluster"], "east");
         assert_eq!(doc["items"][0]["phase"], "Ready");
         assert_eq!(doc["items"][0]["counts"]["nodes"], 3);

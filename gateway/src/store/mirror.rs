@@ -117,8 +117,19 @@ impl Store {
             };
             doomed.push((key, to_u64(rv), serde_json::from_str::<Value>(&body)?));
         }
-        let outcomes = join_all(doomed.iter().map(|(key, rv, body)| {
-            self.commit(key, Precondition::At(*rv), WriteOp::Delete(body.clone()))
+        self.delete_stored(doomed).await
+    }
+
+    /// Deletes each (key, resourceVersion, body) if still at that version, queued together so
+    /// the writer commits them in as few transactions as its batch size allows. Returns how
+    /// many went.
+    pub(super) async fn delete_stored(
+        &self,
+        doomed: Vec<(ObjectKey, u64, Value)>,
+    ) -> Result<usize, StoreError> {
+        let outcomes = join_all(doomed.into_iter().map(|(key, rv, body)| async move {
+            self.commit(&key, Precondition::At(rv), WriteOp::Delete(body))
+                .await
         }))
         .await;
         let mut deleted = 0;

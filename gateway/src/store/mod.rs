@@ -9,6 +9,7 @@ mod clusters;
 pub use clusters::token_hash;
 mod mirror;
 mod read;
+mod subscriptions;
 mod write;
 
 use std::{path::Path, str::FromStr, sync::Arc, time::Duration};
@@ -127,10 +128,27 @@ struct Inner {
     watch_epoch: watch::Sender<u64>,
 }
 
+/// Creates `path` readable by its owner only, or narrows an existing one to that: the store
+/// holds Secrets and subscription tokens. SQLite gives its `-wal` and `-shm` files the
+/// database file's mode.
+fn private_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+}
+
 impl Store {
     /// Opens (creating if needed) the database file at `path` in WAL mode and applies migrations.
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
         let display = path.display().to_string();
+        private_file(path).map_err(|source| StoreError::Open {
+            path: display.clone(),
+            source: sqlx::Error::Io(source),
+        })?;
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{display}"))
             .map_err(|source| StoreError::Open {
                 path: display.clone(),

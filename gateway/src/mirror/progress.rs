@@ -1,0 +1,139 @@
+//! How far each mirrored kind's watch got upstream (the upstream's resourceVersion), kept in
+//! the store so that a restarted gateway resumes the watch instead of relisting, as long as the
+//! upstream still has that version. Noted in memory on every event and flushed every second:
+//! a resume from a slightly older version replays a few events, which the mirror's unchanged-
+//! content check turns into no writes.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use crate::store::Store;
+
+#[derive(Default)]
+struct Latest {
+    rv: Option<String>,
+    dirty: bool,
+}
+
+/// One mirrored kind's progress. Cheap to clone.
+#[derive(Clone)]
+pub struct Progress {
+    store: Store,
+    cluster: String,
+    group: String,
+    resource: String,
+    latest: Arc<Mutex<Latest>>,
+}
+
+impl Progress {
+    pub fn new(store: Store, cluster: &str, group: &str, resource: &str) -> Self {
+        Progress {
+            store,
+            cluster: cluster.to_owned(),
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+            latest: Default::default(),
+        }
+    }
+
+    /// The version a previous run got to, if any.
+    pub async fn stored(&self) -> Option<String> {
+        let found = self
+            .store
+            .mirror_progress(&self.cluster, &self.group, &self.resource)
+            .await;
+        found.ok().flatten()
+    }
+
+    /// Records `rv`, the version of the newest event applied.
+    pub fn note(&self, rv: Option<&str>) {
+        let Some(rv) = rv.filter(|v| !v.is_empty()) else {
+            return;
+        };
+        let mut l = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        l.rv = Some(rv.to_owned());
+        l.dirty = true;
+    }
+
+    /// Writes the newest noted version, if it changed since the last flush.
+    pub async fn flush(&self) {
+        let rv = {
+            let mut l = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+            if !l.dirty {
+                return;
+            }
+            l.dirty = false;
+            l.rv.clone()
+        };
+        let written = self
+            .store
+            .set_mirror_progress(&self.cluster, &self.group, &self.resource, rv.as_deref())
+            .await;
+        if let Err(e) = written {
+            tracing::debug!(cluster = %self.cluster, resource = %self.resource, error = %e, "recording watch progress failed");
+            self.latest.lock().unwrap_or_else(|e| e.into_inner()).dirty = true;
+        }
+    }
+
+    /// Flushes every `period` until aborted.
+    pub async fn flush_every(self, period: Duration) {
+        let mut tick = tokio::time::interval(period);
+        loop {
+            tick.tick().await;
+            self.flush().await;
+        }
+    }
+}
+
+/// The newest of the resourceVersions of a listed set of objects, where all are numbers (as
+/// etcd's and this gateway's are): a watch from it replays at most what the list already had.
+/// `None` when any is not a number (an opaque version cannot be ordered).
+pub fn newest_listed<'a>(rvs: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut max: Option<u64> = None;
+    for rv in rvs {
+        let n: u64 = rv.parse().ok()?;
+        max = Some(max.map_or(n, |m| m.max(n)));
+    }
+    max.map(|n| n.to_string())
+}
+
+/// Aborts a task when dropped: ties a helper task's life to the future that spawned it.
+pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newest_listed_is_the_largest_number_or_nothing() {
+        assert_eq!(newest_listed(["3", "12", "7"]), Some("12".into()));
+        assert_eq!(newest_listed([]), None);
+        assert_eq!(newest_listed(["3", "abc"]), None);
+    }
+
+    #[tokio::test]
+    async fn progress_is_flushed_only_when_it_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).await.unwrap();
+        let p = Progress::new(store.clone(), "east", "g", "r");
+        assert_eq!(p.stored().await, None);
+        p.note(Some("5"));
+        p.note(Some(""));
+        p.flush().await;
+        assert_eq!(p.stored().await, Some("5".into()));
+        store
+            .set_mirror_progress("east", "g", "r", Some("9"))
+            .await
+            .unwrap();
+        p.flush().await;
+        assert_eq!(p.stored().await, Some("9".into()), "nothing new to flush");
+    }
+}

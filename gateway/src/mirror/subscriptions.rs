@@ -1,0 +1,265 @@
+//! The set of mirrored upstreams, which changes at run time: `POST /apis/workers` subscribes
+//! (asynchronously: the mirror task starts, and its progress shows in status), `DELETE`
+//! unsubscribes and removes the upstream's mirrored objects. Subscriptions made through the API
+//! are stored and come back after a restart; those of the `--upstreams` file come from the file
+//! each time (and win over a stored one of the same name).
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
+
+use tokio::{sync::Mutex, task::JoinHandle};
+
+use super::{
+    ConnMode, Mirror, MirrorOptions, StatusBoard, Upstream,
+    fleet::{self, FLEET},
+};
+use crate::{
+    api::resources::Registry,
+    hosting::{Hosting, HostingError},
+    store::StoreError,
+};
+
+/// How often each upstream's last sync time is written to the store.
+const SYNC_TIME_FLUSH: Duration = Duration::from_secs(5);
+
+/// What a subscribe did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Started,
+    /// Already subscribed, and not forced: nothing changed.
+    Unchanged,
+    /// Already subscribed and forced: the mirror restarted with the new settings.
+    Replaced,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Started => "Started",
+            Outcome::Unchanged => "Unchanged",
+            Outcome::Replaced => "Replaced",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubscribeError {
+    #[error("{0} is an embedded cluster of this gateway; it cannot also be an upstream")]
+    Embedded(String),
+    #[error("hosting the mirror: {0}")]
+    Hosting(#[from] HostingError),
+    #[error("the store: {0}")]
+    Store(#[from] StoreError),
+}
+
+struct Running {
+    task: JoinHandle<()>,
+}
+
+struct Inner {
+    hosting: Hosting,
+    registry: Registry,
+    board: StatusBoard,
+    options: MirrorOptions,
+    mode: ConnMode,
+    embedded: HashSet<String>,
+    running: Mutex<BTreeMap<String, Running>>,
+    sync_times: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Cheap to clone; shared by the server and the API.
+#[derive(Clone)]
+pub struct Subscriptions {
+    inner: Arc<Inner>,
+}
+
+impl Subscriptions {
+    pub fn new(
+        hosting: Hosting,
+        registry: Registry,
+        options: MirrorOptions,
+        mode: ConnMode,
+        embedded: HashSet<String>,
+    ) -> Self {
+        let board = StatusBoard::new(options.probe_interval);
+        Subscriptions {
+            inner: Arc::new(Inner {
+                hosting,
+                registry,
+                board,
+                options,
+                mode,
+                embedded,
+                running: Mutex::new(BTreeMap::new()),
+                sync_times: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The upstreams' status.
+    pub fn board(&self) -> &StatusBoard {
+        &self.inner.board
+    }
+
+    /// How upstreams without a kubeconfig are reached.
+    pub fn mode(&self) -> &ConnMode {
+        &self.inner.mode
+    }
+
+    /// The subscribed upstreams' names.
+    pub async fn names(&self) -> Vec<String> {
+        self.inner.running.lock().await.keys().cloned().collect()
+    }
+
+    /// Starts mirroring `upstream` unless it is already mirrored and `force` is not set (then
+    /// it restarts with the new settings). `persist` keeps the subscription across restarts.
+    pub async fn subscribe(
+        &self,
+        upstream: Upstream,
+        force: bool,
+        persist: bool,
+    ) -> Result<Outcome, SubscribeError> {
+        let inner = &self.inner;
+        if inner.embedded.contains(&upstream.name) {
+            return Err(SubscribeError::Embedded(upstream.name));
+        }
+        let mut running = inner.running.lock().await;
+        let outcome = match running.remove(&upstream.name) {
+            Some(old) if !force => {
+                running.insert(upstream.name.clone(), old);
+                return Ok(Outcome::Unchanged);
+            }
+            Some(old) => {
+                old.task.abort();
+                let _ = old.task.await;
+                Outcome::Replaced
+            }
+            None => Outcome::Started,
+        };
+        if inner.hosting.served.get(FLEET).is_none() {
+            inner.hosting.host(FLEET, true).await?;
+        }
+        let kubeconfig = inner.hosting.host(&upstream.name, true).await?;
+        if persist {
+            let spec = serde_json::to_value(&upstream).unwrap_or_default();
+            inner
+                .hosting
+                .store
+                .save_subscription(&upstream.name, &spec)
+                .await?;
+        }
+        let last_sync = inner
+            .hosting
+            .store
+            .upstream_sync_times()
+            .await?
+            .into_iter()
+            .find(|(c, _)| *c == upstream.name)
+            .and_then(|(_, t)| t.parse().ok());
+        inner.board.add(&upstream.name, last_sync);
+        tracing::info!(upstream = %upstream.name, access = ?upstream.access, kubeconfig = %kubeconfig.display(), outcome = outcome.as_str(), "mirroring an upstream");
+        let mirror = Mirror {
+            upstream: upstream.clone(),
+            store: inner.hosting.store.clone(),
+            registry: inner.registry.clone(),
+            board: inner.board.clone(),
+            options: inner.options.clone(),
+        };
+        running.insert(
+            upstream.name,
+            Running {
+                task: tokio::spawn(mirror.run()),
+            },
+        );
+        Ok(outcome)
+    }
+
+    /// Stops mirroring `name` and removes its mirrored objects (watchers see them deleted), its
+    /// kubeconfig and its stored subscription. `false` when it was not subscribed.
+    pub async fn unsubscribe(&self, name: &str) -> Result<bool, SubscribeError> {
+        let inner = &self.inner;
+        let mut running = inner.running.lock().await;
+        let Some(old) = running.remove(name) else {
+            return Ok(false);
+        };
+        old.task.abort();
+        let _ = old.task.await;
+        inner.board.remove(name);
+        inner.hosting.unhost(name);
+        inner.registry.forget(name);
+        let store = &inner.hosting.store;
+        let gone = store
+            .drop_mirror(name, FLEET, &fleet::fleet_name(name, ""))
+            .await?;
+        store.forget_upstream(name).await?;
+        tracing::info!(upstream = %name, objects_removed = gone, "unsubscribed");
+        Ok(true)
+    }
+
+    /// Starts the stored subscriptions and those of the `--upstreams` file (`from_file`, which
+    /// win over stored ones of the same name), and the task that keeps last sync times.
+    pub async fn start(&self, from_file: Vec<Upstream>) -> Result<(), SubscribeError> {
+        let file_names: HashSet<String> = from_file.iter().map(|u| u.name.clone()).collect();
+        for (name, spec) in self.inner.hosting.store.subscriptions().await? {
+            if file_names.contains(&name) {
+                continue;
+            }
+            match serde_json::from_value::<Upstream>(spec) {
+                Ok(u) => {
+                    self.subscribe(u, false, false).await?;
+                }
+                Err(e) => {
+                    tracing::warn!(upstream = %name, error = %e, "a stored subscription could not be read; skipped")
+                }
+            }
+        }
+        for u in from_file {
+            self.subscribe(u, true, false).await?;
+        }
+        let me = self.clone();
+        let flusher = tokio::spawn(async move { me.keep_sync_times().await });
+        *self.inner.sync_times.lock().await = Some(flusher);
+        Ok(())
+    }
+
+    /// Stops every mirror.
+    pub async fn stop(&self) {
+        if let Some(t) = self.inner.sync_times.lock().await.take() {
+            t.abort();
+        }
+        let mut running = self.inner.running.lock().await;
+        for (_, r) in std::mem::take(&mut *running) {
+            r.task.abort();
+            let _ = r.task.await;
+        }
+    }
+
+    /// Writes each upstream's last sync time when it moves, so that a restarted gateway can say
+    /// how old a mirror it cannot reach is.
+    async fn keep_sync_times(self) {
+        let mut written: BTreeMap<String, jiff::Timestamp> = BTreeMap::new();
+        let mut tick = tokio::time::interval(SYNC_TIME_FLUSH);
+        loop {
+            tick.tick().await;
+            for (cluster, status) in self.inner.board.all() {
+                let Some(t) = status.last_sync_time else {
+                    continue;
+                };
+                if written.get(&cluster) == Some(&t) {
+                    continue;
+                }
+                let store = &self.inner.hosting.store;
+                if store
+                    .set_upstream_sync_time(&cluster, &t.to_string())
+                    .await
+                    .is_ok()
+                {
+                    written.insert(cluster, t);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! What the mirrors keep besides objects: API-made subscriptions, each mirrored kind's watch
+//! progress, and each upstream's last sync time; and dropping an upstream's mirror whole.
+//!
+//! These are small bookkeeping writes made through the pool, not the object writer: they are
+//! not objects and produce no watch events.
+
+use serde_json::Value;
+use sqlx::Row;
+
+use super::{ObjectKey, Store, StoreError, to_u64};
+
+impl Store {
+    /// The stored subscriptions: (name, spec).
+    pub async fn subscriptions(&self) -> Result<Vec<(String, Value)>, StoreError> {
+        let rows = sqlx::query("SELECT name, spec FROM subscriptions ORDER BY name")
+            .fetch_all(self.pool())
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let spec: String = row.try_get("spec")?;
+            out.push((row.try_get("name")?, serde_json::from_str(&spec)?));
+        }
+        Ok(out)
+    }
+
+    pub async fn save_subscription(&self, name: &str, spec: &Value) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO subscriptions (name, spec, created_at) VALUES (?, ?, ?) \
+             ON CONFLICT (name) DO UPDATE SET spec = excluded.spec",
+        )
+        .bind(name)
+        .bind(spec.to_string())
+        .bind(jiff::Timestamp::now().to_string())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Forgets everything kept for upstream `name` besides its objects: its subscription, its
+    /// watch progress, its last sync time and its reader token.
+    pub async fn forget_upstream(&self, name: &str) -> Result<(), StoreError> {
+        for query in [
+            "DELETE FROM subscriptions WHERE name = ?",
+            "DELETE FROM upstream_sync WHERE cluster = ?",
+            "DELETE FROM clusters WHERE name = ?",
+        ] {
+            sqlx::query(query).bind(name).execute(self.pool()).await?;
+        }
+        sqlx::query("DELETE FROM mirror_progress WHERE cluster = ?")
+            .bind(name)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// The upstream resourceVersion the watch of (`cluster`, `group`, `resource`) got to.
+    pub async fn mirror_progress(
+        &self,
+        cluster: &str,
+        group: &str,
+        resource: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT rv FROM mirror_progress WHERE cluster = ? AND grp = ? AND resource = ?",
+        )
+        .bind(cluster)
+        .bind(group)
+        .bind(resource)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    /// Records (or, with `None`, forgets) how far the watch of a mirrored kind got.
+    pub async fn set_mirror_progress(
+        &self,
+        cluster: &str,
+        group: &str,
+        resource: &str,
+        rv: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let query = match rv {
+            Some(_) => {
+                "INSERT INTO mirror_progress (cluster, grp, resource, rv) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT (cluster, grp, resource) DO UPDATE SET rv = excluded.rv"
+            }
+            None => "DELETE FROM mirror_progress WHERE cluster = ? AND grp = ? AND resource = ?",
+        };
+        let mut q = sqlx::query(query).bind(cluster).bind(group).bind(resource);
+        if let Some(rv) = rv {
+            q = q.bind(rv);
+        }
+        q.execute(self.pool()).await?;
+        Ok(())
+    }
+
+    /// Every upstream's stored last sync time (RFC 3339).
+    pub async fn upstream_sync_times(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = sqlx::query("SELECT cluster, last_sync_time FROM upstream_sync")
+            .fetch_all(self.pool())
+            .await?;
+        rows.into_iter()
+            .map(|r| Ok((r.try_get("cluster")?, r.try_get("last_sync_time")?)))
+            .collect()
+    }
+
+    pub async fn set_upstream_sync_time(&self, cluster: &str, at: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO upstream_sync (cluster, last_sync_time) VALUES (?, ?) \
+             ON CONFLICT (cluster) DO UPDATE SET last_sync_time = excluded.last_sync_time",
+        )
+        .bind(cluster)
+        .bind(at)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes every object of `cluster` and every object of `fleet` whose name starts with
+    /// `fleet_prefix`, through the writer, so watchers see each go. Returns how many went.
+    pub async fn drop_mirror(
+        &self,
+        cluster: &str,
+        fleet: &str,
+        fleet_prefix: &str,
+    ) -> Result<usize, StoreError> {
+        let rows = sqlx::query(
+            "SELECT cluster, grp, resource, namespace, name, rv, body FROM objects \
+             WHERE cluster = ? OR (cluster = ? AND substr(name, 1, ?) = ?)",
+        )
+        .bind(cluster)
+        .bind(fleet)
+        .bind(i64::try_from(fleet_prefix.len()).unwrap_or(i64::MAX))
+        .bind(fleet_prefix)
+        .fetch_all(self.pool())
+        .await?;
+        let mut doomed = Vec::with_capacity(rows.len());
+        for row in rows {
+            let key = ObjectKey {
+                cluster: row.try_get("cluster")?,
+                group: row.try_get("grp")?,
+                resource: row.try_get("resource")?,
+                namespace: row.try_get("namespace")?,
+                name: row.try_get("name")?,
+            };
+            // The fleet view's CRDs are shared by every upstream.
+            if key.cluster == fleet && key.resource == "customresourcedefinitions" {
+                continue;
+            }
+            let rv: i64 = row.try_get("rv")?;
+            let body: String = row.try_get("body")?;
+            doomed.push((key, to_u64(rv), serde_json::from_str::<Value>(&body)?));
+        }
+        self.delete_stored(doomed).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn key(cluster: &str, name: &str) -> ObjectKey {
+        ObjectKey {
+            cluster: cluster.into(),
+            group: "worker.gpustack.ai".into(),
+            resource: "devices".into(),
+            namespace: String::new(),
+            name: name.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn bookkeeping_round_trips_and_a_dropped_mirror_is_gone_from_the_fleet_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).await.unwrap();
+        store
+            .save_subscription("east", &json!({"name": "east"}))
+            .await
+            .unwrap();
+        assert_eq!(store.subscriptions().await.unwrap()[0].0, "east");
+        store
+            .set_mirror_progress("east", "g", "r", Some("42"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.mirror_progress("east", "g", "r").await.unwrap(),
+            Some("42".into())
+        );
+        store
+            .set_upstream_sync_time("east", "2026-01-01T00:00:00Z")
+            .await
+            .unwrap();
+        assert_eq!(store.upstream_sync_times().await.unwrap().len(), 1);
+        for (c, n) in [
+            ("east", "a"),
+            ("_fleet", "east.a"),
+            ("_fleet", "west.a"),
+            ("west", "a"),
+        ] {
+            store
+                .mirror_put(&key(c, n), json!({"metadata": {"name": n}}))
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            store.drop_mirror("east", "_fleet", "east.").await.unwrap(),
+            2
+        );
+        assert!(store.get(&key("_fleet", "east.a")).await.unwrap().is_none());
+        assert!(store.get(&key("_fleet", "west.a")).await.unwrap().is_some());
+        assert!(store.get(&key("west", "a")).await.unwrap().is_some());
+        store.forget_upstream("east").await.unwrap();
+        assert!(store.subscriptions().await.unwrap().is_empty());
+        assert_eq!(store.mirror_progress("east", "g", "r").await.unwrap(), None);
+        assert!(store.upstream_sync_times().await.unwrap().is_empty());
+    }
+}

@@ -1,0 +1,338 @@
+//! Helpers for end-to-end tests of the hub (`worker-gateway` mirroring upstreams): a gateway
+//! process that may start with nothing to serve, plain HTTP/1.1 over its unix socket, and a
+//! stand-in for the GPUStack server's per-cluster Kubernetes proxy.
+
+use std::{
+    collections::HashMap,
+    io::{BufRead, BufReader, Read, Write},
+    net::{TcpListener, TcpStream},
+    os::unix::net::UnixStream,
+    path::{Path, PathBuf},
+    process::{Child, ExitStatus, Stdio},
+    sync::{Arc, Mutex},
+};
+
+use crate::embedded::{DEADLINE, GatewayProcess, wait_until};
+
+/// The CRD manifests generated from the API types.
+pub fn crds_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds")
+}
+
+/// An upstream: an embedded cluster in its own gateway process under `root`, with the worker
+/// CRDs installed and one Devices object per name in `devices`.
+pub fn upstream(root: &Path, cluster: &str, devices: &[&str]) -> GatewayProcess {
+    let gw = GatewayProcess::start(&root.join(cluster), cluster);
+    gw.kubectl_ok(&["apply", "-f", crds_dir().to_str().expect("UTF-8 path")]);
+    gw.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/devices.worker.gpustack.ai",
+        "--timeout=20s",
+    ]);
+    for d in devices {
+        add_device(&gw, d);
+    }
+    gw
+}
+
+/// Creates the Devices object `name` (labelled with its cluster of origin) in `gw`.
+pub fn add_device(gw: &GatewayProcess, name: &str) {
+    let file = gw.data_dir.with_extension(format!("{name}.yaml"));
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: worker.gpustack.ai/v1alpha1\nkind: Devices\nmetadata:\n  name: {name}\n  labels: {{cluster-of-origin: {}}}\nspec: {{}}\n",
+            gw.cluster
+        ),
+    )
+    .expect("writing a manifest");
+    gw.kubectl_ok(&["create", "-f", file.to_str().expect("UTF-8 path")]);
+}
+
+/// Writes `<root>/upstreams.yaml` naming each of `upstreams` by its cluster and kubeconfig.
+pub fn upstreams_file(root: &Path, upstreams: &[&GatewayProcess]) -> PathBuf {
+    let text: String = upstreams
+        .iter()
+        .map(|u| {
+            format!(
+                "- name: {}\n  kubeconfig: {}\n",
+                u.cluster,
+                u.kubeconfig().display()
+            )
+        })
+        .collect();
+    let file = root.join("upstreams.yaml");
+    std::fs::write(&file, text).expect("writing the upstreams file");
+    file
+}
+
+/// A `worker-gateway` process serving plain HTTP on `<data-dir>.sock` and HTTPS on `port`.
+pub struct HubProcess {
+    child: Option<Child>,
+    pub data_dir: PathBuf,
+    pub socket: PathBuf,
+    pub port: u16,
+}
+
+impl HubProcess {
+    /// Starts the gateway with `args` and waits until it answers `/readyz` on its socket.
+    pub fn start(data_dir: &Path, port: u16, args: &[&str]) -> Self {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data_dir.with_extension("log"))
+            .expect("hub log file");
+        let socket = data_dir.with_extension("sock");
+        let child = crate::operator()
+            .args([
+                "worker-gateway",
+                &format!("--data-dir={}", data_dir.display()),
+                "--bind-address=127.0.0.1",
+                &format!("--secure-port={port}"),
+                &format!("--bind-unix-path={}", socket.display()),
+            ])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting worker-gateway");
+        let hub = HubProcess {
+            child: Some(child),
+            data_dir: data_dir.to_owned(),
+            socket,
+            port,
+        };
+        wait_until("the hub to answer on its socket", DEADLINE, || {
+            let (code, body) = hub.try_request("GET", "/readyz", None).ok()?;
+            (code == 200 && body == "ok").then_some(())
+        });
+        hub
+    }
+
+    /// Its log (standard error).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
+    }
+
+    /// A request over the unix socket; panics if the socket cannot be reached.
+    pub fn request(&self, method: &str, target: &str, json: Option<&str>) -> (u16, String) {
+        self.try_request(method, target, json)
+            .unwrap_or_else(|e| panic!("{method} {target} over {}: {e}", self.socket.display()))
+    }
+
+    pub fn try_request(
+        &self,
+        method: &str,
+        target: &str,
+        json: Option<&str>,
+    ) -> std::io::Result<(u16, String)> {
+        http_over_unix(&self.socket, method, target, json)
+    }
+
+    /// The status document of `GET /apis/workers`.
+    pub fn workers(&self) -> serde_json::Value {
+        let (code, body) = self.request("GET", "/apis/workers", None);
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).expect("workers JSON")
+    }
+
+    /// The status of upstream `cluster`, if tracked.
+    pub fn worker(&self, cluster: &str) -> Option<serde_json::Value> {
+        let doc = self.workers();
+        doc["items"]
+            .as_array()?
+            .iter()
+            .find(|w| w["cluster"] == cluster)
+            .cloned()
+    }
+
+    /// Waits until upstream `cluster` is `phase`, returning its status.
+    pub fn wait_phase(&self, cluster: &str, phase: &str) -> serde_json::Value {
+        wait_until(&format!("{cluster} to be {phase}"), DEADLINE, || {
+            self.worker(cluster).filter(|w| w["phase"] == phase)
+        })
+    }
+
+    /// Sends SIGTERM and waits for the process to exit.
+    pub fn stop(mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("process still owned");
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        wait_until("the hub to exit", DEADLINE, || {
+            child.try_wait().expect("waiting for the hub")
+        })
+    }
+}
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// One HTTP/1.1 request over a unix socket (`Connection: close`), returning the status code
+/// and the body (de-chunked).
+pub fn http_over_unix(
+    socket: &Path,
+    method: &str,
+    target: &str,
+    json: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    let mut stream = UnixStream::connect(socket)?;
+    stream.set_read_timeout(Some(DEADLINE))?;
+    let body = json.unwrap_or("");
+    let content_type = if json.is_some() {
+        "Content-Type: application/json\r\n"
+    } else {
+        ""
+    };
+    write!(
+        stream,
+        "{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{content_type}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    Ok((
+        code,
+        if chunked {
+            dechunk(rest)
+        } else {
+            rest.to_owned()
+        },
+    ))
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Stands in for the GPUStack server's per-cluster Kubernetes proxy
+/// (`http://localhost:PORT/v2/clusters/NAME/proxy/...`), which cannot run on a build machine:
+/// it checks the bearer token given for NAME and forwards the request, path prefix removed and
+/// without the token, to that cluster's embedded gateway over its unix socket, streaming the
+/// answer back (watches included). One request per connection (`Connection: close`).
+pub struct GpustackProxy {
+    pub port: u16,
+    /// Bearer tokens presented, per cluster (wrong ones included).
+    pub seen: Arc<Mutex<HashMap<String, Vec<String>>>>,
+}
+
+impl GpustackProxy {
+    /// Serves `clusters`: name → (unix socket of its gateway, the token it requires).
+    pub fn start(clusters: HashMap<String, (PathBuf, String)>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding the proxy");
+        let port = listener.local_addr().expect("proxy address").port();
+        let seen: Arc<Mutex<HashMap<String, Vec<String>>>> = Default::default();
+        let clusters = Arc::new(clusters);
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let clusters = clusters.clone();
+                let record = record.clone();
+                std::thread::spawn(move || {
+                    let _ = forward(conn, &clusters, &record);
+                });
+            }
+        });
+        GpustackProxy { port, seen }
+    }
+}
+
+fn forward(
+    client: TcpStream,
+    clusters: &HashMap<String, (PathBuf, String)>,
+    seen: &Mutex<HashMap<String, Vec<String>>>,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(client.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let mut headers = Vec::new();
+    let mut token = String::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let line = line.trim_end().to_owned();
+        if line.is_empty() {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("authorization: bearer ") {
+            token = line[line.len() - v.len()..].trim().to_owned();
+        } else if !lower.starts_with("connection:") && !lower.starts_with("authorization:") {
+            headers.push(line);
+        }
+    }
+    let mut parts = request_line.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let routed = target
+        .strip_prefix("/v2/clusters/")
+        .and_then(|t| t.split_once("/proxy"))
+        .and_then(|(name, rest)| clusters.get(name).map(|c| (name, rest, c)));
+    let mut client_w = client;
+    let Some((name, rest, (socket, expected))) = routed else {
+        return client_w.write_all(
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+    };
+    seen.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(name.to_owned())
+        .or_default()
+        .push(token.clone());
+    if token != *expected {
+        let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Unauthorized","code":401,"message":"Unauthorized"}"#;
+        return write!(
+            client_w,
+            "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    }
+    let path = if rest.is_empty() || rest.starts_with('?') {
+        format!("/{rest}")
+    } else {
+        rest.to_owned()
+    };
+    let mut upstream = UnixStream::connect(socket)?;
+    let mut head = format!("{method} {path} HTTP/1.1\r\n");
+    for h in &headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    upstream.write_all(head.as_bytes())?;
+    // Whatever of the body was already read, then the rest, as it comes.
+    let buffered = reader.buffer().to_vec();
+    upstream.write_all(&buffered)?;
+    let mut body_in = reader.into_inner();
+    let mut upstream_w = upstream.try_clone()?;
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut body_in, &mut upstream_w);
+    });
+    std::io::copy(&mut upstream, &mut client_w)?;
+    client_w.shutdown(std::net::Shutdown::Both)
+}

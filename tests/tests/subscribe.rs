@@ -1,0 +1,313 @@
+//! End to end: run-time subscriptions of the hub (`POST`/`DELETE /apis/workers`) in both
+//! connection modes, their persistence across a restart, who may make them, `/metrics`, and
+//! resuming mirrors from stored watch progress. Upstreams are embedded clusters in their own
+//! `worker-gateway` processes; the GPUStack server's proxy is a stand-in (see
+//! [`GpustackProxy`]).
+
+use std::collections::HashMap;
+
+use gpustack_tests::{
+    embedded::{DEADLINE, free_port, kubectl_with, wait_until},
+    hub::{GpustackProxy, HubProcess, add_device, upstream, upstreams_file},
+};
+use serde_json::Value;
+
+/// The names of the Devices the hub serves for `cluster` (read over the socket).
+fn mirrored(hub: &HubProcess, cluster: &str) -> Vec<String> {
+    let (code, body) = hub.request(
+        "GET",
+        &format!("/clusters/{cluster}/apis/worker.gpustack.ai/v1alpha1/devices"),
+        None,
+    );
+    if code != 200 {
+        return Vec::new();
+    }
+    let list: Value = serde_json::from_str(&body).unwrap();
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn wait_mirrored(hub: &HubProcess, cluster: &str, expected: &[&str]) {
+    wait_until(
+        &format!("{cluster}'s mirror to hold {expected:?}"),
+        DEADLINE,
+        || (mirrored(hub, cluster) == expected).then_some(()),
+    );
+}
+
+#[test]
+fn subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart() {
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-a", "gpu-b"]);
+    let data = root.path().join("hub");
+    let port = free_port();
+    let hub = HubProcess::start(&data, port, &["--worker-conn-mode=loopback"]);
+    assert_eq!(hub.workers()["items"], serde_json::json!([]));
+
+    // Bad requests: one line naming the parameter, nothing subscribed.
+    for (target, expected) in [
+        ("/apis/workers", "cluster: required"),
+        ("/apis/workers?cluster=East", "DNS label"),
+        (
+            "/apis/workers?cluster=east&gvk=Devices",
+            "group/version/Kind",
+        ),
+        (
+            "/apis/workers?cluster=east&kubeconfig=/nonexistent/kc",
+            "not readable",
+        ),
+    ] {
+        let (code, body) = hub.request("POST", target, None);
+        assert_eq!(code, 400, "{target}: {body}");
+        let status: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(status["kind"], "Status");
+        assert!(
+            status["message"].as_str().unwrap().contains(expected),
+            "{target}: {body}"
+        );
+    }
+    assert_eq!(hub.workers()["items"], serde_json::json!([]));
+
+    let subscribe = format!(
+        "/apis/workers?cluster=east&kubeconfig={}",
+        east.kubeconfig().display()
+    );
+    let (code, body) = hub.request("POST", &subscribe, None);
+    assert_eq!(code, 202, "{body}");
+    assert!(body.contains("\"Started\""), "{body}");
+    let ready = hub.wait_phase("east", "Ready");
+    wait_mirrored(&hub, "east", &["gpu-a", "gpu-b"]);
+    assert!(ready["lastSyncTime"].is_string());
+    // A duplicate is a no-op; `force` restarts the mirror.
+    let (_, body) = hub.request("POST", &subscribe, None);
+    assert!(body.contains("\"Unchanged\""), "{body}");
+    let (_, body) = hub.request("POST", &format!("{subscribe}&force"), None);
+    assert!(body.contains("\"Replaced\""), "{body}");
+    hub.wait_phase("east", "Ready");
+    // The mirror's kubeconfig works with kubectl, read-only.
+    let east_kubeconfig = data.join("east.kubeconfig");
+    let flags = vec![
+        format!("--kubeconfig={}", east_kubeconfig.display()),
+        format!("--cache-dir={}", root.path().join("kc-cache").display()),
+    ];
+    let out = kubectl_with(&flags, &["get", "devices", "-o", "name"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "devices.worker.gpustack.ai/gpu-a\ndevices.worker.gpustack.ai/gpu-b\n"
+    );
+
+    // Stored: a restarted hub (no flags naming east) mirrors it again.
+    hub.stop();
+    let hub = HubProcess::start(&data, port, &["--worker-conn-mode=loopback"]);
+    assert_eq!(mirrored(&hub, "east"), ["gpu-a", "gpu-b"], "served at once");
+    add_device(&east, "gpu-c");
+    wait_mirrored(&hub, "east", &["gpu-a", "gpu-b", "gpu-c"]);
+
+    // Unsubscribing drops the mirror, its fleet copies and its kubeconfig.
+    let (code, body) = hub.request("DELETE", "/apis/workers?cluster=east", None);
+    assert_eq!(code, 200, "{body}");
+    assert!(hub.worker("east").is_none());
+    let (code, _) = hub.request(
+        "GET",
+        "/clusters/east/apis/worker.gpustack.ai/v1alpha1/devices",
+        None,
+    );
+    assert_eq!(code, 404);
+    let (_, fleet) = hub.request(
+        "GET",
+        "/clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices",
+        None,
+    );
+    assert!(!fleet.contains("east."), "{fleet}");
+    assert!(!east_kubeconfig.exists());
+    let (code, _) = hub.request("DELETE", "/apis/workers?cluster=east", None);
+    assert_eq!(code, 404);
+    // And it stays gone after a restart.
+    hub.stop();
+    let hub = HubProcess::start(&data, port, &["--worker-conn-mode=loopback"]);
+    assert!(hub.worker("east").is_none());
+}
+
+#[test]
+fn gpustack_api_mode_goes_through_the_proxy_with_the_token_and_never_shows_it() {
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-a"]);
+    let west = upstream(root.path(), "west", &["gpu-w"]);
+    let (east_token, west_token) = ("east-secret-7f3a9c", "west-secret-0b1d2e");
+    let proxy = GpustackProxy::start(HashMap::from([
+        ("east".to_owned(), (east.socket(), east_token.to_owned())),
+        ("west".to_owned(), (west.socket(), west_token.to_owned())),
+    ]));
+    let hub = HubProcess::start(
+        &root.path().join("hub"),
+        free_port(),
+        &[&format!("--worker-conn-gpustack-api-port={}", proxy.port)],
+    );
+    let body = format!(r#"{{"clusters":["east"],"token":"{east_token}"}}"#);
+    let (code, answer) = hub.request("POST", "/apis/workers", Some(&body));
+    assert_eq!(code, 202, "{answer}");
+    hub.wait_phase("east", "Ready");
+    wait_mirrored(&hub, "east", &["gpu-a"]);
+    // A wrong token: the proxy refuses, status says why without any token.
+    let (code, _) = hub.request(
+        "POST",
+        "/apis/workers?cluster=west&token=not-the-west-secret",
+        None,
+    );
+    assert_eq!(code, 202);
+    let west_status = wait_until("west to report its failure", DEADLINE, || {
+        hub.worker("west")
+            .filter(|w| w["lastError"].as_str().is_some_and(|e| e.contains("401")))
+    });
+    assert_eq!(west_status["phase"], "Pending");
+    let seen = proxy.seen.lock().unwrap().clone();
+    assert!(seen["east"].iter().all(|t| t == east_token), "{seen:?}");
+    assert!(seen["west"].iter().all(|t| t == "not-the-west-secret"));
+    // Tokens reach neither status, nor metrics, nor the log.
+    let status = hub.workers().to_string();
+    let (_, metrics) = hub.request("GET", "/metrics", None);
+    for secret in [east_token, "not-the-west-secret"] {
+        assert!(!status.contains(secret), "{status}");
+        assert!(!metrics.contains(secret));
+        assert!(!hub.log().contains(secret), "the log shows a token");
+    }
+    assert!(
+        metrics.contains("gpustack_gateway_upstream_phase{cluster=\"east\",phase=\"Ready\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "gpustack_gateway_upstream_objects{cluster=\"east\",kind=\"Devices.worker.gpustack.ai\"} 1"
+        ),
+        "{metrics}"
+    );
+    // The right token, forced: west converges.
+    let (code, _) = hub.request(
+        "POST",
+        &format!("/apis/workers?cluster=west&token={west_token}&force=true"),
+        None,
+    );
+    assert_eq!(code, 202);
+    hub.wait_phase("west", "Ready");
+    wait_mirrored(&hub, "west", &["gpu-w"]);
+}
+
+#[test]
+fn over_https_only_the_admin_token_subscribes_and_cluster_tokens_read() {
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-a"]);
+    let data = root.path().join("hub");
+    let upstreams = upstreams_file(root.path(), &[&east]);
+    let hub = HubProcess::start(
+        &data,
+        free_port(),
+        &[
+            "--worker-conn-mode=loopback",
+            &format!("--upstreams={}", upstreams.display()),
+            &format!("--token-file={}", data.with_extension("token").display()),
+        ],
+    );
+    hub.wait_phase("east", "Ready");
+    let kubectl = |kubeconfig: &str, args: &[&str]| {
+        let flags = vec![
+            format!("--kubeconfig={}", data.join(kubeconfig).display()),
+            format!("--cache-dir={}", root.path().join("kc-cache").display()),
+        ];
+        kubectl_with(&flags, args).output().unwrap()
+    };
+    let body = root.path().join("subscribe.json");
+    std::fs::write(
+        &body,
+        format!(
+            r#"{{"clusters":["again"],"kubeconfig":"{}"}}"#,
+            east.kubeconfig().display()
+        ),
+    )
+    .unwrap();
+    let create = [
+        "create",
+        "--raw",
+        "/apis/workers",
+        "-f",
+        body.to_str().unwrap(),
+    ];
+    // The mirror's reader token reads status and metrics, but may not subscribe.
+    let out = kubectl("east.kubeconfig", &["get", "--raw", "/apis/workers"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl("east.kubeconfig", &["get", "--raw", "/metrics"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("gpustack_gateway_store_resource_version")
+    );
+    let out = kubectl("east.kubeconfig", &create);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("admin token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The admin kubeconfig (written for --token-file) may.
+    let out = kubectl("_admin.kubeconfig", &create);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    hub.wait_phase("again", "Ready");
+    // No token at all: 401.
+    std::fs::write(
+        data.join("none.kubeconfig"),
+        std::fs::read_to_string(data.join("_admin.kubeconfig"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("token:"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    let out = kubectl("none.kubeconfig", &["get", "--raw", "/apis/workers"]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn a_restarted_hub_resumes_its_watches_instead_of_relisting() {
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-a", "gpu-b"]);
+    let data = root.path().join("hub");
+    let upstreams = upstreams_file(root.path(), &[&east]);
+    let flags = [
+        "--worker-conn-mode=loopback".to_owned(),
+        format!("--upstreams={}", upstreams.display()),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let port = free_port();
+    let hub = HubProcess::start(&data, port, &flags);
+    hub.wait_phase("east", "Ready");
+    wait_mirrored(&hub, "east", &["gpu-a", "gpu-b"]);
+    // Progress is flushed every second; a change after the list moves it.
+    add_device(&east, "gpu-c");
+    wait_mirrored(&hub, "east", &["gpu-a", "gpu-b", "gpu-c"]);
+    hub.stop();
+    // While the hub is down: one created, one deleted.
+    add_device(&east, "gpu-d");
+    east.kubectl_ok(&["delete", "devices", "gpu-a"]);
+    let hub = HubProcess::start(&data, port, &flags);
+    wait_mirrored(&hub, "east", &["gpu-b", "gpu-c", "gpu-d"]);
+    // The first run had no progress to resume from, so a resume is the second run's.
+    let log = hub.log();
+    assert!(
+        log.contains("resumed the watch") && log.contains("Devices.worker.gpustack.ai"),
+        "the restarted hub relisted instead of resuming:\n{log}"
+    );
+}
