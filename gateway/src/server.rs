@@ -29,11 +29,13 @@ use crate::{
     tls::{self, TlsError},
 };
 
-/// Event-log compaction: every `interval`, keep the newest `keep` events.
+/// Event-log compaction: every `interval`, keep the newest `keep` events. Also when embedded
+/// clusters' Events older than `event_ttl` are deleted.
 #[derive(Clone, Debug)]
 pub struct Compaction {
     pub interval: Duration,
     pub keep: u64,
+    pub event_ttl: Duration,
 }
 
 /// What to serve and where.
@@ -56,6 +58,8 @@ pub struct GatewayOptions {
     pub mirror: MirrorOptions,
     /// How upstreams subscribed without a kubeconfig are reached.
     pub conn_mode: ConnMode,
+    /// `--cert-dir`: serve its `tls.crt`/`tls.key` instead of a generated certificate.
+    pub cert_dir: Option<PathBuf>,
     /// Holds the bearer token that may do anything over HTTPS; created (random, mode 0600)
     /// if missing.
     pub token_file: Option<PathBuf>,
@@ -72,10 +76,12 @@ impl GatewayOptions {
             compaction: Compaction {
                 interval: Duration::from_secs(60),
                 keep: 100_000,
+                event_ttl: Duration::from_secs(3600),
             },
             upstreams: Vec::new(),
             mirror: MirrorOptions::default(),
             conn_mode: ConnMode::Loopback,
+            cert_dir: None,
             token_file: None,
         }
     }
@@ -217,7 +223,10 @@ impl Gateway {
             None => None,
         };
         let store = Store::open(&opts.data_dir.join("gateway.db")).await?;
-        let tls = tls::load_or_create(&opts.data_dir.join("tls"))?;
+        let tls = match &opts.cert_dir {
+            Some(dir) => tls::load_cert_dir(dir)?,
+            None => tls::load_or_create(&opts.data_dir.join("tls"))?,
+        };
         let listener = TcpListener::bind(opts.bind)
             .await
             .map_err(|source| GatewayError::Bind {
@@ -281,7 +290,11 @@ impl Gateway {
 
         let (stop, stop_rx) = watch::channel(false);
         let acceptor = TlsAcceptor::from(tls.config);
-        let compaction = tokio::spawn(compact_periodically(store.clone(), opts.compaction.clone()));
+        let compaction = tokio::spawn(compact_periodically(
+            store.clone(),
+            opts.compaction.clone(),
+            opts.clusters.clone(),
+        ));
         let task_store = store.clone();
         let task_subscriptions = subscriptions.clone();
         let task = tokio::spawn(async move {
@@ -338,11 +351,21 @@ impl Gateway {
     }
 }
 
-async fn compact_periodically(store: Store, policy: Compaction) {
+async fn compact_periodically(store: Store, policy: Compaction, embedded: Vec<String>) {
     let mut tick = tokio::time::interval(policy.interval);
     tick.tick().await;
     loop {
         tick.tick().await;
+        let cutoff = jiff::Timestamp::now()
+            .checked_sub(policy.event_ttl)
+            .unwrap_or(jiff::Timestamp::MIN);
+        for cluster in &embedded {
+            match store.expire_events(cluster, cutoff).await {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(cluster, expired = n, "expired events"),
+                Err(e) => tracing::warn!(cluster, error = %e, "expiring events failed"),
+            }
+        }
         if let Err(e) = store.compact(policy.keep).await {
             tracing::warn!(error = %e, "event log compaction failed");
         }

@@ -127,16 +127,35 @@ pub fn load_or_create(dir: &Path) -> Result<ServingTls, TlsError> {
         fs::read_to_string(&path).map_err(|source| TlsError::Io { path, source })
     };
     let ca_pem = read(CA_CERT)?;
-    let cert_path = dir.join(SERVING_CERT);
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
+    let config = server_config(&dir.join(SERVING_CERT), &dir.join(SERVING_KEY))?;
+    Ok(ServingTls { ca_pem, config })
+}
+
+/// Serves the certificate of `--cert-dir`: `tls.crt` (the chain, leaf first) and `tls.key`.
+/// Kubeconfigs then trust `ca.crt` from the same directory when there is one, else `tls.crt`
+/// itself (enough for a self-signed certificate).
+pub fn load_cert_dir(dir: &Path) -> Result<ServingTls, TlsError> {
+    let cert = dir.join("tls.crt");
+    let config = server_config(&cert, &dir.join("tls.key"))?;
+    let ca = dir.join("ca.crt");
+    let trusted = if ca.exists() { ca } else { cert };
+    let ca_pem = fs::read_to_string(&trusted).map_err(|source| TlsError::Io {
+        path: trusted,
+        source,
+    })?;
+    Ok(ServingTls { ca_pem, config })
+}
+
+/// A rustls server configuration (HTTP/2 and HTTP/1.1) for the PEM chain and key at these paths.
+fn server_config(cert_path: &Path, key_path: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_path)
         .and_then(|it| it.collect::<Result<_, _>>())
         .map_err(|source| TlsError::Pem {
-            path: cert_path.clone(),
+            path: cert_path.to_owned(),
             source,
         })?;
-    let key_path = dir.join(SERVING_KEY);
-    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|source| TlsError::Pem {
-        path: key_path,
+    let key = PrivateKeyDer::from_pem_file(key_path).map_err(|source| TlsError::Pem {
+        path: key_path.to_owned(),
         source,
     })?;
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
@@ -146,10 +165,7 @@ pub fn load_or_create(dir: &Path) -> Result<ServingTls, TlsError> {
     .with_no_client_auth()
     .with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(ServingTls {
-        ca_pem,
-        config: Arc::new(config),
-    })
+    Ok(Arc::new(config))
 }
 
 #[cfg(test)]
@@ -168,5 +184,18 @@ mod tests {
             .permissions();
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(mode.mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn cert_dir_serves_its_pair_and_trusts_its_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let [ca, _, leaf, key] = generate().unwrap();
+        fs::write(dir.path().join("tls.crt"), &leaf).unwrap();
+        let missing = load_cert_dir(dir.path()).err().unwrap();
+        assert!(matches!(&missing, TlsError::Pem { path, .. } if path.ends_with("tls.key")));
+        fs::write(dir.path().join("tls.key"), &key).unwrap();
+        assert_eq!(load_cert_dir(dir.path()).unwrap().ca_pem, leaf);
+        fs::write(dir.path().join("ca.crt"), &ca).unwrap();
+        assert_eq!(load_cert_dir(dir.path()).unwrap().ca_pem, ca);
     }
 }

@@ -230,7 +230,10 @@ pub struct WorkerGatewayArgs {
     /// answer 410 Gone and the client relists.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub event_log_retention: u64,
-    /// How often the event log is trimmed to --event-log-retention.
+    /// How long embedded clusters keep Event objects (as kube-apiserver's --event-ttl).
+    #[arg(long, default_value_t = GoDuration::secs(3600), value_name = "DURATION", value_parser = at_least_1s)]
+    pub event_ttl: GoDuration,
+    /// How often the event log is trimmed to --event-log-retention (and Events expired).
     #[arg(long, default_value_t = GoDuration::secs(60), value_name = "DURATION", value_parser = at_least_1s)]
     pub event_log_compaction_interval: GoDuration,
 }

@@ -53,8 +53,11 @@ async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
     options.compaction = Compaction {
         interval: args.event_log_compaction_interval.0,
         keep: args.event_log_retention,
+        event_ttl: args.event_ttl.0,
     };
     options.conn_mode = args.conn_mode();
+    options.cert_dir =
+        (!args.serving.cert_dir.is_empty()).then(|| args.serving.cert_dir.clone().into());
     options.mirror = MirrorOptions {
         readiness_timeout: args.worker_readiness_check_timeout.0,
         ..MirrorOptions::default()

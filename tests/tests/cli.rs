@@ -386,3 +386,25 @@ fn no_command_prints_help_and_fails() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("Usage: gpustack-operator"));
 }
+
+#[test]
+fn gateway_with_a_cert_dir_lacking_its_pair_names_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    let out = run(&[
+        "wg",
+        "--embedded-cluster=demo",
+        "--bind-unix-path=",
+        "--secure-port=1",
+        &format!("--data-dir={}", dir.path().join("data").display()),
+        &format!("--cert-dir={}", certs.display()),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: ") && last.contains("tls.crt"),
+        "{err}"
+    );
+}
