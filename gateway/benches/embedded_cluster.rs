@@ -30,95 +30,15 @@ use std::{
 use futures::{StreamExt, TryStreamExt};
 use gpustack_api::devices::Devices;
 use gpustack_gateway::server::{Gateway, GatewayOptions};
+use gpustack_tests::bench::{Figure, device, env_usize, percentile, proc_status_mb};
 use kube::{
     Api, Client, Config, ResourceExt,
     api::{ListParams, PostParams},
     config::{KubeConfigOptions, Kubeconfig},
     runtime::watcher::{self, Event},
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// A Devices object of about 2 KB.
-fn device(name: &str) -> Value {
-    let accelerators: Vec<Value> = (0..16)
-        .map(|i| json!({"id": format!("GPU-{name}-{i:02}-0123456789abcdef"), "index": i, "memoryMib": 81559, "coresPercentage": 100}))
-        .collect();
-    json!({
-        "apiVersion": "worker.gpustack.ai/v1alpha1",
-        "kind": "Devices",
-        // The payload is an annotation: the CRD's schema would prune unknown spec fields.
-        "metadata": {
-            "name": name,
-            "labels": {"bench": "yes", "node": name},
-            "annotations": {"bench.gpustack.ai/accelerators": Value::Array(accelerators).to_string()},
-        },
-        "spec": {},
-    })
-}
-
-/// A `/proc/<pid>/status` field in kB (`VmRSS`, `VmHWM`), as MB (10^6 bytes, as the target).
-fn proc_status_mb(pid: &str, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb * 1024.0 / 1e6)
-}
-
-/// One figure against its target, for the closing summary.
-struct Figure {
-    name: String,
-    value: String,
-    target: &'static str,
-    met: Option<bool>,
-}
-
-impl Figure {
-    fn new(
-        name: impl Into<String>,
-        value: String,
-        target: &'static str,
-        met: Option<bool>,
-    ) -> Self {
-        let f = Figure {
-            name: name.into(),
-            value,
-            target,
-            met,
-        };
-        println!("{}", f.line());
-        f
-    }
-
-    fn line(&self) -> String {
-        let verdict = match self.met {
-            Some(true) => "met",
-            Some(false) => "MISSED",
-            None => "not measured",
-        };
-        format!(
-            "{}: {} (target {}) {verdict}",
-            self.name, self.value, self.target
-        )
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
 
 async fn client(gw: &Gateway) -> Client {
     let kc = Kubeconfig::read_from(gw.kubeconfig_path("bench")).unwrap();
@@ -253,7 +173,7 @@ async fn server_memory(m: usize) -> Result<(f64, f64, f64), String> {
         .spawn()
         .map_err(|e| format!("starting {}: {e}", bin.display()))?;
     let server = Server(child);
-    let pid = server.0.id().to_string();
+    let pid = server.0.id();
     let kubeconfig = data.join("rss.kubeconfig");
     let kc = wait_for("the kubeconfig", Duration::from_secs(30), || {
         let kubeconfig = kubeconfig.clone();
@@ -327,8 +247,8 @@ async fn server_memory(m: usize) -> Result<(f64, f64, f64), String> {
         .unwrap_or(f64::NAN);
     println!("data directory: {db_mb:.0} MB");
     let figures = (
-        proc_status_mb(&pid, "VmHWM"),
-        proc_status_mb(&pid, "VmRSS"),
+        proc_status_mb(pid, "VmHWM"),
+        proc_status_mb(pid, "VmRSS"),
         db_mb,
     );
     // For comparison only, after the figures were read (the peak is sticky): one page holding
@@ -343,7 +263,7 @@ async fn server_memory(m: usize) -> Result<(f64, f64, f64), String> {
     assert!(text.len() > m * 1000);
     println!(
         "(for comparison: after one more list as a single page of {m}, built in memory as full lists were before, the server's peak is {:.0} MB)",
-        proc_status_mb(&pid, "VmHWM")
+        proc_status_mb(pid, "VmHWM")
     );
     Ok(figures)
 }
@@ -408,7 +328,7 @@ async fn main() {
     figures.push(Figure::new(
         format!("sequential creates of {n}, API / direct sqlx"),
         format!("ratio {ratio:.2}"),
-        ">= 0.5",
+        Some(">= 0.5"),
         Some(ratio >= 0.5),
     ));
 
@@ -446,7 +366,7 @@ async fn main() {
     figures.push(Figure::new(
         format!("list {n} (typed, median of 11)"),
         format!("{list_ms:.0} ms"),
-        "<= 300 ms",
+        Some("<= 300 ms"),
         Some(list_ms <= 300.0),
     ));
 
@@ -531,7 +451,7 @@ async fn main() {
     figures.push(Figure::new(
         format!("watch delivery at {achieved:.0} writes/s, p99"),
         format!("{p99:.2} ms"),
-        "<= 20 ms",
+        Some("<= 20 ms"),
         Some(lat.len() == writes && p99 <= 20.0),
     ));
     gw.shutdown().await;
@@ -541,7 +461,7 @@ async fn main() {
         Ok((hwm, rss, _)) => Figure::new(
             format!("gateway server resident memory with {m} objects, after a full list"),
             format!("peak (VmHWM) {hwm:.0} MB, now (VmRSS) {rss:.0} MB"),
-            "<= 150 MB",
+            Some("<= 150 MB"),
             Some(hwm <= 150.0),
         ),
         Err(why) => {
@@ -549,7 +469,7 @@ async fn main() {
             Figure::new(
                 format!("gateway server resident memory with {m} objects"),
                 "-".into(),
-                "<= 150 MB",
+                Some("<= 150 MB"),
                 None,
             )
         }

@@ -10,18 +10,21 @@
 //!   group commit (`synchronous=FULL`, WAL: a write is acknowledged once durable), and an
 //!   in-process fan-out fed after commit.
 //! - [`api`]: discovery (legacy and aggregated v2), CRUD, merge / JSON / strategic-merge / apply
-//!   patches, status subresources, generation, finalizers, owner-reference garbage collection,
-//!   namespace lifecycle, CRDs that register kinds (pruned by their schemas, with printer
-//!   columns), selectors, pagination at a consistent snapshot, watches with bookmarks and 410
-//!   Gone, `Table` and
-//!   `PartialObjectMetadata` responses, OpenAPI v2/v3 documents and `Status` errors.
+//!   patches (server-side apply with field ownership and conflicts), status subresources,
+//!   generation, finalizers, owner-reference garbage collection (background, foreground,
+//!   orphan), namespace lifecycle, CRDs that register kinds (validated, defaulted and pruned by
+//!   their schemas, with printer columns), selectors, pagination at a consistent snapshot,
+//!   watches with bookmarks and 410 Gone, `Table` and `PartialObjectMetadata` responses,
+//!   OpenAPI v2/v3 documents and `Status` errors; and the gateway's own endpoints
+//!   ([`api::ops`]: the subscription API and `/metrics`).
 //!
 //! Not (yet) an API server in these respects: no admission webhooks are called, APIServices are
-//! stored but not proxied, server-side apply guesses list shapes without schemas (custom
-//! kinds' lists are atomic, built-in kinds' lists of objects keyed by their strategic-merge
-//! keys), there is no RBAC
-//! (the admin token may do anything), and protobuf request bodies are read only for the kinds
-//! `kubectl create` sends (Namespace, ConfigMap, Secret, ServiceAccount).
+//! stored but not proxied, CRD validation has no CEL rules, server-side apply guesses list
+//! shapes without schemas (custom kinds' lists are atomic, built-in kinds' lists of objects
+//! keyed by their strategic-merge keys), there is no RBAC (the admin token may do anything),
+//! the OpenAPI v2 document is served as JSON only (kubectl's client-side validation of a `List`
+//! asks for protobuf), and protobuf request bodies are read only for the kinds `kubectl create`
+//! sends (Namespace, ConfigMap, Secret, ServiceAccount).
 
 pub mod api;
 pub mod hosting;

@@ -282,6 +282,7 @@ impl Gateway {
         // Stored mirrors (with their CRDs) are served at once, before their upstreams answer.
         subscriptions.start(opts.upstreams.clone()).await?;
         state.load_crds().await?;
+        api::resume_collection(&state);
         let unix_router = api::router(Arc::new(ApiState {
             require_token: false,
             ..state.clone()

@@ -62,6 +62,7 @@ pub struct GatewayProcess {
     pub port: u16,
     /// kubectl's discovery cache, private to this gateway.
     pub cache_dir: PathBuf,
+    socket: PathBuf,
 }
 
 impl GatewayProcess {
@@ -74,6 +75,17 @@ impl GatewayProcess {
     /// Starts a gateway on `port` serving what `args` say (`--embedded-cluster`, `--upstreams`,
     /// ...); `cluster` names the (embedded or mirrored) cluster whose kubeconfig kubectl uses.
     pub fn start_with(data_dir: &Path, cluster: &str, port: u16, args: &[&str]) -> Self {
+        Self::start_with_socket(
+            data_dir,
+            cluster,
+            port,
+            &data_dir.with_extension("sock"),
+            args,
+        )
+    }
+
+    /// Starts the gateway without waiting for it (see [`GatewayProcess::start_with_socket`]).
+    pub fn spawn(data_dir: &Path, cluster: &str, port: u16, socket: &Path, args: &[&str]) -> Self {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -85,23 +97,32 @@ impl GatewayProcess {
                 &format!("--data-dir={}", data_dir.display()),
                 "--bind-address=127.0.0.1",
                 &format!("--secure-port={port}"),
-                &format!(
-                    "--bind-unix-path={}",
-                    data_dir.with_extension("sock").display()
-                ),
+                &format!("--bind-unix-path={}", socket.display()),
             ])
             .args(args)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("starting worker-gateway");
-        let gw = GatewayProcess {
+        GatewayProcess {
             child: Some(child),
             cluster: cluster.to_owned(),
             data_dir: data_dir.to_owned(),
             port,
             cache_dir: data_dir.with_extension("kube-cache"),
-        };
+            socket: socket.to_owned(),
+        }
+    }
+
+    /// [`GatewayProcess::start_with`], serving plain HTTP on the unix socket `socket`.
+    pub fn start_with_socket(
+        data_dir: &Path,
+        cluster: &str,
+        port: u16,
+        socket: &Path,
+        args: &[&str],
+    ) -> Self {
+        let gw = Self::spawn(data_dir, cluster, port, socket, args);
         wait_for_file(&gw.kubeconfig(), DEADLINE);
         wait_until("the gateway to be ready", DEADLINE, || {
             let out = gw.kubectl(&["get", "--raw", "/readyz"]);
@@ -115,7 +136,17 @@ impl GatewayProcess {
 
     /// The plain-HTTP unix socket it serves on.
     pub fn socket(&self) -> PathBuf {
-        self.data_dir.with_extension("sock")
+        self.socket.clone()
+    }
+
+    /// The file its standard error (the log) goes to.
+    pub fn log_path(&self) -> PathBuf {
+        self.data_dir.with_extension("log")
+    }
+
+    /// The process id, while the process is owned.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     pub fn kubeconfig(&self) -> PathBuf {

@@ -8,11 +8,11 @@ use std::{
     net::{TcpListener, TcpStream},
     os::unix::net::UnixStream,
     path::{Path, PathBuf},
-    process::{Child, ExitStatus, Stdio},
+    process::ExitStatus,
     sync::{Arc, Mutex},
 };
 
-use crate::embedded::{DEADLINE, GatewayProcess, wait_until};
+use crate::embedded::{DEADLINE, GatewayProcess, free_port, wait_until};
 
 /// The CRD manifests generated from the API types.
 pub fn crds_dir() -> PathBuf {
@@ -22,7 +22,17 @@ pub fn crds_dir() -> PathBuf {
 /// An upstream: an embedded cluster in its own gateway process under `root`, with the worker
 /// CRDs installed and one Devices object per name in `devices`.
 pub fn upstream(root: &Path, cluster: &str, devices: &[&str]) -> GatewayProcess {
-    let gw = GatewayProcess::start(&root.join(cluster), cluster);
+    upstream_with(root, cluster, devices, &[])
+}
+
+/// [`upstream`], its gateway started with `extra` flags.
+pub fn upstream_with(
+    root: &Path,
+    cluster: &str,
+    devices: &[&str],
+    extra: &[&str],
+) -> GatewayProcess {
+    let gw = start_upstream(&root.join(cluster), cluster, free_port(), extra);
     gw.kubectl_ok(&["apply", "-f", crds_dir().to_str().expect("UTF-8 path")]);
     gw.kubectl_ok(&[
         "wait",
@@ -34,6 +44,14 @@ pub fn upstream(root: &Path, cluster: &str, devices: &[&str]) -> GatewayProcess 
         add_device(&gw, d);
     }
     gw
+}
+
+/// The embedded cluster `cluster` on `port` with its data in `data`, with `extra` flags.
+pub fn start_upstream(data: &Path, cluster: &str, port: u16, extra: &[&str]) -> GatewayProcess {
+    let serve = format!("--embedded-cluster={cluster}");
+    let mut args = vec![serve.as_str()];
+    args.extend_from_slice(extra);
+    GatewayProcess::start_with(data, cluster, port, &args)
 }
 
 /// Creates the Devices object `name` (labelled with its cluster of origin) in `gw`.
@@ -67,9 +85,10 @@ pub fn upstreams_file(root: &Path, upstreams: &[&GatewayProcess]) -> PathBuf {
     file
 }
 
-/// A `worker-gateway` process serving plain HTTP on `<data-dir>.sock` and HTTPS on `port`.
+/// A `worker-gateway` process serving plain HTTP on `<data-dir>.sock` and HTTPS on `port`,
+/// which may start with nothing to serve (so there is no kubeconfig to wait for).
 pub struct HubProcess {
-    child: Option<Child>,
+    gw: GatewayProcess,
     pub data_dir: PathBuf,
     pub socket: PathBuf,
     pub port: u16,
@@ -78,27 +97,10 @@ pub struct HubProcess {
 impl HubProcess {
     /// Starts the gateway with `args` and waits until it answers `/readyz` on its socket.
     pub fn start(data_dir: &Path, port: u16, args: &[&str]) -> Self {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(data_dir.with_extension("log"))
-            .expect("hub log file");
         let socket = data_dir.with_extension("sock");
-        let child = crate::operator()
-            .args([
-                "worker-gateway",
-                &format!("--data-dir={}", data_dir.display()),
-                "--bind-address=127.0.0.1",
-                &format!("--secure-port={port}"),
-                &format!("--bind-unix-path={}", socket.display()),
-            ])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("starting worker-gateway");
+        let gw = GatewayProcess::spawn(data_dir, "_admin", port, &socket, args);
         let hub = HubProcess {
-            child: Some(child),
+            gw,
             data_dir: data_dir.to_owned(),
             socket,
             port,
@@ -112,7 +114,7 @@ impl HubProcess {
 
     /// Its log (standard error).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
+        std::fs::read_to_string(self.gw.log_path()).unwrap_or_default()
     }
 
     /// A request over the unix socket; panics if the socket cannot be reached.
@@ -155,23 +157,8 @@ impl HubProcess {
     }
 
     /// Sends SIGTERM and waits for the process to exit.
-    pub fn stop(mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("process still owned");
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        wait_until("the hub to exit", DEADLINE, || {
-            child.try_wait().expect("waiting for the hub")
-        })
-    }
-}
-
-impl Drop for HubProcess {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+    pub fn stop(self) -> ExitStatus {
+        self.gw.stop()
     }
 }
 

@@ -1,6 +1,7 @@
 //! Shared helpers for the cross-component tests in `tests/tests/`: finding and running the real
 //! `gpustack-operator` binary with a clean environment.
 
+pub mod bench;
 pub mod embedded;
 pub mod hub;
 pub mod machines;

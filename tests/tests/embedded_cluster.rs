@@ -22,6 +22,19 @@ fn start() -> (tempfile::TempDir, GatewayProcess) {
     (dir, gw)
 }
 
+/// The arguments of `kubectl patch KIND NAME --type TYPE -p BODY`.
+fn patch<'a>(kind: &'a str, name: &'a str, ty: &'a str, body: &'a str) -> [&'a str; 7] {
+    ["patch", kind, name, "--type", ty, "-p", body]
+}
+
+/// The arguments of `kubectl apply --server-side`, then `flags`, then `-f FILE`.
+fn server_side_apply<'a>(flags: &[&'a str], file: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["apply", "--server-side"];
+    args.extend_from_slice(flags);
+    args.extend(["-f", file]);
+    args
+}
+
 const OBJECTS: &str = r#"
 apiVersion: v1
 kind: ConfigMap
@@ -277,24 +290,18 @@ fn kubectl_label_annotate_patch_and_delete_with_a_finalizer() {
         gw.kubectl_ok(&["annotate", "devices", "node-1", "note=checked"])
             .contains("annotated")
     );
-    gw.kubectl_ok(&[
-        "patch",
+    gw.kubectl_ok(&patch(
         "cm",
         "web-config",
-        "--type",
         "merge",
-        "-p",
         r#"{"data":{"extra":"1"}}"#,
-    ]);
-    gw.kubectl_ok(&[
-        "patch",
+    ));
+    gw.kubectl_ok(&patch(
         "cm",
         "web-config",
-        "--type",
         "json",
-        "-p",
         r#"[{"op":"replace","path":"/data/greeting","value":"hi"}]"#,
-    ]);
+    ));
     let cm: Value =
         serde_json::from_str(&gw.kubectl_ok(&["get", "cm", "web-config", "-o", "json"])).unwrap();
     assert_eq!(cm["metadata"]["labels"]["env"], "prod");
@@ -303,15 +310,12 @@ fn kubectl_label_annotate_patch_and_delete_with_a_finalizer() {
     let d: Value =
         serde_json::from_str(&gw.kubectl_ok(&["get", "devices", "node-1", "-o", "json"])).unwrap();
     assert_eq!(d["metadata"]["annotations"]["note"], "checked");
-    let bad = gw.kubectl_err(&[
-        "patch",
+    let bad = gw.kubectl_err(&patch(
         "cm",
         "web-config",
-        "--type",
         "json",
-        "-p",
         r#"[{"op":"test","path":"/data/greeting","value":"nope"}]"#,
-    ]);
+    ));
     assert!(
         bad.contains("The request is invalid") && bad.contains("did not match"),
         "{bad}"
@@ -339,15 +343,12 @@ fn kubectl_label_annotate_patch_and_delete_with_a_finalizer() {
     let spec = gw.kubectl_ok(&["get", "devices", "node-typo", "-o", "jsonpath={.spec}"]);
     assert_eq!(spec.trim(), "{}");
 
-    gw.kubectl_ok(&[
-        "patch",
+    gw.kubectl_ok(&patch(
         "devices",
         "node-1",
-        "--type",
         "merge",
-        "-p",
         r#"{"metadata":{"finalizers":["gpustack.ai/hold"]}}"#,
-    ]);
+    ));
     let out = gw.kubectl_ok(&["delete", "devices", "node-1", "--wait=false"]);
     assert!(out.contains("deleted"), "{out}");
     let ts = gw.kubectl_ok(&[
@@ -361,24 +362,20 @@ fn kubectl_label_annotate_patch_and_delete_with_a_finalizer() {
         !ts.trim().is_empty(),
         "deletionTimestamp must be set while a finalizer is pending"
     );
-    gw.kubectl_ok(&[
-        "patch",
+    gw.kubectl_ok(&patch(
         "devices",
         "node-1",
-        "--type",
         "json",
-        "-p",
         r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-    ]);
+    ));
     let gone = gw.kubectl_err(&["get", "devices", "node-1"]);
     assert!(gone.contains("NotFound"), "{gone}");
 
-    let out = gw.kubectl_ok(&[
-        "apply",
-        "--server-side",
-        "-f",
+    // `kubectl patch` took web-config's greeting: as on Kubernetes, taking it back is forced.
+    let out = gw.kubectl_ok(&server_side_apply(
+        &["--force-conflicts"],
         dir.path().join("objects.yaml").to_str().unwrap(),
-    ]);
+    ));
     assert!(
         out.contains("devices.worker.gpustack.ai/node-1 serverside-applied"),
         "{out}"
@@ -575,4 +572,158 @@ fn unix_socket_serves_plain_http_to_its_owner_only() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn kubectl_server_side_apply_conflicts_until_forced() {
+    let (dir, gw) = start();
+    let manifest = |name: &str, owner: &str, color: &str| {
+        let file = dir.path().join(name);
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: ssa, namespace: default}}\ndata: {{owner: {owner}, color: {color}}}\n"
+            ),
+        )
+        .unwrap();
+        file.to_str().unwrap().to_owned()
+    };
+    let red = manifest("red.yaml", "one", "red");
+    let blue = manifest("blue.yaml", "one", "blue");
+    let out = gw.kubectl_ok(&server_side_apply(&[], &red));
+    assert!(out.contains("configmap/ssa serverside-applied"), "{out}");
+
+    // Another manager changing colour: refused, naming the owner and the way out.
+    let refused = gw.kubectl_err(&server_side_apply(&["--field-manager=other"], &blue));
+    assert!(
+        refused.contains("Apply failed with 1 conflict: conflict with \"kubectl\": .data.color")
+            && refused.contains("--force-conflicts"),
+        "{refused}"
+    );
+    let color = gw.kubectl_ok(&["get", "cm", "ssa", "-o", "jsonpath={.data.color}"]);
+    assert_eq!(color, "red");
+
+    // Forced, it goes through and the colour changes owner; `owner` stays shared.
+    let out = gw.kubectl_ok(&server_side_apply(
+        &["--field-manager=other", "--force-conflicts"],
+        &blue,
+    ));
+    assert!(out.contains("configmap/ssa serverside-applied"), "{out}");
+    let cm: Value = serde_json::from_str(&gw.kubectl_ok(&[
+        "get",
+        "cm",
+        "ssa",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]))
+    .unwrap();
+    assert_eq!(cm["data"]["color"], "blue");
+    let fields = |manager: &str| {
+        cm["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["manager"] == manager)
+            .map(|e| e["fieldsV1"]["f:data"].clone())
+    };
+    assert_eq!(
+        fields("kubectl"),
+        Some(serde_json::json!({"f:owner": {}})),
+        "{cm}"
+    );
+    assert_eq!(
+        fields("other"),
+        Some(serde_json::json!({"f:color": {}, "f:owner": {}})),
+        "{cm}"
+    );
+
+    // `kubectl edit`, then an apply changing what the edit set: a conflict with the editor.
+    let edited = gw
+        .kubectl_command(&["edit", "cm", "ssa"])
+        .env("KUBE_EDITOR", "sed -i s/blue/green/")
+        .env("EDITOR", "sed -i s/blue/green/")
+        .output()
+        .unwrap();
+    assert!(edited.status.success(), "{edited:?}");
+    let refused = gw.kubectl_err(&server_side_apply(&["--field-manager=other"], &blue));
+    assert!(
+        refused.contains(
+            "Apply failed with 1 conflict: conflict with \"kubectl-edit\" using v1: .data.color"
+        ),
+        "{refused}"
+    );
+
+    // `kubectl patch` likewise.
+    gw.kubectl_ok(&patch("cm", "ssa", "merge", r#"{"data":{"owner":"two"}}"#));
+    let refused = gw.kubectl_err(&server_side_apply(&[], &red));
+    assert!(
+        refused.contains("Apply failed with 2 conflicts")
+            && refused.contains("conflicts with \"kubectl-edit\" using v1:\n- .data.color")
+            && refused.contains("conflicts with \"kubectl-patch\" using v1:\n- .data.owner"),
+        "{refused}"
+    );
+    gw.kubectl_ok(&server_side_apply(&["--force-conflicts"], &red));
+    let data = gw.kubectl_ok(&["get", "cm", "ssa", "-o", "jsonpath={.data}"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&data).unwrap(),
+        serde_json::json!({"owner": "one", "color": "red"})
+    );
+}
+
+#[test]
+fn kubectl_apply_of_an_invalid_custom_resource_is_refused_naming_the_field() {
+    let (dir, gw) = start();
+    let crd = dir.path().join("crd.yaml");
+    std::fs::write(
+        &crd,
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [replicas]
+            properties:
+              replicas: {type: integer, minimum: 1}
+              mode: {type: string, enum: [fast, slow]}
+"#,
+    )
+    .unwrap();
+    gw.kubectl_ok(&["apply", "-f", crd.to_str().unwrap()]);
+    gw.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=20s",
+    ]);
+    let widget = dir.path().join("widget.yaml");
+    std::fs::write(
+        &widget,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: default}\nspec: {replicas: three, mode: warp}\n",
+    )
+    .unwrap();
+    let refused = gw.kubectl_err(&["apply", "-f", widget.to_str().unwrap()]);
+    assert!(
+        refused.contains("is invalid:")
+            && refused.contains(
+                r#"spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string""#
+            )
+            && refused.contains(r#"spec.mode: Unsupported value: "warp""#),
+        "{refused}"
+    );
+    let listed = gw.kubectl_ok(&["get", "widgets", "-o", "name"]);
+    assert_eq!(listed.trim(), "", "nothing was created");
 }

@@ -1,77 +1,32 @@
-//! End to end: `worker-gateway --upstreams` mirroring two upstream clusters (each an embedded
+//! End to end: `worker-gateway --upstreams` mirroring upstream clusters (each an embedded
 //! cluster in its own `worker-gateway` process), read with the real `kubectl` through the
-//! kubeconfigs the mirroring gateway writes.
+//! kubeconfigs the mirroring gateway writes, with kube-rs clients over HTTPS, and with a kube-rs
+//! client over the hub's unix socket.
 
 use std::{
-    io::Write,
-    path::{Path, PathBuf},
+    os::unix::fs::{FileTypeExt, PermissionsExt},
+    path::Path,
     process::Stdio,
     sync::mpsc,
 };
 
-use gpustack_tests::embedded::{DEADLINE, GatewayProcess, free_port, kubectl_with, wait_until};
+use futures::StreamExt;
+use gpustack_api::devices::Devices;
+use gpustack_tests::{
+    embedded::{DEADLINE, GatewayProcess, free_port, kubectl_with, wait_until},
+    hub::{add_device, crds_dir, start_upstream, upstream, upstream_with, upstreams_file},
+};
+use kube::{
+    Api, Client, Config, ResourceExt,
+    api::{ApiResource, DynamicObject, ListParams, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+    runtime::watcher,
+};
 use serde_json::Value;
-
-fn crds_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds")
-}
-
-/// An upstream: an embedded cluster with the worker CRDs and one Devices object per name.
-fn upstream(root: &Path, cluster: &str, devices: &[&str]) -> GatewayProcess {
-    let gw = GatewayProcess::start(&root.join(cluster), cluster);
-    gw.kubectl_ok(&["apply", "-f", crds_dir().to_str().unwrap()]);
-    gw.kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/devices.worker.gpustack.ai",
-        "--timeout=20s",
-    ]);
-    for d in devices {
-        create_device(&gw, d);
-    }
-    gw
-}
-
-fn create_device(gw: &GatewayProcess, name: &str) {
-    let manifest = format!(
-        "apiVersion: worker.gpustack.ai/v1alpha1\nkind: Devices\nmetadata:\n  name: {name}\n  labels: {{cluster-of-origin: {}}}\nspec: {{}}\n",
-        gw.cluster
-    );
-    let mut child = gw
-        .kubectl_command(&["create", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl create");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifest.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "creating {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// The mirroring gateway, serving `upstreams` (each mirrored under its own cluster name).
 fn mirror(root: &Path, upstreams: &[&GatewayProcess]) -> GatewayProcess {
-    let file = root.join("upstreams.yaml");
-    let text: String = upstreams
-        .iter()
-        .map(|u| {
-            format!(
-                "- name: {}\n  kubeconfig: {}\n",
-                u.cluster,
-                u.kubeconfig().display()
-            )
-        })
-        .collect();
-    std::fs::write(&file, text).unwrap();
+    upstreams_file(root, upstreams);
     start_hub(root, &upstreams[0].cluster, free_port(), &[])
 }
 
@@ -113,7 +68,12 @@ fn try_names(hub: &GatewayProcess, cluster: &str, extra: &[&str]) -> Result<Vec<
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
-    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+    Ok(sorted_names(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The sorted names in `kubectl get devices -o name` output, without the resource prefix.
+fn sorted_names(out: &str) -> Vec<String> {
+    let mut v: Vec<String> = out
         .lines()
         .map(|l| {
             l.trim_start_matches("devices.worker.gpustack.ai/")
@@ -121,7 +81,7 @@ fn try_names(hub: &GatewayProcess, cluster: &str, extra: &[&str]) -> Result<Vec<
         })
         .collect();
     v.sort();
-    Ok(v)
+    v
 }
 
 /// The hub's status entry for `cluster`.
@@ -238,7 +198,7 @@ fn hub_mirrors_two_upstreams_read_only_and_follows_their_changes() {
     // kubectl lists, prints, then watches from the list's version: a change made after the
     // listed objects show is seen.
     wait_event("ADDED", "e-2");
-    create_device(&east, "e-3");
+    add_device(&east, "e-3");
     wait_event("ADDED", "e-3");
     east.kubectl_ok(&["label", "devices", "e-1", "tier=gold"]);
     let ev = wait_event("MODIFIED", "e-1");
@@ -312,10 +272,9 @@ fn killed_upstream_stays_readable_and_degraded_then_converges_after_restart() {
     );
 
     // Back, on the same address and data, and changed: the mirror converges.
-    let serve = "--embedded-cluster=east".to_owned();
-    let east = GatewayProcess::start_with(&data, "east", port, &[serve.as_str()]);
+    let east = start_upstream(&data, "east", port, &[]);
     east.kubectl_ok(&["delete", "devices", "e-1"]);
-    create_device(&east, "e-4");
+    add_device(&east, "e-4");
     wait_names(&hub, "east", &["e-2", "e-4"]);
     wait_names(&hub, "_fleet", &["east.e-2", "east.e-4", "west.w-1"]);
     wait_until("east's count to follow", DEADLINE, || {
@@ -336,13 +295,19 @@ fn restarted_hub_serves_its_stored_mirror_and_its_relist_sweeps_what_vanished() 
 
     // While the hub is down: east changes, west goes away.
     east.kubectl_ok(&["delete", "devices", "e-1"]);
-    create_device(&east, "e-5");
+    add_device(&east, "e-5");
     west.crash();
 
     let hub = start_hub(dir.path(), "east", port, &[]);
-    // West's mirror is served from the store although west cannot be reached.
+    // West's mirror is served from the store although west cannot be reached, and its status
+    // says so: Degraded, with the time of the last sync (made before the restart).
     assert_eq!(names(&hub, "west"), ["w-1"]);
-    assert_eq!(worker(&hub, "west")["phase"], "Pending");
+    let w = wait_phase(&hub, "west", "Degraded");
+    assert!(w["lastSyncTime"].is_string(), "{w}");
+    assert!(
+        w["lastError"].as_str().is_some_and(|e| !e.is_empty()),
+        "{w}"
+    );
     // East's fresh list replaces what the hub had: e-1 is swept, e-5 appears.
     wait_names(&hub, "east", &["e-2", "e-5"]);
     wait_names(&hub, "_fleet", &["east.e-2", "east.e-5", "west.w-1"]);
@@ -383,7 +348,7 @@ fn frozen_upstream_is_detected_and_recovers_after_it_thaws() {
     assert_eq!(names(&hub, "east"), ["e-1"], "still served while frozen");
     east.thaw();
     wait_phase(&hub, "east", "Ready");
-    create_device(&east, "e-2");
+    add_device(&east, "e-2");
     wait_names(&hub, "east", &["e-1", "e-2"]);
 }
 
@@ -407,11 +372,580 @@ fn kind_installed_upstream_after_the_hub_started_is_mirrored_once_served() {
         "crd/devices.worker.gpustack.ai",
         "--timeout=20s",
     ]);
-    create_device(&east, "late-1");
+    add_device(&east, "late-1");
     wait_until("the late kind to be mirrored", DEADLINE, || {
         (try_names(&hub, "east", &[]).ok()? == ["late-1"]).then_some(())
     });
     let e = wait_phase(&hub, "east", "Ready");
     assert_eq!(e["notServed"], serde_json::json!([]), "{e}");
     assert_eq!(e["counts"]["Devices.worker.gpustack.ai"], 1, "{e}");
+}
+
+// ---- kube-rs clients: over HTTPS with the hub's kubeconfigs, over its unix socket ----
+
+/// A runtime for the kube-rs parts of a test; the blocking helpers (kubectl, polling) keep
+/// running on the test's own thread while its watchers run on the runtime's workers.
+fn runtime() -> tokio::runtime::Runtime {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A kube client from one of the hub's kubeconfigs (HTTPS, bearer token).
+async fn kube_client(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("the hub's kubeconfig parses");
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kube config");
+    Client::try_from(config).expect("kube client")
+}
+
+/// A kube client that speaks plain HTTP over the unix socket at `socket`, every request made
+/// relative to `base` (`http://localhost/clusters/NAME`): hyper-util's legacy client over a
+/// connector that opens the socket whatever the URI. Its tasks run on `rt`.
+fn unix_client(rt: &tokio::runtime::Runtime, socket: &Path, base: &str) -> Client {
+    let _in_runtime = rt.enter();
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    type Connecting = std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = std::io::Result<TokioIo<tokio::net::UnixStream>>>
+                + Send,
+        >,
+    >;
+    let socket = socket.to_owned();
+    let connector = tower::service_fn(move |_: http::Uri| -> Connecting {
+        let socket = socket.clone();
+        Box::pin(async move {
+            tokio::net::UnixStream::connect(socket)
+                .await
+                .map(TokioIo::new)
+        })
+    });
+    let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+        .build::<_, kube::client::Body>(connector);
+    let service = tower::ServiceBuilder::new()
+        .layer(kube::client::middleware::BaseUriLayer::new(
+            base.parse().expect("base URI"),
+        ))
+        .service(http);
+    Client::new(service, "default")
+}
+
+/// What a watcher on the hub saw.
+#[derive(Debug)]
+enum Seen {
+    Synced,
+    Applied(Devices),
+    Deleted(Devices),
+    Failed(String),
+}
+
+/// Runs a kube-runtime watcher of `api` on `rt`, forwarding what it sees.
+fn watch_devices(
+    rt: &tokio::runtime::Runtime,
+    api: Api<Devices>,
+    config: watcher::Config,
+) -> mpsc::Receiver<Seen> {
+    let (tx, rx) = mpsc::channel();
+    rt.spawn(async move {
+        let mut events = watcher::watcher(api, config).boxed();
+        while let Some(ev) = events.next().await {
+            let seen = match ev {
+                Ok(watcher::Event::InitDone) => Seen::Synced,
+                Ok(watcher::Event::Apply(d)) => Seen::Applied(d),
+                Ok(watcher::Event::Delete(d)) => Seen::Deleted(d),
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
+                Err(e) => Seen::Failed(e.to_string()),
+            };
+            if tx.send(seen).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for the watcher's first complete list.
+fn wait_synced(rx: &mpsc::Receiver<Seen>) {
+    loop {
+        match rx.recv_timeout(DEADLINE) {
+            Ok(Seen::Synced) => return,
+            Ok(_) => {}
+            Err(_) => panic!("the watcher on the hub never listed"),
+        }
+    }
+}
+
+/// The next change the watcher sees to `name` of type `applied` (else deleted), checking each
+/// change seen on the way with `every`.
+fn wait_change(
+    rx: &mpsc::Receiver<Seen>,
+    applied: bool,
+    name: &str,
+    every: &dyn Fn(&Devices),
+) -> Devices {
+    loop {
+        let seen = rx.recv_timeout(DEADLINE).unwrap_or_else(|_| {
+            panic!(
+                "the watcher on the hub saw no {} of {name}",
+                if applied { "apply" } else { "deletion" }
+            )
+        });
+        let (is_apply, d) = match seen {
+            Seen::Applied(d) => (true, d),
+            Seen::Deleted(d) => (false, d),
+            Seen::Failed(e) => {
+                eprintln!("the watcher on the hub retries after: {e}");
+                continue;
+            }
+            Seen::Synced => continue,
+        };
+        every(&d);
+        if is_apply == applied && d.name_any() == name {
+            return d;
+        }
+    }
+}
+
+fn label<'a>(d: &'a Devices, key: &str) -> Option<&'a str> {
+    d.labels().get(key).map(String::as_str)
+}
+
+/// The names of the Devices of an upstream, read from the upstream itself.
+fn upstream_names(gw: &GatewayProcess) -> Vec<String> {
+    sorted_names(&gw.kubectl_ok(&["get", "devices", "-o", "name"]))
+}
+
+/// The resourceVersion of a list of `gw`'s Devices.
+fn list_version(gw: &GatewayProcess) -> String {
+    let list: Value = serde_json::from_str(&gw.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/apis/worker.gpustack.ai/v1alpha1/devices?limit=1",
+    ]))
+    .unwrap();
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("a list carries its resourceVersion")
+        .to_owned()
+}
+
+/// Whether a watch of `gw`'s Devices from `rv` answers 410 Gone (the log was compacted).
+fn watch_expired(gw: &GatewayProcess, rv: &str) -> bool {
+    let out = gw.kubectl(&[
+        "get",
+        "--raw",
+        &format!(
+            "/apis/worker.gpustack.ai/v1alpha1/devices?watch=1&resourceVersion={rv}&timeoutSeconds=1"
+        ),
+    ]);
+    serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<Value>()
+        .filter_map(Result::ok)
+        .any(|ev| ev["type"] == "ERROR" && ev["object"]["code"] == 410)
+}
+
+/// `cluster.name` for each of `names`.
+fn fleet_names(cluster: &str, names: &[String]) -> Vec<String> {
+    names.iter().map(|n| format!("{cluster}.{n}")).collect()
+}
+
+#[test]
+fn three_upstreams_fleet_view_lists_all_with_cluster_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let alpha = upstream(dir.path(), "alpha", &["a-1", "a-2"]);
+    let beta = upstream(dir.path(), "beta", &["b-1"]);
+    let gamma = upstream(dir.path(), "gamma", &["g-1", "g-2", "g-3"]);
+    let hub = mirror(dir.path(), &[&alpha, &beta, &gamma]);
+    for (cluster, n) in [("alpha", 2), ("beta", 1), ("gamma", 3)] {
+        wait_until(
+            &format!("{cluster} to be Ready with {n} Devices"),
+            DEADLINE,
+            || {
+                let w = worker(&hub, cluster);
+                (w["phase"] == "Ready" && w["counts"]["Devices.worker.gpustack.ai"] == n)
+                    .then_some(())
+            },
+        );
+    }
+    // The fleet view has its own kubeconfig, named after the fleet cluster.
+    let fleet_kubeconfig = hub.data_dir.join("_fleet.kubeconfig");
+    assert!(fleet_kubeconfig.is_file(), "{}", fleet_kubeconfig.display());
+    let all = [
+        "alpha.a-1",
+        "alpha.a-2",
+        "beta.b-1",
+        "gamma.g-1",
+        "gamma.g-2",
+        "gamma.g-3",
+    ];
+    wait_names(&hub, "_fleet", &all);
+
+    // Every copy is labelled with its cluster and annotated with its name there.
+    let list: Value = serde_json::from_str(&String::from_utf8_lossy(
+        &kubectl_with(
+            &hub_flags(&hub, "_fleet"),
+            &["get", "devices", "-o", "json"],
+        )
+        .output()
+        .unwrap()
+        .stdout,
+    ))
+    .unwrap();
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), all.len(), "{list}");
+    for item in items {
+        let meta = &item["metadata"];
+        let name = meta["name"].as_str().unwrap();
+        let (cluster, original) = name.split_once('.').unwrap();
+        assert_eq!(meta["labels"]["gpustack.ai/cluster"], cluster, "{item}");
+        assert_eq!(meta["labels"]["cluster-of-origin"], cluster, "{item}");
+        assert_eq!(
+            meta["annotations"]["gpustack.ai/original-name"], original,
+            "{item}"
+        );
+    }
+    // A label selector picks one cluster, alone or with the objects' own labels.
+    for (cluster, want) in [
+        ("alpha", &all[..2]),
+        ("beta", &all[2..3]),
+        ("gamma", &all[3..]),
+    ] {
+        assert_eq!(
+            names_selected(
+                &hub,
+                "_fleet",
+                &["-l", &format!("gpustack.ai/cluster={cluster}")]
+            ),
+            want
+        );
+    }
+    assert_eq!(
+        names_selected(
+            &hub,
+            "_fleet",
+            &["-l", "gpustack.ai/cluster=gamma,cluster-of-origin=gamma"]
+        ),
+        &all[3..]
+    );
+    assert!(
+        names_selected(&hub, "_fleet", &["-l", "gpustack.ai/cluster=delta"]).is_empty(),
+        "no such cluster"
+    );
+    assert_eq!(
+        names_selected(&hub, "_fleet", &["-l", "gpustack.ai/cluster!=gamma"]),
+        &all[..3]
+    );
+
+    // kube-rs watchers on the fleet view (HTTPS, the fleet kubeconfig's token): one on every
+    // cluster, one on alpha alone through a label selector.
+    let rt = runtime();
+    let client = rt.block_on(kube_client(&fleet_kubeconfig));
+    let fleet: Api<Devices> = Api::all(client);
+    let listed = rt
+        .block_on(fleet.list(&ListParams::default()))
+        .expect("typed fleet list");
+    let mut got: Vec<String> = listed.items.iter().map(ResourceExt::name_any).collect();
+    got.sort();
+    assert_eq!(got, all);
+    let everything = watch_devices(&rt, fleet.clone(), watcher::Config::default());
+    let only_alpha = watch_devices(
+        &rt,
+        fleet.clone(),
+        watcher::Config::default().labels("gpustack.ai/cluster=alpha"),
+    );
+    wait_synced(&everything);
+    wait_synced(&only_alpha);
+    let labelled = |d: &Devices| {
+        let name = d.name_any();
+        let cluster = name.split_once('.').map(|(c, _)| c).unwrap_or_default();
+        assert_eq!(label(d, "gpustack.ai/cluster"), Some(cluster), "{d:?}");
+    };
+
+    // A creation, a label change and a deletion in beta and gamma reach the fleet watcher.
+    add_device(&beta, "b-2");
+    let d = wait_change(&everything, true, "beta.b-2", &labelled);
+    assert_eq!(label(&d, "cluster-of-origin"), Some("beta"));
+    beta.kubectl_ok(&["label", "devices", "b-1", "tier=gold"]);
+    let d = wait_change(&everything, true, "beta.b-1", &labelled);
+    assert_eq!(label(&d, "tier"), Some("gold"), "{d:?}");
+    assert_eq!(label(&d, "gpustack.ai/cluster"), Some("beta"), "{d:?}");
+    gamma.kubectl_ok(&["delete", "devices", "g-2"]);
+    wait_change(&everything, false, "gamma.g-2", &labelled);
+    // Alpha's watcher saw none of that; it sees alpha's own change.
+    add_device(&alpha, "a-3");
+    wait_change(&everything, true, "alpha.a-3", &labelled);
+    wait_change(&only_alpha, true, "alpha.a-3", &|d| {
+        assert_eq!(
+            label(d, "gpustack.ai/cluster"),
+            Some("alpha"),
+            "the selected watcher saw another cluster's object: {d:?}"
+        )
+    });
+    while let Ok(seen) = only_alpha.try_recv() {
+        if let Seen::Applied(d) | Seen::Deleted(d) = seen {
+            assert_eq!(label(&d, "gpustack.ai/cluster"), Some("alpha"), "{d:?}");
+        }
+    }
+
+    let now = [
+        "alpha.a-1",
+        "alpha.a-2",
+        "alpha.a-3",
+        "beta.b-1",
+        "beta.b-2",
+        "gamma.g-1",
+        "gamma.g-3",
+    ];
+    wait_names(&hub, "_fleet", &now);
+    assert_eq!(
+        names_selected(
+            &hub,
+            "_fleet",
+            &["-l", "gpustack.ai/cluster=beta,tier=gold"]
+        ),
+        ["beta.b-1"]
+    );
+    assert_eq!(names(&hub, "gamma"), ["g-1", "g-3"]);
+    drop(rt);
+}
+
+#[test]
+fn upstream_compaction_makes_the_hub_relist_and_converge() {
+    let dir = tempfile::tempdir().unwrap();
+    // The upstream keeps only its 5 newest events and trims its log every second.
+    let short_log = [
+        "--event-log-retention=5",
+        "--event-log-compaction-interval=1s",
+    ];
+    let east = upstream_with(
+        dir.path(),
+        "east",
+        &["e-1", "e-2", "e-3", "e-4"],
+        &short_log,
+    );
+    let west = upstream(dir.path(), "west", &["w-1"]);
+    let hub = mirror(dir.path(), &[&east, &west]);
+    wait_phase(&hub, "east", "Ready");
+    wait_phase(&hub, "west", "Ready");
+    wait_names(&hub, "east", &["e-1", "e-2", "e-3", "e-4"]);
+    // The hub has seen everything up to here; from here a watch still resumes.
+    let seen_by_hub = list_version(&east);
+    assert!(!watch_expired(&east, &seen_by_hub), "compacted too early");
+
+    // The hub is frozen, and its connections to east are cut (east crashes and comes back on
+    // the same address and data), so that it must resume its watches once it runs again.
+    hub.freeze();
+    let (port, data) = (east.port, east.data_dir.clone());
+    east.crash();
+    let east = start_upstream(&data, "east", port, &short_log);
+    // Many changes, deletions among them, more than the upstream's log keeps.
+    east.kubectl_ok(&["delete", "devices", "e-1", "e-2"]);
+    east.kubectl_ok(&["label", "devices", "e-3", "tier=gold"]);
+    for i in 1..=8 {
+        add_device(&east, &format!("n-{i}"));
+    }
+    east.kubectl_ok(&["delete", "devices", "n-1"]);
+    wait_until(
+        "the upstream to compact its log past what the hub has seen",
+        DEADLINE,
+        || watch_expired(&east, &seen_by_hub).then_some(()),
+    );
+    let want = upstream_names(&east);
+    assert_eq!(
+        want,
+        [
+            "e-3", "e-4", "n-2", "n-3", "n-4", "n-5", "n-6", "n-7", "n-8"
+        ]
+    );
+
+    // Thawed, the hub's resumed watch answers 410: it relists and converges to exactly what
+    // the upstream has, deletions included.
+    hub.thaw();
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    wait_names(&hub, "east", &want);
+    let mut fleet = fleet_names(
+        "east",
+        &want.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
+    );
+    fleet.push("west.w-1".into());
+    wait_names(
+        &hub,
+        "_fleet",
+        &fleet.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        names_selected(&hub, "east", &["-l", "tier=gold"]),
+        ["e-3"],
+        "the label set while the hub was behind"
+    );
+    wait_until("east's count to follow", DEADLINE, || {
+        (worker(&hub, "east")["counts"]["Devices.worker.gpustack.ai"] == want.len()).then_some(())
+    });
+    assert_eq!(
+        names(&hub, "west"),
+        ["w-1"],
+        "the other upstream is untouched"
+    );
+    // The relist came from the expired version, not from a replay.
+    let log = std::fs::read_to_string(hub.log_path()).unwrap_or_default();
+    assert!(
+        log.contains("too old resource version"),
+        "the hub's log does not show the 410 it relisted after:\n{log}"
+    );
+    wait_phase(&hub, "east", "Ready");
+
+    // And it keeps following: the watch after the relist is live.
+    add_device(&east, "n-9");
+    east.kubectl_ok(&["delete", "devices", "e-4"]);
+    let mut want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
+    want.retain(|n| n != "e-4");
+    want.push("n-9".into());
+    want.sort();
+    wait_names(
+        &hub,
+        "east",
+        &want.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+}
+
+#[test]
+fn kube_client_over_the_unix_socket_reads_the_mirror() {
+    let dir = tempfile::tempdir().unwrap();
+    let east = upstream(dir.path(), "east", &["d-1", "d-2"]);
+    let west = upstream(dir.path(), "west", &["w-1"]);
+    upstreams_file(dir.path(), &[&east, &west]);
+    let socket = dir.path().join("gw.sock");
+    let upstreams = format!(
+        "--upstreams={}",
+        dir.path().join("upstreams.yaml").display()
+    );
+    let hub = GatewayProcess::start_with_socket(
+        &dir.path().join("hub"),
+        "east",
+        free_port(),
+        &socket,
+        &[upstreams.as_str(), "--worker-conn-mode=loopback"],
+    );
+    wait_phase(&hub, "east", "Ready");
+    wait_phase(&hub, "west", "Ready");
+    wait_names(&hub, "east", &["d-1", "d-2"]);
+
+    // The socket is the access control: owner only.
+    let meta = std::fs::metadata(&socket).expect("the socket exists");
+    assert!(meta.file_type().is_socket(), "{meta:?}");
+    assert_eq!(
+        meta.permissions().mode() & 0o777,
+        0o600,
+        "socket mode {:o}",
+        meta.permissions().mode()
+    );
+
+    let rt = runtime();
+    // One cluster's mirror, typed, with no token.
+    let east_client = unix_client(&rt, &socket, "http://localhost/clusters/east");
+    let devices: Api<Devices> = Api::all(east_client.clone());
+    let list = rt
+        .block_on(devices.list(&ListParams::default()))
+        .expect("typed list over the socket");
+    let mut got: Vec<String> = list.items.iter().map(ResourceExt::name_any).collect();
+    got.sort();
+    assert_eq!(got, ["d-1", "d-2"]);
+    assert!(
+        list.metadata
+            .resource_version
+            .is_some_and(|v| !v.is_empty()),
+        "a list has a resourceVersion"
+    );
+    let d1 = rt
+        .block_on(devices.get("d-1"))
+        .expect("get over the socket");
+    assert_eq!(label(&d1, "cluster-of-origin"), Some("east"));
+    assert!(d1.metadata.managed_fields.is_none());
+    let missing = rt.block_on(devices.get("nope"));
+    assert!(
+        matches!(&missing, Err(kube::Error::Api(s)) if s.code == 404),
+        "{missing:?}"
+    );
+    // Read-only: a write through the socket answers 405.
+    let write = rt.block_on(devices.create(
+        &PostParams::default(),
+        &Devices::new("d-9", Default::default()),
+    ));
+    assert!(
+        matches!(&write, Err(kube::Error::Api(s)) if s.code == 405),
+        "{write:?}"
+    );
+
+    // The fleet view, untyped, with a label selector.
+    let fleet_client = unix_client(&rt, &socket, "http://localhost/clusters/_fleet");
+    let fleet: Api<DynamicObject> =
+        Api::all_with(fleet_client.clone(), &ApiResource::erase::<Devices>(&()));
+    let all = rt
+        .block_on(fleet.list(&ListParams::default()))
+        .expect("fleet list over the socket");
+    let mut got: Vec<String> = all.items.iter().map(ResourceExt::name_any).collect();
+    got.sort();
+    assert_eq!(got, ["east.d-1", "east.d-2", "west.w-1"]);
+    let west_only = rt
+        .block_on(fleet.list(&ListParams::default().labels("gpustack.ai/cluster=west")))
+        .expect("selected fleet list over the socket");
+    assert_eq!(
+        west_only
+            .items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect::<Vec<_>>(),
+        ["west.w-1"]
+    );
+    let copy = rt
+        .block_on(fleet.get("east.d-2"))
+        .expect("fleet get over the socket");
+    assert_eq!(
+        copy.annotations()
+            .get("gpustack.ai/original-name")
+            .map(String::as_str),
+        Some("d-2")
+    );
+
+    // A kube-runtime watcher over the socket follows the upstream.
+    let seen = watch_devices(&rt, devices.clone(), watcher::Config::default());
+    wait_synced(&seen);
+    add_device(&east, "d-3");
+    wait_change(&seen, true, "d-3", &|_| {});
+    east.kubectl_ok(&["label", "devices", "d-2", "tier=gold"]);
+    let d2 = wait_change(&seen, true, "d-2", &|_| {});
+    assert_eq!(label(&d2, "tier"), Some("gold"));
+    east.kubectl_ok(&["delete", "devices", "d-1"]);
+    wait_change(&seen, false, "d-1", &|_| {});
+    let list = rt
+        .block_on(devices.list(&ListParams::default()))
+        .expect("typed list over the socket");
+    let mut got: Vec<String> = list.items.iter().map(ResourceExt::name_any).collect();
+    got.sort();
+    assert_eq!(got, ["d-2", "d-3"]);
+
+    // The status API is served on the socket too.
+    let req = http::Request::get("/apis/workers")
+        .body(Vec::new())
+        .unwrap();
+    let status: Value = serde_json::from_str(
+        &rt.block_on(unix_client(&rt, &socket, "http://localhost").request_text(req))
+            .expect("/apis/workers over the socket"),
+    )
+    .unwrap();
+    let clusters: Vec<&str> = status["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["cluster"].as_str())
+        .collect();
+    assert!(
+        clusters.contains(&"east") && clusters.contains(&"west"),
+        "{status}"
+    );
+    drop(rt);
 }

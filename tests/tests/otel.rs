@@ -58,9 +58,18 @@ fn spans_reach_an_otlp_receiver() {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || serve_one(listener, tx));
 
-    // Any command opens the root `command` span; one that fails fast keeps the test quick.
+    // Any command opens the root `command` span; one that fails fast keeps the test quick: a
+    // gateway whose data directory is a file.
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, "").unwrap();
     let out = operator()
-        .args(["worker-gateway", "-v=1"])
+        .args([
+            "worker-gateway",
+            "-v=1",
+            "--bind-unix-path=",
+            &format!("--data-dir={}", not_a_dir.display()),
+        ])
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         .output()

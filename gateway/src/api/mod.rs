@@ -21,6 +21,7 @@ pub mod selectors;
 pub mod status;
 pub mod strategic;
 pub mod table;
+pub mod validation;
 mod watch;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
@@ -110,6 +111,12 @@ impl ApiState {
         }
         Ok(())
     }
+}
+
+/// Starts the garbage collection a previous run left pending (owners still marked for
+/// foreground or orphan deletion); otherwise the first request starts it.
+pub fn resume_collection(st: &ApiState) {
+    handlers::resume_collection(st);
 }
 
 /// The router serving every hosted cluster (under `/clusters/NAME/`, and at the root when there

@@ -1,6 +1,7 @@
 //! Custom-resource schemas at write time: fields a CRD's structural schema does not know are
 //! pruned, as the Kubernetes API server does, and reported for `fieldValidation` (`Strict`
-//! refuses the request, `Warn` answers with `Warning` headers, `Ignore` says nothing).
+//! refuses the request, `Warn` answers with `Warning` headers, `Ignore` says nothing); and the
+//! schema's `default`s are applied (structural defaulting), on writes and on reads.
 
 use serde_json::{Map, Value};
 
@@ -109,6 +110,101 @@ pub fn prune(schema: &Value, obj: &mut Value) -> Vec<String> {
     unknown
 }
 
+fn nullable(schema: &Value) -> bool {
+    schema.get("nullable").and_then(Value::as_bool) == Some(true)
+}
+
+/// Settles the member `k` of `m` that `schema` describes: an absent or (where not nullable)
+/// null member takes the default; a null one without a default goes, as Kubernetes prunes
+/// such nulls before defaulting. Then the member's own members are settled.
+fn default_member(schema: &Value, m: &mut Map<String, Value>, k: &str) {
+    let null = m.get(k).is_some_and(Value::is_null);
+    if m.get(k).is_none() || (null && !nullable(schema)) {
+        match schema.get("default") {
+            Some(d) => {
+                m.insert(k.to_owned(), d.clone());
+            }
+            None => {
+                m.remove(k);
+            }
+        }
+    }
+    if let Some(v) = m.get_mut(k) {
+        default_value(schema, v);
+    }
+}
+
+fn default_value(schema: &Value, v: &mut Value) {
+    match v {
+        Value::Object(m) => default_object(schema, m, false),
+        Value::Array(items) => {
+            let Some(item_schema) = schema.get("items") else {
+                return;
+            };
+            for item in items {
+                if item.is_null()
+                    && !nullable(item_schema)
+                    && let Some(d) = item_schema.get("default")
+                {
+                    *item = d.clone();
+                }
+                default_value(item_schema, item);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn default_object(schema: &Value, m: &mut Map<String, Value>, root: bool) {
+    let embedded = root
+        || schema
+            .get("x-kubernetes-embedded-resource")
+            .and_then(Value::as_bool)
+            == Some(true);
+    // A resource's apiVersion, kind and metadata are the API server's, not the schema's.
+    let own = |k: &str| !(embedded && matches!(k, "apiVersion" | "kind" | "metadata"));
+    let props = schema.get("properties").and_then(Value::as_object);
+    for (k, child) in props.into_iter().flatten() {
+        if own(k) {
+            default_member(child, m, k);
+        }
+    }
+    if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        let keys: Vec<String> = m
+            .keys()
+            .filter(|k| own(k) && !props.is_some_and(|p| p.contains_key(*k)))
+            .cloned()
+            .collect();
+        for k in keys {
+            default_member(additional, m, &k);
+        }
+    }
+}
+
+/// Applies the `default`s of `schema` (a CRD's `openAPIV3Schema`) to `obj`: a missing field
+/// whose parent is present takes its default, as do non-nullable nulls; other non-nullable
+/// nulls are removed.
+pub fn apply_defaults(schema: &Value, obj: &mut Value) {
+    if let Value::Object(m) = obj {
+        default_object(schema, m, true);
+    }
+}
+
+/// Whether `schema` gives any field a default.
+pub fn has_defaults(schema: &Value) -> bool {
+    let children = |key: &str| -> Vec<&Value> {
+        match schema.get(key) {
+            Some(Value::Object(m)) if key == "properties" => m.values().collect(),
+            Some(v @ Value::Object(_)) => vec![v],
+            _ => Vec::new(),
+        }
+    };
+    ["properties", "additionalProperties", "items"]
+        .into_iter()
+        .flat_map(children)
+        .any(|c| c.get("default").is_some() || has_defaults(c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +246,44 @@ mod tests {
             Ok(FieldValidation::Strict)
         );
         assert!(FieldValidation::parse(Some("strict")).is_err());
+    }
+
+    #[test]
+    fn defaults_fill_missing_and_null_fields_under_present_parents() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "size": {"type": "integer", "default": 1},
+                "mode": {"type": "string", "default": "fast"},
+                "opt": {"type": "string", "nullable": true, "default": "x"},
+                "gone": {"type": "string"},
+                "config": {"type": "object", "default": {}, "properties": {
+                    "level": {"type": "integer", "default": 3}
+                }},
+                "ports": {"type": "array", "items": {"type": "object", "properties": {
+                    "protocol": {"type": "string", "default": "TCP"}
+                }}},
+                "env": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+                    "on": {"type": "boolean", "default": true}
+                }}}
+            }},
+            "status": {"type": "object", "properties": {"phase": {"type": "string", "default": "New"}}}
+        }});
+        assert!(has_defaults(&schema));
+        assert!(!has_defaults(
+            &json!({"type": "object", "properties": {"a": {"type": "string"}}})
+        ));
+        let mut o = json!({
+            "metadata": {"name": "w"},
+            "spec": {"mode": null, "opt": null, "gone": null, "ports": [{}, {"protocol": "UDP"}], "env": {"a": {}}}
+        });
+        apply_defaults(&schema, &mut o);
+        assert_eq!(
+            o["spec"],
+            json!({"mode": "fast", "opt": null, "ports": [{"protocol": "TCP"}, {"protocol": "UDP"}],
+                   "env": {"a": {"on": true}}, "size": 1, "config": {"level": 3}})
+        );
+        // No status, no status defaults.
+        assert!(o.get("status").is_none());
+        assert_eq!(o["metadata"], json!({"name": "w"}));
     }
 }

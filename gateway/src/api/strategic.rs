@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 /// The merge key of a list field, from Kubernetes' `patchMergeKey` tags.
-fn merge_key(field: &str, items: &[&Value]) -> Option<&'static str> {
+pub(crate) fn merge_key(field: &str, items: &[&Value]) -> Option<&'static str> {
     let all_have = |k: &str| items.iter().all(|i| i.get(k).is_some());
     let key = match field {
         "containers"

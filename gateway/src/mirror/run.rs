@@ -2,7 +2,10 @@
 //! mirrored kinds, then run one watcher per kind that writes straight into the store, and a
 //! health probe. Each upstream runs in its own task, so one broken upstream never delays another.
 
-use std::{collections::HashSet, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
 
 use futures::{StreamExt, future::join_all};
 use kube::{
@@ -68,8 +71,13 @@ pub enum MirrorError {
     Timeout(Duration),
 }
 
-/// How many listed objects are written together (the store commits them in one batch).
-const LIST_CHUNK: usize = 256;
+/// How many listed objects, or changes that arrived together, are written together (the
+/// store commits them in one batch). Also bounds what a mirror holds in memory at once.
+const BATCH: usize = 128;
+
+/// How many objects one list request asks for: a mirror holds a page in memory while it is
+/// written, and many upstreams may list at once.
+const LIST_PAGE: u32 = 100;
 
 /// How often each kind's watch progress is written to the store.
 const PROGRESS_FLUSH: Duration = Duration::from_secs(1);
@@ -254,57 +262,77 @@ impl Mirror {
             let why = self.resume(&api, &resource, &label, rv, &progress).await;
             tracing::info!(upstream = %cluster, kind = %label, reason = %self.redact(&why), "relisting");
         }
-        let mut events = watcher(api, watcher::Config::default())
+        let config = watcher::Config::default().page_size(LIST_PAGE);
+        // Whatever arrived together is written together: the store commits it in one batch.
+        let mut events = watcher(api, config)
             .default_backoff()
+            .ready_chunks(BATCH)
             .boxed();
         let mut seen: HashSet<(String, String)> = HashSet::new();
         let mut listed: Vec<(ObjectKey, Value)> = Vec::new();
         let mut listed_rvs: Vec<String> = Vec::new();
-        while let Some(event) = events.next().await {
-            let outcome = match event {
-                Ok(watcher::Event::Init) => {
-                    seen.clear();
-                    listed.clear();
-                    listed_rvs.clear();
-                    Ok(())
-                }
-                Ok(watcher::Event::InitApply(obj)) => {
-                    listed_rvs.extend(obj.metadata.resource_version.clone());
-                    let (key, body) = self.entry(&resource, obj);
-                    seen.insert((key.namespace.clone(), key.name.clone()));
-                    listed.push((key, body));
-                    if listed.len() >= LIST_CHUNK {
-                        self.put_all(std::mem::take(&mut listed)).await
-                    } else {
-                        Ok(())
+        let mut live = Vec::new();
+        while let Some(chunk) = events.next().await {
+            for event in chunk {
+                let outcome = match event {
+                    Ok(watcher::Event::Apply(obj)) => {
+                        live.push((obj, false));
+                        continue;
                     }
-                }
-                Ok(watcher::Event::InitDone) => {
-                    let swept = match self.put_all(std::mem::take(&mut listed)).await {
-                        Ok(()) => self.sweep(&resource, &seen).await,
-                        Err(e) => Err(e),
-                    };
-                    seen.clear();
-                    if swept.is_ok() {
-                        // A completed list is a checkpoint worth keeping at once.
-                        progress
-                            .note(newest_listed(listed_rvs.iter().map(String::as_str)).as_deref());
-                        progress.flush().await;
-                        self.board
-                            .record(&cluster, Happening::Listed(label.clone()));
+                    Ok(watcher::Event::Delete(obj)) => {
+                        live.push((obj, true));
+                        continue;
                     }
-                    listed_rvs.clear();
-                    swept.map(|_| ())
-                }
-                Ok(watcher::Event::Apply(obj)) => {
-                    self.mirror_one(&resource, obj, false, &progress).await
-                }
-                Ok(watcher::Event::Delete(obj)) => {
-                    self.mirror_one(&resource, obj, true, &progress).await
-                }
-                Err(e) => Err(format!("watching {label}: {e}")),
-            };
-            self.after(&resource, &label, outcome).await;
+                    // Changes before a (re)list are written before it.
+                    other => {
+                        let flushed = self.write_live(&resource, &mut live, &progress).await;
+                        self.report(&label, flushed);
+                        match other {
+                            Ok(watcher::Event::Init) => {
+                                seen.clear();
+                                listed.clear();
+                                listed_rvs.clear();
+                                Ok(())
+                            }
+                            Ok(watcher::Event::InitApply(obj)) => {
+                                listed_rvs.extend(obj.metadata.resource_version.clone());
+                                let (key, body) = self.entry(&resource, obj);
+                                seen.insert((key.namespace.clone(), key.name.clone()));
+                                listed.push((key, body));
+                                if listed.len() >= BATCH {
+                                    self.put_all(std::mem::take(&mut listed)).await
+                                } else {
+                                    Ok(())
+                                }
+                            }
+                            Ok(watcher::Event::InitDone) => {
+                                let swept = match self.put_all(std::mem::take(&mut listed)).await {
+                                    Ok(()) => self.sweep(&resource, &seen).await,
+                                    Err(e) => Err(e),
+                                };
+                                seen.clear();
+                                if swept.is_ok() {
+                                    // A completed list is a checkpoint worth keeping at once.
+                                    let newest =
+                                        newest_listed(listed_rvs.iter().map(String::as_str));
+                                    progress.note(newest.as_deref());
+                                    progress.flush().await;
+                                    self.board
+                                        .record(&cluster, Happening::Listed(label.clone()));
+                                }
+                                listed_rvs.clear();
+                                swept
+                            }
+                            Err(e) => Err(format!("watching {label}: {e}")),
+                            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => Ok(()),
+                        }
+                    }
+                };
+                self.report(&label, outcome);
+            }
+            let outcome = self.write_live(&resource, &mut live, &progress).await;
+            self.report(&label, outcome);
+            self.update_count(&resource, &label).await;
         }
     }
 
@@ -324,9 +352,10 @@ impl Mirror {
             ..WatchParams::default().timeout(RESUME_WATCH_SECS)
         };
         let mut announced = false;
+        let mut live = Vec::new();
         loop {
             let mut stream = match api.watch(&params, &rv).await {
-                Ok(s) => s.boxed(),
+                Ok(s) => s.ready_chunks(BATCH).boxed(),
                 Err(e) => return format!("resuming the watch of {label} at {rv}: {e}"),
             };
             if !announced {
@@ -337,76 +366,101 @@ impl Mirror {
                 self.board
                     .record(&self.upstream.name, Happening::Listed(label.to_owned()));
             }
-            loop {
-                let event = match stream.next().await {
-                    None => break,
-                    Some(Err(e)) => return format!("resuming the watch of {label}: {e}"),
-                    Some(Ok(ev)) => ev,
-                };
-                let outcome = match event {
-                    WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
-                        rv = obj.metadata.resource_version.clone().unwrap_or(rv);
-                        self.mirror_one(resource, obj, false, progress).await
+            while let Some(chunk) = stream.next().await {
+                let mut stop = None;
+                for event in chunk {
+                    match event {
+                        Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
+                            rv = obj.metadata.resource_version.clone().unwrap_or(rv);
+                            live.push((obj, false));
+                        }
+                        Ok(WatchEvent::Deleted(obj)) => {
+                            rv = obj.metadata.resource_version.clone().unwrap_or(rv);
+                            live.push((obj, true));
+                        }
+                        Ok(WatchEvent::Bookmark(b)) => {
+                            rv = b.metadata.resource_version;
+                            progress.note(Some(&rv));
+                        }
+                        Ok(WatchEvent::Error(e)) if e.code == 410 => {
+                            stop = Some(format!(
+                                "the upstream no longer has version {rv} of {label}"
+                            ));
+                            break;
+                        }
+                        Ok(WatchEvent::Error(e)) => {
+                            stop = Some(format!("resuming the watch of {label}: {}", e.message));
+                            break;
+                        }
+                        Err(e) => {
+                            stop = Some(format!("resuming the watch of {label}: {e}"));
+                            break;
+                        }
                     }
-                    WatchEvent::Deleted(obj) => {
-                        rv = obj.metadata.resource_version.clone().unwrap_or(rv);
-                        self.mirror_one(resource, obj, true, progress).await
-                    }
-                    WatchEvent::Bookmark(b) => {
-                        rv = b.metadata.resource_version;
-                        progress.note(Some(&rv));
-                        Ok(())
-                    }
-                    WatchEvent::Error(e) if e.code == 410 => {
-                        return format!("the upstream no longer has version {rv} of {label}");
-                    }
-                    WatchEvent::Error(e) => {
-                        return format!("resuming the watch of {label}: {}", e.message);
-                    }
-                };
-                self.after(resource, label, outcome).await;
+                }
+                let outcome = self.write_live(resource, &mut live, progress).await;
+                self.report(label, outcome);
+                self.update_count(resource, label).await;
+                if let Some(why) = stop {
+                    return why;
+                }
             }
         }
     }
 
-    /// Writes a created or changed upstream object, or (`gone`) deletes one gone upstream.
-    async fn mirror_one(
+    /// Writes the changes collected in `live` (in order; of several changes to one object only
+    /// the last is written) and empties it.
+    async fn write_live(
         &self,
         resource: &ApiResource,
-        obj: DynamicObject,
-        gone: bool,
+        live: &mut Vec<(DynamicObject, bool)>,
         progress: &Progress,
     ) -> Result<(), String> {
-        let rv = obj.metadata.resource_version.clone();
-        let (key, body) = self.entry(resource, obj);
-        if gone {
-            self.delete(&key).await?;
-        } else {
-            self.put(key, body).await?;
+        if live.is_empty() {
+            return Ok(());
         }
-        progress.note(rv.as_deref());
+        let newest = live
+            .iter()
+            .rev()
+            .find_map(|(o, _)| o.metadata.resource_version.clone());
+        let mut last: HashMap<(String, String), (ObjectKey, Value, bool)> = HashMap::new();
+        for (obj, gone) in live.drain(..) {
+            let (key, body) = self.entry(resource, obj);
+            last.insert((key.namespace.clone(), key.name.clone()), (key, body, gone));
+        }
+        let writes = last.into_values().map(|(key, body, gone)| async move {
+            if gone {
+                self.delete(&key).await
+            } else {
+                self.put(key, body).await
+            }
+        });
+        let results: Result<Vec<()>, String> = join_all(writes).await.into_iter().collect();
+        results?;
+        progress.note(newest.as_deref());
         self.board.record(&self.upstream.name, Happening::Changed);
         Ok(())
     }
 
-    /// Updates the kind's count after a write, or reports its failure.
-    async fn after(&self, resource: &ApiResource, label: &str, outcome: Result<(), String>) {
+    /// Reports a failure in status and the log.
+    fn report(&self, label: &str, outcome: Result<(), String>) {
+        if let Err(message) = outcome {
+            let message = self.redact(&message);
+            tracing::warn!(upstream = %self.upstream.name, kind = %label, error = %message, "mirror failure");
+            self.board
+                .record(&self.upstream.name, Happening::Failed(message));
+        }
+    }
+
+    /// Refreshes the kind's object count in status.
+    async fn update_count(&self, resource: &ApiResource, label: &str) {
         let cluster = &self.upstream.name;
-        match outcome {
-            Ok(()) => {
-                if let Ok(n) = self
-                    .store
-                    .count(cluster, &resource.group, &resource.plural)
-                    .await
-                {
-                    self.board.set_count(cluster, label, n);
-                }
-            }
-            Err(message) => {
-                let message = self.redact(&message);
-                tracing::warn!(upstream = %cluster, kind = %label, error = %message, "mirror failure");
-                self.board.record(cluster, Happening::Failed(message));
-            }
+        if let Ok(n) = self
+            .store
+            .count(cluster, &resource.group, &resource.plural)
+            .await
+        {
+            self.board.set_count(cluster, label, n);
         }
     }
 

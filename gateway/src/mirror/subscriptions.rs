@@ -225,7 +225,7 @@ impl Subscriptions {
         Ok(())
     }
 
-    /// Stops every mirror.
+    /// Stops every mirror, keeping each upstream's last sync time.
     pub async fn stop(&self) {
         if let Some(t) = self.inner.sync_times.lock().await.take() {
             t.abort();
@@ -235,30 +235,36 @@ impl Subscriptions {
             r.task.abort();
             let _ = r.task.await;
         }
+        self.write_sync_times(&mut BTreeMap::new()).await;
     }
 
     /// Writes each upstream's last sync time when it moves, so that a restarted gateway can say
     /// how old a mirror it cannot reach is.
     async fn keep_sync_times(self) {
-        let mut written: BTreeMap<String, jiff::Timestamp> = BTreeMap::new();
+        let mut written = BTreeMap::new();
         let mut tick = tokio::time::interval(SYNC_TIME_FLUSH);
         loop {
             tick.tick().await;
-            for (cluster, status) in self.inner.board.all() {
-                let Some(t) = status.last_sync_time else {
-                    continue;
-                };
-                if written.get(&cluster) == Some(&t) {
-                    continue;
-                }
-                let store = &self.inner.hosting.store;
-                if store
-                    .set_upstream_sync_time(&cluster, &t.to_string())
-                    .await
-                    .is_ok()
-                {
-                    written.insert(cluster, t);
-                }
+            self.write_sync_times(&mut written).await;
+        }
+    }
+
+    /// Writes the last sync times that differ from `written`, and notes them there.
+    async fn write_sync_times(&self, written: &mut BTreeMap<String, jiff::Timestamp>) {
+        for (cluster, status) in self.inner.board.all() {
+            let Some(t) = status.last_sync_time else {
+                continue;
+            };
+            if written.get(&cluster) == Some(&t) {
+                continue;
+            }
+            let store = &self.inner.hosting.store;
+            if store
+                .set_upstream_sync_time(&cluster, &t.to_string())
+                .await
+                .is_ok()
+            {
+                written.insert(cluster, t);
             }
         }
     }

@@ -1,10 +1,9 @@
 //! Events expire, as in Kubernetes (`--event-ttl`): without it, an embedded cluster's event
 //! records, written on every reconcile by every controller, would grow without bound.
 
-use serde_json::Value;
 use sqlx::Row;
 
-use super::{ObjectKey, Store, StoreError, to_u64};
+use super::{ObjectKey, Store, StoreError};
 
 impl Store {
     /// Deletes the core Events of `cluster` created before `cutoff` (watchers see each go).
@@ -14,20 +13,18 @@ impl Store {
         cluster: &str,
         cutoff: jiff::Timestamp,
     ) -> Result<usize, StoreError> {
+        // Only the timestamps are read to decide; bodies only of what goes.
         let rows = sqlx::query(
-            "SELECT namespace, name, rv, body FROM objects \
-             WHERE cluster = ? AND grp = '' AND resource = 'events'",
+            "SELECT namespace, name, json_extract(body, '$.metadata.creationTimestamp') AS created \
+             FROM objects WHERE cluster = ? AND grp = '' AND resource = 'events'",
         )
         .bind(cluster)
         .fetch_all(self.pool())
         .await?;
         let mut doomed = Vec::new();
         for row in rows {
-            let body: String = row.try_get("body")?;
-            let body: Value = serde_json::from_str(&body)?;
-            let created = body["metadata"]["creationTimestamp"]
-                .as_str()
-                .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+            let created: Option<String> = row.try_get("created")?;
+            let created = created.and_then(|t| t.parse::<jiff::Timestamp>().ok());
             if created.is_none_or(|t| t >= cutoff) {
                 continue;
             }
@@ -38,8 +35,9 @@ impl Store {
                 namespace: row.try_get("namespace")?,
                 name: row.try_get("name")?,
             };
-            let rv: i64 = row.try_get("rv")?;
-            doomed.push((key, to_u64(rv), body));
+            if let Some((rv, body)) = self.get(&key).await? {
+                doomed.push((key, rv, body));
+            }
         }
         self.delete_stored(doomed).await
     }

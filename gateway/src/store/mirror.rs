@@ -81,8 +81,11 @@ impl Store {
 
     /// Deletes every object of (`cluster`, `group`, `resource`) whose name starts with
     /// `name_prefix` and whose (namespace, name) is not in `keep`: the sweep that ends a relist
-    /// (the prefix confines it to one upstream's objects in the fleet view). The deletions are queued together, so the writer
-    /// commits them in as few transactions as its batch size allows. Returns how many went.
+    /// (the prefix confines it to one upstream's objects in the fleet view). Only the names are
+    /// read to decide, and only the doomed objects' bodies (for their DELETED events): many
+    /// upstreams relist at once, and the fleet view holds every upstream's objects. The
+    /// deletions are queued together, so the writer commits them in as few transactions as its
+    /// batch size allows. Returns how many went.
     pub async fn mirror_sweep(
         &self,
         cluster: &str,
@@ -92,22 +95,23 @@ impl Store {
         keep: &HashSet<(String, String)>,
     ) -> Result<usize, StoreError> {
         let rows = sqlx::query(
-            "SELECT namespace, name, rv, body FROM objects WHERE cluster = ? AND grp = ? AND resource = ?",
+            "SELECT namespace, name FROM objects \
+             WHERE cluster = ? AND grp = ? AND resource = ? AND substr(name, 1, ?) = ?",
         )
         .bind(cluster)
         .bind(group)
         .bind(resource)
+        .bind(i64::try_from(name_prefix.len()).unwrap_or(i64::MAX))
+        .bind(name_prefix)
         .fetch_all(self.pool())
         .await?;
         let mut doomed = Vec::new();
         for row in rows {
             let namespace: String = row.try_get("namespace")?;
             let name: String = row.try_get("name")?;
-            if !name.starts_with(name_prefix) || keep.contains(&(namespace.clone(), name.clone())) {
+            if keep.contains(&(namespace.clone(), name.clone())) {
                 continue;
             }
-            let rv: i64 = row.try_get("rv")?;
-            let body: String = row.try_get("body")?;
             let key = ObjectKey {
                 cluster: cluster.to_owned(),
                 group: group.to_owned(),
@@ -115,7 +119,9 @@ impl Store {
                 namespace,
                 name,
             };
-            doomed.push((key, to_u64(rv), serde_json::from_str::<Value>(&body)?));
+            if let Some((rv, body)) = self.get(&key).await? {
+                doomed.push((key, rv, body));
+            }
         }
         self.delete_stored(doomed).await
     }

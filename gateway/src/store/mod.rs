@@ -127,7 +127,12 @@ struct Inner {
     fanout: broadcast::Sender<StoredEvent>,
     /// Bumped to end every open watch (shutdown, tests standing in for a restart).
     watch_epoch: watch::Sender<u64>,
+    /// See [`Store::instance`].
+    instance: u64,
 }
+
+/// The next [`Store::instance`].
+static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Creates `path` readable by its owner only, or narrows an existing one to that: the store
 /// holds Secrets and subscription tokens. SQLite gives its `-wal` and `-shm` files the
@@ -204,6 +209,7 @@ impl Store {
                 queue,
                 fanout,
                 watch_epoch,
+                instance: INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             }),
         })
     }
@@ -227,6 +233,12 @@ impl Store {
     pub async fn close(&self) {
         let _writer = self.inner.writer.lock().await;
         self.inner.pool.close().await;
+    }
+
+    /// Tells apart the stores opened in this process (a reopened database is a new one): work
+    /// the API layer resumes once per opening is keyed on it.
+    pub fn instance(&self) -> u64 {
+        self.inner.instance
     }
 
     fn pool(&self) -> &SqlitePool {

@@ -7,7 +7,7 @@
 use serde_json::Value;
 use sqlx::Row;
 
-use super::{ObjectKey, Store, StoreError, to_u64};
+use super::{ObjectKey, Store, StoreError};
 
 impl Store {
     /// The stored subscriptions: (name, spec).
@@ -116,7 +116,8 @@ impl Store {
     }
 
     /// Deletes every object of `cluster` and every object of `fleet` whose name starts with
-    /// `fleet_prefix`, through the writer, so watchers see each go. Returns how many went.
+    /// `fleet_prefix`, through the writer, so watchers see each go; a few hundred at a time, so
+    /// that a large mirror is never all in memory. Returns how many went.
     pub async fn drop_mirror(
         &self,
         cluster: &str,
@@ -124,7 +125,7 @@ impl Store {
         fleet_prefix: &str,
     ) -> Result<usize, StoreError> {
         let rows = sqlx::query(
-            "SELECT cluster, grp, resource, namespace, name, rv, body FROM objects \
+            "SELECT cluster, grp, resource, namespace, name FROM objects \
              WHERE cluster = ? OR (cluster = ? AND substr(name, 1, ?) = ?)",
         )
         .bind(cluster)
@@ -133,7 +134,7 @@ impl Store {
         .bind(fleet_prefix)
         .fetch_all(self.pool())
         .await?;
-        let mut doomed = Vec::with_capacity(rows.len());
+        let mut keys = Vec::with_capacity(rows.len());
         for row in rows {
             let key = ObjectKey {
                 cluster: row.try_get("cluster")?,
@@ -143,16 +144,26 @@ impl Store {
                 name: row.try_get("name")?,
             };
             // The fleet view's CRDs are shared by every upstream.
-            if key.cluster == fleet && key.resource == "customresourcedefinitions" {
-                continue;
+            if !(key.cluster == fleet && key.resource == "customresourcedefinitions") {
+                keys.push(key);
             }
-            let rv: i64 = row.try_get("rv")?;
-            let body: String = row.try_get("body")?;
-            doomed.push((key, to_u64(rv), serde_json::from_str::<Value>(&body)?));
         }
-        self.delete_stored(doomed).await
+        let mut deleted = 0;
+        for chunk in keys.chunks(DROP_CHUNK) {
+            let mut doomed = Vec::with_capacity(chunk.len());
+            for key in chunk {
+                if let Some((rv, body)) = self.get(key).await? {
+                    doomed.push((key.clone(), rv, body));
+                }
+            }
+            deleted += self.delete_stored(doomed).await?;
+        }
+        Ok(deleted)
     }
 }
+
+/// How many objects of a dropped mirror are deleted together.
+const DROP_CHUNK: usize = 256;
 
 #[cfg(test)]
 mod tests {

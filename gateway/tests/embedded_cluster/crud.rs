@@ -440,7 +440,7 @@ async fn devices_crd_crud_status_generation_and_finalizers() {
     let (code, _) = api_error(e);
     assert_eq!(code, 400);
     // A real spec change moves generation.
-    let group = json!({"id": "h100", "manufacturer": "nvidia", "productName": "H100", "memoryMib": 81920, "accelerators": []});
+    let group = json!({"id": "h100", "manufacturer": "nvidia", "name": "H100", "memory": 81920, "accelerators": []});
     let p = raw
         .patch(
             "node-1",
@@ -617,7 +617,8 @@ async fn owner_references_are_garbage_collected() {
             .is_empty()
     );
 
-    // Foreground: dependents first; a dependent with a finalizer is only marked.
+    // Foreground: the collector deletes the dependents in the background; a dependent with a
+    // finalizer (and no blockOwnerDeletion) is only marked and does not hold the owner.
     let root = api.create(&pp, &cm("root3", &[])).await.unwrap();
     let mut held = child("held", &root);
     held.metadata.finalizers = Some(vec!["gpustack.ai/hold".into()]);
@@ -626,7 +627,12 @@ async fn owner_references_are_garbage_collected() {
     api.delete("root3", &DeleteParams::foreground())
         .await
         .unwrap();
-    assert_eq!(api_error(api.get("gone").await.unwrap_err()).0, 404);
+    let gone = |name: &'static str| {
+        let api = api.clone();
+        async move { api.get_opt(name).await.unwrap().is_none().then_some(()) }
+    };
+    eventually("gone deleted", || gone("gone")).await;
+    eventually("root3 deleted", || gone("root3")).await;
     assert!(
         api.get("held")
             .await
@@ -635,7 +641,6 @@ async fn owner_references_are_garbage_collected() {
             .deletion_timestamp
             .is_some()
     );
-    assert_eq!(api_error(api.get("root3").await.unwrap_err()).0, 404);
 }
 
 #[tokio::test]

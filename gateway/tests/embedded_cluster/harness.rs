@@ -1,10 +1,12 @@
 //! Starting a gateway and a kube client for it; waiting on conditions with deadlines.
 
-use std::{future::Future, path::PathBuf, time::Duration};
+use std::{collections::BTreeMap, future::Future, path::PathBuf, time::Duration};
 
 use gpustack_gateway::server::{Gateway, GatewayOptions};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Client, Config,
+    api::ObjectMeta,
     config::{KubeConfigOptions, Kubeconfig},
 };
 use tempfile::TempDir;
@@ -17,6 +19,19 @@ pub struct Harness {
     pub client: Client,
     pub kubeconfig: PathBuf,
     pub dir: TempDir,
+}
+
+impl Harness {
+    /// Shuts the gateway down and starts a new one on the same data directory and port.
+    pub async fn restart(self) -> Harness {
+        let addr = self.gateway.addr();
+        self.gateway.shutdown().await;
+        let options = GatewayOptions::new(vec!["demo".into()], self.dir.path().to_owned(), addr);
+        let gateway = within("restart", Gateway::start(options))
+            .await
+            .expect("restarted");
+        Harness { gateway, ..self }
+    }
 }
 
 pub async fn start() -> Harness {
@@ -73,4 +88,16 @@ where
         }
     })
     .await
+}
+
+/// A ConfigMap `name` holding `k: v`.
+pub fn cm(name: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("k".to_string(), "v".to_string())])),
+        ..Default::default()
+    }
 }

@@ -1,6 +1,6 @@
 //! Watches through kube-runtime: watcher, reflector, and relisting after 410 Gone.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -13,18 +13,7 @@ use kube::{
     },
 };
 
-use crate::harness::{eventually, start, start_with, within};
-
-fn cm(name: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("k".to_string(), "v".to_string())])),
-        ..Default::default()
-    }
-}
+use crate::harness::{cm, eventually, start, start_with, within};
 
 /// Next event whose kind `pick` accepts, skipping the rest.
 async fn next_matching<S, T>(
@@ -284,7 +273,6 @@ async fn label_selector_watches_see_objects_enter_and_leave() {
 #[tokio::test]
 async fn a_watcher_reconnects_across_a_gateway_restart() {
     let h = start().await;
-    let addr = h.gateway.addr();
     let api: Api<ConfigMap> = Api::namespaced(h.client.clone(), "default");
     api.create(&PostParams::default(), &cm("before"))
         .await
@@ -298,16 +286,7 @@ async fn a_watcher_reconnects_across_a_gateway_restart() {
     .await;
 
     // Same data directory, same port: the kubeconfig, token and CA stay valid.
-    let dir = h.dir;
-    h.gateway.shutdown().await;
-    let options = gpustack_gateway::server::GatewayOptions::new(
-        vec!["demo".into()],
-        dir.path().to_owned(),
-        addr,
-    );
-    let restarted = within("restart", gpustack_gateway::server::Gateway::start(options))
-        .await
-        .expect("restarted");
+    let h = h.restart().await;
     api.create(&PostParams::default(), &cm("after-restart"))
         .await
         .expect("writes reach the restarted gateway");
@@ -326,7 +305,7 @@ async fn a_watcher_reconnects_across_a_gateway_restart() {
     })
     .await;
     assert_eq!(api.get("before").await.unwrap().name_any(), "before");
-    restarted.shutdown().await;
+    h.gateway.shutdown().await;
 }
 
 #[tokio::test]

@@ -1,7 +1,15 @@
 //! Deletes: finalizers and `deletionTimestamp`, namespace and CRD cascades, owner-reference
-//! garbage collection (background, foreground, orphan), deletecollection.
+//! garbage collection (background here; foreground and orphan through the collector's
+//! finalizers, see [`super::gc`]), deletecollection.
 
+use super::gc::{self, Owner};
 use super::*;
+
+/// The options of a delete the server makes itself: dependents and namespace contents go in
+/// the background, whatever policy the request that set it off asked for.
+fn background() -> Value {
+    json!({"propagationPolicy": "Background"})
+}
 
 /// Removes an object for good, with what that implies for namespaces and CRDs.
 pub(super) async fn finish_delete(
@@ -40,6 +48,8 @@ pub(super) async fn finish_delete(
     if let Some(uid) = ev.body.pointer("/metadata/uid").and_then(Value::as_str) {
         delete_dependents(st, ctx, uid.to_owned()).await?;
     }
+    // An owner deleted in the foreground may have been waiting for this one.
+    gc::wake_owners(st, ctx, &ev.body).await?;
     // The last object of a terminating namespace lets the namespace go.
     if t.def.namespaced && !key.namespace.is_empty() {
         finish_namespace_if_empty(st, ctx, &key.namespace).await?;
@@ -157,6 +167,17 @@ pub(super) enum Propagation {
     Orphan,
 }
 
+impl Propagation {
+    /// The finalizer that holds the owner while the collector works.
+    fn finalizer(self) -> Option<&'static str> {
+        match self {
+            Propagation::Background => None,
+            Propagation::Foreground => Some(gc::FOREGROUND),
+            Propagation::Orphan => Some(gc::ORPHAN),
+        }
+    }
+}
+
 pub(super) fn propagation(options: &Value, ctx: &Ctx) -> Result<Propagation, ApiError> {
     let policy = options
         .get("propagationPolicy")
@@ -218,7 +239,7 @@ pub(super) fn delete_dependents<'a>(
 ) -> futures::future::BoxFuture<'a, Result<(), ApiError>> {
     Box::pin(async move {
         for (t, name) in dependents(st, ctx, &owner_uid).await? {
-            match delete_one(st, ctx, &t, &name, &json!({})).await {
+            match delete_one(st, ctx, &t, &name, &background()).await {
                 Ok(_) => {}
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
@@ -327,7 +348,7 @@ pub(super) async fn delete_namespace_contents(
             status: false,
         };
         for obj in page.items {
-            match Box::pin(delete_one(st, ctx, &t, &obj.name, &json!({}))).await {
+            match Box::pin(delete_one(st, ctx, &t, &obj.name, &background())).await {
                 Ok(_) => {}
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
@@ -337,7 +358,32 @@ pub(super) async fn delete_namespace_contents(
     Ok(())
 }
 
-/// Deletes one object (or marks it, while finalizers remain); the response body.
+/// Refuses a delete whose preconditions (resourceVersion, uid) `current` does not meet.
+fn check_preconditions(
+    t: &Target,
+    name: &str,
+    options: &Value,
+    current: &Value,
+) -> Result<(), ApiError> {
+    for (pointer, field) in [
+        (
+            "/preconditions/resourceVersion",
+            "/metadata/resourceVersion",
+        ),
+        ("/preconditions/uid", "/metadata/uid"),
+    ] {
+        if let Some(want) = options.pointer(pointer).and_then(Value::as_str)
+            && Some(want) != current.pointer(field).and_then(Value::as_str)
+        {
+            return Err(ApiError::conflict(&t.def.group, &t.def.plural, name));
+        }
+    }
+    Ok(())
+}
+
+/// Deletes one object (or marks it, while finalizers remain); the response body. Foreground
+/// and orphan deletions mark the object with the collector's finalizer: the collector deletes
+/// (in the background) or orphans (before answering) its dependents, then lets it go.
 pub(super) async fn delete_one(
     st: &ApiState,
     ctx: &Ctx,
@@ -352,54 +398,42 @@ pub(super) async fn delete_one(
     let dry = dry_run(ctx)?;
     let policy = propagation(options, ctx)?;
     for _ in 0..WRITE_ATTEMPTS {
-        let (rv, mut current) = st
+        let (rv, current) = st
             .store
             .get(&key)
             .await
             .map_err(store_error)?
             .ok_or_else(|| ApiError::not_found(&t.def.group, &t.def.plural, name))?;
-        if let Some(want) = options
-            .pointer("/preconditions/resourceVersion")
-            .and_then(Value::as_str)
-            && Some(want) != rv_of(&current)
-        {
-            return Err(ApiError::conflict(&t.def.group, &t.def.plural, name));
-        }
-        if let Some(want) = options
-            .pointer("/preconditions/uid")
-            .and_then(Value::as_str)
-            && Some(want) != current.pointer("/metadata/uid").and_then(Value::as_str)
-        {
-            return Err(ApiError::conflict(&t.def.group, &t.def.plural, name));
-        }
-        if !dry {
-            let uid = current
-                .pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned();
-            match policy {
-                Propagation::Background => {}
-                Propagation::Foreground => delete_dependents(st, ctx, uid).await?,
-                Propagation::Orphan => orphan_dependents(st, ctx, &uid).await?,
+        check_preconditions(t, name, options, &current)?;
+        let mut marked = current.clone();
+        let added = policy
+            .finalizer()
+            .is_some_and(|f| gc::add_finalizer(&mut marked, f));
+        if finalizers_of(&marked) > 0 {
+            let unchanged = is_deleting(&current) && !added;
+            objects::mark_deleting(&mut marked, jiff::Timestamp::now());
+            if dry || unchanged {
+                return Ok((StatusCode::OK, at_version(&t.def, &t.version, marked)));
             }
-        }
-        if finalizers_of(&current) > 0 {
-            if is_deleting(&current) || dry {
-                objects::mark_deleting(&mut current, jiff::Timestamp::now());
-                return Ok((StatusCode::OK, at_version(&t.def, &t.version, current)));
-            }
-            objects::mark_deleting(&mut current, jiff::Timestamp::now());
             match st
                 .store
-                .commit(&key, Precondition::At(rv), WriteOp::Put(current))
+                .commit(&key, Precondition::At(rv), WriteOp::Put(marked))
                 .await
             {
                 Ok(ev) => {
-                    return Ok((
-                        StatusCode::OK,
-                        at_version(&t.def, &t.version, (*ev.body).clone()),
-                    ));
+                    let body = (*ev.body).clone();
+                    let owner = Owner::of(&ctx.cluster, &t.def, &body);
+                    match policy {
+                        Propagation::Background => {}
+                        Propagation::Foreground => gc::schedule(st, owner),
+                        // Orphaned before the answer: clients expect the dependents' owner
+                        // references gone once the delete returns.
+                        Propagation::Orphan => {
+                            let gc_ctx = gc::collector_ctx(&ctx.cluster);
+                            Box::pin(gc::collect(st, &gc_ctx, &owner)).await?;
+                        }
+                    }
+                    return Ok((StatusCode::OK, at_version(&t.def, &t.version, body)));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(StoreError::NotFound) => {

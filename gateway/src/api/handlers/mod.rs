@@ -3,6 +3,9 @@
 //! [`read`], [`write`] and [`delete`].
 
 mod delete;
+mod gc;
+
+pub(crate) use gc::resume_once as resume_collection;
 mod read;
 mod write;
 
@@ -67,6 +70,7 @@ pub(crate) async fn resource(
     ctx: Ctx,
     p: ResourcePath,
 ) -> Result<Response, ApiError> {
+    gc::resume_once(st);
     let def = st
         .registry
         .find(&ctx.cluster, &p.group, &p.version, &p.resource)
@@ -146,9 +150,13 @@ fn review(ctx: &Ctx, def: &ResourceDef, version: &str) -> Result<Response, ApiEr
     Ok(json_response(StatusCode::CREATED, &obj))
 }
 
-/// Sets the `apiVersion` a client asked for (objects are stored once per group and resource).
+/// Sets the `apiVersion` a client asked for (objects are stored once per group and resource),
+/// with the defaults a custom kind's schema gained since the object was stored.
 pub(crate) fn at_version(def: &ResourceDef, version: &str, obj: Value) -> Value {
     let mut obj = conversion::from_storage(def, obj);
+    if let Some(s) = def.schema.as_deref().filter(|_| def.custom) {
+        schema::apply_defaults(s, &mut obj);
+    }
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), json!(def.api_version(version)));
     }
@@ -178,13 +186,15 @@ pub(super) fn check_field_validation(ctx: &Ctx) -> Result<FieldValidation, ApiEr
     FieldValidation::parse(ctx.param("fieldValidation")).map_err(ApiError::bad_request)
 }
 
-/// Prunes what a custom kind's schema does not define, refusing (`Strict`) or warning about
-/// (`Warn`) it as the request asked.
+/// Applies a custom kind's schema defaults and prunes what the schema does not define,
+/// refusing (`Strict`) or warning about (`Warn`) it as the request asked.
 pub(super) fn apply_schema(ctx: &Ctx, t: &Target, obj: &mut Value) -> Result<(), ApiError> {
     let mode = check_field_validation(ctx)?;
     let Some(schema) = t.def.schema.as_ref().filter(|_| t.def.custom) else {
         return Ok(());
     };
+    // Defaults first: a default is a field the schema knows, never an unknown one.
+    schema::apply_defaults(schema, obj);
     let unknown = schema::prune(schema, obj);
     if unknown.is_empty() {
         return Ok(());

@@ -247,11 +247,12 @@ pub(super) async fn list_verbatim(
         json!(t.def.list_kind),
         json!(t.def.api_version(&t.version)),
     ));
+    let defaults = read_defaults(st, ctx, t);
     for (i, o) in page.items.iter().enumerate() {
         if i > 0 {
             body.push(',');
         }
-        body.push_str(&o.body);
+        body.push_str(&with_defaults(defaults.as_deref(), &o.body));
     }
     body.push_str("]}");
     Ok((
@@ -260,6 +261,35 @@ pub(super) async fn list_verbatim(
         body,
     )
         .into_response())
+}
+
+/// The schema whose defaults stored objects of `t` get when read, if any: objects stored before
+/// their CRD gained a default lack it (writes apply defaults). Not for mirrors: their upstream
+/// defaulted them.
+fn read_defaults(st: &ApiState, ctx: &Ctx, t: &Target) -> Option<std::sync::Arc<Value>> {
+    let mirror = st.served.get(&ctx.cluster).is_some_and(|s| s.read_only);
+    t.def
+        .schema
+        .clone()
+        .filter(|s| t.def.custom && !mirror && schema::has_defaults(s))
+}
+
+/// A stored object's text with `schema`'s defaults applied (parsed only when there is a schema
+/// with defaults; unchanged text when nothing was missing).
+fn with_defaults<'a>(schema: Option<&Value>, text: &'a str) -> std::borrow::Cow<'a, str> {
+    let Some(schema) = schema else {
+        return text.into();
+    };
+    let Ok(mut obj) = serde_json::from_str::<Value>(text) else {
+        return text.into();
+    };
+    let before = obj.clone();
+    schema::apply_defaults(schema, &mut obj);
+    if obj == before {
+        text.into()
+    } else {
+        obj.to_string().into()
+    }
 }
 
 /// How many stored objects go into one chunk of a streamed list body.
@@ -285,6 +315,7 @@ async fn stream_verbatim(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respons
         json!({ "resourceVersion": rv.to_string() }),
     );
     let mut first = true;
+    let defaults = read_defaults(st, ctx, t);
     let items = tokio_stream::wrappers::ReceiverStream::new(objects)
         .ready_chunks(OBJECTS_PER_CHUNK)
         .map(move |chunk| {
@@ -299,7 +330,7 @@ async fn stream_verbatim(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respons
                 if !std::mem::take(&mut first) {
                     out.push(',');
                 }
-                out.push_str(&o.body);
+                out.push_str(&with_defaults(defaults.as_deref(), &o.body));
             }
             Ok::<_, crate::store::StoreError>(axum::body::Bytes::from(out))
         });

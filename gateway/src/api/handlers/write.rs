@@ -14,12 +14,13 @@ pub(super) fn namespace_key(cluster: &str, ns: &str) -> ObjectKey {
     }
 }
 
-/// Creates `body` in `t`'s collection; the response object.
+/// Creates `body` in `t`'s collection, owned as `op` says; the response object.
 pub(crate) async fn create_object(
     st: &ApiState,
     ctx: &Ctx,
     t: &Target,
     body: Value,
+    op: apply::Operation,
 ) -> Result<Value, ApiError> {
     if t.def.namespaced {
         let ns = t
@@ -67,6 +68,17 @@ pub(crate) async fn create_object(
         obj["status"] = json!({"phase": "Active"});
     }
     apply_schema(ctx, t, &mut obj)?;
+    let mut obj = crate::api::validation::validated(&t.def, obj, None)?;
+    let w = writer(ctx, t);
+    match op {
+        apply::Operation::Update => apply::own_updated(&json!({}), &mut obj, &w, now),
+        // Created by apply: the object is the configuration, and nobody else owns anything.
+        apply::Operation::Apply => {
+            let config = obj.clone();
+            apply::own_applied(&json!({}), &mut obj, &config, &w, true, now)
+                .map_err(apply::conflict_error)?;
+        }
+    }
     let name = name_of(&obj).to_owned();
     if dry_run(ctx)? {
         return Ok(obj);
@@ -114,10 +126,80 @@ pub(super) fn object_body(ctx: &Ctx) -> Result<Value, ApiError> {
     patch::parse_body(&ctx.body).map_err(ApiError::bad_request)
 }
 
+/// The most a `fieldManager` may be, in bytes.
+const FIELD_MANAGER_MAX: usize = 128;
+
+/// Refuses a `fieldManager` parameter Kubernetes would refuse (`options` names the request's
+/// options kind, as its 422 does).
+fn check_field_manager(ctx: &Ctx, options: &str) -> Result<(), ApiError> {
+    match ctx.param("fieldManager") {
+        Some(m) if m.len() > FIELD_MANAGER_MAX => Err(ApiError::invalid(
+            &format!("{options}.meta.k8s.io"),
+            "",
+            format!("fieldManager: Too long: may not be more than {FIELD_MANAGER_MAX} bytes"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Who a write is by: the `fieldManager` parameter, else (as Kubernetes does) the product part
+/// of the User-Agent, else "unknown".
+fn manager_of(ctx: &Ctx) -> String {
+    if let Some(m) = ctx.param("fieldManager").filter(|m| !m.is_empty()) {
+        return m.to_owned();
+    }
+    let ua = ctx.header(header::USER_AGENT);
+    let product = ua.split('/').next().unwrap_or("").trim();
+    if product.is_empty() {
+        return "unknown".into();
+    }
+    let mut end = product.len().min(FIELD_MANAGER_MAX);
+    while !product.is_char_boundary(end) {
+        end -= 1;
+    }
+    product[..end].to_owned()
+}
+
+/// The writer of a request to `t`, for field ownership.
+fn writer(ctx: &Ctx, t: &Target) -> apply::Writer {
+    apply::Writer {
+        manager: manager_of(ctx),
+        subresource: t.status.then_some("status"),
+        api_version: t.def.api_version(&t.version),
+        // Custom kinds carry no list-type metadata here: their lists are atomic.
+        keyed_lists: !t.def.custom,
+        part: if t.status {
+            apply::Part::Status
+        } else if t.def.status_subresource {
+            apply::Part::AllButStatus
+        } else {
+            apply::Part::All
+        },
+    }
+}
+
+/// The configuration of an apply patch: an object that leaves managedFields to the server.
+fn applied_config(ctx: &Ctx) -> Result<Value, ApiError> {
+    let config = patch::parse_body(&ctx.body).map_err(ApiError::bad_request)?;
+    if !config.is_object() {
+        return Err(ApiError::bad_request(
+            "the applied configuration must be an object",
+        ));
+    }
+    if config
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+    }
+    Ok(config)
+}
+
 pub(super) async fn create(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
     check_field_validation(ctx)?;
+    check_field_manager(ctx, "CreateOptions")?;
     let body = object_body(ctx)?;
-    let obj = create_object(st, ctx, t, body).await?;
+    let obj = create_object(st, ctx, t, body, apply::Operation::Update).await?;
     Ok(json_response(StatusCode::CREATED, &obj))
 }
 
@@ -202,14 +284,21 @@ pub(super) async fn update(
     name: &str,
 ) -> Result<Response, ApiError> {
     check_field_validation(ctx)?;
+    check_field_manager(ctx, "UpdateOptions")?;
     let body = object_body(ctx)?;
     let given = rv_of(&body).map(String::from);
     let mut body = body;
     // Pruned before generation is worked out: an unknown field is no change.
     apply_schema(ctx, t, &mut body)?;
+    let w = writer(ctx, t);
     let obj = guaranteed_update(st, ctx, t, name, |current| {
         pinned_rv_matches(t, name, given.as_deref(), current)?;
         objects::prepare_update(&t.def, &t.version, current, body.clone(), t.status)
+            .and_then(|new| crate::api::validation::validated(&t.def, new, Some(current)))
+            .map(|mut new| {
+                apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
+                new
+            })
     })
     .await?;
     Ok(json_response(StatusCode::OK, &obj))
@@ -222,6 +311,7 @@ pub(super) async fn patch(
     name: &str,
 ) -> Result<Response, ApiError> {
     check_field_validation(ctx)?;
+    check_field_manager(ctx, "PatchOptions")?;
     let ct = ctx.header(header::CONTENT_TYPE).to_owned();
     let kind =
         PatchKind::from_content_type(&ct).ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
@@ -230,6 +320,14 @@ pub(super) async fn patch(
         PatchKind::StrategicMerge if t.def.custom => PatchKind::Merge,
         k => k,
     };
+    // Only an apply can force; Kubernetes refuses the parameter (any value) on other patches.
+    if kind != PatchKind::Apply && ctx.param("force").is_some() {
+        return Err(ApiError::invalid(
+            "PatchOptions.meta.k8s.io",
+            "",
+            "force: Forbidden: may not be specified for non-apply patch",
+        ));
+    }
     if kind == PatchKind::Apply {
         if ctx.param("fieldManager").is_none_or(str::is_empty) {
             return Err(ApiError::invalid(
@@ -240,7 +338,7 @@ pub(super) async fn patch(
         }
         let key = t.key(&ctx.cluster, name);
         if !t.status && st.store.get(&key).await.map_err(store_error)?.is_none() {
-            let mut body = patch::parse_body(&ctx.body).map_err(ApiError::bad_request)?;
+            let mut body = applied_config(ctx)?;
             if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
                 if m.get("name")
                     .and_then(Value::as_str)
@@ -254,40 +352,19 @@ pub(super) async fn patch(
             } else {
                 body["metadata"] = json!({"name": name});
             }
-            let manager = ctx.param("fieldManager").unwrap_or_default();
-            let fields = apply::field_set(&body);
-            let av = t.def.api_version(&t.version);
-            apply::record(
-                &mut body,
-                manager,
-                None,
-                &av,
-                fields,
-                jiff::Timestamp::now(),
-            );
-            let obj = create_object(st, ctx, t, body).await?;
+            let obj = create_object(st, ctx, t, body, apply::Operation::Apply).await?;
             return Ok(json_response(StatusCode::CREATED, &obj));
         }
     }
     let applied = match kind {
-        PatchKind::Apply => Some(patch::parse_body(&ctx.body).map_err(ApiError::bad_request)?),
+        PatchKind::Apply => Some(applied_config(ctx)?),
         _ => None,
     };
+    let w = writer(ctx, t);
+    let force = ctx.flag("force");
     let obj = guaranteed_update(st, ctx, t, name, |current| {
         let patched = match &applied {
-            Some(config) => {
-                let manager = ctx.param("fieldManager").unwrap_or_default();
-                let subresource = t.status.then_some("status");
-                let av = t.def.api_version(&t.version);
-                apply::apply(
-                    current,
-                    config,
-                    manager,
-                    subresource,
-                    &av,
-                    jiff::Timestamp::now(),
-                )
-            }
+            Some(config) => apply::merge_applied(current, config, &w),
             None => patch::apply(current, kind, &ctx.body).map_err(|m| {
                 if kind == PatchKind::Json {
                     ApiError::new(422, "Invalid", m)
@@ -300,7 +377,16 @@ pub(super) async fn patch(
         let mut patched = patched;
         // Pruned before generation is worked out: an unknown field is no change.
         apply_schema(ctx, t, &mut patched)?;
-        objects::prepare_update(&t.def, &t.version, current, patched, t.status)
+        let mut new = objects::prepare_update(&t.def, &t.version, current, patched, t.status)
+            .and_then(|new| crate::api::validation::validated(&t.def, new, Some(current)))?;
+        // Ownership is settled on what will be stored: an apply may conflict here.
+        let now = jiff::Timestamp::now();
+        match &applied {
+            Some(config) => apply::own_applied(current, &mut new, config, &w, force, now)
+                .map_err(apply::conflict_error)?,
+            None => apply::own_updated(current, &mut new, &w, now),
+        }
+        Ok(new)
     })
     .await?;
     Ok(json_response(StatusCode::OK, &obj))

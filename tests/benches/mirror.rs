@@ -1,0 +1,537 @@
+//! Benchmark of the hub's mirror (issue 4, section 7), not a pass/fail test: real
+//! `worker-gateway` processes, the upstreams being embedded clusters. Reproduce with
+//!
+//! ```text
+//! cargo build --release --bin gpustack-operator && cargo bench -p gpustack-tests --bench mirror
+//! ```
+//!
+//! (the bench runs `target/release/gpustack-operator`, or the binary named by
+//! `GPUSTACK_OPERATOR_BIN`; `GPUSTACK_BENCH_UPSTREAMS`, default 10, `GPUSTACK_BENCH_DEVICES`,
+//! default 2000 per upstream, `GPUSTACK_BENCH_MEMORY_OBJECTS`, default 50000,
+//! `GPUSTACK_BENCH_WRITE_RATE`, default 200 writes/s, and `GPUSTACK_BENCH_WATCH_SECONDS`,
+//! default 10, scale it).
+//!
+//! 0. Not measured: one upstream is filled with the Devices (~2 KB each) through its API and
+//!    stopped, and its data directory copied once per upstream (each then serves the same
+//!    objects on its own port); a reference embedded cluster gets all the upstreams' objects
+//!    together (10 x 2,000 = 20,000) through its API.
+//! 1. Time to a fully synced mirror: from starting the hub with every upstream until
+//!    `GET /apis/workers` shows each `Ready` with all its Devices and a fleet list returns
+//!    them all.
+//! 2. A list of the fleet view through the hub vs a list of the same number of objects straight
+//!    from the reference cluster: the same kube-rs `Api<DynamicObject>::list` over HTTPS on
+//!    both sides, alternating, median of several each.
+//! 3. Watch latency: creates spread over the upstreams at a fixed total rate, from each
+//!    create's response to its event at a kube-rs watch of the hub's fleet view.
+//! 4. The hub's resident memory (`/proc/<pid>/status`) once it mirrors the memory figure's
+//!    objects (more are created upstream), after a full fleet list.
+//!
+//! Each figure is printed against its target, then once more in a closing summary.
+
+use std::{
+    collections::HashMap,
+    future::Future,
+    path::Path,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use futures::{StreamExt, TryStreamExt};
+use gpustack_api::devices::Devices;
+use gpustack_tests::{
+    bench::{self, Figure, env_usize, median, percentile, proc_status_mb},
+    embedded::{GatewayProcess, free_port},
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client, Config,
+    api::{ApiResource, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams},
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use serde_json::Value;
+
+/// [`bench::device`] as a kube object.
+fn device(name: &str) -> DynamicObject {
+    serde_json::from_value(bench::device(name)).expect("a Devices object")
+}
+
+fn devices_resource() -> ApiResource {
+    ApiResource::erase::<Devices>(&())
+}
+
+/// Where a process's resident memory is: anonymous (heap), file-backed (e.g. mapped files),
+/// shared memory, as `RssAnon/RssFile/RssShmem` in MB.
+fn rss_breakdown(pid: u32) -> String {
+    format!(
+        "anon {:.0} MB, file {:.0} MB, shmem {:.0} MB",
+        proc_status_mb(pid, "RssAnon"),
+        proc_status_mb(pid, "RssFile"),
+        proc_status_mb(pid, "RssShmem")
+    )
+}
+
+/// The sizes of the regular files directly in `dir`, largest first, in MB.
+fn files_mb(dir: &Path) -> String {
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let m = e.metadata().ok()?;
+                    m.is_file()
+                        .then(|| (e.file_name().to_string_lossy().into_owned(), m.len()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort_by_key(|(_, len)| std::cmp::Reverse(*len));
+    files
+        .iter()
+        .take(4)
+        .map(|(name, len)| format!("{name} {:.0} MB", *len as f64 / 1e6))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The total size of the files under `dir`, in MB.
+fn dir_mb(dir: &Path) -> f64 {
+    fn walk(dir: &Path) -> u64 {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => walk(&e.path()),
+                Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+                _ => 0,
+            })
+            .sum()
+    }
+    walk(dir) as f64 / 1e6
+}
+
+/// Copies the regular files and directories under `from` to `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else if t.is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+async fn client(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("kubeconfig parses");
+    Client::try_from(
+        Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("kube config"),
+    )
+    .expect("kube client")
+}
+
+/// Starts a `worker-gateway` process (blocking: it waits for kubectl to reach it).
+fn launch(data: &Path, cluster: &str, args: &[&str]) -> GatewayProcess {
+    tokio::task::block_in_place(|| GatewayProcess::start_with(data, cluster, free_port(), args))
+}
+
+/// An embedded cluster `cluster` with the worker CRDs installed, and a client for it.
+async fn embedded(root: &Path, cluster: &str) -> (GatewayProcess, Client) {
+    let serve = format!("--embedded-cluster={cluster}");
+    let gw = launch(&root.join(cluster), cluster, &[serve.as_str()]);
+    let client = client(&gw.kubeconfig()).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in gpustack_api::crds::all() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    (gw, client)
+}
+
+/// Creates `names` as Devices through `client`, `concurrency` at a time.
+async fn create_devices(client: &Client, names: Vec<String>, concurrency: usize) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &devices_resource());
+    futures::stream::iter(names)
+        .map(|name| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &device(&name))
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<()>()
+        .await
+        .expect("creating Devices");
+}
+
+/// Polls `probe` every 50 ms until it returns `Some`, or gives up (`None`) after `timeout`.
+async fn poll<T, F: Future<Output = Option<T>>>(
+    timeout: Duration,
+    mut probe: impl FnMut() -> F,
+) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe().await {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The hub's `/apis/workers`.
+async fn workers(hub: &Client) -> Value {
+    let req = http::Request::get("/apis/workers")
+        .body(Vec::new())
+        .unwrap();
+    match hub.request_text(req).await {
+        Ok(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
+        Err(_) => Value::Null,
+    }
+}
+
+/// Whether every one of `n` upstreams is `Ready` with `per` Devices mirrored.
+fn all_synced(status: &Value, n: usize, per: &dyn Fn(&str) -> usize) -> bool {
+    let items = status["items"].as_array().cloned().unwrap_or_default();
+    items.len() == n
+        && items.iter().all(|i| {
+            let cluster = i["cluster"].as_str().unwrap_or_default();
+            i["phase"] == "Ready" && i["counts"]["Devices.worker.gpustack.ai"] == per(cluster)
+        })
+}
+
+/// A one-line digest of `/apis/workers`: phase and Devices count per upstream.
+fn digest(status: &Value) -> String {
+    status["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|i| {
+                    format!(
+                        "{}={}/{}",
+                        i["cluster"].as_str().unwrap_or("?"),
+                        i["phase"].as_str().unwrap_or("?"),
+                        i["counts"]["Devices.worker.gpustack.ai"]
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| status.to_string())
+}
+
+/// How many items a full list of the fleet's Devices has (read as text, counted).
+async fn fleet_count(fleet: &Client) -> usize {
+    #[derive(serde::Deserialize)]
+    struct Items {
+        items: Vec<serde::de::IgnoredAny>,
+    }
+    let req = http::Request::get("/apis/worker.gpustack.ai/v1alpha1/devices")
+        .body(Vec::new())
+        .unwrap();
+    match fleet.request_text(req).await {
+        Ok(text) => serde_json::from_str::<Items>(&text).map_or(0, |l| l.items.len()),
+        Err(_) => 0,
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let n = env_usize("GPUSTACK_BENCH_UPSTREAMS", 10);
+    let per = env_usize("GPUSTACK_BENCH_DEVICES", 2000);
+    let memory_objects = env_usize("GPUSTACK_BENCH_MEMORY_OBJECTS", 50_000);
+    let rate = env_usize("GPUSTACK_BENCH_WRITE_RATE", 200);
+    let watch_secs = env_usize("GPUSTACK_BENCH_WATCH_SECONDS", 10);
+    let total = n * per;
+    let bin = gpustack_tests::binary();
+    println!("binary: {}", bin.display());
+    if !bin.ends_with("release/gpustack-operator") {
+        println!("(not a release build: the figures are not comparable with the targets)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    println!(
+        "data: {} (object size {} bytes)",
+        root.display(),
+        serde_json::to_string(&device("node-00000")).unwrap().len()
+    );
+    let mut figures = Vec::new();
+
+    // 0. Not measured: the upstreams' objects (one filled upstream, copied) and the reference
+    // cluster with as many objects, filled at the same time.
+    let start = Instant::now();
+    let (template, template_client) = embedded(root, "template").await;
+    let (reference, reference_client) = embedded(root, "reference").await;
+    let names = |prefix: &str, count: usize| -> Vec<String> {
+        (0..count).map(|i| format!("{prefix}-{i:05}")).collect()
+    };
+    tokio::join!(
+        create_devices(&template_client, names("node", per), 8),
+        create_devices(&reference_client, names("node", total), 16),
+    );
+    println!(
+        "filled one upstream with {per} and the reference cluster with {total} Devices in {:.1?}",
+        start.elapsed()
+    );
+    let template_data = template.data_dir.clone();
+    assert!(tokio::task::block_in_place(|| template.stop()).success());
+    let mut upstreams = Vec::new();
+    let mut file = String::new();
+    for k in 0..n {
+        let data = root.join(format!("u{k}"));
+        copy_dir(&template_data, &data);
+        let gw = launch(&data, "template", &["--embedded-cluster=template"]);
+        file.push_str(&format!(
+            "- name: u{k}\n  kubeconfig: {}\n",
+            gw.kubeconfig().display()
+        ));
+        upstreams.push(gw);
+    }
+    std::fs::write(root.join("upstreams.yaml"), file).unwrap();
+    let upstream_clients: Vec<Client> =
+        futures::future::join_all(upstreams.iter().map(client_of)).await;
+    println!("{n} upstreams serving {per} Devices each");
+
+    // 1. Time to a fully synced mirror.
+    let upstreams_flag = format!("--upstreams={}", root.join("upstreams.yaml").display());
+    let start = Instant::now();
+    let hub = launch(
+        &root.join("hub"),
+        "u0",
+        &[upstreams_flag.as_str(), "--worker-conn-mode=loopback"],
+    );
+    let hub_pid = hub.pid().expect("the hub runs");
+    let hub_client = client(&hub.kubeconfig()).await;
+    let fleet_client = client(&hub.data_dir.join("_fleet.kubeconfig")).await;
+    let synced = poll(Duration::from_secs(300), || {
+        let (hub_client, fleet_client) = (hub_client.clone(), fleet_client.clone());
+        async move {
+            if !all_synced(&workers(&hub_client).await, n, &|_| per) {
+                return None;
+            }
+            (fleet_count(&fleet_client).await == total).then(Instant::now)
+        }
+    })
+    .await;
+    figures.push(match synced {
+        Some(at) => {
+            let took = at.duration_since(start).as_secs_f64();
+            Figure::new(
+                format!("time to a fully synced mirror of {n} upstreams x {per} Devices"),
+                format!("{took:.1} s, {:.0} objects/s", total as f64 / took),
+                None,
+                Some(true),
+            )
+        }
+        None => {
+            println!(
+                "the mirror did not sync within 300 s: {}",
+                digest(&workers(&hub_client).await)
+            );
+            Figure::new(
+                format!("time to a fully synced mirror of {n} upstreams x {per} Devices"),
+                "> 300 s".into(),
+                None,
+                Some(false),
+            )
+        }
+    });
+    println!(
+        "hub after the sync: resident {:.0} MB ({}), peak {:.0} MB; data {:.0} MB ({})",
+        proc_status_mb(hub_pid, "VmRSS"),
+        rss_breakdown(hub_pid),
+        proc_status_mb(hub_pid, "VmHWM"),
+        dir_mb(&hub.data_dir),
+        files_mb(&hub.data_dir)
+    );
+
+    // 2. Fleet list through the hub vs the same number of objects from one embedded cluster.
+    let fleet: Api<DynamicObject> = Api::all_with(fleet_client.clone(), &devices_resource());
+    let direct: Api<DynamicObject> = Api::all_with(reference_client.clone(), &devices_resource());
+    let (mut via_hub, mut straight) = (Vec::new(), Vec::new());
+    for _ in 0..7 {
+        for (api, times) in [(&fleet, &mut via_hub), (&direct, &mut straight)] {
+            let start = Instant::now();
+            let list = api.list(&ListParams::default()).await.expect("list");
+            times.push(start.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(list.items.len(), total);
+        }
+    }
+    let (hub_ms, direct_ms) = (median(via_hub.clone()), median(straight.clone()));
+    let ratio = hub_ms / direct_ms;
+    println!(
+        "list {total} (kube-rs DynamicObject, decoding included): fleet view via the hub median {hub_ms:.0} ms (min {:.0}, max {:.0}), one embedded cluster median {direct_ms:.0} ms (min {:.0}, max {:.0})",
+        via_hub.iter().copied().fold(f64::INFINITY, f64::min),
+        via_hub.iter().copied().fold(0.0, f64::max),
+        straight.iter().copied().fold(f64::INFINITY, f64::min),
+        straight.iter().copied().fold(0.0, f64::max),
+    );
+    figures.push(Figure::new(
+        format!(
+            "list of the {total}-object fleet view via the hub / straight from one embedded cluster"
+        ),
+        format!("ratio {ratio:.2} ({hub_ms:.0} ms / {direct_ms:.0} ms, medians of 7)"),
+        Some("<= 1.2"),
+        Some(ratio <= 1.2),
+    ));
+    drop((reference_client, direct));
+    drop(reference);
+
+    // 3. Watch latency, upstream create's response to the event at a fleet watcher.
+    let rv = fleet
+        .list(&ListParams::default().limit(1))
+        .await
+        .expect("list for a version")
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let seen: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let mut stream = fleet
+        .watch(&WatchParams::default().timeout(290), &rv)
+        .await
+        .expect("fleet watch")
+        .boxed();
+    let seen_w = seen.clone();
+    let watching = tokio::spawn(async move {
+        while let Some(Ok(ev)) = stream.next().await {
+            if let WatchEvent::Added(o) = ev {
+                let name = o.metadata.name.unwrap_or_default();
+                seen_w.lock().unwrap().insert(name, Instant::now());
+            }
+        }
+    });
+    let writes = rate * watch_secs;
+    let acked: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+    let mut tasks = Vec::with_capacity(writes);
+    let start = Instant::now();
+    for i in 0..writes {
+        tick.tick().await;
+        let k = i % n;
+        let api: Api<DynamicObject> =
+            Api::all_with(upstream_clients[k].clone(), &devices_resource());
+        let acked = acked.clone();
+        tasks.push(tokio::spawn(async move {
+            let name = format!("lat-{i:05}");
+            api.create(&PostParams::default(), &device(&name))
+                .await
+                .expect("upstream create");
+            let at = Instant::now();
+            acked.lock().unwrap().push((format!("u{k}.{name}"), at));
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let achieved = writes as f64 / start.elapsed().as_secs_f64();
+    poll(Duration::from_secs(30), || {
+        let done = seen.lock().unwrap().len() >= writes;
+        async move { done.then_some(()) }
+    })
+    .await;
+    watching.abort();
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
+    let mut lat: Vec<f64> = acked
+        .iter()
+        .filter_map(|(name, t)| {
+            seen.get(name)
+                .map(|s| s.saturating_duration_since(*t).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    let (p50, p99) = (percentile(&lat, 0.5), percentile(&lat, 0.99));
+    println!(
+        "watch: {} of {writes} upstream writes seen on the hub's fleet view at {achieved:.0} writes/s over {n} upstreams; latency after the upstream's response p50 {p50:.2} ms, p99 {p99:.2} ms, max {:.2} ms",
+        lat.len(),
+        lat.last().copied().unwrap_or(f64::NAN)
+    );
+    figures.push(Figure::new(
+        format!("upstream write to hub fleet watcher at {achieved:.0} writes/s, p50 / p99"),
+        format!("{p50:.2} ms / {p99:.2} ms"),
+        Some("p99 <= 50 ms"),
+        Some(lat.len() == writes && p99 <= 50.0),
+    ));
+
+    // 4. The hub's resident memory with `memory_objects` mirrored, after a full fleet list.
+    let per_memory = memory_objects.div_ceil(n);
+    let start = Instant::now();
+    let mut fills = Vec::new();
+    for (k, c) in upstream_clients.iter().enumerate() {
+        let have = per + writes / n + usize::from(k < writes % n);
+        let more: Vec<String> = (have..per_memory).map(|i| format!("more-{i:05}")).collect();
+        let c = c.clone();
+        fills.push(tokio::spawn(
+            async move { create_devices(&c, more, 4).await },
+        ));
+    }
+    for f in fills {
+        f.await.unwrap();
+    }
+    println!(
+        "created up to {per_memory} Devices in each upstream in {:.1?}",
+        start.elapsed()
+    );
+    let mirrored = poll(Duration::from_secs(300), || {
+        let hub_client = hub_client.clone();
+        async move {
+            all_synced(&workers(&hub_client).await, n, &|_| per_memory).then(Instant::now)
+        }
+    })
+    .await;
+    match mirrored {
+        Some(at) => println!(
+            "the hub mirrored {} objects {:.1?} after the creates began",
+            per_memory * n,
+            at.duration_since(start)
+        ),
+        None => println!(
+            "the hub did not mirror them all within 300 s: {}",
+            digest(&workers(&hub_client).await)
+        ),
+    }
+    let start = Instant::now();
+    let listed = fleet_count(&fleet_client).await;
+    println!(
+        "full fleet list of {listed} from the hub in {:.1?}; hub data {:.0} MB ({})",
+        start.elapsed(),
+        dir_mb(&hub.data_dir),
+        files_mb(&hub.data_dir)
+    );
+    println!(
+        "hub resident memory now: {:.0} MB ({})",
+        proc_status_mb(hub_pid, "VmRSS"),
+        rss_breakdown(hub_pid)
+    );
+    let (hwm, rss) = (
+        proc_status_mb(hub_pid, "VmHWM"),
+        proc_status_mb(hub_pid, "VmRSS"),
+    );
+    figures.push(Figure::new(
+        format!("hub resident memory with {listed} mirrored objects, after a full fleet list"),
+        format!("peak (VmHWM) {hwm:.0} MB, now (VmRSS) {rss:.0} MB"),
+        Some("<= 150 MB"),
+        Some(mirrored.is_some() && listed == per_memory * n && hwm <= 150.0),
+    ));
+
+    println!(
+        "\nsummary (reproduce: cargo build --release --bin gpustack-operator && cargo bench -p gpustack-tests --bench mirror):"
+    );
+    for f in &figures {
+        println!("  {}", f.line());
+    }
+    drop(hub);
+    drop(upstreams);
+}
+
+async fn client_of(gw: &GatewayProcess) -> Client {
+    client(&gw.kubeconfig()).await
+}

@@ -1,0 +1,109 @@
+//! What the benchmarks share: their knobs, the ~2 KB Devices object they write, figures read
+//! from `/proc`, percentiles, and the closing summary's lines.
+
+use serde_json::{Value, json};
+
+/// A benchmark knob from the environment, or its default.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A Devices object of about 2 KB. The payload is an annotation: the CRD's schema would prune
+/// unknown spec fields.
+pub fn device(name: &str) -> Value {
+    let accelerators: Vec<Value> = (0..16)
+        .map(|i| json!({"id": format!("GPU-{name}-{i:02}-0123456789abcdef"), "index": i, "memoryMib": 81559, "coresPercentage": 100}))
+        .collect();
+    json!({
+        "apiVersion": "worker.gpustack.ai/v1alpha1",
+        "kind": "Devices",
+        "metadata": {
+            "name": name,
+            "labels": {"bench": "yes", "node": name},
+            "annotations": {"bench.gpustack.ai/accelerators": Value::Array(accelerators).to_string()},
+        },
+        "spec": {},
+    })
+}
+
+/// A `/proc/<pid>/status` field in kB (`VmRSS`, `VmHWM`), as MB (10^6 bytes, as the targets).
+pub fn proc_status_mb(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb * 1024.0 / 1e6)
+}
+
+/// The `p` quantile (0..=1) of `sorted`, nearest rank.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    percentile(&v, 0.5)
+}
+
+/// One figure against its target (`None`: for information), for the closing summary; `met`
+/// is `None` when it could not be measured.
+pub struct Figure {
+    pub name: String,
+    pub value: String,
+    pub target: Option<&'static str>,
+    pub met: Option<bool>,
+}
+
+impl Figure {
+    /// The figure, printed as it is taken.
+    pub fn new(
+        name: impl Into<String>,
+        value: String,
+        target: Option<&'static str>,
+        met: Option<bool>,
+    ) -> Self {
+        let f = Figure {
+            name: name.into(),
+            value,
+            target,
+            met,
+        };
+        println!("{}", f.line());
+        f
+    }
+
+    pub fn line(&self) -> String {
+        let (name, value) = (&self.name, &self.value);
+        match (self.target, self.met) {
+            (_, None) => format!("{name}: {value} (not measured)"),
+            (Some(target), Some(true)) => format!("{name}: {value} (target {target}) met"),
+            (Some(target), Some(false)) => format!("{name}: {value} (target {target}) MISSED"),
+            (None, Some(true)) => format!("{name}: {value}"),
+            (None, Some(false)) => format!("{name}: {value} FAILED"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_and_figures() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(percentile(&v, 0.5), 3.0);
+        assert_eq!(percentile(&v, 0.99), 5.0);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        let f = Figure::new("x", "1".into(), Some("<= 2"), Some(true));
+        assert_eq!(f.line(), "x: 1 (target <= 2) met");
+        assert!(serde_json::to_string(&device("n")).unwrap().len() > 1500);
+    }
+}
