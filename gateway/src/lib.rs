@@ -15,16 +15,16 @@
 //!   orphan), namespace lifecycle, CRDs that register kinds (validated, defaulted and pruned by
 //!   their schemas, with printer columns), selectors, pagination at a consistent snapshot,
 //!   watches with bookmarks and 410 Gone, `Table` and `PartialObjectMetadata` responses,
-//!   OpenAPI v2/v3 documents and `Status` errors; and the gateway's own endpoints
+//!   OpenAPI v2 (JSON and gnostic protobuf) and v3 documents and `Status` errors; and the gateway's own endpoints
 //!   ([`api::ops`]: the subscription API and `/metrics`).
 //!
 //! Not (yet) an API server in these respects: no admission webhooks are called, APIServices are
 //! stored but not proxied, CRD validation has no CEL rules, server-side apply guesses list
 //! shapes without schemas (custom kinds' lists are atomic, built-in kinds' lists of objects
 //! keyed by their strategic-merge keys), there is no RBAC (the admin token may do anything),
-//! the OpenAPI v2 document is served as JSON only (kubectl's client-side validation of a `List`
-//! asks for protobuf), and protobuf request bodies are read only for the kinds `kubectl create`
-//! sends (Namespace, ConfigMap, Secret, ServiceAccount).
+//! built-in kinds have no real schemas (unknown fields in them are kept), and protobuf request
+//! bodies are read only for the kinds `kubectl create` sends (Namespace, ConfigMap, Secret,
+//! ServiceAccount).
 
 pub mod api;
 pub mod hosting;

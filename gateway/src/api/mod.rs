@@ -10,6 +10,7 @@ pub mod jsonpath;
 pub mod negotiate;
 pub mod objects;
 pub mod openapi;
+pub mod openapi_proto;
 pub mod ops;
 pub mod pagination;
 pub mod patch;

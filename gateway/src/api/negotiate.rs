@@ -113,6 +113,31 @@ pub fn for_discovery(accept: &str, aggregated_allowed: bool) -> Option<Discovery
     None
 }
 
+/// The form of `/openapi/v2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenApiV2 {
+    Json,
+    /// gnostic's `openapi.v2.Document`.
+    Protobuf,
+}
+
+/// For `/openapi/v2`: the first form in `accept` that is served, `None` (406) if none. kubectl
+/// asks for protobuf only; wildcards and an empty header get JSON.
+pub fn for_openapi_v2(accept: &str) -> Option<OpenApiV2> {
+    use super::openapi_proto::{MEDIA_TYPE, MEDIA_TYPE_LEGACY};
+    let ranges = parse(accept);
+    if ranges.is_empty() {
+        return Some(OpenApiV2::Json);
+    }
+    ranges.iter().find_map(|r| match r.essence {
+        e if e.eq_ignore_ascii_case(MEDIA_TYPE) || e.eq_ignore_ascii_case(MEDIA_TYPE_LEGACY) => {
+            Some(OpenApiV2::Protobuf)
+        }
+        "application/json" | "application/*" | "*/*" => Some(OpenApiV2::Json),
+        _ => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +186,27 @@ mod tests {
             for_discovery("application/vnd.kubernetes.protobuf", true),
             None
         );
+    }
+
+    #[test]
+    fn openapi_v2_forms() {
+        use super::OpenApiV2::*;
+        let pb = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+        let old = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+        assert_eq!(for_openapi_v2(""), Some(Json));
+        assert_eq!(for_openapi_v2("application/json"), Some(Json));
+        assert_eq!(for_openapi_v2("*/*"), Some(Json));
+        assert_eq!(for_openapi_v2(pb), Some(Protobuf));
+        assert_eq!(for_openapi_v2(old), Some(Protobuf));
+        assert_eq!(
+            for_openapi_v2(&format!("{pb}, application/json")),
+            Some(Protobuf)
+        );
+        assert_eq!(
+            for_openapi_v2(&format!("application/json;q=0.9, {old}")),
+            Some(Json)
+        );
+        assert_eq!(for_openapi_v2("application/vnd.kubernetes.protobuf"), None);
     }
 
     #[test]

@@ -1,14 +1,24 @@
 //! OpenAPI documents. `/openapi/v3` lists one document per group-version; each names every
 //! kind's operations (with the `x-kubernetes-group-version-kind` and `fieldValidation` that
 //! kubectl looks for before it relies on server-side validation) and a schema per kind: the
-//! CRD's own, or a permissive one for built-in kinds. `/openapi/v2` is served as JSON only;
-//! kubectl asks for protobuf there, gets 406 and falls back to its compiled-in types.
+//! CRD's own, or a permissive one for built-in kinds. `/openapi/v2` has the same schemas as
+//! Kubernetes publishes them there, as JSON or as gnostic protobuf ([`super::openapi_proto`]):
+//! kubectl validates the items of a `kind: List` file against it on the client side.
 
-use axum::{http::StatusCode, response::Response};
+use axum::{
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{json_response, resources::ResourceDef, status::ApiError};
+use super::{
+    json_response,
+    negotiate::{self, OpenApiV2},
+    openapi_proto,
+    resources::ResourceDef,
+    status::ApiError,
+};
 
 fn gvk(d: &ResourceDef, version: &str) -> Value {
     json!({"group": d.group, "version": version, "kind": d.kind})
@@ -154,29 +164,98 @@ pub fn v3_root(defs: &[ResourceDef]) -> Value {
     json!({"paths": paths})
 }
 
-/// `/openapi/v2` for a request with `accept`.
-pub fn v2(accept: &str, defs: &[ResourceDef]) -> Result<Response, ApiError> {
-    let json_ok = accept.is_empty()
-        || accept.split(',').any(|a| {
-            let a = a.split(';').next().unwrap_or("").trim();
-            a == "application/json" || a == "*/*"
-        });
-    if !json_ok {
-        return Err(ApiError::not_acceptable(accept));
+/// A CRD schema as Kubernetes publishes it in OpenAPI v2, which kubectl's client-side
+/// validation (`k8s.io/kube-openapi/pkg/util/proto`) can parse: no `oneOf`/`anyOf`/`allOf`/
+/// `not`, no `nullable` (a nullable value loses its type, items and properties, and is not
+/// required), nothing below `x-kubernetes-preserve-unknown-fields` (unknown fields are allowed
+/// there), no `type: array` without items, and no empty `properties` (an object of anything).
+pub fn v2_schema(s: &Value) -> Value {
+    let Some(m) = s.as_object() else {
+        return s.clone();
+    };
+    let mut out = Map::new();
+    let nullable = m.get("nullable").and_then(Value::as_bool) == Some(true);
+    let preserve = m
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true);
+    let nullable_props: Vec<&str> = m
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.iter()
+                .filter(|(_, v)| v.get("nullable").and_then(Value::as_bool) == Some(true))
+                .map(|(k, _)| k.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    for (k, v) in m {
+        match k.as_str() {
+            "oneOf" | "anyOf" | "allOf" | "not" | "nullable" => {}
+            "type" if nullable => {}
+            "items" | "properties" if nullable || preserve => {}
+            "properties" => {
+                let props: Map<String, Value> = v
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(n, p)| (n.clone(), v2_schema(p)))
+                    .collect();
+                if !props.is_empty() {
+                    out.insert(k.clone(), Value::Object(props));
+                }
+            }
+            "items" | "additionalProperties" if v.is_object() => {
+                out.insert(k.clone(), v2_schema(v));
+            }
+            "required" => {
+                let req: Vec<Value> = v
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| !r.as_str().is_some_and(|r| nullable_props.contains(&r)))
+                    .cloned()
+                    .collect();
+                if !req.is_empty() {
+                    out.insert(k.clone(), Value::Array(req));
+                }
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
     }
+    if out.get("type").and_then(Value::as_str) == Some("array") && !out.contains_key("items") {
+        out.remove("type");
+    }
+    Value::Object(out)
+}
+
+/// The swagger 2.0 document: every served kind's schema (v2-converted), with its
+/// `x-kubernetes-group-version-kind`. No paths: kubectl only looks kinds up here.
+pub fn v2_document(defs: &[ResourceDef]) -> Value {
     let mut definitions = Map::new();
     for d in defs {
         for v in &d.versions {
-            definitions.insert(
-                schema_name(d, v),
-                json!({"type": "object", "x-kubernetes-group-version-kind": [gvk(d, v)]}),
-            );
+            definitions.insert(schema_name(d, v), v2_schema(&kind_schema(d, v)));
         }
     }
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0"}, "paths": {}, "definitions": definitions}),
-    ))
+    json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0"}, "paths": {}, "definitions": definitions})
+}
+
+/// `/openapi/v2` for a request with `accept`: JSON, or gnostic protobuf (what kubectl asks for).
+pub fn v2(accept: &str, defs: &[ResourceDef]) -> Result<Response, ApiError> {
+    let form = negotiate::for_openapi_v2(accept).ok_or_else(|| ApiError::not_acceptable(accept))?;
+    let doc = v2_document(defs);
+    Ok(match form {
+        OpenApiV2::Json => json_response(StatusCode::OK, &doc),
+        OpenApiV2::Protobuf => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, openapi_proto::MEDIA_TYPE_LEGACY)],
+            openapi_proto::encode_document(&doc),
+        )
+            .into_response(),
+    })
 }
 
 #[cfg(test)]
@@ -208,6 +287,88 @@ mod tests {
         );
         assert!(doc["components"]["schemas"]["io.k8s.api.core.v1.ConfigMap"].is_object());
         assert!(doc["paths"]["/api/v1/nodes/{name}"].is_object());
+    }
+
+    #[test]
+    fn v2_schemas_are_what_kubectl_can_parse() {
+        let crd = json!({
+            "type": "object",
+            "required": ["spec", "status"],
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "required": ["a", "n"],
+                    "properties": {
+                        "a": {"type": "string", "x-kubernetes-validations": [{"rule": "self != ''"}]},
+                        "n": {"type": "integer", "nullable": true},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                                 "properties": {"x": {"type": "string"}}},
+                        "either": {"x-kubernetes-int-or-string": true,
+                                   "anyOf": [{"type": "integer"}, {"type": "string"}]},
+                        "untyped": {"type": "array", "x-kubernetes-preserve-unknown-fields": true,
+                                    "items": {"type": "string"}},
+                        "empty": {"type": "object", "properties": {}},
+                        "list": {"type": "array", "items": {"type": "object", "nullable": true,
+                                 "properties": {"y": {"type": "string"}}}},
+                        "map": {"type": "object", "additionalProperties": {"type": "string", "nullable": true}},
+                    },
+                },
+                "status": {"type": "object", "nullable": true, "properties": {"s": {"type": "string"}}},
+            },
+        });
+        assert_eq!(
+            v2_schema(&crd),
+            json!({
+                "type": "object",
+                "required": ["spec"],
+                "properties": {
+                    "spec": {
+                        "type": "object",
+                        "required": ["a"],
+                        "properties": {
+                            "a": {"type": "string", "x-kubernetes-validations": [{"rule": "self != ''"}]},
+                            "n": {},
+                            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                            "either": {"x-kubernetes-int-or-string": true},
+                            "untyped": {"x-kubernetes-preserve-unknown-fields": true},
+                            "empty": {"type": "object"},
+                            "list": {"type": "array", "items": {}},
+                            "map": {"type": "object", "additionalProperties": {}},
+                        },
+                    },
+                    "status": {},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn v2_is_served_as_json_or_gnostic_protobuf() {
+        let defs = builtins();
+        let doc = v2_document(&defs);
+        assert_eq!(
+            doc["definitions"]["io.k8s.api.core.v1.ConfigMap"]["x-kubernetes-group-version-kind"],
+            json!([{"group": "", "version": "v1", "kind": "ConfigMap"}])
+        );
+        let content_type = |accept: &str| {
+            let r = v2(accept, &defs).unwrap();
+            r.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(content_type(""), "application/json");
+        assert_eq!(content_type("application/json"), "application/json");
+        // kubectl's `@` spelling is no valid media type: the answer uses the dotted one.
+        for accept in [openapi_proto::MEDIA_TYPE, openapi_proto::MEDIA_TYPE_LEGACY] {
+            assert_eq!(content_type(accept), openapi_proto::MEDIA_TYPE_LEGACY);
+        }
+        assert_eq!(
+            v2("application/vnd.kubernetes.protobuf", &defs)
+                .unwrap_err()
+                .code,
+            406
+        );
     }
 
     #[test]
