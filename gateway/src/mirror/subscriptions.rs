@@ -187,10 +187,12 @@ impl Subscriptions {
         };
         old.task.abort();
         let _ = old.task.await;
+        let store = &inner.hosting.store;
+        // What the stopped mirror queued lands before its objects are removed.
+        store.barrier().await?;
         inner.board.remove(name);
         inner.hosting.unhost(name);
         inner.registry.forget(name);
-        let store = &inner.hosting.store;
         let gone = store
             .drop_mirror(name, FLEET, &fleet::fleet_name(name, ""))
             .await?;

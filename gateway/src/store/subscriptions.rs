@@ -7,7 +7,7 @@
 use serde_json::Value;
 use sqlx::Row;
 
-use super::{ObjectKey, Store, StoreError};
+use super::{ObjectKey, Precondition, Store, StoreError, WriteOp};
 
 impl Store {
     /// The stored subscriptions: (name, spec).
@@ -113,6 +113,26 @@ impl Store {
         .execute(self.pool())
         .await?;
         Ok(())
+    }
+
+    /// Returns once every write queued before the call has been committed (or refused): the
+    /// writer takes the queue in order, and this queues a delete of an object no cluster can
+    /// have. Used after stopping a mirror, before removing what it wrote.
+    pub async fn barrier(&self) -> Result<(), StoreError> {
+        let nothing = ObjectKey {
+            cluster: String::new(),
+            group: String::new(),
+            resource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+        };
+        match self
+            .commit(&nothing, Precondition::At(0), WriteOp::Delete(Value::Null))
+            .await
+        {
+            Ok(_) | Err(StoreError::NotFound | StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Deletes every object of `cluster` and every object of `fleet` whose name starts with
