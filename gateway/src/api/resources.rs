@@ -44,6 +44,10 @@ pub struct ResourceDef {
     /// The CRD's `openAPIV3Schema` of the storage version, for `/openapi/v3`. Shared: a
     /// definition is cloned for every request, and a schema can be large.
     pub schema: Option<Arc<Value>>,
+    /// Whether stored objects may lack the schema's defaults, which reads then fill in: only
+    /// when the schema has defaults and the CRD's spec changed since it was created (objects
+    /// written under the current schema were defaulted as they were written).
+    pub defaults_on_read: bool,
 }
 
 impl ResourceDef {
@@ -423,6 +427,7 @@ pub fn builtins() -> Vec<ResourceDef> {
             columns: Vec::new(),
             custom: false,
             schema: None,
+            defaults_on_read: false,
         })
         .collect()
 }
@@ -490,6 +495,16 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
             })
             .unwrap_or_default()
     };
+    let schema = storage
+        .pointer("/schema/openAPIV3Schema")
+        .cloned()
+        .map(Arc::new);
+    let changed_since_created = crd
+        .pointer("/metadata/generation")
+        .and_then(Value::as_u64)
+        .is_some_and(|g| g > 1);
+    let defaults_on_read =
+        changed_since_created && schema.as_deref().is_some_and(super::schema::has_defaults);
     Ok(ResourceDef {
         group: group.into(),
         storage_group: group.into(),
@@ -511,10 +526,8 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
         status_subresource,
         columns,
         custom: true,
-        schema: storage
-            .pointer("/schema/openAPIV3Schema")
-            .cloned()
-            .map(Arc::new),
+        schema,
+        defaults_on_read,
     })
 }
 
@@ -614,6 +627,28 @@ impl Registry {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn reads_default_only_kinds_whose_crd_changed_since_created() {
+        let crd = |generation: u64, default: Option<Value>| {
+            let mut field = json!({"type": "integer"});
+            if let Some(d) = default {
+                field["default"] = d;
+            }
+            json!({"metadata": {"name": "ws.e.com", "generation": generation},
+                "spec": {"group": "e.com", "scope": "Cluster", "names": {"plural": "ws", "kind": "W"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                        "type": "object", "properties": {"n": field}}}}}}]}})
+        };
+        let on_read = |c: Value| from_crd(&c).unwrap().defaults_on_read;
+        assert!(!on_read(crd(1, Some(json!(3)))), "defaulted as written");
+        assert!(
+            on_read(crd(2, Some(json!(3)))),
+            "objects may predate the default"
+        );
+        assert!(!on_read(crd(2, None)), "nothing to default");
+    }
 
     fn crd() -> Value {
         json!({

@@ -636,5 +636,6 @@ pub fn def_from_discovery(r: &ApiResource, caps: &ApiCapabilities) -> ResourceDe
         columns: Vec::new(),
         custom: true,
         schema: None,
+        defaults_on_read: false,
     }
 }

@@ -264,14 +264,15 @@ pub(super) async fn list_verbatim(
 }
 
 /// The schema whose defaults stored objects of `t` get when read, if any: objects stored before
-/// their CRD gained a default lack it (writes apply defaults). Not for mirrors: their upstream
-/// defaulted them.
+/// their CRD gained a default lack it (writes apply defaults), so only kinds whose CRD changed
+/// since it was created are parsed on the way out. Not for mirrors: their upstream defaulted
+/// them.
 fn read_defaults(st: &ApiState, ctx: &Ctx, t: &Target) -> Option<std::sync::Arc<Value>> {
     let mirror = st.served.get(&ctx.cluster).is_some_and(|s| s.read_only);
     t.def
         .schema
         .clone()
-        .filter(|s| t.def.custom && !mirror && schema::has_defaults(s))
+        .filter(|_| t.def.custom && t.def.defaults_on_read && !mirror)
 }
 
 /// A stored object's text with `schema`'s defaults applied (parsed only when there is a schema
