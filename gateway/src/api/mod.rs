@@ -1,6 +1,7 @@
 //! The Kubernetes-compatible REST surface of embedded clusters: discovery, CRUD, patch, watch,
 //! tables and OpenAPI documents over the [`crate::store`].
 
+pub mod admission;
 pub mod apply;
 pub mod clusters;
 pub mod conversion;

@@ -1,6 +1,7 @@
 //! Component tests: the gateway in-process on 127.0.0.1 (ephemeral port, tempdir data dir),
 //! driven by real kube-rs clients built from the kubeconfig it writes.
 
+mod admission;
 mod apply;
 mod controller;
 mod crud;

@@ -462,6 +462,46 @@ pub(super) fn delete_options(ctx: &Ctx) -> Result<Value, ApiError> {
     }
 }
 
+/// Runs the admission webhooks on a client's delete of `name` (nothing when it is gone: the
+/// delete answers 404).
+async fn admit_delete(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    name: &str,
+    options: &Value,
+) -> Result<(), ApiError> {
+    use crate::api::admission::{self, Operation};
+    let Some((_, current)) = st
+        .store
+        .get(&t.key(&ctx.cluster, name))
+        .await
+        .map_err(store_error)?
+    else {
+        return Ok(());
+    };
+    let old = at_version(&t.def, &t.version, current);
+    let mut options = options.clone();
+    if let Some(m) = options.as_object_mut() {
+        m.insert("apiVersion".into(), json!("meta.k8s.io/v1"));
+        m.insert("kind".into(), json!("DeleteOptions"));
+    }
+    let a = admission::attributes(
+        ctx,
+        &t.def,
+        &t.version,
+        t.namespace.as_deref(),
+        false,
+        name,
+        Operation::Delete,
+        dry_run(ctx)?,
+        Some(options),
+    );
+    // A delete has no object to patch: the mutating webhooks are called, their patches unused.
+    admission::mutate(st, ctx, &a, &mut Value::Null, Some(&old)).await?;
+    admission::validate(st, ctx, &a, None, Some(&old)).await
+}
+
 pub(super) async fn delete(
     st: &ApiState,
     ctx: &Ctx,
@@ -472,6 +512,7 @@ pub(super) async fn delete(
         return Err(ApiError::not_found_path());
     }
     let options = delete_options(ctx)?;
+    admit_delete(st, ctx, t, name, &options).await?;
     let (code, body) = delete_one(st, ctx, t, name, &options).await?;
     Ok(json_response(code, &body))
 }
@@ -497,6 +538,7 @@ pub(super) async fn delete_collection(
             name: None,
             status: false,
         };
+        admit_delete(st, ctx, &one, name_of(&obj), &options).await?;
         match delete_one(st, ctx, &one, name_of(&obj), &options).await {
             Ok((_, body)) => deleted.push(body),
             Err(e) if e.code == 404 => {}

@@ -56,6 +56,18 @@ pub(crate) async fn create_object(
         &name_suffix(),
         now,
     )?;
+    let admission = crate::api::admission::attributes(
+        ctx,
+        &t.def,
+        &t.version,
+        t.namespace.as_deref(),
+        false,
+        name_of(&obj),
+        crate::api::admission::Operation::Create,
+        dry_run(ctx)?,
+        None,
+    );
+    crate::api::admission::mutate(st, ctx, &admission, &mut obj, None).await?;
     let crd = if is_crd(&t.def) {
         let def = resources::from_crd(&obj)
             .map_err(|m| ApiError::invalid("CustomResourceDefinition", name_of(&obj), m))?;
@@ -79,6 +91,7 @@ pub(crate) async fn create_object(
                 .map_err(apply::conflict_error)?;
         }
     }
+    crate::api::admission::validate(st, ctx, &admission, Some(&obj), None).await?;
     let name = name_of(&obj).to_owned();
     if dry_run(ctx)? {
         return Ok(obj);
@@ -227,7 +240,14 @@ where
             .ok_or_else(|| ApiError::not_found(&t.def.group, &t.def.plural, name))?;
         // `mutate` sees and returns the served form; the store keeps the stored one.
         let served = at_version(&t.def, &t.version, current.clone());
-        let mut new = conversion::to_storage(&t.def, mutate(&served)?);
+        let new = mutate(&served)?;
+        // Admission is for clients' updates, not the server's own (deletes, collection).
+        let new = if matches!(ctx.method, Method::PUT | Method::PATCH) {
+            admit_update(st, ctx, t, name, &served, new, dry).await?
+        } else {
+            new
+        };
+        let mut new = conversion::to_storage(&t.def, new);
         if is_crd(&t.def) {
             let def = resources::from_crd(&new)
                 .map_err(|m| ApiError::invalid("CustomResourceDefinition", name, m))?;
@@ -261,6 +281,37 @@ where
         }
     }
     Err(ApiError::conflict(&t.def.group, &t.def.plural, name))
+}
+
+/// Runs the admission webhooks on an update of `current` to `new`: the mutating ones (their
+/// changes validated again), then the validating ones.
+async fn admit_update(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    name: &str,
+    current: &Value,
+    mut new: Value,
+    dry: bool,
+) -> Result<Value, ApiError> {
+    use crate::api::admission::{self, Operation};
+    let a = admission::attributes(
+        ctx,
+        &t.def,
+        &t.version,
+        t.namespace.as_deref(),
+        t.status,
+        name,
+        Operation::Update,
+        dry,
+        None,
+    );
+    if admission::mutate(st, ctx, &a, &mut new, Some(current)).await? {
+        apply_schema(ctx, t, &mut new)?;
+        new = crate::api::validation::validated(&t.def, new, Some(current))?;
+    }
+    admission::validate(st, ctx, &a, Some(&new), Some(current)).await?;
+    Ok(new)
 }
 
 pub(super) fn pinned_rv_matches(

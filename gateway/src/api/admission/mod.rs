@@ -1,0 +1,422 @@
+//! Admission webhooks of embedded clusters, called as kube-apiserver calls them: the
+//! MutatingWebhookConfigurations' webhooks first (by configuration name, then in order), their
+//! JSON patches applied to the object; then the schema, validation and defaulting of the
+//! write; then the ValidatingWebhookConfigurations' webhooks, concurrently.
+//!
+//! Writes to the webhook configurations themselves are never sent to webhooks (as in
+//! Kubernetes, so that a broken webhook cannot lock itself in). The configurations are read
+//! from the store once per cluster and kept until a write to either kind invalidates them (seen
+//! on the store's event fan-out, drained on each request): a cluster without webhooks costs an
+//! in-memory check per write.
+//!
+//! Requests name the user [`matching::USERNAME`]; `matchPolicy: Equivalent` matches as
+//! `Exact`. Webhooks are trusted through their `caBundle` only: no system roots are loaded, so
+//! a webhook without one fails (as its `failurePolicy` says).
+
+pub mod client;
+pub mod matching;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, LazyLock, Mutex},
+};
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast::{self, error::TryRecvError};
+
+pub use matching::{Attributes, Hook, Operation};
+
+use super::{
+    ApiState, Ctx,
+    objects::name_of,
+    patch::{self, PatchKind},
+    resources::ResourceDef,
+    selectors::labels_of,
+    status::ApiError,
+};
+use crate::store::{ObjectKey, StoreError, StoredEvent};
+
+const GROUP: &str = "admissionregistration.k8s.io";
+const MUTATING: &str = "mutatingwebhookconfigurations";
+const VALIDATING: &str = "validatingwebhookconfigurations";
+
+/// The webhooks of one cluster.
+#[derive(Default)]
+struct Hooks {
+    mutating: Vec<Hook>,
+    validating: Vec<Hook>,
+}
+
+/// The webhooks of the clusters of one store.
+struct Cache {
+    events: broadcast::Receiver<StoredEvent>,
+    clusters: HashMap<String, Arc<Hooks>>,
+    /// Bumped on every invalidation: a load that saw it change keeps its answer to itself.
+    generation: u64,
+}
+
+impl Cache {
+    fn drain(&mut self) {
+        loop {
+            match self.events.try_recv() {
+                Ok(ev) => {
+                    if ev.key.group == GROUP
+                        && (ev.key.resource == MUTATING || ev.key.resource == VALIDATING)
+                    {
+                        self.clusters.remove(&ev.key.cluster);
+                        self.generation += 1;
+                    }
+                }
+                Err(TryRecvError::Lagged(_)) => {
+                    self.clusters.clear();
+                    self.generation += 1;
+                }
+                Err(TryRecvError::Empty | TryRecvError::Closed) => return,
+            }
+        }
+    }
+}
+
+/// The caches, by [`crate::store::Store::instance`].
+static CACHES: LazyLock<Mutex<HashMap<u64, Arc<Mutex<Cache>>>>> = LazyLock::new(Default::default);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn store_error(e: StoreError) -> ApiError {
+    ApiError::internal(format!("storage error: {e}"))
+}
+
+async fn hooks(st: &ApiState, cluster: &str) -> Result<Arc<Hooks>, ApiError> {
+    let cache = lock(&CACHES)
+        .entry(st.store.instance())
+        .or_insert_with(|| {
+            Arc::new(Mutex::new(Cache {
+                events: st.store.subscribe(),
+                clusters: HashMap::new(),
+                generation: 0,
+            }))
+        })
+        .clone();
+    let generation = {
+        let mut c = lock(&cache);
+        c.drain();
+        if let Some(h) = c.clusters.get(cluster) {
+            return Ok(h.clone());
+        }
+        c.generation
+    };
+    let mut configs = [Vec::new(), Vec::new()];
+    for (resource, into) in [MUTATING, VALIDATING].into_iter().zip(configs.iter_mut()) {
+        *into = st
+            .store
+            .list(cluster, GROUP, resource, None, None, 0)
+            .await
+            .map_err(store_error)?
+            .items;
+    }
+    let hooks = Arc::new(Hooks {
+        mutating: matching::hooks_of(&configs[0], true),
+        validating: matching::hooks_of(&configs[1], false),
+    });
+    let mut c = lock(&cache);
+    c.drain();
+    if c.generation == generation {
+        c.clusters.insert(cluster.to_owned(), hooks.clone());
+    }
+    Ok(hooks)
+}
+
+/// The attributes of a write to `def` (at `version`; its `/status` when `status`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attributes(
+    ctx: &Ctx,
+    def: &ResourceDef,
+    version: &str,
+    namespace: Option<&str>,
+    status: bool,
+    name: &str,
+    operation: Operation,
+    dry_run: bool,
+    options: Option<Value>,
+) -> Attributes {
+    let options = options.unwrap_or_else(|| {
+        let kind = match (operation, &ctx.method) {
+            (Operation::Create, _) => "CreateOptions",
+            (Operation::Delete, _) => "DeleteOptions",
+            (_, m) if m == axum::http::Method::PATCH => "PatchOptions",
+            _ => "UpdateOptions",
+        };
+        let mut o = json!({"apiVersion": "meta.k8s.io/v1", "kind": kind});
+        if let Some(m) = ctx.param("fieldManager") {
+            o["fieldManager"] = json!(m);
+        }
+        o
+    });
+    let mut options = options;
+    if dry_run && let Some(m) = options.as_object_mut() {
+        m.insert("dryRun".into(), json!(["All"]));
+    }
+    Attributes {
+        group: def.group.clone(),
+        version: version.to_owned(),
+        kind: def.kind.clone(),
+        resource: def.plural.clone(),
+        subresource: status.then(|| "status".to_owned()),
+        namespaced: def.namespaced,
+        namespace: namespace.map(String::from),
+        name: name.to_owned(),
+        operation,
+        dry_run,
+        options,
+    }
+}
+
+fn exempt(a: &Attributes) -> bool {
+    a.group == GROUP && (a.resource == MUTATING || a.resource == VALIDATING)
+}
+
+/// Runs the mutating webhooks that match, applying their patches to `object`; whether any
+/// patch was applied.
+pub(crate) async fn mutate(
+    st: &ApiState,
+    ctx: &Ctx,
+    a: &Attributes,
+    object: &mut Value,
+    old: Option<&Value>,
+) -> Result<bool, ApiError> {
+    if exempt(a) {
+        return Ok(false);
+    }
+    let hooks = hooks(st, &ctx.cluster).await?;
+    if hooks.mutating.is_empty() {
+        return Ok(false);
+    }
+    let mut namespace_labels = None;
+    let mut patched = false;
+    for hook in &hooks.mutating {
+        if !applies(st, ctx, hook, a, Some(object), old, &mut namespace_labels).await? {
+            continue;
+        }
+        let Some(verdict) = call(st, ctx, hook, a, Some(object), old).await? else {
+            continue;
+        };
+        if let Some(p) = verdict.patch.filter(|_| a.operation != Operation::Delete) {
+            *object = patch::apply(object, PatchKind::Json, &p).map_err(|e| {
+                ApiError::internal(format!(
+                    "Internal error occurred: the patch of webhook \"{}\" could not be applied: {e}",
+                    hook.name
+                ))
+            })?;
+            patched = true;
+        }
+    }
+    Ok(patched)
+}
+
+/// Runs the validating webhooks that match, concurrently; the first refusal (in webhook order)
+/// refuses the request.
+pub(crate) async fn validate(
+    st: &ApiState,
+    ctx: &Ctx,
+    a: &Attributes,
+    object: Option<&Value>,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    if exempt(a) {
+        return Ok(());
+    }
+    let hooks = hooks(st, &ctx.cluster).await?;
+    if hooks.validating.is_empty() {
+        return Ok(());
+    }
+    let mut namespace_labels = None;
+    let mut matched = Vec::new();
+    for hook in &hooks.validating {
+        if applies(st, ctx, hook, a, object, old, &mut namespace_labels).await? {
+            matched.push(hook);
+        }
+    }
+    let results = futures::future::join_all(
+        matched
+            .into_iter()
+            .map(|h| call(st, ctx, h, a, object, old)),
+    )
+    .await;
+    for r in results {
+        r?;
+    }
+    Ok(())
+}
+
+/// Whether `hook` is for this request: its rules, then its object and namespace selectors.
+async fn applies(
+    st: &ApiState,
+    ctx: &Ctx,
+    hook: &Hook,
+    a: &Attributes,
+    object: Option<&Value>,
+    old: Option<&Value>,
+    namespace_labels: &mut Option<BTreeMap<String, String>>,
+) -> Result<bool, ApiError> {
+    if !matching::rules_match(&hook.rules, a) {
+        return Ok(false);
+    }
+    let either = |selector: &Value| {
+        [object, old]
+            .into_iter()
+            .flatten()
+            .filter(|o| !o.is_null())
+            .any(|o| matching::selector_matches(selector, &labels_of(o)))
+    };
+    if !matching::selects_all(&hook.object_selector) && !either(&hook.object_selector) {
+        return Ok(false);
+    }
+    if matching::selects_all(&hook.namespace_selector) {
+        return Ok(true);
+    }
+    // A Namespace is matched on its own labels; other cluster-scoped objects always match.
+    if a.group.is_empty() && a.resource == "namespaces" {
+        return Ok(either(&hook.namespace_selector));
+    }
+    let Some(ns) = a.namespace.as_deref().filter(|_| a.namespaced) else {
+        return Ok(true);
+    };
+    if namespace_labels.is_none() {
+        let key = ObjectKey {
+            cluster: ctx.cluster.clone(),
+            group: String::new(),
+            resource: "namespaces".into(),
+            namespace: String::new(),
+            name: ns.to_owned(),
+        };
+        let found = st.store.get(&key).await.map_err(store_error)?;
+        *namespace_labels = Some(found.map(|(_, n)| labels_of(&n)).unwrap_or_default());
+    }
+    Ok(matching::selector_matches(
+        &hook.namespace_selector,
+        namespace_labels.as_ref().unwrap_or(&BTreeMap::new()),
+    ))
+}
+
+/// Calls `hook`: its verdict, `None` when the call failed and the webhook's failures are
+/// ignored, an error when it refused or failed otherwise.
+async fn call(
+    st: &ApiState,
+    ctx: &Ctx,
+    hook: &Hook,
+    a: &Attributes,
+    object: Option<&Value>,
+    old: Option<&Value>,
+) -> Result<Option<matching::Verdict>, ApiError> {
+    if a.dry_run && !hook.dry_run_safe {
+        return Err(ApiError::bad_request(format!(
+            "admission webhook \"{}\" does not support dry run",
+            hook.name
+        )));
+    }
+    let verdict = match exchange(st, ctx, hook, a, object, old).await {
+        Ok(v) => v,
+        Err(e) if hook.ignore_failures => {
+            tracing::warn!(webhook = %hook.name, error = %e, "failed calling webhook, ignoring it (failurePolicy Ignore)");
+            return Ok(None);
+        }
+        Err(e) => {
+            return Err(ApiError::internal(format!(
+                "Internal error occurred: failed calling webhook \"{}\": failed to call webhook: {e}",
+                hook.name
+            )));
+        }
+    };
+    ctx.warn(verdict.warnings.iter().cloned());
+    if !verdict.allowed {
+        let (code, reason, message) = matching::denial(&hook.name, &verdict.status);
+        return Err(ApiError::new(code, reason, message));
+    }
+    Ok(Some(verdict))
+}
+
+/// Sends the review and reads the answer; an error is a failed call.
+async fn exchange(
+    st: &ApiState,
+    ctx: &Ctx,
+    hook: &Hook,
+    a: &Attributes,
+    object: Option<&Value>,
+    old: Option<&Value>,
+) -> Result<matching::Verdict, String> {
+    if !hook.speaks_v1 {
+        return Err("admissionReviewVersions does not include v1, the only version sent".into());
+    }
+    let addr = match hook.endpoint.clone()? {
+        matching::Endpoint::Url(url) => client::parse_url(&url)?,
+        matching::Endpoint::Service {
+            namespace,
+            name,
+            port,
+            path,
+        } => resolve(st, &ctx.cluster, &namespace, &name, port, path).await?,
+    };
+    let ca = hook
+        .ca_bundle
+        .as_deref()
+        .ok_or("the webhook has no caBundle, and the embedded cluster trusts no system roots")?;
+    let uid = super::handlers::new_uid();
+    let review = matching::review(&uid, a, object, old);
+    let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
+    let answer = client::post(&addr, ca, body, hook.timeout).await?;
+    matching::read_response(&answer, &uid, hook.mutating)
+}
+
+/// Where Service `namespace/name` is reached: its `externalName`, else its `clusterIP`; its
+/// certificate must name `NAME.NAMESPACE.svc`, as in Kubernetes.
+async fn resolve(
+    st: &ApiState,
+    cluster: &str,
+    namespace: &str,
+    name: &str,
+    port: u16,
+    path: String,
+) -> Result<client::Address, String> {
+    let key = ObjectKey {
+        cluster: cluster.to_owned(),
+        group: String::new(),
+        resource: "services".into(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    };
+    let (_, svc) = st
+        .store
+        .get(&key)
+        .await
+        .map_err(|e| format!("reading service {namespace}/{name}: {e}"))?
+        .ok_or_else(|| format!("service \"{name}\" not found in namespace \"{namespace}\""))?;
+    let spec = &svc["spec"];
+    let host = spec
+        .get("externalName")
+        .and_then(Value::as_str)
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            spec.get("clusterIP")
+                .and_then(Value::as_str)
+                .filter(|ip| !ip.is_empty() && *ip != "None")
+        })
+        .ok_or_else(|| {
+            format!(
+                "service {namespace}/{} has neither an externalName nor a clusterIP",
+                name_of(&svc)
+            )
+        })?;
+    let path = if path.starts_with('/') {
+        path
+    } else {
+        format!("/{path}")
+    };
+    Ok(client::Address {
+        host: host.to_owned(),
+        port,
+        path,
+        server_name: format!("{name}.{namespace}.svc"),
+    })
+}
