@@ -18,8 +18,9 @@
 //!   OpenAPI v2 (JSON and gnostic protobuf) and v3 documents and `Status` errors; and the gateway's own endpoints
 //!   ([`api::ops`]: the subscription API and `/metrics`).
 //!
-//! Not (yet) an API server in these respects: no admission webhooks are called, APIServices are
-//! stored but not proxied, CRD validation has no CEL rules, server-side apply guesses list
+//! Admission webhooks are called on writes to embedded clusters ([`api::admission`]).
+//!
+//! Not (yet) an API server in these respects: APIServices are stored but not proxied, CRD validation has no CEL rules, server-side apply guesses list
 //! shapes without schemas (custom kinds' lists are atomic, built-in kinds' lists of objects
 //! keyed by their strategic-merge keys), there is no RBAC (the admin token may do anything),
 //! built-in kinds have no real schemas (unknown fields in them are kept), and protobuf request

@@ -8,7 +8,7 @@
 //! shared.
 //!
 //! Without schemas, shapes are guessed. Lists of objects in built-in kinds are keyed by their
-//! strategic-merge key ([`super::strategic::merge_key`]) and merge item by item (`k:` steps);
+//! strategic-merge key (the one strategic merge uses) and merge item by item (`k:` steps);
 //! every other list, and every list of a custom kind, is atomic. Maps and structs look alike, so
 //! `.` (ownership of a map itself) is recorded for keyed list items and for maps an update
 //! creates, except the top-level `metadata`, `spec` and `status`.
