@@ -30,7 +30,7 @@ use std::{
 use futures::{StreamExt, TryStreamExt};
 use gpustack_api::devices::Devices;
 use gpustack_gateway::server::{Gateway, GatewayOptions};
-use gpustack_tests::bench::{Figure, device, env_usize, percentile, proc_status_mb};
+use gpustack_tests::bench::{Figure, device, env_usize, latencies_ms, percentile, proc_status_mb};
 use kube::{
     Api, Client, Config, ResourceExt,
     api::{ListParams, PostParams},
@@ -433,14 +433,7 @@ async fn main() {
     }
     watching.abort();
     let seen = std::mem::take(&mut *seen.lock().unwrap());
-    let mut lat: Vec<f64> = acked
-        .iter()
-        .filter_map(|(name, t)| {
-            seen.get(name)
-                .map(|s| s.saturating_duration_since(*t).as_secs_f64() * 1000.0)
-        })
-        .collect();
-    lat.sort_by(f64::total_cmp);
+    let lat = latencies_ms(&acked, &seen);
     let p99 = percentile(&lat, 0.99);
     println!(
         "watch: {} of {writes} writes seen at {achieved:.0} writes/s; latency after the response p50 {:.2} ms, p99 {p99:.2} ms, max {:.2} ms",

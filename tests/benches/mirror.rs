@@ -39,7 +39,7 @@ use std::{
 use futures::{StreamExt, TryStreamExt};
 use gpustack_api::devices::Devices;
 use gpustack_tests::{
-    bench::{self, Figure, env_usize, median, percentile, proc_status_mb},
+    bench::{self, Figure, env_usize, latencies_ms, median, percentile, proc_status_mb},
     embedded::{GatewayProcess, free_port},
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -440,14 +440,7 @@ async fn main() {
     watching.abort();
     let seen = std::mem::take(&mut *seen.lock().unwrap());
     let acked = std::mem::take(&mut *acked.lock().unwrap());
-    let mut lat: Vec<f64> = acked
-        .iter()
-        .filter_map(|(name, t)| {
-            seen.get(name)
-                .map(|s| s.saturating_duration_since(*t).as_secs_f64() * 1000.0)
-        })
-        .collect();
-    lat.sort_by(f64::total_cmp);
+    let lat = latencies_ms(&acked, &seen);
     let (p50, p99) = (percentile(&lat, 0.5), percentile(&lat, 0.99));
     println!(
         "watch: {} of {writes} upstream writes seen on the hub's fleet view at {achieved:.0} writes/s over {n} upstreams; latency after the upstream's response p50 {p50:.2} ms, p99 {p99:.2} ms, max {:.2} ms",

@@ -53,6 +53,23 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     percentile(&v, 0.5)
 }
 
+/// Milliseconds from each acknowledged write (name, when its response came) to the moment a
+/// watcher saw that name, sorted; writes never seen are left out.
+pub fn latencies_ms(
+    acked: &[(String, std::time::Instant)],
+    seen: &std::collections::HashMap<String, std::time::Instant>,
+) -> Vec<f64> {
+    let mut lat: Vec<f64> = acked
+        .iter()
+        .filter_map(|(name, t)| {
+            seen.get(name)
+                .map(|s| s.saturating_duration_since(*t).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    lat
+}
+
 /// One figure against its target (`None`: for information), for the closing summary; `met`
 /// is `None` when it could not be measured.
 pub struct Figure {
