@@ -4,6 +4,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
+    sync::Arc,
     time::Duration,
 };
 
@@ -17,7 +18,7 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::Value;
-use tokio::task::JoinSet;
+use tokio::{sync::Notify, task::JoinSet};
 
 use super::{
     Access, Upstream,
@@ -81,6 +82,9 @@ const LIST_PAGE: u32 = 100;
 
 /// How often each kind's watch progress is written to the store.
 const PROGRESS_FLUSH: Duration = Duration::from_secs(1);
+
+/// The least time between two recounts of a mirrored kind for status.
+const RECOUNT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long one resumed watch request lasts before it is renewed (from its newest version).
 const RESUME_WATCH_SECS: u32 = 290;
@@ -258,8 +262,16 @@ impl Mirror {
             &resource.plural,
         );
         let _flusher = AbortOnDrop(tokio::spawn(progress.clone().flush_every(PROGRESS_FLUSH)));
+        let recount = Arc::new(Notify::new());
+        let _counter = AbortOnDrop(tokio::spawn(self.clone().count_on_notice(
+            resource.clone(),
+            label.clone(),
+            recount.clone(),
+        )));
         if let Some(rv) = progress.stored().await {
-            let why = self.resume(&api, &resource, &label, rv, &progress).await;
+            let why = self
+                .resume(&api, &resource, &label, rv, &progress, &recount)
+                .await;
             tracing::info!(upstream = %cluster, kind = %label, reason = %self.redact(&why), "relisting");
         }
         let config = watcher::Config::default().page_size(LIST_PAGE);
@@ -317,6 +329,9 @@ impl Mirror {
                                         newest_listed(listed_rvs.iter().map(String::as_str));
                                     progress.note(newest.as_deref());
                                     progress.flush().await;
+                                    // Counted at once: a listed kind is reported with
+                                    // its count.
+                                    self.update_count(&resource, &label).await;
                                     self.board
                                         .record(&cluster, Happening::Listed(label.clone()));
                                 }
@@ -332,7 +347,19 @@ impl Mirror {
             }
             let outcome = self.write_live(&resource, &mut live, &progress).await;
             self.report(&label, outcome);
+            recount.notify_one();
+        }
+    }
+
+    /// Refreshes the kind's count in status when told to, at most once per
+    /// [`RECOUNT_INTERVAL`]: a count reads every stored object of the kind, too much to do
+    /// after each batch of a burst. A notice during the pause is kept, so the last change is
+    /// always counted.
+    async fn count_on_notice(self, resource: ApiResource, label: String, notice: Arc<Notify>) {
+        loop {
+            notice.notified().await;
             self.update_count(&resource, &label).await;
+            tokio::time::sleep(RECOUNT_INTERVAL).await;
         }
     }
 
@@ -346,6 +373,7 @@ impl Mirror {
         label: &str,
         mut rv: String,
         progress: &Progress,
+        recount: &Notify,
     ) -> String {
         let params = WatchParams {
             bookmarks: true,
@@ -365,6 +393,7 @@ impl Mirror {
                 tracing::info!(upstream = %self.upstream.name, kind = %label, %rv, "resumed the watch");
                 self.board
                     .record(&self.upstream.name, Happening::Listed(label.to_owned()));
+                recount.notify_one();
             }
             while let Some(chunk) = stream.next().await {
                 let mut stop = None;
@@ -400,7 +429,7 @@ impl Mirror {
                 }
                 let outcome = self.write_live(resource, &mut live, progress).await;
                 self.report(label, outcome);
-                self.update_count(resource, label).await;
+                recount.notify_one();
                 if let Some(why) = stop {
                     return why;
                 }
