@@ -30,7 +30,9 @@ use std::{
 use futures::{StreamExt, TryStreamExt};
 use gpustack_api::devices::Devices;
 use gpustack_gateway::server::{Gateway, GatewayOptions};
-use gpustack_tests::bench::{Figure, device, env_usize, latencies_ms, percentile, proc_status_mb};
+use gpustack_tests::bench::{
+    Figure, device, env_usize, latencies_ms, percentile, poll, proc_status_mb,
+};
 use kube::{
     Api, Client, Config, ResourceExt,
     api::{ListParams, PostParams},
@@ -120,16 +122,11 @@ fn operator_binary() -> PathBuf {
 async fn wait_for<T, F: std::future::Future<Output = Option<T>>>(
     what: &str,
     timeout: Duration,
-    mut probe: impl FnMut() -> F,
+    probe: impl FnMut() -> F,
 ) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll(timeout, probe)
+        .await
+        .unwrap_or_else(|| panic!("timed out waiting for {what}"))
 }
 
 /// Kills the server process when the measurement ends, however it ends.
@@ -427,10 +424,11 @@ async fn main() {
         acked.push((format!("w{i}"), Instant::now()));
     }
     let achieved = writes as f64 / start.elapsed().as_secs_f64();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while seen.lock().unwrap().len() < writes && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll(Duration::from_secs(30), || {
+        let done = seen.lock().unwrap().len() >= writes;
+        async move { done.then_some(()) }
+    })
+    .await;
     watching.abort();
     let seen = std::mem::take(&mut *seen.lock().unwrap());
     let lat = latencies_ms(&acked, &seen);

@@ -198,18 +198,7 @@ pub struct WorkerGatewayArgs {
     pub informer: InformerFlags,
     /// Host an embedded cluster of this name (a DNS label), repeatable; its admin kubeconfig is
     /// written to <data-dir>/<NAME>.kubeconfig.
-    #[arg(long, value_name = "NAME", value_parser = |s: &str| -> Result<String, String> {
-        let valid = !s.is_empty()
-            && s.len() <= 63
-            && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && s.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if valid {
-            Ok(s.to_owned())
-        } else {
-            Err("must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters".into())
-        }
-    })]
+    #[arg(long, value_name = "NAME", value_parser = parse_cluster_name)]
     pub embedded_cluster: Vec<String>,
     /// Mirror the upstream clusters listed in this YAML file: a list of {name, kubeconfig,
     /// context, token} (names are DNS labels; relative kubeconfig paths are read from the file's
@@ -521,6 +510,15 @@ fn parse_upstreams(s: &str) -> Result<Upstreams, String> {
     let path = PathBuf::from(s);
     let entries = gpustack_gateway::mirror::config::load(&path).map_err(|e| e.to_string())?;
     Ok(Upstreams { path, entries })
+}
+
+/// A cluster name: a DNS label, as upstream names are.
+fn parse_cluster_name(s: &str) -> Result<String, String> {
+    if gpustack_gateway::mirror::config::is_dns_label(s) {
+        Ok(s.to_owned())
+    } else {
+        Err("must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters".into())
+    }
 }
 
 fn at_least_1s(s: &str) -> Result<GoDuration, String> {

@@ -30,7 +30,6 @@
 
 use std::{
     collections::HashMap,
-    future::Future,
     path::Path,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
@@ -39,7 +38,7 @@ use std::{
 use futures::{StreamExt, TryStreamExt};
 use gpustack_api::devices::Devices;
 use gpustack_tests::{
-    bench::{self, Figure, env_usize, latencies_ms, median, percentile, proc_status_mb},
+    bench::{self, Figure, env_usize, latencies_ms, median, percentile, poll, proc_status_mb},
     embedded::{GatewayProcess, free_port},
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -166,23 +165,6 @@ async fn create_devices(client: &Client, names: Vec<String>, concurrency: usize)
         .try_collect::<()>()
         .await
         .expect("creating Devices");
-}
-
-/// Polls `probe` every 50 ms until it returns `Some`, or gives up (`None`) after `timeout`.
-async fn poll<T, F: Future<Output = Option<T>>>(
-    timeout: Duration,
-    mut probe: impl FnMut() -> F,
-) -> Option<T> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = probe().await {
-            return Some(v);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// The hub's `/apis/workers`.

@@ -72,6 +72,15 @@ pub enum MirrorError {
     Timeout(Duration),
 }
 
+/// A list in progress: the objects seen (kept by the sweep that ends it), those not yet
+/// written, and their resourceVersions (the checkpoint).
+#[derive(Default)]
+struct Relist {
+    seen: HashSet<(String, String)>,
+    pending: Vec<(ObjectKey, Value)>,
+    rvs: Vec<String>,
+}
+
 /// How many listed objects, or changes that arrived together, are written together (the
 /// store commits them in one batch). Also bounds what a mirror holds in memory at once.
 const BATCH: usize = 128;
@@ -280,13 +289,11 @@ impl Mirror {
             .default_backoff()
             .ready_chunks(BATCH)
             .boxed();
-        let mut seen: HashSet<(String, String)> = HashSet::new();
-        let mut listed: Vec<(ObjectKey, Value)> = Vec::new();
-        let mut listed_rvs: Vec<String> = Vec::new();
+        let mut list = Relist::default();
         let mut live = Vec::new();
         while let Some(chunk) = events.next().await {
             for event in chunk {
-                let outcome = match event {
+                let event = match event {
                     Ok(watcher::Event::Apply(obj)) => {
                         live.push((obj, false));
                         continue;
@@ -295,59 +302,68 @@ impl Mirror {
                         live.push((obj, true));
                         continue;
                     }
-                    // Changes before a (re)list are written before it.
-                    other => {
-                        let flushed = self.write_live(&resource, &mut live, &progress).await;
-                        self.report(&label, flushed);
-                        match other {
-                            Ok(watcher::Event::Init) => {
-                                seen.clear();
-                                listed.clear();
-                                listed_rvs.clear();
-                                Ok(())
-                            }
-                            Ok(watcher::Event::InitApply(obj)) => {
-                                listed_rvs.extend(obj.metadata.resource_version.clone());
-                                let (key, body) = self.entry(&resource, obj);
-                                seen.insert((key.namespace.clone(), key.name.clone()));
-                                listed.push((key, body));
-                                if listed.len() >= BATCH {
-                                    self.put_all(std::mem::take(&mut listed)).await
-                                } else {
-                                    Ok(())
-                                }
-                            }
-                            Ok(watcher::Event::InitDone) => {
-                                let swept = match self.put_all(std::mem::take(&mut listed)).await {
-                                    Ok(()) => self.sweep(&resource, &seen).await,
-                                    Err(e) => Err(e),
-                                };
-                                seen.clear();
-                                if swept.is_ok() {
-                                    // A completed list is a checkpoint worth keeping at once.
-                                    let newest =
-                                        newest_listed(listed_rvs.iter().map(String::as_str));
-                                    progress.note(newest.as_deref());
-                                    progress.flush().await;
-                                    // Counted at once: a listed kind is reported with
-                                    // its count.
-                                    self.update_count(&resource, &label).await;
-                                    self.board
-                                        .record(&cluster, Happening::Listed(label.clone()));
-                                }
-                                listed_rvs.clear();
-                                swept
-                            }
-                            Err(e) => Err(format!("watching {label}: {e}")),
-                            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => Ok(()),
-                        }
+                    other => other,
+                };
+                // Changes before a (re)list are written before it.
+                let flushed = self.write_live(&resource, &mut live, &progress).await;
+                self.report(&label, flushed);
+                let outcome = match event {
+                    Ok(e) => {
+                        self.relist_step(e, &mut list, &resource, &label, &progress)
+                            .await
                     }
+                    Err(e) => Err(format!("watching {label}: {e}")),
                 };
                 self.report(&label, outcome);
             }
             let outcome = self.write_live(&resource, &mut live, &progress).await;
             self.report(&label, outcome);
             recount.notify_one();
+        }
+    }
+
+    /// One step of a (re)list: `Init` starts it, each `InitApply` object is written (in
+    /// batches), `InitDone` deletes what the upstream no longer has and records the list as a
+    /// checkpoint.
+    async fn relist_step(
+        &self,
+        event: watcher::Event<DynamicObject>,
+        list: &mut Relist,
+        resource: &ApiResource,
+        label: &str,
+        progress: &Progress,
+    ) -> Result<(), String> {
+        match event {
+            watcher::Event::Init => {
+                *list = Relist::default();
+                Ok(())
+            }
+            watcher::Event::InitApply(obj) => {
+                list.rvs.extend(obj.metadata.resource_version.clone());
+                let (key, body) = self.entry(resource, obj);
+                list.seen.insert((key.namespace.clone(), key.name.clone()));
+                list.pending.push((key, body));
+                if list.pending.len() >= BATCH {
+                    self.put_all(std::mem::take(&mut list.pending)).await
+                } else {
+                    Ok(())
+                }
+            }
+            watcher::Event::InitDone => {
+                let done = std::mem::take(list);
+                self.put_all(done.pending).await?;
+                self.sweep(resource, &done.seen).await?;
+                // A completed list is a checkpoint worth keeping at once, and a listed kind is
+                // reported with its count.
+                progress.note(newest_listed(done.rvs.iter().map(String::as_str)).as_deref());
+                progress.flush().await;
+                self.update_count(resource, label).await;
+                self.board
+                    .record(&self.upstream.name, Happening::Listed(label.to_owned()));
+                Ok(())
+            }
+            // Not list events: the caller writes these as changes.
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => Ok(()),
         }
     }
 

@@ -28,18 +28,15 @@ impl Store {
             if created.is_none_or(|t| t >= cutoff) {
                 continue;
             }
-            let key = ObjectKey {
+            doomed.push(ObjectKey {
                 cluster: cluster.to_owned(),
                 group: String::new(),
                 resource: "events".into(),
                 namespace: row.try_get("namespace")?,
                 name: row.try_get("name")?,
-            };
-            if let Some((rv, body)) = self.get(&key).await? {
-                doomed.push((key, rv, body));
-            }
+            });
         }
-        self.delete_stored(doomed).await
+        self.delete_keys(doomed).await
     }
 }
 

@@ -19,6 +19,9 @@ use super::{ObjectKey, Precondition, Store, StoreError, StoredEvent, WriteOp, to
 /// can cause one).
 const ATTEMPTS: usize = 8;
 
+/// How many objects [`Store::delete_keys`] reads and deletes together.
+const DELETE_CHUNK: usize = 256;
+
 /// Whether two bodies differ in more than `metadata.resourceVersion`, which the gateway
 /// rewrites; an unchanged object is not written again (a relist must not wake every watcher).
 pub fn same_content(a: &Value, b: &Value) -> bool {
@@ -112,18 +115,32 @@ impl Store {
             if keep.contains(&(namespace.clone(), name.clone())) {
                 continue;
             }
-            let key = ObjectKey {
+            doomed.push(ObjectKey {
                 cluster: cluster.to_owned(),
                 group: group.to_owned(),
                 resource: resource.to_owned(),
                 namespace,
                 name,
-            };
-            if let Some((rv, body)) = self.get(&key).await? {
-                doomed.push((key, rv, body));
-            }
+            });
         }
-        self.delete_stored(doomed).await
+        self.delete_keys(doomed).await
+    }
+
+    /// Deletes the objects at `keys` that are still stored, reading their bodies (for the
+    /// DELETED events) a few hundred at a time, so that a large set is never all in memory.
+    /// Returns how many went.
+    pub(super) async fn delete_keys(&self, keys: Vec<ObjectKey>) -> Result<usize, StoreError> {
+        let mut deleted = 0;
+        for chunk in keys.chunks(DELETE_CHUNK) {
+            let mut doomed = Vec::with_capacity(chunk.len());
+            for key in chunk {
+                if let Some((rv, body)) = self.get(key).await? {
+                    doomed.push((key.clone(), rv, body));
+                }
+            }
+            deleted += self.delete_stored(doomed).await?;
+        }
+        Ok(deleted)
     }
 
     /// Deletes each (key, resourceVersion, body) if still at that version, queued together so

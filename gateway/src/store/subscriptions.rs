@@ -136,8 +136,7 @@ impl Store {
     }
 
     /// Deletes every object of `cluster` and every object of `fleet` whose name starts with
-    /// `fleet_prefix`, through the writer, so watchers see each go; a few hundred at a time, so
-    /// that a large mirror is never all in memory. Returns how many went.
+    /// `fleet_prefix`, through the writer, so watchers see each go. Returns how many went.
     pub async fn drop_mirror(
         &self,
         cluster: &str,
@@ -168,22 +167,9 @@ impl Store {
                 keys.push(key);
             }
         }
-        let mut deleted = 0;
-        for chunk in keys.chunks(DROP_CHUNK) {
-            let mut doomed = Vec::with_capacity(chunk.len());
-            for key in chunk {
-                if let Some((rv, body)) = self.get(key).await? {
-                    doomed.push((key.clone(), rv, body));
-                }
-            }
-            deleted += self.delete_stored(doomed).await?;
-        }
-        Ok(deleted)
+        self.delete_keys(keys).await
     }
 }
-
-/// How many objects of a dropped mirror are deleted together.
-const DROP_CHUNK: usize = 256;
 
 #[cfg(test)]
 mod tests {
