@@ -5,28 +5,15 @@ use std::path::PathBuf;
 
 use gpustack_api::{devices::DevicesGroup, monitor::MetricsGroup, yaml};
 
-fn seed() -> String {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/seed/command-reference.txt");
+/// One of the command reference's example outputs, kept verbatim as a fixture.
+fn example(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed").join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
-
-/// The YAML block that starts with `first_line` and runs to the next blank line.
-fn example(first_line: &str) -> String {
-    let text = seed();
-    let start = text
-        .find(&format!("\n{first_line}\n"))
-        .unwrap_or_else(|| panic!("the seed has no example starting {first_line:?}"))
-        + 1;
-    let end = text[start..]
-        .find("\n\n")
-        .map_or(text.len(), |e| start + e + 1);
-    text[start..end].to_owned()
 }
 
 #[test]
 fn detect_example_round_trips() {
-    let seed = example("- id: radeon-rx-7800-xt");
+    let seed = example("detect-rx-7800-xt.yaml");
     let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&seed).unwrap();
     assert_eq!(groups.len(), 1);
     let acc = &groups[0].accelerators[0];
@@ -46,7 +33,7 @@ fn detect_example_round_trips() {
 
 #[test]
 fn monitor_example_round_trips() {
-    let seed = example("- manufacturer: amd");
+    let seed = example("monitor-rx-7800-xt.yaml");
     let groups: Vec<MetricsGroup> = serde_yaml_ng::from_str(&seed).unwrap();
     assert_eq!(groups[0].accelerators[0].memory_usage, Some(174));
     assert_eq!(

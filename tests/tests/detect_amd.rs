@@ -19,16 +19,13 @@ fn run_on(tree: &HostTree, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// The seed's example block for `detect`.
+/// The command reference's example block for `detect` (a fixture of the api crate).
 fn seed_example() -> String {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/seed/command-reference.txt"
+        "/../api/tests/fixtures/seed/detect-rx-7800-xt.yaml"
     );
-    let text = std::fs::read_to_string(path).unwrap();
-    let start = text.find("\n- id: radeon-rx-7800-xt\n").unwrap() + 1;
-    let end = start + text[start..].find("\n\n").unwrap() + 1;
-    text[start..end].to_owned()
+    std::fs::read_to_string(path).unwrap()
 }
 
 #[test]
