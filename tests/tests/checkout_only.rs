@@ -53,8 +53,9 @@ fn resolve(base: &Path, rel: &str) -> PathBuf {
 
 /// The relative paths a source anchors to its crate (`crate_based`) or to its own file.
 fn anchored_paths(text: &str) -> (Vec<String>, Vec<String>) {
-    let manifest = regex::Regex::new(r#"env!\("CARGO_MANIFEST_DIR"\)\)?[^;]{0,160}?"(/?[^"{}]*\.\.[^"{}]*)""#)
-        .unwrap();
+    let manifest =
+        regex::Regex::new(r#"env!\("CARGO_MANIFEST_DIR"\)\)?[^;]{0,160}?"(/?[^"{}]*\.\.[^"{}]*)""#)
+            .unwrap();
     let migrate = regex::Regex::new(r#"migrate!\("([^"]+)"\)"#).unwrap();
     let attr = regex::Regex::new(r#"#\[path\s*=\s*"([^"]+)"\]"#).unwrap();
     let crate_based = manifest
@@ -81,16 +82,31 @@ fn no_source_reads_outside_the_checkout() {
         let resolved = crate_based
             .iter()
             .map(|p| (p, resolve(&crate_dir(file), p)))
-            .chain(file_based.iter().map(|p| (p, resolve(file.parent().unwrap(), p))));
+            .chain(
+                file_based
+                    .iter()
+                    .map(|p| (p, resolve(file.parent().unwrap(), p))),
+            );
         for (written, path) in resolved {
             checked += 1;
             if !path.starts_with(&root) {
-                escapes.push(format!("{}: {written:?} -> {}", file.display(), path.display()));
+                escapes.push(format!(
+                    "{}: {written:?} -> {}",
+                    file.display(),
+                    path.display()
+                ));
             }
         }
     }
-    assert!(checked > 5, "the scan recognised the anchored paths it exists to check");
-    assert!(escapes.is_empty(), "paths leave the checkout:\n{}", escapes.join("\n"));
+    assert!(
+        checked > 5,
+        "the scan recognised the anchored paths it exists to check"
+    );
+    assert!(
+        escapes.is_empty(),
+        "paths leave the checkout:\n{}",
+        escapes.join("\n")
+    );
 }
 
 #[test]
@@ -100,7 +116,12 @@ fn nothing_names_the_documents_beside_the_checkout() {
     files(&root, &[".rs", ".toml", ".sh", ".py"], &mut scanned);
     scanned.push(root.join(".ci/run"));
     // Spelled in two pieces so this file does not match itself.
-    let forbidden = [["shared/", "seed"], ["shared/", "reference"], ["/work", "/shared"]].map(|p| p.concat());
+    let forbidden = [
+        ["shared/", "seed"],
+        ["shared/", "reference"],
+        ["/work", "/shared"],
+    ]
+    .map(|p| p.concat());
     let hits: Vec<String> = scanned
         .iter()
         .filter_map(|f| {
