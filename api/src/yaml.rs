@@ -15,109 +15,136 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json:
 
 /// Renders a JSON value as a YAML document.
 pub fn render(value: &Value) -> String {
+    render_with_indent(value, 2)
+}
+
+/// Renders any serializable value with `step` spaces per nesting level (`preflight` prints with
+/// four, as the reference's YAML encoder is set up there).
+pub fn to_string_with_indent<T: Serialize + ?Sized>(
+    value: &T,
+    step: usize,
+) -> Result<String, serde_json::Error> {
+    Ok(render_with_indent(&serde_json::to_value(value)?, step))
+}
+
+/// Renders a JSON value with `step` spaces per nesting level. A sequence item's mapping still
+/// continues two columns in, after its `- `.
+pub fn render_with_indent(value: &Value, step: usize) -> String {
+    let w = Writer { step };
     let mut out = String::new();
     match value {
-        Value::Object(map) if !map.is_empty() => write_map(map, 0, false, &mut out),
-        Value::Array(items) if !items.is_empty() => write_seq(items, 0, false, &mut out),
+        Value::Object(map) if !map.is_empty() => w.write_map(map, 0, false, &mut out),
+        Value::Array(items) if !items.is_empty() => w.write_seq(items, 0, false, &mut out),
         scalar => {
-            write_inline(scalar, 0, &mut out);
+            w.write_inline(scalar, 0, &mut out);
             out.push('\n');
         }
     }
     out
 }
 
+/// The one layout setting: how far a nested block is indented.
+#[derive(Clone, Copy)]
+struct Writer {
+    step: usize,
+}
+
 fn pad(indent: usize, out: &mut String) {
     out.extend(std::iter::repeat_n(' ', indent));
 }
 
-/// Writes a non-empty mapping. With `continues_line` the first key goes where the cursor is
-/// (after a `- `), the rest at `indent`.
-fn write_map(
-    map: &serde_json::Map<String, Value>,
-    indent: usize,
-    continues_line: bool,
-    out: &mut String,
-) {
-    for (i, (key, value)) in map.iter().enumerate() {
-        if i > 0 || !continues_line {
-            pad(indent, out);
-        }
-        write_string(key, indent, out);
-        out.push(':');
-        match value {
-            Value::Object(m) if !m.is_empty() => {
-                out.push('\n');
-                write_map(m, indent + 2, false, out);
-            }
-            Value::Array(items) if !items.is_empty() => {
-                out.push('\n');
-                write_seq(items, indent + 2, false, out);
-            }
-            scalar => {
-                out.push(' ');
-                write_inline(scalar, indent + 2, out);
-                out.push('\n');
-            }
-        }
-    }
-}
-
-/// Writes a non-empty sequence, one `- ` item per line at `indent`.
-fn write_seq(items: &[Value], indent: usize, continues_line: bool, out: &mut String) {
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 || !continues_line {
-            pad(indent, out);
-        }
-        out.push_str("- ");
-        match item {
-            Value::Object(m) if !m.is_empty() => write_map(m, indent + 2, true, out),
-            Value::Array(inner) if !inner.is_empty() => write_seq(inner, indent + 2, true, out),
-            scalar => {
-                write_inline(scalar, indent + 2, out);
-                out.push('\n');
-            }
-        }
-    }
-}
-
-/// Writes a scalar or an empty collection at the cursor. `indent` is where a block string's
-/// lines go.
-fn write_inline(value: &Value, indent: usize, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => write_string(s, indent, out),
-        Value::Array(_) => out.push_str("[]"),
-        Value::Object(_) => out.push_str("{}"),
-    }
-}
-
-fn write_string(s: &str, indent: usize, out: &mut String) {
-    if is_block_candidate(s) {
-        // A literal block keeps multi-line text (logs, evidence) readable.
-        out.push('|');
-        match s.len() - s.trim_end_matches('\n').len() {
-            0 => out.push('-'),
-            1 => {}
-            _ => out.push('+'),
-        }
-        for line in s.trim_end_matches('\n').split('\n') {
-            out.push('\n');
-            if !line.is_empty() {
+impl Writer {
+    /// Writes a non-empty mapping. With `continues_line` the first key goes where the cursor is
+    /// (after a `- `), the rest at `indent`.
+    fn write_map(
+        self,
+        map: &serde_json::Map<String, Value>,
+        indent: usize,
+        continues_line: bool,
+        out: &mut String,
+    ) {
+        for (i, (key, value)) in map.iter().enumerate() {
+            if i > 0 || !continues_line {
                 pad(indent, out);
-                out.push_str(line);
+            }
+            self.write_string(key, indent, out);
+            out.push(':');
+            match value {
+                Value::Object(m) if !m.is_empty() => {
+                    out.push('\n');
+                    self.write_map(m, indent + self.step, false, out);
+                }
+                Value::Array(items) if !items.is_empty() => {
+                    out.push('\n');
+                    self.write_seq(items, indent + self.step, false, out);
+                }
+                scalar => {
+                    out.push(' ');
+                    self.write_inline(scalar, indent + self.step, out);
+                    out.push('\n');
+                }
             }
         }
-        out.extend(std::iter::repeat_n(
-            '\n',
-            (s.len() - s.trim_end_matches('\n').len()).saturating_sub(1),
-        ));
-    } else if needs_quotes(s) {
-        write_double_quoted(s, out);
-    } else {
-        out.push_str(s);
+    }
+
+    /// Writes a non-empty sequence, one `- ` item per line at `indent`.
+    fn write_seq(self, items: &[Value], indent: usize, continues_line: bool, out: &mut String) {
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 || !continues_line {
+                pad(indent, out);
+            }
+            out.push_str("- ");
+            match item {
+                Value::Object(m) if !m.is_empty() => self.write_map(m, indent + 2, true, out),
+                Value::Array(inner) if !inner.is_empty() => {
+                    self.write_seq(inner, indent + 2, true, out)
+                }
+                scalar => {
+                    self.write_inline(scalar, indent + 2, out);
+                    out.push('\n');
+                }
+            }
+        }
+    }
+
+    /// Writes a scalar or an empty collection at the cursor. `indent` is where a block string's
+    /// lines go.
+    fn write_inline(self, value: &Value, indent: usize, out: &mut String) {
+        match value {
+            Value::Null => out.push_str("null"),
+            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Value::Number(n) => out.push_str(&n.to_string()),
+            Value::String(s) => self.write_string(s, indent, out),
+            Value::Array(_) => out.push_str("[]"),
+            Value::Object(_) => out.push_str("{}"),
+        }
+    }
+
+    fn write_string(self, s: &str, indent: usize, out: &mut String) {
+        if is_block_candidate(s) {
+            // A literal block keeps multi-line text (logs, evidence) readable.
+            out.push('|');
+            match s.len() - s.trim_end_matches('\n').len() {
+                0 => out.push('-'),
+                1 => {}
+                _ => out.push('+'),
+            }
+            for line in s.trim_end_matches('\n').split('\n') {
+                out.push('\n');
+                if !line.is_empty() {
+                    pad(indent, out);
+                    out.push_str(line);
+                }
+            }
+            out.extend(std::iter::repeat_n(
+                '\n',
+                (s.len() - s.trim_end_matches('\n').len()).saturating_sub(1),
+            ));
+        } else if needs_quotes(s) {
+            write_double_quoted(s, out);
+        } else {
+            out.push_str(s);
+        }
     }
 }
 
@@ -283,6 +310,16 @@ mod tests {
         assert_eq!(
             render(&v),
             "evidence: |\n  begin\n    maps\n  end\ndetail: |-\n  x\n  y\n"
+        );
+    }
+
+    #[test]
+    fn four_space_indent_nests_by_four_and_items_continue_after_the_dash() {
+        let v = json!({"accelerators": [{"manufacturer": "amd", "detection": {"state": "ok"},
+            "checks": [{"capability": "x", "evidence": "a\nb\n"}]}]});
+        assert_eq!(
+            render_with_indent(&v, 4),
+            "accelerators:\n    - manufacturer: amd\n      detection:\n          state: ok\n      checks:\n          - capability: x\n            evidence: |\n                a\n                b\n"
         );
     }
 

@@ -7,7 +7,9 @@ use gpustack_api::{devices::DevicesGroup, monitor::MetricsGroup, yaml};
 
 /// One of the command reference's example outputs, kept verbatim as a fixture.
 fn example(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/seed")
+        .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 

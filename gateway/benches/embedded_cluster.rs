@@ -1,11 +1,14 @@
 //! Benchmark of the embedded cluster (issue 3), not a pass/fail test. Reproduce with
 //!
 //! ```text
-//! cargo build --release --bin gpustack-operator && cargo bench -p gpustack-gateway --bench embedded_cluster
+//! cargo bench -p gpustack-gateway --bench embedded_cluster
 //! ```
 //!
 //! (`GPUSTACK_BENCH_OBJECTS`, default 10000, and `GPUSTACK_BENCH_RSS_OBJECTS`, default 100000,
-//! scale it; `GPUSTACK_OPERATOR_BIN` names the binary when it is not `target/release`'s).
+//! scale it). The memory figure runs `target/release/gpustack-operator`, which the bench first
+//! brings up to date with `cargo build --release --bin gpustack-operator` (and stops, exit 1, if
+//! that fails), so that it never measures a stale build; `GPUSTACK_OPERATOR_BIN` names another
+//! binary instead, measured as it is.
 //!
 //! 1. create N `Devices` (~2 KB each) through the API, one at a time, vs inserting the same rows
 //!    with the same durability (one `synchronous=FULL` WAL transaction each) through sqlx; the
@@ -107,15 +110,54 @@ async fn api_creates(raw: &Api<kube::api::DynamicObject>, bodies: &[Value]) -> D
 /// How many rounds the API creates and the direct inserts alternate in.
 const CREATE_ROUNDS: usize = 10;
 
-/// The `gpustack-operator` binary the memory figure runs.
+/// The `gpustack-operator` binary the memory figure runs: the one `GPUSTACK_OPERATOR_BIN` names,
+/// else the release build, rebuilt from the current sources first. Exits with a one-line
+/// reason when there is no such binary or the build fails.
 fn operator_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("GPUSTACK_OPERATOR_BIN") {
-        return p.into();
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            fail(&format!(
+                "GPUSTACK_OPERATOR_BIN: {} is not a file",
+                p.display()
+            ));
+        }
+        return p;
     }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join("release/gpustack-operator")
+        .unwrap_or_else(|| workspace.join("target"));
+    // `cargo bench` sets CARGO to the cargo running it.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--bin", "gpustack-operator"])
+        .current_dir(&workspace)
+        .env("CARGO_TARGET_DIR", &target)
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => fail(&format!(
+            "cargo build --release --bin gpustack-operator failed ({s}); not measuring a stale binary"
+        )),
+        Err(e) => fail(&format!(
+            "could not run cargo to build the release binary: {e}"
+        )),
+    }
+    let bin = target.join("release/gpustack-operator");
+    if !bin.is_file() {
+        fail(&format!(
+            "{} missing after the release build",
+            bin.display()
+        ));
+    }
+    bin
+}
+
+/// Stops the bench with `why` and exit status 1.
+fn fail(why: &str) -> ! {
+    eprintln!("error: {why}");
+    std::process::exit(1)
 }
 
 /// Waits for `what`, polling; panics after `timeout`.
@@ -141,14 +183,7 @@ impl Drop for Server {
 
 /// The gateway server's own peak and current resident memory (MB) after it stored `m` objects
 /// through its API and answered a full list of them, or why it was not measured.
-async fn server_memory(m: usize) -> Result<(f64, f64, f64), String> {
-    let bin = operator_binary();
-    if !bin.is_file() {
-        return Err(format!(
-            "{} not found: build it with `cargo build --release --bin gpustack-operator`",
-            bin.display()
-        ));
-    }
+async fn server_memory(bin: &Path, m: usize) -> Result<(f64, f64, f64), String> {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -156,7 +191,7 @@ async fn server_memory(m: usize) -> Result<(f64, f64, f64), String> {
         .local_addr()
         .unwrap()
         .port();
-    let child = Command::new(&bin)
+    let child = Command::new(bin)
         .args([
             "worker-gateway",
             "--embedded-cluster=rss",
@@ -270,6 +305,8 @@ async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let n = env_usize("GPUSTACK_BENCH_OBJECTS", 10_000);
     let m = env_usize("GPUSTACK_BENCH_RSS_OBJECTS", 100_000);
+    // Before any measurement, so that a failed build stops the bench at once.
+    let bin = operator_binary();
     let dir = tempfile::tempdir().unwrap();
     let gw = Gateway::start(GatewayOptions::new(
         vec!["bench".into()],
@@ -448,7 +485,7 @@ async fn main() {
     gw.shutdown().await;
 
     // 4. The server's resident memory, in its own process.
-    figures.push(match server_memory(m).await {
+    figures.push(match server_memory(&bin, m).await {
         Ok((hwm, rss, _)) => Figure::new(
             format!("gateway server resident memory with {m} objects, after a full list"),
             format!("peak (VmHWM) {hwm:.0} MB, now (VmRSS) {rss:.0} MB"),
@@ -466,9 +503,7 @@ async fn main() {
         }
     });
 
-    println!(
-        "\nsummary (reproduce: cargo build --release --bin gpustack-operator && cargo bench -p gpustack-gateway --bench embedded_cluster):"
-    );
+    println!("\nsummary (reproduce: cargo bench -p gpustack-gateway --bench embedded_cluster):");
     for f in &figures {
         println!("  {}", f.line());
     }

@@ -31,6 +31,7 @@ pub mod api;
 pub mod hosting;
 pub mod kubeconfig;
 pub mod mirror;
+pub mod registry;
 pub mod server;
 pub mod store;
 pub mod tls;

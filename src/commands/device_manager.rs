@@ -10,7 +10,6 @@ use gpustack_device_manager::{
 };
 use serde::Serialize;
 
-use super::not_in_this_build;
 use crate::cli::{
     args::{DetectArgs, DeviceManagerCommand},
     duration::GoDuration,
@@ -24,8 +23,8 @@ pub fn run(command: DeviceManagerCommand) -> ExitCode {
     match command {
         DeviceManagerCommand::Detect(args) => one_shot(&args, "detect", detect::detect),
         DeviceManagerCommand::Monitor(args) => one_shot(&args, "monitor", detect::monitor),
-        DeviceManagerCommand::Serve(_) => not_in_this_build("device-manager serve"),
-        DeviceManagerCommand::Preflight(_) => not_in_this_build("device-manager preflight"),
+        DeviceManagerCommand::Serve(args) => super::device_manager_serve::run(args),
+        DeviceManagerCommand::Preflight(args) => super::preflight::run(args),
     }
 }
 

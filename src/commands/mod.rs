@@ -2,7 +2,10 @@
 //! each turns flags into the component's options and owns its process plumbing.
 
 mod device_manager;
+mod device_manager_serve;
 mod gateway;
+mod model_manager;
+mod preflight;
 
 use std::process::ExitCode;
 
@@ -13,7 +16,8 @@ pub fn run(command: Command) -> ExitCode {
     match command {
         Command::DeviceManager(dm) => device_manager::run(dm),
         Command::WorkerGateway(a) => gateway::run(a),
-        Command::Worker(_) | Command::ModelManager(_) => not_in_this_build(name),
+        Command::ModelManager(a) => model_manager::run(a),
+        Command::Worker(_) => not_in_this_build(name),
     }
 }
 

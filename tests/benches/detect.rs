@@ -59,10 +59,29 @@ fn peak_kib(make: &dyn Fn() -> Command) -> u64 {
         .output()
         .expect("GNU time (/usr/bin/time) is needed for peak memory");
     let text = String::from_utf8_lossy(&out.stderr);
-    text.lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or(0)
+    // GNU time exits with the measured command's status: a failed run measured nothing.
+    if !out.status.success() {
+        fail(&format!(
+            "{:?} failed under GNU time ({}): {}",
+            cmd.get_program(),
+            out.status,
+            text.trim()
+        ));
+    }
+    match text.lines().last().and_then(|l| l.trim().parse().ok()) {
+        Some(kib) => kib,
+        None => fail(&format!(
+            "GNU time printed no peak memory (%M) for {:?}: {:?}",
+            cmd.get_program(),
+            text.trim()
+        )),
+    }
+}
+
+/// Stops the bench with `why` and exit status 1: a figure that was not measured is not printed.
+fn fail(why: &str) -> ! {
+    eprintln!("error: {why}");
+    std::process::exit(1)
 }
 
 /// Every regular file of the tree's sysfs and library directories: what `cat` reads.

@@ -2,9 +2,13 @@
 //! `gpustack-operator` binary with a clean environment.
 
 pub mod bench;
+pub mod docker;
 pub mod embedded;
 pub mod hub;
+pub mod kubelet;
 pub mod machines;
+pub mod prometheus;
+pub mod python_grpc;
 pub mod stand_in;
 pub mod sysfs;
 

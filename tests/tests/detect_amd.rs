@@ -275,20 +275,18 @@ fn a_read_that_never_returns_is_bounded() {
         .status()
         .unwrap();
     assert!(status.success());
-    let started = std::time::Instant::now();
-    let out = operator()
-        .args(["dm", "detect", "--manufacturer=amd"])
+    let mut cmd = operator();
+    cmd.args(["dm", "detect", "--manufacturer=amd"])
         .env("GPUSTACK_SYSTEM_ROOT", tree.root())
-        .env("GPUSTACK_DETECT_TIMEOUT", "1s")
-        .output()
-        .unwrap();
+        .env("GPUSTACK_DETECT_TIMEOUT", "1s");
+    // Killed at the deadline, so that a broken read timeout fails the test instead of hanging it.
+    let out = output_within(cmd, std::time::Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("detect did not finish within 1s"),
         "{}",
         stderr(&out)
     );
-    assert!(started.elapsed() < std::time::Duration::from_secs(30));
     assert_eq!(stdout(&out), "");
 
     let out = operator()
@@ -303,4 +301,31 @@ fn a_read_that_never_returns_is_bounded() {
         "{}",
         stderr(&out)
     );
+}
+
+/// Runs `cmd` to completion, or kills it once `deadline` has passed and fails.
+fn output_within(
+    mut cmd: std::process::Command,
+    deadline: std::time::Duration,
+) -> std::process::Output {
+    use std::process::Stdio;
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running gpustack-operator");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(deadline) {
+        Ok(out) => out.expect("waiting for gpustack-operator"),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("the run did not end within {deadline:?}; killed it");
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::{path::Path, process::Output};
 use gpustack_api::{Manufacturer, devices::DevicesGroup, monitor::MetricsGroup};
 use gpustack_tests::{
     machines::ascend::{self, AscendNode},
-    operator, run_on_host, stderr, succeeded,
+    run_on_host, stderr, succeeded,
 };
 
 fn run(root: &Path, fixture: Option<&Path>, args: &[&str]) -> Output {
@@ -148,13 +148,13 @@ fn atlas_800t_a2_node_yaml_shape() {
 fn group_id_can_carry_the_memory() {
     let dir = tempfile::tempdir().unwrap();
     let node = ascend::atlas_800t_a2_node(dir.path());
-    let out = operator()
-        .args(["device-manager", "detect", "--manufacturer=ascend"])
-        .env("GPUSTACK_SYSTEM_ROOT", &node.root)
-        .env(ascend::FIXTURE_ENV, &node.dcmi_fixture)
-        .env("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY", "true")
-        .output()
-        .unwrap();
+    // Through the helper that clears the vendors' own variables, as every other run here.
+    let out = run_on_host(
+        &node.root,
+        (ascend::FIXTURE_ENV, Some(&node.dcmi_fixture)),
+        &[("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY", "true")],
+        &["device-manager", "detect", "--manufacturer=ascend"],
+    );
     let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&succeeded(&out)).unwrap();
     assert_eq!(groups[0].id, "910b3-64g");
 }

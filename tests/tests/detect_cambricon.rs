@@ -7,7 +7,7 @@ use std::{path::Path, process::Output};
 use gpustack_api::{Manufacturer, devices::DevicesGroup, monitor::MetricsGroup};
 use gpustack_tests::{
     machines::cambricon::{self, CambriconNode},
-    operator, run_on_host, stderr, succeeded,
+    run_on_host, stderr, succeeded,
 };
 
 fn run(root: &Path, fixture: Option<&Path>, args: &[&str]) -> Output {
@@ -123,13 +123,13 @@ fn mlu370_x8_node_yaml_shape() {
 fn group_id_can_carry_the_memory() {
     let dir = tempfile::tempdir().unwrap();
     let node = cambricon::mlu370_x8_node(dir.path());
-    let out = operator()
-        .args(["device-manager", "detect", "--manufacturer=cambricon"])
-        .env("GPUSTACK_SYSTEM_ROOT", &node.root)
-        .env(cambricon::FIXTURE_ENV, &node.cndev_fixture)
-        .env("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY", "true")
-        .output()
-        .unwrap();
+    // Through the helper that clears the vendors' own variables, as every other run here.
+    let out = run_on_host(
+        &node.root,
+        (cambricon::FIXTURE_ENV, Some(&node.cndev_fixture)),
+        &[("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY", "true")],
+        &["device-manager", "detect", "--manufacturer=cambricon"],
+    );
     let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&succeeded(&out)).unwrap();
     assert_eq!(groups[0].id, "mlu370-x8-48g");
 }

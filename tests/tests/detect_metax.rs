@@ -7,7 +7,7 @@ use std::{path::Path, process::Output};
 use gpustack_api::{Manufacturer, devices::DevicesGroup, monitor::MetricsGroup};
 use gpustack_tests::{
     machines::metax::{self, MetaxNode, VfShape},
-    operator, run_on_host, stderr, succeeded,
+    run_on_host, stderr, succeeded,
 };
 
 /// The VF as a current driver shows it: VF mode in MXSML, `physfn` in sysfs.
@@ -167,13 +167,13 @@ fn library_from_maca_and_yaml_shape() {
 fn group_id_can_carry_the_memory() {
     let dir = tempfile::tempdir().unwrap();
     let node = metax::mxc500_node(dir.path(), VF_BOTH);
-    let out = operator()
-        .args(["device-manager", "detect", "--manufacturer=metax"])
-        .env("GPUSTACK_SYSTEM_ROOT", &node.root)
-        .env(metax::FIXTURE_ENV, &node.mxsml_fixture)
-        .env("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY", "true")
-        .output()
-        .unwrap();
+    // Through the helper that clears the vendors' own variables, as every other run here.
+    let out = run_on_host(
+        &node.root,
+        (metax::FIXTURE_ENV, Some(&node.mxsml_fixture)),
+        &[("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY", "true")],
+        &["device-manager", "detect", "--manufacturer=metax"],
+    );
     let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&succeeded(&out)).unwrap();
     assert_eq!(groups[0].id, "mxc500-64g");
 }

@@ -7,7 +7,7 @@ use std::{path::Path, process::Output};
 use gpustack_api::{Manufacturer, devices::DevicesGroup, monitor::MetricsGroup};
 use gpustack_tests::{
     machines::mthreads::{self, MthreadsNode},
-    operator, run_on_host, stderr,
+    run_on_host, stderr,
 };
 
 fn run(root: &Path, fixture: Option<&Path>, args: &[&str]) -> Output {
@@ -122,13 +122,13 @@ fn library_from_the_musa_toolkit_and_yaml_shape() {
 fn group_id_can_carry_the_memory() {
     let dir = tempfile::tempdir().unwrap();
     let node = mthreads::s4000_node(dir.path());
-    let out = operator()
-        .args(["device-manager", "detect", "--manufacturer=mthreads"])
-        .env("GPUSTACK_SYSTEM_ROOT", &node.root)
-        .env(mthreads::FIXTURE_ENV, &node.mtml_fixture)
-        .env("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY", "true")
-        .output()
-        .unwrap();
+    // Through the helper that clears the vendors' own variables, as every other run here.
+    let out = run_on_host(
+        &node.root,
+        (mthreads::FIXTURE_ENV, Some(&node.mtml_fixture)),
+        &[("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY", "true")],
+        &["device-manager", "detect", "--manufacturer=mthreads"],
+    );
     let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&succeeded(&out)).unwrap();
     assert_eq!(groups[0].id, "mtt-s4000-48g");
 }

@@ -11,7 +11,7 @@ use gpustack_api::{
 };
 use gpustack_tests::{
     machines::nvidia::{self, NvidiaNode},
-    operator, run_on_host, stderr, stdout, succeeded,
+    run_on_host, stderr, stdout, succeeded,
 };
 
 fn run(root: &Path, fixture: Option<&Path>, args: &[&str]) -> Output {
@@ -133,10 +133,11 @@ fn hgx_h100_node_reports_every_field() {
             if numa == "0" { "0-55" } else { "56-111" },
             "card {i}"
         );
+        // Card 2's uncorrected errors are in its lifetime (aggregate) count only.
         assert_eq!(
             acc.status.unhealthy,
             i == 5,
-            "card {i}: only card 5 has uncorrected ECC errors"
+            "card {i}: only card 5 has uncorrected ECC errors since the driver loaded"
         );
         let logical = acc
             .status
@@ -189,13 +190,13 @@ fn hgx_h100_node_yaml_shape() {
 fn group_id_can_carry_the_memory() {
     let dir = tempfile::tempdir().unwrap();
     let node = nvidia::hgx_h100_node(dir.path());
-    let out = operator()
-        .args(["device-manager", "detect", "--manufacturer=nvidia"])
-        .env("GPUSTACK_SYSTEM_ROOT", &node.root)
-        .env(nvidia::FIXTURE_ENV, &node.nvml_fixture)
-        .env("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY", "true")
-        .output()
-        .unwrap();
+    // Through the helper that clears the vendors' own variables, as every other run here.
+    let out = run_on_host(
+        &node.root,
+        (nvidia::FIXTURE_ENV, Some(&node.nvml_fixture)),
+        &[("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY", "true")],
+        &["device-manager", "detect", "--manufacturer=nvidia"],
+    );
     let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&succeeded(&out)).unwrap();
     assert_eq!(groups[0].id, "h100-80gb-hbm3-80g");
 }
@@ -285,6 +286,7 @@ fn a100_with_mig_reports_profiles() {
             )
         })
         .collect();
+    // The driver's answers (the fixture's `nvidia-smi mig -lgip` rows), in size order.
     assert_eq!(
         profiles,
         [
@@ -423,10 +425,8 @@ fn driver_not_loaded_is_an_empty_measurement() {
         err.contains("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 did not initialise"),
         "{err}"
     );
-    assert!(
-        err.contains("Driver Not Loaded") || err.contains("driver"),
-        "{err}"
-    );
+    // NVML's own answer (NVML_ERROR_DRIVER_NOT_LOADED), not just the hint that follows it.
+    assert!(err.contains("NVIDIA driver is not loaded"), "{err}");
 
     // A broken fixture is a driver that answers with an error too.
     let bad = dir.path().join("bad.json");
@@ -623,32 +623,66 @@ fn pending_mig_change_is_reported() {
     );
 }
 
+/// Turns MIG on for every card of the node.
+fn mig_on(v: &mut serde_json::Value) {
+    for d in v["devices"].as_array_mut().unwrap() {
+        d["migMode"] = serde_json::json!({"current": 1, "pending": 1});
+    }
+}
+
+/// (name, MiB, compute slices, memory slices, count) of a card's offered profiles.
+fn profile_rows(acc: &gpustack_api::devices::Accelerator) -> Vec<(String, u64, u32, u32, i32)> {
+    acc.status
+        .physical_sliced
+        .as_ref()
+        .expect("MIG on: profiles")
+        .profiles
+        .iter()
+        .map(|p| {
+            (
+                p.name.clone(),
+                p.memory_mib,
+                p.compute_slices,
+                p.memory_slices,
+                p.count,
+            )
+        })
+        .collect()
+}
+
+fn rows(want: &[(&str, u64, u32, u32, i32)]) -> Vec<(String, u64, u32, u32, i32)> {
+    want.iter()
+        .map(|&(n, m, c, s, k)| (n.to_owned(), m, c, s, k))
+        .collect()
+}
+
 #[test]
-fn h100_with_mig_uses_the_hopper_table() {
+fn h100_with_mig_offers_the_drivers_profiles() {
     let dir = tempfile::tempdir().unwrap();
     let node = nvidia::hgx_h100_node(dir.path());
+    // A newer driver that gives the smallest profile more memory than the built-in table
+    // knows: the driver's figure is the one offered.
     edit_fixture(&node, |v| {
+        mig_on(v);
         for d in v["devices"].as_array_mut().unwrap() {
-            d["migMode"] = serde_json::json!({"current": 1, "pending": 1});
+            for p in d["migProfiles"].as_array_mut().unwrap() {
+                if p["name"] == "MIG 1g.10gb" {
+                    p["memorySizeMb"] = 10240.into();
+                }
+            }
         }
     });
     let g = &detect(&node, &[])[0];
-    let physical = g.accelerators[0].status.physical_sliced.as_ref().unwrap();
-    let names: Vec<_> = physical
-        .profiles
-        .iter()
-        .map(|p| (p.name.as_str(), p.memory_mib))
-        .collect();
     assert_eq!(
-        names,
-        [
-            ("1g.10gb", 9984),
-            ("1g.20gb", 20096),
-            ("2g.20gb", 20096),
-            ("3g.40gb", 40448),
-            ("4g.40gb", 40448),
-            ("7g.80gb", 81152)
-        ]
+        profile_rows(&g.accelerators[0]),
+        rows(&[
+            ("1g.10gb", 10240, 1, 1, 7),
+            ("1g.20gb", 20096, 1, 2, 4),
+            ("2g.20gb", 20096, 2, 2, 3),
+            ("3g.40gb", 40448, 3, 4, 2),
+            ("4g.40gb", 40448, 4, 4, 1),
+            ("7g.80gb", 81152, 7, 8, 1)
+        ])
     );
     let summed = g
         .accelerator_sliced_detail
@@ -659,4 +693,98 @@ fn h100_with_mig_uses_the_hopper_table() {
         .unwrap();
     assert_eq!(summed.count, 8 * 7);
     assert_eq!(summed.profiles[0].count, 8 * 7);
+}
+
+#[test]
+fn mig_card_without_a_table_offers_the_drivers_profiles() {
+    // A product the built-in table does not know: only the driver can describe it. The
+    // profile shapes are a B200's; the memory figures are the fixture's own.
+    let dir = tempfile::tempdir().unwrap();
+    let node = nvidia::hgx_h100_node(dir.path());
+    let b200 = serde_json::json!([
+        {"index": 0, "id": 19, "name": "MIG 1g.23gb", "sliceCount": 1, "instanceCount": 7, "memorySizeMb": 23040,
+         "placements": (0..7).map(|s| serde_json::json!({"start": s, "size": 1})).collect::<Vec<_>>()},
+        {"index": 1, "id": 14, "name": "MIG 2g.45gb", "sliceCount": 2, "instanceCount": 3, "memorySizeMb": 46080,
+         "placements": [{"start": 0, "size": 2}, {"start": 2, "size": 2}, {"start": 4, "size": 2}]},
+        {"index": 4, "id": 0, "name": "MIG 7g.180gb", "sliceCount": 7, "instanceCount": 1, "memorySizeMb": 181248,
+         "placements": [{"start": 0, "size": 8}]},
+        {"index": 7, "id": 20, "name": "MIG 1g.23gb+me", "sliceCount": 1, "instanceCount": 1, "memorySizeMb": 23040,
+         "placements": [{"start": 0, "size": 1}]},
+    ]);
+    edit_fixture(&node, |v| {
+        mig_on(v);
+        for d in v["devices"].as_array_mut().unwrap() {
+            d["name"] = "NVIDIA B200".into();
+            d["memoryTotalMib"] = 183359.into();
+            d["migProfiles"] = b200.clone();
+        }
+    });
+    let out = on_node(
+        &node,
+        &["device-manager", "detect", "--manufacturer=nvidia"],
+    );
+    let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&succeeded(&out)).unwrap();
+    let acc = &groups[0].accelerators[3];
+    assert_eq!(
+        profile_rows(acc),
+        rows(&[
+            ("1g.23gb", 23040, 1, 1, 7),
+            ("2g.45gb", 46080, 2, 2, 3),
+            ("7g.180gb", 181248, 7, 8, 1)
+        ])
+    );
+    let physical = acc.status.physical_sliced.as_ref().unwrap();
+    assert_eq!(physical.count, 7);
+    assert_eq!(
+        physical.profiles[1].placements,
+        [0, 2, 4].map(|start| Placement { start, length: 2 })
+    );
+    assert!(
+        !stderr(&out).contains("offers no slices"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn without_gpu_instance_profiles_the_table_is_the_fallback() {
+    // A driver that describes no GPU-instance profile: the A100 80GB's built-in table is used,
+    // checked here against the `nvidia-smi mig -lgip` listing (GiB × 1024).
+    let dir = tempfile::tempdir().unwrap();
+    let node = nvidia::a100_mig_node(dir.path());
+    edit_fixture(&node, |v| {
+        v["devices"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("migProfiles");
+    });
+    let groups = detect(&node, &[]);
+    let gib = |g: f64| (g * 1024.0) as u64;
+    assert_eq!(
+        profile_rows(&groups[0].accelerators[0]),
+        rows(&[
+            ("1g.10gb", gib(9.5), 1, 1, 7),
+            ("1g.20gb", gib(19.5), 1, 2, 4),
+            ("2g.20gb", gib(19.5), 2, 2, 3),
+            ("3g.40gb", gib(39.25), 3, 4, 2),
+            ("4g.40gb", gib(39.25), 4, 4, 1),
+            ("7g.80gb", gib(79.25), 7, 8, 1)
+        ])
+    );
+
+    // Without driver profiles or a table, the card offers nothing and says so.
+    edit_fixture(&node, |v| v["devices"][0]["name"] = "NVIDIA B200".into());
+    let out = on_node(
+        &node,
+        &["device-manager", "detect", "--manufacturer=nvidia"],
+    );
+    let groups: Vec<DevicesGroup> = serde_yaml_ng::from_str(&succeeded(&out)).unwrap();
+    assert_eq!(groups[0].accelerators[0].status.physical_sliced, None);
+    assert!(
+        stderr(&out).contains(
+            "NVIDIA GPU 0 (NVIDIA B200) is in MIG mode but NVML describes no MIG profile"
+        ),
+        "{}",
+        stderr(&out)
+    );
 }

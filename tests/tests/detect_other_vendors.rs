@@ -85,7 +85,10 @@ fn vendor_id_override_and_class_filter() {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        stderr(&cmd.output().unwrap())
+        let out = cmd.output().unwrap();
+        // A run that finds nothing is still a measurement under --no-fast-failed.
+        assert_eq!(out.status.code(), Some(0), "{env:?}: {}", stderr(&out));
+        stderr(&out)
     };
     assert!(!run(&[]).contains("PCI function"));
     assert!(

@@ -392,6 +392,7 @@ fn kubectl_label_annotate_patch_and_delete_with_a_finalizer() {
 fn kubectl_get_watch_sees_changes_and_ends_at_the_request_timeout() {
     let (_dir, gw) = start();
     gw.kubectl_ok(&["create", "configmap", "first", "--from-literal=k=v"]);
+    let started = std::time::Instant::now();
     let mut child = gw
         .kubectl_command(&["get", "configmaps", "--watch", "--request-timeout=4s"])
         .stdout(Stdio::piped())
@@ -424,6 +425,12 @@ fn kubectl_get_watch_sees_changes_and_ends_at_the_request_timeout() {
         || child.try_wait().unwrap(),
     );
     assert!(status.success(), "kubectl get -w exited with {status}");
+    // It ended at the timeout, not before: a server closing watches early must not pass.
+    let lasted = started.elapsed();
+    assert!(
+        lasted >= Duration::from_secs(4),
+        "the watch ended after {lasted:?}, before its 4s timeout"
+    );
 }
 
 #[test]

@@ -170,10 +170,13 @@ items:
         );
         assert!(err.contains("--validate=false"), "{verb}: {err}");
     }
-    let none = gw.kubectl(&["get", "configmap", "before-bad"]);
-    assert!(!none.status.success());
-    let none = gw.kubectl(&["get", "devices", "bad-node"]);
-    assert!(!none.status.success());
+    let none = gw.kubectl_err(&["get", "configmap", "before-bad"]);
+    assert!(
+        none.contains(r#"configmaps "before-bad" not found"#),
+        "{none}"
+    );
+    let none = gw.kubectl_err(&["get", "devices", "bad-node"]);
+    assert!(none.contains(r#""bad-node" not found"#), "{none}");
 
     // The same item alone: validated by the server (fieldValidation=Strict).
     let single = write(

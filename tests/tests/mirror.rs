@@ -232,6 +232,8 @@ fn hub_mirrors_two_upstreams_read_only_and_follows_their_changes() {
         .output()
         .unwrap();
     assert!(!out.status.success(), "delete on a mirror must fail");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not allow this method"), "{err}");
     assert_eq!(names(&hub, "east"), ["e-1", "e-3"]);
 }
 

@@ -121,11 +121,12 @@ fn subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart()
         None,
     );
     assert_eq!(code, 404);
-    let (_, fleet) = hub.request(
+    let (code, fleet) = hub.request(
         "GET",
         "/clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices",
         None,
     );
+    assert_eq!(code, 200, "the fleet is still served: {fleet}");
     assert!(!fleet.contains("east."), "{fleet}");
     assert!(!east_kubeconfig.exists());
     let (code, _) = hub.request("DELETE", "/apis/workers?cluster=east", None);
@@ -278,6 +279,11 @@ fn over_https_only_the_admin_token_subscribes_and_cluster_tokens_read() {
     .unwrap();
     let out = kubectl("none.kubeconfig", &["get", "--raw", "/apis/workers"]);
     assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Unauthorized"),
+        "refused for want of a token: {err}"
+    );
 }
 
 #[test]

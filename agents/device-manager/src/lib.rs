@@ -10,7 +10,12 @@
 pub mod detect;
 pub mod detector;
 pub mod grouping;
+pub mod injection;
+pub mod ledger;
 pub mod library;
 pub mod pci;
+pub mod plugin;
+pub mod preflight;
+pub mod serve;
 pub mod system_root;
 pub mod vendors;

@@ -1,5 +1,26 @@
-//! The per-node model cache.
+//! The per-node model cache: the CSI node service for `model.csi.gpustack.ai`, the hub client
+//! and downloader, the on-disk cache and its garbage collection.
 //!
-//! This crate will hold the CSI node service for `model.csi.gpustack.ai`, the hub client and
-//! downloader, the on-disk cache and its garbage collection. Until those land, `model-manager`
-//! reports that it is not available in this build.
+//! Pure decisions (the manifest digest, file filters, GC plans, hub response interpretation) sit
+//! in their own modules with table tests; IO (the store, the hub client, the downloader) takes
+//! its roots, clients and limits as arguments.
+
+pub mod authorize;
+pub mod csi;
+pub mod download;
+pub mod durable;
+pub mod failure;
+pub mod filter;
+pub mod gc;
+pub mod hashing;
+pub mod hex;
+pub mod http;
+pub mod hub;
+pub mod manifest;
+pub mod materializer;
+pub mod mount;
+pub mod mountinfo;
+pub mod recover;
+pub mod serve;
+pub mod status;
+pub mod store;

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::resources::ResourceDef;
+use crate::registry::ResourceDef;
 
 /// Field renames between `events.k8s.io/v1` (left) and core `v1` (right).
 const EVENT_FIELDS: &[(&str, &str)] = &[
@@ -72,7 +72,7 @@ pub fn from_storage(def: &ResourceDef, mut obj: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::resources::builtins;
+    use crate::registry::builtins;
 
     #[test]
     fn events_round_trip_between_forms() {

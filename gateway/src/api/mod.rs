@@ -5,26 +5,22 @@ pub mod admission;
 pub mod apply;
 pub mod clusters;
 pub mod conversion;
-pub mod discovery;
 mod handlers;
-pub mod jsonpath;
-pub mod negotiate;
 pub mod objects;
-pub mod openapi;
-pub mod openapi_proto;
 pub mod ops;
-pub mod pagination;
 pub mod patch;
-pub mod path;
-pub mod protobuf;
-pub mod resources;
-pub mod schema;
-pub mod selectors;
-pub mod status;
 pub mod strategic;
-pub mod table;
 pub mod validation;
 mod watch;
+
+// The wire layer, shared with other servers (see the `gpustack-kube-rest` crate).
+/// The kinds each cluster serves (kept here under its old name for callers).
+pub use crate::registry as resources;
+pub(crate) use gpustack_kube_rest::response::json_response;
+pub use gpustack_kube_rest::{
+    discovery, jsonpath, negotiate, openapi, openapi_proto, pagination, path, protobuf, schema,
+    selectors, status, table,
+};
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -37,13 +33,13 @@ use axum::{
 };
 use serde_json::Value;
 
+use crate::registry::{self, Registry};
 use crate::{
     mirror::Subscriptions,
     store::{Store, StoreError, token_hash},
 };
 use clusters::ServedClusters;
 use path::{Route, parse, split_cluster};
-use resources::Registry;
 use status::ApiError;
 
 /// Tunables of the API surface.
@@ -103,7 +99,7 @@ impl ApiState {
                 )
                 .await?;
             for crd in page.items {
-                match resources::from_crd(&crd) {
+                match registry::from_crd(&crd) {
                     Ok(def) => self.registry.register(cluster, objects::name_of(&crd), def),
                     Err(e) => {
                         tracing::warn!(cluster, crd = objects::name_of(&crd), error = %e, "stored CRD not registered")
@@ -130,6 +126,8 @@ pub fn router(state: Arc<ApiState>) -> Router {
 /// A request after routing and authentication.
 pub(crate) struct Ctx {
     pub cluster: String,
+    /// A mirror (or the fleet view): served read-only, and discovery says so.
+    pub read_only: bool,
     pub method: Method,
     pub query: HashMap<String, String>,
     pub headers: HeaderMap,
@@ -232,6 +230,7 @@ async fn answer(st: &ApiState, req: Request) -> Response {
             .unwrap_or_default();
     let ctx = Ctx {
         cluster,
+        read_only: served.read_only,
         method: parts.method,
         query,
         headers: parts.headers,
@@ -265,17 +264,24 @@ const WORKERS_PATH: &str = "/apis/workers";
 /// Where Prometheus scrapes the gateway (at the root only).
 const METRICS_PATH: &str = "/metrics";
 
-pub(crate) fn json_response(code: StatusCode, v: &Value) -> Response {
-    (
-        code,
-        [(header::CONTENT_TYPE, "application/json")],
-        v.to_string(),
-    )
-        .into_response()
+/// What `/version` answers: the Kubernetes release the embedded clusters follow, and this build.
+fn server_version() -> discovery::ServerVersion {
+    discovery::ServerVersion {
+        major: "1".into(),
+        minor: "33".into(),
+        git_version: concat!("v1.33.0+gpustack-embedded-", env!("CARGO_PKG_VERSION")).into(),
+    }
 }
 
 async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, ApiError> {
-    let defs = || st.registry.all(&ctx.cluster);
+    let defs = || {
+        let defs = st.registry.all(&ctx.cluster);
+        if ctx.read_only {
+            gpustack_kube_rest::resource::read_only(defs)
+        } else {
+            defs
+        }
+    };
     let accept = ctx.header(header::ACCEPT).to_owned();
     let ok = |v: Option<Value>| {
         v.map(|v| json_response(StatusCode::OK, &v))
@@ -290,7 +296,7 @@ async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, Api
     };
     match route {
         Route::Health => Ok(StatusCode::OK.into_response()),
-        Route::Version => ok(Some(discovery::version())),
+        Route::Version => ok(Some(server_version().to_json())),
         Route::CoreVersions | Route::Groups | Route::Group(_) | Route::GroupVersion { .. } => {
             match (discovery_form(&route)?, route) {
                 (negotiate::Discovery::Aggregated(v), route) => {

@@ -1,9 +1,11 @@
 //! The rules every write follows, as pure functions: what create fills in, what update keeps,
 //! when generation moves, how status and finalizers behave.
 
+use rand::Rng;
 use serde_json::{Map, Value, json};
 
-use super::{resources::ResourceDef, status::ApiError};
+use super::status::ApiError;
+use crate::registry::ResourceDef;
 
 fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.get("metadata").is_some_and(Value::is_object) {
@@ -152,7 +154,7 @@ pub fn prepare_create(
         meta.remove(k);
     }
     if def.custom
-        && def.status_subresource
+        && def.status_subresource()
         && let Some(m) = obj.as_object_mut()
     {
         m.remove("status");
@@ -196,7 +198,7 @@ pub fn prepare_update(
             "the name of the object ({new_name}) does not match the name on the URL ({name})"
         )));
     }
-    if def.status_subresource {
+    if def.status_subresource() {
         if status_endpoint {
             let status = new.get("status").cloned();
             // Server-side apply to /status records its manager's fields too.
@@ -235,7 +237,7 @@ pub fn prepare_update(
             None => meta.remove(k),
         };
     }
-    let ignored: &[&str] = if def.status_subresource {
+    let ignored: &[&str] = if def.status_subresource() {
         &["metadata", "status"]
     } else {
         &["metadata"]
@@ -296,10 +298,33 @@ pub fn established_crd_status(crd: &Value, now: jiff::Timestamp) -> Value {
     })
 }
 
+/// A random (version 4) UID.
+pub fn new_uid() -> String {
+    let b: [u8; 16] = rand::rng().random();
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-4{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The random suffix of a `generateName`.
+pub fn name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut r = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[r.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::resources::{builtins, from_crd};
+    use crate::registry::{builtins, from_crd};
 
     fn now() -> jiff::Timestamp {
         "2026-01-01T00:00:00.5Z".parse().unwrap()

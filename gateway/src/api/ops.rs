@@ -21,7 +21,7 @@ use serde_json::json;
 use super::{ApiState, bearer, json_response, status::ApiError};
 use crate::{
     mirror::{
-        Phase, SubscribeError,
+        FailurePhase, Phase, SubscribeError,
         request::{SubscribeRequest, unsubscribe_clusters},
     },
     store::token_hash,
@@ -266,15 +266,18 @@ pub fn render_metrics(
         &mut out,
         "gpustack_gateway_upstream_failures_total",
         "counter",
-        "Failed readiness checks, watches and probes per upstream since the gateway started.",
+        "Mirror failures per upstream since the gateway started, by the phase that failed (discovery, list, watch, write, sweep).",
     );
     for (c, s) in upstreams {
-        let _ = writeln!(
-            out,
-            "gpustack_gateway_upstream_failures_total{{cluster=\"{}\"}} {}",
-            escape(c),
-            s.failures
-        );
+        for phase in FailurePhase::ALL {
+            let _ = writeln!(
+                out,
+                "gpustack_gateway_upstream_failures_total{{cluster=\"{}\",phase=\"{}\"}} {}",
+                escape(c),
+                phase.as_str(),
+                s.failures.get(&phase).copied().unwrap_or(0)
+            );
+        }
     }
     family(
         &mut out,
@@ -318,7 +321,13 @@ mod tests {
             },
         );
         board.set_count("east", "Devices.worker.gpustack.ai", 7);
-        board.record("east", Happening::Failed("down".into()));
+        board.record(
+            "east",
+            Happening::Failed {
+                phase: FailurePhase::Sweep,
+                message: "down".into(),
+            },
+        );
         let mut requests = BTreeMap::new();
         requests.insert(("GET".to_owned(), 200), 3);
         let text = render_metrics(&board.all(), 42, &requests);
@@ -326,7 +335,8 @@ mod tests {
             "gpustack_gateway_upstream_phase{cluster=\"east\",phase=\"Degraded\"} 1",
             "gpustack_gateway_upstream_phase{cluster=\"east\",phase=\"Ready\"} 0",
             "gpustack_gateway_upstream_objects{cluster=\"east\",kind=\"Devices.worker.gpustack.ai\"} 7",
-            "gpustack_gateway_upstream_failures_total{cluster=\"east\"} 1",
+            "gpustack_gateway_upstream_failures_total{cluster=\"east\",phase=\"sweep\"} 1",
+            "gpustack_gateway_upstream_failures_total{cluster=\"east\",phase=\"watch\"} 0",
             "gpustack_gateway_store_resource_version 42",
             "gpustack_gateway_http_requests_total{method=\"GET\",code=\"200\"} 3",
             "# TYPE gpustack_gateway_upstream_failures_total counter",

@@ -13,7 +13,8 @@ use std::{
 
 use serde_json::{Map, Number, Value, json};
 
-use super::{resources::ResourceDef, status::ApiError};
+use super::status::ApiError;
+use crate::registry::ResourceDef;
 
 /// The kind of a field error (Kubernetes' `field.ErrorType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

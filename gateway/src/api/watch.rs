@@ -2,78 +2,21 @@
 //! fan-out, with bookmarks, timeouts, and 410 Gone (an `ERROR` event with reason `Expired`) for
 //! versions older than the compacted log.
 
-use std::{convert::Infallible, sync::Arc, time::Duration};
+use std::{convert::Infallible, sync::Arc};
 
-use axum::{
-    body::{Body, Bytes},
-    http::{StatusCode, header},
-    response::{IntoResponse, Response},
-};
-use serde_json::{Value, json};
+use axum::{body::Bytes, http::header, response::Response};
+use serde_json::Value;
 use tokio::sync::{broadcast::error::RecvError, mpsc};
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::{
     ApiState, Ctx,
     handlers::{Filter, Target, at_version, store_error},
     negotiate::{self, Representation},
-    resources::ResourceDef,
     status::ApiError,
-    table::{self, IncludeObject},
+    table::IncludeObject,
 };
 use crate::store::{EventType, ReplayError, StoredEvent};
-
-/// How the events of one watch are rendered.
-struct Renderer {
-    def: ResourceDef,
-    version: String,
-    table: Option<IncludeObject>,
-    /// Send `PartialObjectMetadata` instead of whole objects.
-    metadata_only: bool,
-}
-
-impl Renderer {
-    fn line(&self, kind: &str, obj: Value) -> Bytes {
-        let obj = at_version(&self.def, &self.version, obj);
-        let obj = match self.table {
-            Some(include) => {
-                let rv = obj
-                    .pointer("/metadata/resourceVersion")
-                    .cloned()
-                    .unwrap_or(json!(""));
-                table::table(
-                    &self.def,
-                    &[obj],
-                    include,
-                    json!({"resourceVersion": rv}),
-                    jiff::Timestamp::now(),
-                )
-            }
-            None if self.metadata_only => table::partial_object_metadata(&obj),
-            None => obj,
-        };
-        let mut text = json!({"type": kind, "object": obj}).to_string();
-        text.push('\n');
-        Bytes::from(text)
-    }
-
-    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
-        let mut meta = json!({"resourceVersion": rv.to_string()});
-        if initial_end {
-            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-        }
-        let obj = json!({"kind": self.def.kind, "apiVersion": self.def.api_version(&self.version), "metadata": meta});
-        let mut text = json!({"type": "BOOKMARK", "object": obj}).to_string();
-        text.push('\n');
-        Bytes::from(text)
-    }
-}
-
-fn error_line(e: &ApiError) -> Bytes {
-    let mut text = json!({"type": "ERROR", "object": e.to_status()}).to_string();
-    text.push('\n');
-    Bytes::from(text)
-}
+use gpustack_kube_rest::watch::{Framer, error_event, stream_response, timeout};
 
 /// What a live event means for a watcher with `filter`: the type to send, if any. An object
 /// that stops matching is sent as DELETED, one that starts matching as ADDED.
@@ -105,10 +48,10 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
     let accept = ctx.header(header::ACCEPT);
     let representation =
         negotiate::for_resource(accept, true).ok_or_else(|| ApiError::not_acceptable(accept))?;
-    let table = match representation {
-        Representation::Json | Representation::Metadata => None,
+    let include = match representation {
+        Representation::Json | Representation::Metadata => IncludeObject::Metadata,
         Representation::Table => {
-            Some(IncludeObject::parse(ctx.param("includeObject")).map_err(ApiError::bad_request)?)
+            IncludeObject::parse(ctx.param("includeObject")).map_err(ApiError::bad_request)?
         }
     };
     let filter = match &t.name {
@@ -122,20 +65,20 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
         }
         None => filter,
     };
-    let timeout = match ctx.param("timeoutSeconds") {
-        Some(s) if !s.is_empty() => Duration::from_secs(s.parse().map_err(|_| {
-            ApiError::bad_request(format!("timeoutSeconds: Invalid value: \"{s}\""))
-        })?),
-        _ => st.options.default_watch_timeout,
-    };
+    let timeout = timeout(
+        ctx.param("timeoutSeconds"),
+        st.options.default_watch_timeout,
+    )?;
     let bookmarks = ctx.flag("allowWatchBookmarks");
     let send_initial = ctx.flag("sendInitialEvents");
-    let renderer = Arc::new(Renderer {
-        def: t.def.clone(),
-        version: t.version.clone(),
-        table,
-        metadata_only: representation == Representation::Metadata,
-    });
+    let framer = Arc::new(Framer::new(
+        t.def.clone(),
+        &t.version,
+        representation,
+        include,
+    ));
+    let (def, version, events) = (t.def.clone(), t.version.clone(), framer.clone());
+    let line = move |kind: &str, obj: Value| events.event(kind, at_version(&def, &version, obj));
 
     // Subscribe before reading so nothing committed in between is missed; duplicates are
     // dropped by resourceVersion.
@@ -159,10 +102,10 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
             .map_err(store_error)?;
         last_rv = page.rv;
         for obj in page.items.into_iter().filter(|o| filter.matches(o)) {
-            initial.push(renderer.line("ADDED", obj));
+            initial.push(line("ADDED", obj));
         }
         if send_initial {
-            initial.push(renderer.bookmark(last_rv, true));
+            initial.push(framer.bookmark(last_rv, true));
         }
     } else {
         let rv_text = requested.unwrap_or("0");
@@ -180,7 +123,7 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
                     last_rv = last_rv.max(ev.rv);
                     // Replayed events carry no previous state: send what matches now.
                     if filter.matches(&ev.body) {
-                        initial.push(renderer.line(ev.kind.as_str(), (*ev.body).clone()));
+                        initial.push(line(ev.kind.as_str(), (*ev.body).clone()));
                     }
                 }
             }
@@ -191,7 +134,7 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
                 let e = ApiError::expired(format!(
                     "too old resource version: {requested} ({compacted})"
                 ));
-                initial.push(error_line(&e));
+                initial.push(error_event(&e));
                 return Ok(stream_response(initial, None));
             }
             Err(ReplayError::Store(e)) => return Err(store_error(e)),
@@ -219,7 +162,7 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
                 _ = epoch.changed() => return,
                 _ = tx.closed() => return,
                 _ = ticker.tick(), if bookmarks => {
-                    if tx.send(Ok(renderer.bookmark(last_rv, false))).await.is_err() {
+                    if tx.send(Ok(framer.bookmark(last_rv, false))).await.is_err() {
                         return;
                     }
                 }
@@ -233,7 +176,7 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
                             continue;
                         }
                         if let Some(kind) = classify(&filter, &ev)
-                            && tx.send(Ok(renderer.line(kind, (*ev.body).clone()))).await.is_err()
+                            && tx.send(Ok(line(kind, (*ev.body).clone()))).await.is_err()
                         {
                             return;
                         }
@@ -248,24 +191,6 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
     Ok(stream_response(Vec::new(), Some(rx)))
 }
 
-fn stream_response(
-    first: Vec<Bytes>,
-    rest: Option<mpsc::Receiver<Result<Bytes, Infallible>>>,
-) -> Response {
-    use futures::StreamExt;
-    let head = futures::stream::iter(first.into_iter().map(Ok::<_, Infallible>));
-    let body = match rest {
-        Some(rx) => Body::from_stream(head.chain(ReceiverStream::new(rx))),
-        None => Body::from_stream(head),
-    };
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +198,7 @@ mod tests {
         api::selectors::{FieldSelector, LabelSelector},
         store::ObjectKey,
     };
+    use serde_json::json;
 
     fn ev(kind: EventType, prev: Option<&str>, now: &str) -> StoredEvent {
         let obj = |l: &str| {

@@ -41,6 +41,7 @@
 
 pub mod backoff;
 pub mod config;
+pub mod failure;
 pub mod fleet;
 pub mod kinds;
 pub mod progress;
@@ -51,6 +52,8 @@ pub mod status;
 pub mod subscriptions;
 
 pub use config::{Access, ConnMode, Upstream, UpstreamsError};
-pub use run::{Mirror, MirrorError, MirrorOptions, connect, def_from_discovery};
+pub use failure::MirrorError;
+pub use failure::{FailurePhase, MirrorFailure};
+pub use run::{Mirror, MirrorOptions, connect, def_from_discovery};
 pub use status::{Phase, StatusBoard};
 pub use subscriptions::{Outcome, SubscribeError, Subscriptions};

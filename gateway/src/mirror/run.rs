@@ -12,7 +12,7 @@ use futures::{StreamExt, future::join_all};
 use kube::{
     Api, Client, Config,
     api::{DynamicObject, WatchEvent, WatchParams},
-    config::{KubeConfigOptions, Kubeconfig, KubeconfigError},
+    config::{KubeConfigOptions, Kubeconfig},
     core::{GroupVersionKind, discovery::Scope},
     discovery::{ApiCapabilities, ApiResource, pinned_kind},
     runtime::{WatchStreamExt, watcher},
@@ -21,8 +21,9 @@ use serde_json::Value;
 use tokio::{sync::Notify, task::JoinSet};
 
 use super::{
-    Access, Upstream,
     backoff::Backoff,
+    config::{Access, Upstream},
+    failure::{MirrorError, MirrorFailure, WatchFailure},
     fleet,
     kinds::MirroredKind,
     progress::{AbortOnDrop, Progress, newest_listed},
@@ -30,7 +31,7 @@ use super::{
     status::{Happening, StatusBoard},
 };
 use crate::{
-    api::resources::{self, Registry, ResourceDef},
+    registry::{self as resources, Registry, ResourceDef},
     store::{ObjectKey, Store},
 };
 
@@ -58,18 +59,6 @@ impl Default for MirrorOptions {
             probe_interval: Duration::from_secs(10),
         }
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum MirrorError {
-    #[error("reading the kubeconfig: {0}")]
-    Kubeconfig(#[from] KubeconfigError),
-    #[error("{0}")]
-    Kube(#[from] kube::Error),
-    #[error("{0}")]
-    Config(String),
-    #[error("the readiness check timed out after {0:?}")]
-    Timeout(Duration),
 }
 
 /// A list in progress: the objects seen (kept by the sweep that ends it), those not yet
@@ -117,8 +106,8 @@ impl Mirror {
             let check = tokio::time::timeout(self.options.readiness_timeout, self.ready());
             match check.await {
                 Ok(Ok(found)) => break found,
-                Ok(Err(e)) => self.failed(&e),
-                Err(_) => self.failed(&MirrorError::Timeout(self.options.readiness_timeout)),
+                Ok(Err(e)) => self.failed(e),
+                Err(_) => self.failed(MirrorError::Timeout(self.options.readiness_timeout)),
             }
             let wait = self.options.backoff.delay(attempt);
             attempt = attempt.saturating_add(1);
@@ -185,11 +174,9 @@ impl Mirror {
         strip_credentials(message, &secrets)
     }
 
-    fn failed(&self, e: &MirrorError) {
-        let message = self.redact(&e.to_string());
-        tracing::warn!(upstream = %self.upstream.name, error = %message, "mirror failure");
-        self.board
-            .record(&self.upstream.name, Happening::Failed(message));
+    /// Reports a failure to reach the upstream or find what it serves.
+    fn failed(&self, e: MirrorError) {
+        self.report_failure(None, &MirrorFailure::Discovery(e));
     }
 
     /// Connects and checks which kinds are served (see [`discover`]).
@@ -281,7 +268,7 @@ impl Mirror {
             let why = self
                 .resume(&api, &resource, &label, rv, &progress, &recount)
                 .await;
-            tracing::info!(upstream = %cluster, kind = %label, reason = %self.redact(&why), "relisting");
+            tracing::info!(upstream = %cluster, kind = %label, reason = %self.redact(&why.to_string()), "relisting");
         }
         let config = watcher::Config::default().page_size(LIST_PAGE);
         // Whatever arrived together is written together: the store commits it in one batch.
@@ -312,7 +299,7 @@ impl Mirror {
                         self.relist_step(e, &mut list, &resource, &label, &progress)
                             .await
                     }
-                    Err(e) => Err(format!("watching {label}: {e}")),
+                    Err(e) => Err(MirrorFailure::watcher(&label, e)),
                 };
                 self.report(&label, outcome);
             }
@@ -332,7 +319,7 @@ impl Mirror {
         resource: &ApiResource,
         label: &str,
         progress: &Progress,
-    ) -> Result<(), String> {
+    ) -> Result<(), MirrorFailure> {
         match event {
             watcher::Event::Init => {
                 *list = Relist::default();
@@ -390,7 +377,11 @@ impl Mirror {
         mut rv: String,
         progress: &Progress,
         recount: &Notify,
-    ) -> String {
+    ) -> MirrorFailure {
+        let stopped = |source: WatchFailure| MirrorFailure::Watch {
+            kind: label.to_owned(),
+            source,
+        };
         let params = WatchParams {
             bookmarks: true,
             ..WatchParams::default().timeout(RESUME_WATCH_SECS)
@@ -400,7 +391,7 @@ impl Mirror {
         loop {
             let mut stream = match api.watch(&params, &rv).await {
                 Ok(s) => s.ready_chunks(BATCH).boxed(),
-                Err(e) => return format!("resuming the watch of {label} at {rv}: {e}"),
+                Err(e) => return stopped(WatchFailure::Request(e)),
             };
             if !announced {
                 // The upstream took the version: the stored mirror plus what follows is its
@@ -428,17 +419,15 @@ impl Mirror {
                             progress.note(Some(&rv));
                         }
                         Ok(WatchEvent::Error(e)) if e.code == 410 => {
-                            stop = Some(format!(
-                                "the upstream no longer has version {rv} of {label}"
-                            ));
+                            stop = Some(stopped(WatchFailure::Expired(rv.clone())));
                             break;
                         }
                         Ok(WatchEvent::Error(e)) => {
-                            stop = Some(format!("resuming the watch of {label}: {}", e.message));
+                            stop = Some(stopped(WatchFailure::Upstream(e.message)));
                             break;
                         }
                         Err(e) => {
-                            stop = Some(format!("resuming the watch of {label}: {e}"));
+                            stop = Some(stopped(WatchFailure::Request(e)));
                             break;
                         }
                     }
@@ -460,7 +449,7 @@ impl Mirror {
         resource: &ApiResource,
         live: &mut Vec<(DynamicObject, bool)>,
         progress: &Progress,
-    ) -> Result<(), String> {
+    ) -> Result<(), MirrorFailure> {
         if live.is_empty() {
             return Ok(());
         }
@@ -480,21 +469,27 @@ impl Mirror {
                 self.put(key, body).await
             }
         });
-        let results: Result<Vec<()>, String> = join_all(writes).await.into_iter().collect();
+        let results: Result<Vec<()>, MirrorFailure> = join_all(writes).await.into_iter().collect();
         results?;
         progress.note(newest.as_deref());
         self.board.record(&self.upstream.name, Happening::Changed);
         Ok(())
     }
 
-    /// Reports a failure in status and the log.
-    fn report(&self, label: &str, outcome: Result<(), String>) {
-        if let Err(message) = outcome {
-            let message = self.redact(&message);
-            tracing::warn!(upstream = %self.upstream.name, kind = %label, error = %message, "mirror failure");
-            self.board
-                .record(&self.upstream.name, Happening::Failed(message));
+    /// Reports a failure of `label`'s mirroring, if any, in status and the log.
+    fn report(&self, label: &str, outcome: Result<(), MirrorFailure>) {
+        if let Err(e) = outcome {
+            self.report_failure(Some(label), &e);
         }
+    }
+
+    /// Records `e` in status (with its phase) and the log, credentials stripped.
+    fn report_failure(&self, label: Option<&str>, e: &MirrorFailure) {
+        let message = self.redact(&e.to_string());
+        let phase = e.phase();
+        tracing::warn!(upstream = %self.upstream.name, kind = label, phase = phase.as_str(), error = %message, "mirror failure");
+        self.board
+            .record(&self.upstream.name, Happening::Failed { phase, message });
     }
 
     /// Refreshes the kind's object count in status.
@@ -529,7 +524,7 @@ impl Mirror {
     }
 
     /// Writes one mirrored object and its fleet view copy.
-    async fn put(&self, key: ObjectKey, body: Value) -> Result<(), String> {
+    async fn put(&self, key: ObjectKey, body: Value) -> Result<(), MirrorFailure> {
         let copy = fleet::fleet_body(&key.cluster, body.clone());
         let copy_key = fleet::fleet_key(&key);
         let (own, fleet) = futures::join!(
@@ -538,11 +533,14 @@ impl Mirror {
         );
         own.and(fleet)
             .map(|_| ())
-            .map_err(|e| format!("writing {}: {e}", key.name))
+            .map_err(|source| MirrorFailure::Write {
+                name: key.name.clone(),
+                source,
+            })
     }
 
     /// Deletes one mirrored object and its fleet view copy.
-    async fn delete(&self, key: &ObjectKey) -> Result<(), String> {
+    async fn delete(&self, key: &ObjectKey) -> Result<(), MirrorFailure> {
         let copy_key = fleet::fleet_key(key);
         let (own, fleet) = futures::join!(
             self.store.mirror_delete(key),
@@ -550,7 +548,10 @@ impl Mirror {
         );
         own.and(fleet)
             .map(|_| ())
-            .map_err(|e| format!("deleting {}: {e}", key.name))
+            .map_err(|source| MirrorFailure::Write {
+                name: key.name.clone(),
+                source,
+            })
     }
 
     /// Ends a relist: deletes what the upstream no longer has, here and in the fleet view.
@@ -558,7 +559,7 @@ impl Mirror {
         &self,
         resource: &ApiResource,
         seen: &HashSet<(String, String)>,
-    ) -> Result<(), String> {
+    ) -> Result<(), MirrorFailure> {
         let cluster = &self.upstream.name;
         let in_fleet: HashSet<(String, String)> = seen
             .iter()
@@ -571,13 +572,11 @@ impl Mirror {
             self.store
                 .mirror_sweep(fleet::FLEET, group, plural, &prefix, &in_fleet)
         );
-        own.and(fleet)
-            .map(|_| ())
-            .map_err(|e| format!("deleting what the upstream no longer has: {e}"))
+        own.and(fleet).map(|_| ()).map_err(MirrorFailure::Sweep)
     }
 
     /// Writes listed objects concurrently, so the store's writer commits them together.
-    async fn put_all(&self, batch: Vec<(ObjectKey, Value)>) -> Result<(), String> {
+    async fn put_all(&self, batch: Vec<(ObjectKey, Value)>) -> Result<(), MirrorFailure> {
         let results = join_all(batch.into_iter().map(|(key, body)| self.put(key, body))).await;
         results.into_iter().collect()
     }
@@ -594,8 +593,8 @@ impl Mirror {
                     .await;
             match answer {
                 Ok(Ok(_)) => self.board.record(&self.upstream.name, Happening::ProbeOk),
-                Ok(Err(e)) => self.failed(&e.into()),
-                Err(_) => self.failed(&MirrorError::Timeout(self.options.readiness_timeout)),
+                Ok(Err(e)) => self.failed(e.into()),
+                Err(_) => self.failed(MirrorError::Timeout(self.options.readiness_timeout)),
             }
         }
     }
@@ -677,8 +676,21 @@ pub fn def_from_discovery(r: &ApiResource, caps: &ApiCapabilities) -> ResourceDe
         namespaced: caps.scope == Scope::Namespaced,
         short_names: Vec::new(),
         categories: Vec::new(),
-        status_subresource: caps.subresources.iter().any(|(s, _)| s.plural == "status"),
+        verbs: resources::READ_VERBS
+            .iter()
+            .map(|v| v.to_string())
+            .collect(),
+        subresources: caps
+            .subresources
+            .iter()
+            .filter(|(s, _)| s.plural == "status")
+            .map(|_| resources::Subresource {
+                name: "status".into(),
+                verbs: vec!["get".into()],
+            })
+            .collect(),
         columns: Vec::new(),
+        selectable_fields: Vec::new(),
         custom: true,
         schema: None,
         defaults_on_read: false,

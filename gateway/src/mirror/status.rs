@@ -16,6 +16,8 @@ use std::{
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
+use super::failure::FailurePhase;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     Pending,
@@ -51,8 +53,10 @@ pub struct UpstreamStatus {
     pub not_served: Vec<String>,
     /// Stored objects per kind.
     pub counts: BTreeMap<String, u64>,
-    /// Failures seen since the gateway started.
-    pub failures: u64,
+    /// The phase of the latest failure.
+    pub last_error_phase: Option<FailurePhase>,
+    /// Failures seen since the gateway started, by phase.
+    pub failures: BTreeMap<FailurePhase, u64>,
 }
 
 impl Default for UpstreamStatus {
@@ -66,7 +70,8 @@ impl Default for UpstreamStatus {
             synced: BTreeSet::new(),
             not_served: Vec::new(),
             counts: BTreeMap::new(),
-            failures: 0,
+            last_error_phase: None,
+            failures: BTreeMap::new(),
         }
     }
 }
@@ -83,8 +88,11 @@ pub enum Happening {
     Listed(String),
     /// A change from the upstream was written.
     Changed,
-    /// A readiness check, watch or probe failed (message already stripped of credentials).
-    Failed(String),
+    /// Something failed in `phase` (message already stripped of credentials).
+    Failed {
+        phase: FailurePhase,
+        message: String,
+    },
     /// The health probe answered.
     ProbeOk,
 }
@@ -115,6 +123,7 @@ impl UpstreamStatus {
                     self.phase = Phase::Ready;
                     self.last_sync_time = Some(now);
                     self.last_error = None;
+                    self.last_error_phase = None;
                 }
             }
             Happening::Changed => {
@@ -122,10 +131,11 @@ impl UpstreamStatus {
                     self.last_sync_time = Some(now);
                 }
             }
-            Happening::Failed(message) => {
+            Happening::Failed { phase, message } => {
                 self.last_error = Some(message);
+                self.last_error_phase = Some(phase);
                 self.last_failure = Some(now);
-                self.failures += 1;
+                *self.failures.entry(phase).or_default() += 1;
                 // Never synced: still Pending. Synced before (perhaps before a restart, with
                 // the mirror served from the store): Degraded.
                 if self.phase != Phase::Pending || self.last_sync_time.is_some() {
@@ -142,6 +152,7 @@ impl UpstreamStatus {
                         self.phase = Phase::Ready;
                         self.last_sync_time = Some(now);
                         self.last_error = None;
+                        self.last_error_phase = None;
                     }
                     _ => {}
                 }
@@ -156,6 +167,7 @@ impl UpstreamStatus {
             "phase": self.phase.as_str(),
             "lastSyncTime": self.last_sync_time.map(|t| t.to_string()),
             "lastError": self.last_error,
+            "lastErrorPhase": self.last_error_phase.map(FailurePhase::as_str),
             "notServed": self.not_served,
             "counts": self.counts,
         })
@@ -240,6 +252,13 @@ impl StatusBoard {
 mod tests {
     use super::*;
 
+    fn failed(message: &str) -> Happening {
+        Happening::Failed {
+            phase: FailurePhase::Watch,
+            message: message.into(),
+        }
+    }
+
     const QUIET: Duration = Duration::from_secs(2);
 
     fn at(secs: i64) -> Timestamp {
@@ -255,7 +274,7 @@ mod tests {
 
     #[test]
     fn pending_until_reached_then_ready_once_every_kind_listed() {
-        let s = UpstreamStatus::default().next(Happening::Failed("refused".into()), at(0), QUIET);
+        let s = UpstreamStatus::default().next(failed("refused"), at(0), QUIET);
         assert_eq!(s.phase, Phase::Pending);
         assert_eq!(s.last_error.as_deref(), Some("refused"));
         let s = s.next(reached(), at(1), QUIET);
@@ -283,9 +302,7 @@ mod tests {
                 at(1),
                 QUIET,
             );
-        let down = ready
-            .clone()
-            .next(Happening::Failed("down".into()), at(5), QUIET);
+        let down = ready.clone().next(failed("down"), at(5), QUIET);
         assert_eq!(down.phase, Phase::Degraded);
         assert_eq!(down.last_sync_time, Some(at(1)), "kept while degraded");
         let early = down.clone().next(Happening::ProbeOk, at(6), QUIET);
@@ -303,10 +320,11 @@ mod tests {
             last_sync_time: Some(at(0)),
             ..UpstreamStatus::default()
         };
-        let s = restored.next(Happening::Failed("refused".into()), at(9), QUIET);
+        let s = restored.next(failed("refused"), at(9), QUIET);
         assert_eq!(s.phase, Phase::Degraded);
         assert_eq!(s.last_sync_time, Some(at(0)));
-        assert_eq!(s.failures, 1);
+        assert_eq!(s.failures, BTreeMap::from([(FailurePhase::Watch, 1)]));
+        assert_eq!(s.last_error_phase, Some(FailurePhase::Watch));
     }
 
     #[test]

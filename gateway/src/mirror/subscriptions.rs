@@ -13,12 +13,14 @@ use std::{
 use tokio::{sync::Mutex, task::JoinHandle};
 
 use super::{
-    ConnMode, Mirror, MirrorOptions, StatusBoard, Upstream,
+    config::{ConnMode, Upstream},
     fleet::{self, FLEET},
+    run::{Mirror, MirrorOptions},
+    status::StatusBoard,
 };
 use crate::{
-    api::resources::Registry,
     hosting::{Hosting, HostingError},
+    registry::Registry,
     store::StoreError,
 };
 

@@ -13,7 +13,7 @@ mod read;
 mod subscriptions;
 mod write;
 
-use std::{path::Path, str::FromStr, sync::Arc, time::Duration};
+use std::{path::Path, sync::Arc, time::Duration};
 
 use serde_json::Value;
 use sqlx::sqlite::{
@@ -155,11 +155,10 @@ impl Store {
             path: display.clone(),
             source: sqlx::Error::Io(source),
         })?;
-        let options = SqliteConnectOptions::from_str(&format!("sqlite://{display}"))
-            .map_err(|source| StoreError::Open {
-                path: display.clone(),
-                source,
-            })?
+        // The path as a file name, never through a `sqlite://` URL: a data directory with `?`,
+        // `#` or `%` in its name would otherwise be read as URL syntax (another file, or options).
+        let options = SqliteConnectOptions::new()
+            .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
@@ -252,4 +251,26 @@ pub(crate) fn to_u64(v: i64) -> u64 {
 
 pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_data_directory_with_url_syntax_in_its_name_is_just_a_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let odd = dir.path().join("data?mode=ro#frag%20x");
+        std::fs::create_dir(&odd).unwrap();
+        let path = odd.join("gateway.db");
+        let store = Store::open(&path).await.unwrap();
+        store.close().await;
+        // The database is the file named, created where it was asked for and nowhere else.
+        assert!(path.is_file());
+        let made: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(made, [std::ffi::OsString::from("data?mode=ro#frag%20x")]);
+    }
 }

@@ -834,31 +834,50 @@ async fn server_side_apply_tracks_each_managers_fields() {
     managers.sort();
     assert_eq!(managers, vec!["a", "b"]);
 
-    // Status through /status, as controllers do: a field the controller stops applying goes.
-    let status = |groups: serde_json::Value| json!({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices", "status": {"groups": groups, "note": "x"}});
-    let group = json!([{"id": "g", "manufacturer": "nvidia", "accelerators": []}]);
-    api.patch_status("n", &ssa("ctrl"), &Patch::Apply(status(group.clone())))
-        .await
-        .unwrap();
-    let applied = json!({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices", "status": {"groups": group}});
+    // Status through /status, as controllers do: what the controller stops applying goes. Both
+    // are fields the Devices status schema keeps (pruned ones would vanish whatever apply did):
+    // a second group (a keyed list entry) and an accelerator's `remaining`.
+    let first = json!({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices", "status": {"groups": [
+        {"id": "g", "manufacturer": "nvidia", "accelerators": [{"id": "a", "remaining": 3}]},
+        {"id": "h", "manufacturer": "nvidia", "accelerators": []},
+    ]}});
     let d = raw
-        .patch_status("n", &ssa("ctrl"), &Patch::Apply(applied))
+        .patch_status("n", &ssa("ctrl"), &Patch::Apply(first))
         .await
         .unwrap();
-    assert!(
-        d.data["status"].get("note").is_none(),
+    assert_eq!(
+        d.data["status"]["groups"][1]["id"], "h",
         "{}",
         d.data["status"]
     );
-    assert_eq!(d.data["status"]["groups"][0]["id"], "g");
+    assert_eq!(
+        d.data["status"]["groups"][0]["accelerators"][0]["remaining"], 3,
+        "{}",
+        d.data["status"]
+    );
+    let applied = || {
+        json!({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices", "status": {"groups": [
+            {"id": "g", "manufacturer": "nvidia", "accelerators": [{"id": "a"}]},
+        ]}})
+    };
+    let d = raw
+        .patch_status("n", &ssa("ctrl"), &Patch::Apply(applied()))
+        .await
+        .unwrap();
+    let groups = d.data["status"]["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{}", d.data["status"]);
+    assert_eq!(groups[0]["id"], "g");
+    assert_eq!(groups[0]["accelerators"][0]["id"], "a");
+    // Released by "ctrl", `remaining` is back to the schema's default.
+    assert_eq!(
+        groups[0]["accelerators"][0]["remaining"], 0,
+        "{}",
+        d.data["status"]
+    );
     // Re-applying the same configuration writes nothing.
     let rv = d.metadata.resource_version.clone();
     let again = raw
-        .patch_status(
-            "n",
-            &ssa("ctrl"),
-            &Patch::Apply(json!({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices", "status": {"groups": [{"id": "g", "manufacturer": "nvidia", "accelerators": []}]}})),
-        )
+        .patch_status("n", &ssa("ctrl"), &Patch::Apply(applied()))
         .await
         .unwrap();
     assert_eq!(again.metadata.resource_version, rv);

@@ -323,6 +323,49 @@ async fn metadata_only_gets_lists_and_watchers() {
     assert_eq!(list.items.len(), 1);
     assert!(list.metadata.resource_version.is_some());
 
+    // kube's PartialObjectMeta would accept whole objects too, so the wire form is checked
+    // as served: the metadata kinds, and no `data` (or `spec`) of the ConfigMap.
+    const ACCEPT: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    const BASE: &str = "/api/v1/namespaces/default/configmaps";
+    let get = |uri: String| {
+        let client = h.client.clone();
+        async move {
+            let req = http::Request::get(uri)
+                .header(http::header::ACCEPT, ACCEPT)
+                .body(Vec::new())
+                .unwrap();
+            let text = client.request_text(req).await.unwrap();
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()
+        }
+    };
+    let assert_partial = |o: &serde_json::Value| {
+        assert_eq!(o["kind"], "PartialObjectMetadata", "{o}");
+        assert_eq!(o["apiVersion"], "meta.k8s.io/v1", "{o}");
+        assert!(o.get("data").is_none() && o.get("spec").is_none(), "{o}");
+        assert!(o["metadata"]["name"].is_string(), "{o}");
+    };
+    assert_partial(&get(format!("{BASE}/m1")).await);
+    let listed = get(BASE.to_owned()).await;
+    assert_eq!(listed["kind"], "PartialObjectMetadataList", "{listed}");
+    assert_eq!(listed["apiVersion"], "meta.k8s.io/v1", "{listed}");
+    assert_partial(&listed["items"][0]);
+    let from = listed["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let raw_watch = http::Request::get(format!(
+        "{BASE}?watch=1&resourceVersion={from}&timeoutSeconds=30"
+    ))
+    .header(http::header::ACCEPT, ACCEPT)
+    .body(Vec::new())
+    .unwrap();
+    let mut raw_events = h
+        .client
+        .request_events::<kube::core::DynamicObject>(raw_watch)
+        .await
+        .unwrap()
+        .boxed();
+
     let meta_api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(h.client.clone(), "default");
     let mut stream = watcher::watcher(meta_api, watcher::Config::default()).boxed();
     within("metadata InitDone", async {
@@ -343,4 +386,23 @@ async fn metadata_only_gets_lists_and_watchers() {
     })
     .await;
     assert_eq!(name, "m2");
+    let added = within("raw metadata ADDED m2", async {
+        loop {
+            if let WatchEvent::Added(o) = raw_events.try_next().await.unwrap().unwrap() {
+                break o;
+            }
+        }
+    })
+    .await;
+    assert_eq!(added.name_any(), "m2");
+    let types = added.types.clone().unwrap_or_default();
+    assert_eq!(
+        (types.kind.as_str(), types.api_version.as_str()),
+        ("PartialObjectMetadata", "meta.k8s.io/v1")
+    );
+    assert!(
+        added.data.get("data").is_none() && added.data.get("spec").is_none(),
+        "{:?}",
+        added.data
+    );
 }

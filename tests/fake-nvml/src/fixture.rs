@@ -49,16 +49,29 @@ pub struct Device {
     pub cuda_compute_capability: Option<ComputeCapability>,
     #[serde(default)]
     pub ecc_enabled: Option<bool>,
-    /// Uncorrected volatile ECC errors (`nvmlDeviceGetTotalEccErrors`).
+    /// Uncorrected ECC errors since the driver loaded (`nvmlDeviceGetTotalEccErrors`,
+    /// `NVML_VOLATILE_ECC`), summed over every memory location as that call does.
     #[serde(default)]
     pub ecc_uncorrected_volatile: Option<u64>,
     #[serde(default)]
     pub ecc_corrected_volatile: Option<u64>,
+    /// The card's lifetime counts (`NVML_AGGREGATE_ECC`), at least the volatile ones on a real
+    /// card; absent answers `NVML_ERROR_NOT_SUPPORTED` for that counter only.
+    #[serde(default)]
+    pub ecc_uncorrected_aggregate: Option<u64>,
+    #[serde(default)]
+    pub ecc_corrected_aggregate: Option<u64>,
     /// Bits; 5120 for HBM3 on H100, 384 for GDDR6 on L40S.
     #[serde(default)]
     pub memory_bus_width: Option<u32>,
     #[serde(default)]
     pub mig_mode: Option<MigMode>,
+    /// GPU-instance profiles by enumeration index (`NVML_GPU_INSTANCE_PROFILE_*`), served by
+    /// `nvmlDeviceGetGpuInstanceProfileInfo(V)` and `nvmlDeviceGetGpuInstancePossiblePlacements_v2`
+    /// only while `migMode.current` is 1; an index not listed answers
+    /// `NVML_ERROR_NOT_SUPPORTED`, as for a profile the product lacks.
+    #[serde(default)]
+    pub mig_profiles: Vec<MigProfile>,
     #[serde(default)]
     pub utilization: Option<Utilization>,
     /// GPU sensor, °C.
@@ -85,6 +98,32 @@ pub struct ComputeCapability {
 pub struct MigMode {
     pub current: u32,
     pub pending: u32,
+}
+
+/// One GPU-instance profile, as `nvidia-smi mig -lgip` and `-lgipp` list it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MigProfile {
+    /// The enumeration index the profile-info calls are asked for.
+    pub index: u32,
+    /// The creation id the record carries and placements are asked by (not the index).
+    pub id: u32,
+    /// As NVML names it, `MIG 1g.10gb`.
+    pub name: String,
+    /// GPU (compute) slices.
+    pub slice_count: u32,
+    pub instance_count: u32,
+    /// MiB, which NVML calls MB.
+    pub memory_size_mb: u64,
+    pub placements: Vec<Slot>,
+}
+
+/// `nvmlGpuInstancePlacement_t`: first memory slice and length.
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+pub struct Slot {
+    pub start: u32,
+    pub size: u32,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy)]

@@ -20,6 +20,11 @@
 //! Both share the unsuffixed calls (`nvmlShutdown`, `nvmlDeviceGetUUID`, `nvmlDeviceGetName`,
 //! `nvmlDeviceGetMinorNumber`, `nvmlDeviceGetCudaComputeCapability`,
 //! `nvmlDeviceGetUtilizationRates`, `nvmlDeviceGetTemperature`, `nvmlDeviceGetPowerUsage`, …).
+//! For a card in MIG mode it serves the fixture's GPU-instance profiles through
+//! `nvmlDeviceGetGpuInstanceProfileInfoV` (the named 152-byte v2 record, version checked, which
+//! the NVIDIA detector reads), `nvmlDeviceGetGpuInstanceProfileInfo` (the unnamed v1 record,
+//! the one nvml-wrapper's `Device::profile_info` reads) and
+//! `nvmlDeviceGetGpuInstancePossiblePlacements_v2`.
 //! A function neither detector calls is absent, so a detector that starts calling one fails
 //! loudly (a missing symbol) instead of silently reading zeros.
 //!
@@ -58,12 +63,16 @@ const NVML_FEATURE_ENABLED: c_uint = 1;
 /// `nvmlMemoryErrorType_t`.
 const NVML_MEMORY_ERROR_TYPE_CORRECTED: c_uint = 0;
 const NVML_MEMORY_ERROR_TYPE_UNCORRECTED: c_uint = 1;
-/// `nvmlEccCounterType_t`: volatile (since the last driver load) and aggregate (lifetime). The
-/// fixture has one figure per error type and serves it for both.
+/// `nvmlEccCounterType_t`: volatile (since the last driver load) and aggregate (lifetime), each
+/// served from its own fixture figure.
 const NVML_VOLATILE_ECC: c_uint = 0;
 const NVML_AGGREGATE_ECC: c_uint = 1;
 /// `nvmlTemperatureSensors_t`.
 const NVML_TEMPERATURE_GPU: c_uint = 0;
+/// `NVML_DEVICE_MIG_ENABLE`.
+const NVML_DEVICE_MIG_ENABLE: c_uint = 1;
+/// nvml.h's `NVML_DEVICE_NAME_V2_BUFFER_SIZE`, the profile record's name array.
+const PROFILE_NAME_BUFFER: usize = 96;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -126,6 +135,51 @@ const NVML_MEMORY_V2: c_uint = (size_of::<NvmlMemoryV2>() as c_uint) | (2 << 24)
 pub struct NvmlUtilization {
     pub gpu: c_uint,
     pub memory: c_uint,
+}
+
+/// `nvmlGpuInstanceProfileInfo_t` (v1: no version word, no name).
+#[repr(C)]
+pub struct NvmlGpuInstanceProfileInfo {
+    pub id: c_uint,
+    pub is_p2p_supported: c_uint,
+    pub slice_count: c_uint,
+    pub instance_count: c_uint,
+    pub multiprocessor_count: c_uint,
+    pub copy_engine_count: c_uint,
+    pub decoder_count: c_uint,
+    pub encoder_count: c_uint,
+    pub jpeg_count: c_uint,
+    pub ofa_count: c_uint,
+    pub memory_size_mb: c_ulonglong,
+}
+
+/// `nvmlGpuInstanceProfileInfo_v2_t`.
+#[repr(C)]
+pub struct NvmlGpuInstanceProfileInfoV2 {
+    pub version: c_uint,
+    pub id: c_uint,
+    pub is_p2p_supported: c_uint,
+    pub slice_count: c_uint,
+    pub instance_count: c_uint,
+    pub multiprocessor_count: c_uint,
+    pub copy_engine_count: c_uint,
+    pub decoder_count: c_uint,
+    pub encoder_count: c_uint,
+    pub jpeg_count: c_uint,
+    pub ofa_count: c_uint,
+    pub memory_size_mb: c_ulonglong,
+    pub name: [c_char; PROFILE_NAME_BUFFER],
+}
+
+/// `nvmlGpuInstanceProfileInfo_v2`: `NVML_STRUCT_VERSION(GpuInstanceProfileInfo, 2)`.
+const NVML_PROFILE_INFO_V2: c_uint =
+    (size_of::<NvmlGpuInstanceProfileInfoV2>() as c_uint) | (2 << 24);
+
+/// `nvmlGpuInstancePlacement_t`.
+#[repr(C)]
+pub struct NvmlGpuInstancePlacement {
+    pub start: c_uint,
+    pub size: c_uint,
 }
 
 /// The loaded fixture, with NVML's reference-counted init/shutdown.
@@ -195,6 +249,16 @@ fn memory_version(memory: *const NvmlMemoryV2) -> Option<c_uint> {
     }
     // SAFETY: non-null; nvml.h makes the caller pass an `nvmlMemory_v2_t` with `version` set.
     Some(unsafe { (*memory).version })
+}
+
+/// The `version` word a caller set at the start of a versioned struct.
+fn version_of(versioned: *const c_uint) -> Option<c_uint> {
+    if versioned.is_null() {
+        return None;
+    }
+    // SAFETY: non-null; nvml.h makes the caller pass a versioned struct whose first field is
+    // the `unsigned int version` it set.
+    Some(unsafe { versioned.read() })
 }
 
 /// `s` as a fixed C char array, truncated to leave the terminating NUL.
@@ -495,9 +559,11 @@ pub extern "C" fn nvmlDeviceGetTotalEccErrors(
         if !matches!(counter_type, NVML_VOLATILE_ECC | NVML_AGGREGATE_ECC) {
             return NVML_ERROR_INVALID_ARGUMENT;
         }
-        let figure = match error_type {
-            NVML_MEMORY_ERROR_TYPE_CORRECTED => d.ecc_corrected_volatile,
-            NVML_MEMORY_ERROR_TYPE_UNCORRECTED => d.ecc_uncorrected_volatile,
+        let figure = match (error_type, counter_type) {
+            (NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC) => d.ecc_corrected_volatile,
+            (NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC) => d.ecc_uncorrected_volatile,
+            (NVML_MEMORY_ERROR_TYPE_CORRECTED, _) => d.ecc_corrected_aggregate,
+            (NVML_MEMORY_ERROR_TYPE_UNCORRECTED, _) => d.ecc_uncorrected_aggregate,
             _ => return NVML_ERROR_INVALID_ARGUMENT,
         };
         supported(figure, |n| put(count, n))
@@ -566,6 +632,135 @@ pub extern "C" fn nvmlDeviceGetPowerUsage(device: NvmlDevice, power: *mut c_uint
     with_device(device, |d| supported(d.power_usage_mw, |p| put(power, p)))
 }
 
+fn mig_enabled(d: &Device) -> bool {
+    d.mig_mode
+        .is_some_and(|m| m.current == NVML_DEVICE_MIG_ENABLE)
+}
+
+/// The fixture profile at enumeration `index`, while the card is in MIG mode.
+fn profile_at(d: &Device, index: c_uint) -> Option<&fixture::MigProfile> {
+    d.mig_profiles
+        .iter()
+        .find(|p| p.index == index)
+        .filter(|_| mig_enabled(d))
+}
+
+/// The unnamed v1 record.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetGpuInstanceProfileInfo(
+    device: NvmlDevice,
+    profile: c_uint,
+    info: *mut NvmlGpuInstanceProfileInfo,
+) -> NvmlReturn {
+    with_device(device, |d| {
+        let Some(p) = profile_at(d, profile) else {
+            return NVML_ERROR_NOT_SUPPORTED;
+        };
+        put(
+            info,
+            NvmlGpuInstanceProfileInfo {
+                id: p.id,
+                is_p2p_supported: 0,
+                slice_count: p.slice_count,
+                instance_count: p.instance_count,
+                multiprocessor_count: 0,
+                copy_engine_count: 0,
+                decoder_count: 0,
+                encoder_count: 0,
+                jpeg_count: 0,
+                ofa_count: 0,
+                memory_size_mb: p.memory_size_mb,
+            },
+        )
+    })
+}
+
+/// The named v2 record; the caller sets its version word, as for every versioned call.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetGpuInstanceProfileInfoV(
+    device: NvmlDevice,
+    profile: c_uint,
+    info: *mut NvmlGpuInstanceProfileInfoV2,
+) -> NvmlReturn {
+    with_device(device, |d| {
+        match version_of(info.cast::<c_uint>()) {
+            None => return NVML_ERROR_INVALID_ARGUMENT,
+            Some(NVML_PROFILE_INFO_V2) => {}
+            Some(_) => return NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
+        }
+        let Some(p) = profile_at(d, profile) else {
+            return NVML_ERROR_NOT_SUPPORTED;
+        };
+        put(
+            info,
+            NvmlGpuInstanceProfileInfoV2 {
+                version: NVML_PROFILE_INFO_V2,
+                id: p.id,
+                is_p2p_supported: 0,
+                slice_count: p.slice_count,
+                instance_count: p.instance_count,
+                multiprocessor_count: 0,
+                copy_engine_count: 0,
+                decoder_count: 0,
+                encoder_count: 0,
+                jpeg_count: 0,
+                ofa_count: 0,
+                memory_size_mb: p.memory_size_mb,
+                name: c_array(&p.name),
+            },
+        )
+    })
+}
+
+/// The legal slots of the profile with creation id `profile_id` on an empty card: with a null
+/// buffer, the count; else up to `*count` slots and the number written.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements_v2(
+    device: NvmlDevice,
+    profile_id: c_uint,
+    placements: *mut NvmlGpuInstancePlacement,
+    count: *mut c_uint,
+) -> NvmlReturn {
+    with_device(device, |d| {
+        let profile = d.mig_profiles.iter().find(|p| p.id == profile_id);
+        let Some(p) = profile.filter(|_| mig_enabled(d)) else {
+            return NVML_ERROR_NOT_SUPPORTED;
+        };
+        if count.is_null() {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        write_placements(&p.placements, placements, count)
+    })
+}
+
+/// Answers a placements query into the caller's buffer; `count` is non-null.
+fn write_placements(
+    slots: &[fixture::Slot],
+    placements: *mut NvmlGpuInstancePlacement,
+    count: *mut c_uint,
+) -> NvmlReturn {
+    let wanted = slots.len() as c_uint;
+    if placements.is_null() {
+        return put(count, wanted);
+    }
+    // SAFETY: non-null (the caller checked); it holds the buffer's capacity.
+    let capacity = unsafe { count.read() };
+    if capacity < wanted {
+        put(count, wanted);
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (i, slot) in slots.iter().enumerate() {
+        // SAFETY: `i < wanted <= capacity`, the placements the caller made writable.
+        unsafe {
+            placements.add(i).write(NvmlGpuInstancePlacement {
+                start: slot.start,
+                size: slot.size,
+            })
+        };
+    }
+    put(count, wanted)
+}
+
 /// IXML's health query (api.h: `ixmlDeviceGetHealth(nvmlDevice_t, unsigned long long *)`), a
 /// bitmask of `ixmlHealth*` flags.
 #[unsafe(no_mangle)]
@@ -587,6 +782,11 @@ mod tests {
         // v1 layouts served to IXML callers: 16 + 9 * 4 bytes, and three counters.
         assert_eq!(size_of::<NvmlPciInfoV1>(), 52);
         assert_eq!(size_of::<NvmlMemory>(), 24);
+        // GPU-instance records: 10 words and a u64 (v1); the v2 adds the version word, 4 bytes
+        // of padding and the 96-byte name (`0x02000098`).
+        assert_eq!(size_of::<NvmlGpuInstanceProfileInfo>(), 48);
+        assert_eq!(size_of::<NvmlGpuInstanceProfileInfoV2>(), 152);
+        assert_eq!(NVML_PROFILE_INFO_V2, 0x0200_0098);
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct Gpu {
     pub numa_node: i32,
     pub memory_used_mib: u64,
     pub ecc_uncorrected: u64,
+    /// Over the card's life (`NVML_AGGREGATE_ECC`): at least the volatile count.
+    pub ecc_uncorrected_lifetime: u64,
     pub gpu_util: u32,
     pub temperature: u32,
     pub power_mw: u32,
@@ -132,6 +134,87 @@ pub const H100_GPUS: [Gpu; 8] = [
 
 /// The card with uncorrected ECC errors on the H100 node.
 pub const H100_UNHEALTHY_INDEX: usize = 5;
+/// The card with uncorrected errors in its lifetime count only.
+pub const H100_RETIRED_ERRORS_INDEX: usize = 2;
+
+/// One GPU-instance profile as `nvidia-smi mig -lgip` / `-lgipp` list it: NVML's enumeration
+/// index, creation id, name, compute slices, instances, memory (MiB) and slot starts; every
+/// slot spans `memory_slices`.
+#[derive(Clone, Copy, Debug)]
+pub struct MigProfile {
+    pub index: u32,
+    pub id: u32,
+    pub name: &'static str,
+    pub compute_slices: u32,
+    pub memory_slices: u32,
+    pub count: u32,
+    pub memory_mib: u64,
+    pub starts: &'static [u32],
+}
+
+const fn mig(
+    index: u32,
+    id: u32,
+    name: &'static str,
+    (compute_slices, memory_slices): (u32, u32),
+    count: u32,
+    memory_mib: u64,
+    starts: &'static [u32],
+) -> MigProfile {
+    MigProfile {
+        index,
+        id,
+        name,
+        compute_slices,
+        memory_slices,
+        count,
+        memory_mib,
+        starts,
+    }
+}
+
+const SEVEN: &[u32] = &[0, 1, 2, 3, 4, 5, 6];
+
+/// An A100-SXM4-80GB's profiles (driver 535), in NVML's enumeration order; memory is the GiB
+/// column × 1024 (9.50 GiB → 9728).
+pub const A100_MIG_PROFILES: [MigProfile; 7] = [
+    mig(0, 19, "MIG 1g.10gb", (1, 1), 7, 9728, SEVEN),
+    mig(1, 14, "MIG 2g.20gb", (2, 2), 3, 19968, &[0, 2, 4]),
+    mig(2, 9, "MIG 3g.40gb", (3, 4), 2, 40192, &[0, 4]),
+    mig(3, 5, "MIG 4g.40gb", (4, 4), 1, 40192, &[0]),
+    mig(4, 0, "MIG 7g.80gb", (7, 8), 1, 81152, &[0]),
+    mig(7, 20, "MIG 1g.10gb+me", (1, 1), 1, 9728, SEVEN),
+    mig(9, 15, "MIG 1g.20gb", (1, 2), 4, 19968, &[0, 2, 4, 6]),
+];
+
+/// An H100 80GB HBM3's profiles (driver 550), as above.
+pub const H100_MIG_PROFILES: [MigProfile; 7] = [
+    mig(0, 19, "MIG 1g.10gb", (1, 1), 7, 9984, SEVEN),
+    mig(1, 14, "MIG 2g.20gb", (2, 2), 3, 20096, &[0, 2, 4]),
+    mig(2, 9, "MIG 3g.40gb", (3, 4), 2, 40448, &[0, 4]),
+    mig(3, 5, "MIG 4g.40gb", (4, 4), 1, 40448, &[0]),
+    mig(4, 0, "MIG 7g.80gb", (7, 8), 1, 81152, &[0]),
+    mig(7, 20, "MIG 1g.10gb+me", (1, 1), 1, 9984, SEVEN),
+    mig(9, 15, "MIG 1g.20gb", (1, 2), 4, 20096, &[0, 2, 4, 6]),
+];
+
+/// The fixture's `migProfiles` list.
+pub fn mig_profiles(profiles: &[MigProfile]) -> Value {
+    profiles
+        .iter()
+        .map(|p| {
+            json!({
+                "index": p.index,
+                "id": p.id,
+                "name": p.name,
+                "sliceCount": p.compute_slices,
+                "instanceCount": p.count,
+                "memorySizeMb": p.memory_mib,
+                "placements": p.starts.iter().map(|&start| json!({"start": start, "size": p.memory_slices})).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
+}
 
 const fn h100(i: u32, uuid: &'static str, bus_id: &'static str, minor: u32, numa_node: i32) -> Gpu {
     Gpu {
@@ -144,6 +227,13 @@ const fn h100(i: u32, uuid: &'static str, bus_id: &'static str, minor: u32, numa
             2
         } else {
             0
+        },
+        // Card 2 had uncorrected errors before the driver last loaded (their pages are retired
+        // since): only the volatile count makes a card unhealthy now.
+        ecc_uncorrected_lifetime: match i as usize {
+            H100_UNHEALTHY_INDEX => 3,
+            H100_RETIRED_ERRORS_INDEX => 4,
+            _ => 0,
         },
         gpu_util: 10 * i,
         temperature: 30 + i,
@@ -261,8 +351,11 @@ pub fn hgx_h100_node(dir: &Path) -> NvidiaNode {
                 "eccEnabled": true,
                 "eccUncorrectedVolatile": g.ecc_uncorrected,
                 "eccCorrectedVolatile": 0,
+                "eccUncorrectedAggregate": g.ecc_uncorrected_lifetime,
+                "eccCorrectedAggregate": 12,
                 "memoryBusWidth": 5120,
                 "migMode": {"current": 0, "pending": 0},
+                "migProfiles": mig_profiles(&H100_MIG_PROFILES),
                 "utilization": {"gpu": g.gpu_util, "memory": g.gpu_util / 2},
                 "temperature": g.temperature,
                 "powerUsageMw": g.power_mw,
@@ -325,8 +418,10 @@ pub fn a100_mig_node(dir: &Path) -> NvidiaNode {
                 "cudaComputeCapability": {"major": 8, "minor": 0},
                 "eccEnabled": true,
                 "eccUncorrectedVolatile": 0,
+                "eccUncorrectedAggregate": 0,
                 "memoryBusWidth": 5120,
                 "migMode": {"current": 1, "pending": 1},
+                "migProfiles": mig_profiles(&A100_MIG_PROFILES),
                 "temperature": 31,
                 "powerUsageMw": 62_345,
             }],

@@ -15,8 +15,11 @@
 //!   `computeCapability` and `family`;
 //! - `nvmlDeviceGetTotalEccErrors` (uncorrected, volatile) > 0: `unhealthy`;
 //! - `nvmlDeviceGetPciInfo_v3`: the bus id that finds the PCI function (topology);
-//! - `nvmlDeviceGetMigMode`: MIG on → `physicalSliced` from [`mig_profiles`], off →
-//!   `logicalSliced`.
+//! - `nvmlDeviceGetMigMode`: MIG on → `physicalSliced` from the driver's GPU-instance profiles
+//!   (`nvmlDeviceGetGpuInstanceProfileInfoV` over every profile index, each answered
+//!   profile's slots from `nvmlDeviceGetGpuInstancePossiblePlacements_v2`; see
+//!   [`gpu_instances`] and [`mig_profiles::from_driver`]), or from the fixed per-product table
+//!   when the library lacks those functions or answers no profile; MIG off → `logicalSliced`.
 //!
 //! Per system: `nvmlSystemGetDriverVersion` (`driverVersion`) and
 //! `nvmlSystemGetCudaDriverVersion_v2` (`runtimeVersion`, `major.minor`). The monitor adds
@@ -24,13 +27,16 @@
 //! `nvmlDeviceGetPowerUsage` (mW). A figure NVML refuses is absent, never 0.
 
 mod facts;
+mod gpu_instances;
 mod mig_profiles;
 
 use std::ffi::OsStr;
 
 use gpustack_api::{
     Manufacturer,
-    devices::{Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced},
+    devices::{
+        Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced, PhysicalSliced,
+    },
     monitor::{AcceleratorMetrics, memory_utilization},
 };
 use nvml_wrapper::{
@@ -158,10 +164,78 @@ fn topology(device: &Device<'_>, ctx: &DetectContext<'_>) -> DeviceTopology {
         })
 }
 
+/// The physical slicing of a card in MIG mode: the driver's profiles, else the fixed table.
+fn mig_slicing(
+    index: u32,
+    name: &str,
+    memory_mib: u64,
+    nvml: &nvml_wrapper::Nvml,
+    device: &Device<'_>,
+    ctx: &mut DetectContext<'_>,
+) -> Option<PhysicalSliced> {
+    match driver_profiles(index, nvml, device, ctx) {
+        Ok(Some(sliced)) => return Some(sliced),
+        Ok(None) => tracing::info!(
+            "NVIDIA GPU {index}: NVML answered no usable MIG profile; using the built-in table"
+        ),
+        Err(missing) => {
+            tracing::info!("NVIDIA GPU {index}: {missing}; using the built-in MIG profile table")
+        }
+    }
+    let physical = mig_profiles::product_for(name, memory_mib).map(mig_profiles::physical_sliced);
+    if physical.is_none() {
+        ctx.warn(format!(
+            "NVIDIA GPU {index} ({name}) is in MIG mode but NVML describes no MIG profile and there is no table for it here; it offers no slices"
+        ));
+    }
+    physical
+}
+
+/// The card's profiles as NVML answers them at every profile index. `Err` when the library
+/// cannot describe GPU instances at all; profiles it could not answer for are left out with a
+/// warning (a profile missing here is missing from the node's capacity).
+fn driver_profiles(
+    index: u32,
+    nvml: &nvml_wrapper::Nvml,
+    device: &Device<'_>,
+    ctx: &mut DetectContext<'_>,
+) -> Result<Option<PhysicalSliced>, gpu_instances::QueryError> {
+    let mut probed = Vec::new();
+    let mut unreadable = Vec::new();
+    for profile_index in 0..gpu_instances::PROFILE_COUNT {
+        let info = match gpu_instances::profile_info(nvml, device, profile_index) {
+            Ok(info) => info,
+            Err(e) if e.is_no_such_profile() => continue,
+            Err(e @ gpu_instances::QueryError::Missing(_)) => return Err(e),
+            Err(e) => {
+                unreadable.push(format!("profile index {profile_index}: {e}"));
+                continue;
+            }
+        };
+        match gpu_instances::possible_placements(nvml, device, info.id) {
+            Ok(slots) => probed.push((info, slots)),
+            Err(e @ gpu_instances::QueryError::Missing(_)) => return Err(e),
+            Err(e) => unreadable.push(format!("placements of profile {}: {e}", info.id)),
+        }
+    }
+    if !unreadable.is_empty() {
+        ctx.warn(format!(
+            "NVIDIA GPU {index}: left MIG profiles out because NVML could not answer for them ({})",
+            unreadable.join("; ")
+        ));
+    }
+    let (sliced, left_out) = mig_profiles::from_driver(&probed);
+    for reason in left_out {
+        tracing::info!("NVIDIA GPU {index}: dropped an unpublishable MIG profile: {reason}");
+    }
+    Ok(sliced)
+}
+
 fn slicing(
     index: u32,
     name: &str,
     memory_mib: u64,
+    nvml: &nvml_wrapper::Nvml,
     device: &Device<'_>,
     ctx: &mut DetectContext<'_>,
 ) -> AcceleratorStatus {
@@ -175,13 +249,7 @@ fn slicing(
         ));
     }
     if mig.as_ref().is_some_and(|m| m.current == MIG_ENABLED) {
-        let physical =
-            mig_profiles::product_for(name, memory_mib).map(mig_profiles::physical_sliced);
-        if physical.is_none() {
-            ctx.warn(format!(
-                "NVIDIA GPU {index} ({name}) is in MIG mode but has no MIG profile table here; it offers no slices"
-            ));
-        }
+        let physical = mig_slicing(index, name, memory_mib, nvml, device, ctx);
         // A partitioned card offers no logical slices: only `.partitioned`.
         return AcceleratorStatus {
             unhealthy: false,
@@ -258,7 +326,7 @@ impl Detector for Nvml {
                 .and_then(|c| facts::family(c.major, c.minor))
                 .unwrap_or_default()
                 .to_owned();
-            let mut status = slicing(index, &name, memory_mib, &device, ctx);
+            let mut status = slicing(index, &name, memory_mib, nvml, &device, ctx);
             status.unhealthy = who.unhealthy;
             detected.push(Detected {
                 name,

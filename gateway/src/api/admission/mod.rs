@@ -30,10 +30,10 @@ use super::{
     ApiState, Ctx,
     objects::name_of,
     patch::{self, PatchKind},
-    resources::ResourceDef,
     selectors::labels_of,
     status::ApiError,
 };
+use crate::registry::ResourceDef;
 use crate::store::{ObjectKey, StoreError, StoredEvent};
 
 const GROUP: &str = "admissionregistration.k8s.io";
@@ -362,7 +362,7 @@ async fn exchange(
         .ca_bundle
         .as_deref()
         .ok_or("the webhook has no caBundle, and the embedded cluster trusts no system roots")?;
-    let uid = super::handlers::new_uid();
+    let uid = super::objects::new_uid();
     let review = matching::review(&uid, a, object, old);
     let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
     let answer = client::post(&addr, ca, body, hook.timeout).await?;

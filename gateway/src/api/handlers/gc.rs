@@ -116,6 +116,7 @@ pub(super) fn blocks(dependent: &Value, owner_uid: &str) -> bool {
 pub(super) fn collector_ctx(cluster: &str) -> Ctx {
     Ctx {
         cluster: cluster.to_owned(),
+        read_only: false,
         method: Method::DELETE,
         query: HashMap::new(),
         headers: HeaderMap::new(),

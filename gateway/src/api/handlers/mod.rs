@@ -18,23 +18,22 @@ use axum::{
     http::{Method, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use rand::Rng;
 use serde_json::{Value, json};
 
 use super::{
     ApiState, Ctx, apply, conversion, json_response, negotiate,
     negotiate::Representation,
-    objects::{self, finalizers_of, is_deleting, name_of, rv_of},
+    objects::{self, finalizers_of, is_deleting, name_of, name_suffix, new_uid, rv_of},
     pagination::Continue,
     patch::{self, PatchKind},
     path::ResourcePath,
-    resources::{self, ResourceDef},
     schema::{self, FieldValidation},
     selectors::{FieldSelector, LabelSelector, labels_of},
     status::ApiError,
     table::{self, IncludeObject},
     watch,
 };
+use crate::registry::{self as resources, ResourceDef};
 use crate::store::{ObjectKey, Precondition, StoreError, WriteOp};
 
 /// How many times a write without a client-given resourceVersion retries after losing a race.
@@ -80,7 +79,7 @@ pub(crate) async fn resource(
     }
     let status = match p.subresource.as_deref() {
         None => false,
-        Some("status") if def.status_subresource => true,
+        Some("status") if def.status_subresource() => true,
         Some(_) => return Err(ApiError::not_found_path()),
     };
     if def.is_review() {
@@ -211,27 +210,6 @@ pub(super) fn apply_schema(ctx: &Ctx, t: &Target, obj: &mut Value) -> Result<(),
         }
         FieldValidation::Ignore => Ok(()),
     }
-}
-
-pub(super) fn new_uid() -> String {
-    let b: [u8; 16] = rand::rng().random();
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-4{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[13..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-pub(super) fn name_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut r = rand::rng();
-    (0..5)
-        .map(|_| ALPHABET[r.random_range(0..ALPHABET.len())] as char)
-        .collect()
 }
 
 pub(super) fn is_crd(def: &ResourceDef) -> bool {

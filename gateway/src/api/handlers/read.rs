@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::store::ReplayError;
+use gpustack_kube_rest::list;
 
 pub(super) async fn get(
     st: &ApiState,
@@ -54,8 +55,11 @@ impl Filter {
     pub fn from_ctx(ctx: &Ctx, t: &Target) -> Result<Self, ApiError> {
         let labels = LabelSelector::parse(ctx.param("labelSelector").unwrap_or(""))
             .map_err(ApiError::bad_request)?;
-        let fields = FieldSelector::parse(ctx.param("fieldSelector").unwrap_or(""), &t.def.kind)
-            .map_err(ApiError::bad_request)?;
+        let fields = FieldSelector::parse(
+            ctx.param("fieldSelector").unwrap_or(""),
+            &t.def.selectable_fields,
+        )
+        .map_err(ApiError::bad_request)?;
         let served_as = (t.def.storage_group != t.def.group).then(|| t.def.clone());
         Ok(Filter {
             namespace: t.namespace.clone(),
@@ -152,16 +156,8 @@ pub(crate) async fn collect(
 
 pub(super) async fn list(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
     let filter = Filter::from_ctx(ctx, t)?;
-    let limit: usize = match ctx.param("limit") {
-        None | Some("") => 0,
-        Some(l) => l
-            .parse()
-            .map_err(|_| ApiError::bad_request(format!("limit: Invalid value: \"{l}\"")))?,
-    };
-    let from = match ctx.param("continue") {
-        None | Some("") => None,
-        Some(tok) => Some(Continue::decode(tok).map_err(ApiError::bad_request)?),
-    };
+    let limit = list::limit(ctx.param("limit"))?;
+    let from = list::continue_from(ctx.param("continue"))?;
     let representation = representation(ctx)?;
     let verbatim = representation == Representation::Json
         && filter.labels.0.is_empty()
@@ -172,31 +168,18 @@ pub(super) async fn list(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respons
         return list_verbatim(st, ctx, t, limit, from).await;
     }
     let (items, rv, next) = collect(st, ctx, t, &filter, limit, from).await?;
-    let mut meta = json!({ "resourceVersion": rv.to_string() });
-    if let Some(c) = next {
-        meta["continue"] = json!(c.encode());
-    }
-    let body = match representation {
-        Representation::Json => json!({
-            "kind": t.def.list_kind,
-            "apiVersion": t.def.api_version(&t.version),
-            "metadata": meta,
-            "items": items,
-        }),
-        Representation::Metadata => json!({
-            "kind": "PartialObjectMetadataList",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": meta,
-            "items": items.iter().map(table::partial_object_metadata).collect::<Vec<_>>(),
-        }),
-        Representation::Table => table::table(
-            &t.def,
-            &items,
-            include_object(ctx)?,
-            meta,
-            jiff::Timestamp::now(),
-        ),
+    let include = match representation {
+        Representation::Table => include_object(ctx)?,
+        _ => IncludeObject::Metadata,
     };
+    let body = list::render(
+        &t.def,
+        &t.version,
+        representation,
+        include,
+        items,
+        list::metadata(rv, next.as_ref()),
+    );
     Ok(json_response(StatusCode::OK, &body))
 }
 
@@ -229,24 +212,19 @@ pub(super) async fn list_verbatim(
             .map_err(replay_error)?,
     };
     let rv = from.as_ref().map_or(page.rv, |c| c.rv);
-    let mut meta = json!({ "resourceVersion": rv.to_string() });
-    if page.more
-        && let Some(last) = page.items.last()
-    {
-        let next = Continue {
+    let next = page
+        .items
+        .last()
+        .filter(|_| page.more)
+        .map(|last| Continue {
             rv,
             namespace: last.namespace.clone(),
             name: last.name.clone(),
-        };
-        meta["continue"] = json!(next.encode());
-    }
+        });
+    let meta = list::metadata(rv, next.as_ref());
     let size: usize = page.items.iter().map(|o| o.body.len() + 1).sum();
     let mut body = String::with_capacity(size + 256);
-    body.push_str(&format!(
-        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{meta},\"items\":[",
-        json!(t.def.list_kind),
-        json!(t.def.api_version(&t.version)),
-    ));
+    body.push_str(&list::verbatim_head(&t.def, &t.version, &meta));
     let defaults = read_defaults(st, ctx, t);
     for (i, o) in page.items.iter().enumerate() {
         if i > 0 {
@@ -254,7 +232,7 @@ pub(super) async fn list_verbatim(
         }
         body.push_str(&with_defaults(defaults.as_deref(), &o.body));
     }
-    body.push_str("]}");
+    body.push_str(list::VERBATIM_TAIL);
     Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
@@ -309,12 +287,7 @@ async fn stream_verbatim(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respons
         .stream_raw(&ctx.cluster, group, resource, ns)
         .await
         .map_err(store_error)?;
-    let head = format!(
-        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
-        json!(t.def.list_kind),
-        json!(t.def.api_version(&t.version)),
-        json!({ "resourceVersion": rv.to_string() }),
-    );
+    let head = list::verbatim_head(&t.def, &t.version, &list::metadata(rv, None));
     let mut first = true;
     let defaults = read_defaults(st, ctx, t);
     let items = tokio_stream::wrappers::ReceiverStream::new(objects)
@@ -338,7 +311,9 @@ async fn stream_verbatim(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respons
     let body = futures::stream::once(async move { Ok(axum::body::Bytes::from(head)) })
         .chain(items)
         .chain(futures::stream::once(async {
-            Ok(axum::body::Bytes::from_static(b"]}"))
+            Ok(axum::body::Bytes::from_static(
+                list::VERBATIM_TAIL.as_bytes(),
+            ))
         }));
     Ok((
         StatusCode::OK,

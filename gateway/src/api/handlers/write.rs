@@ -70,7 +70,7 @@ pub(crate) async fn create_object(
     crate::api::admission::mutate(st, ctx, &admission, &mut obj, None).await?;
     let crd = if is_crd(&t.def) {
         let def = resources::from_crd(&obj)
-            .map_err(|m| ApiError::invalid("CustomResourceDefinition", name_of(&obj), m))?;
+            .map_err(|m| ApiError::invalid("CustomResourceDefinition", name_of(&obj), m.0))?;
         obj["status"] = objects::established_crd_status(&obj, now);
         Some(def)
     } else {
@@ -183,7 +183,7 @@ fn writer(ctx: &Ctx, t: &Target) -> apply::Writer {
         keyed_lists: !t.def.custom,
         part: if t.status {
             apply::Part::Status
-        } else if t.def.status_subresource {
+        } else if t.def.status_subresource() {
             apply::Part::AllButStatus
         } else {
             apply::Part::All
@@ -250,7 +250,7 @@ where
         let mut new = conversion::to_storage(&t.def, new);
         if is_crd(&t.def) {
             let def = resources::from_crd(&new)
-                .map_err(|m| ApiError::invalid("CustomResourceDefinition", name, m))?;
+                .map_err(|m| ApiError::invalid("CustomResourceDefinition", name, m.0))?;
             if !t.status && current.get("status").is_some() {
                 new["status"] = current["status"].clone();
             }

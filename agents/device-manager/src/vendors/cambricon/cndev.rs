@@ -612,8 +612,24 @@ mod tests {
             s.ptr().cast::<u8>(),
             (&mut *s as *mut Slack<_>).cast::<u8>()
         );
-        assert!(size_of::<Slack<RawHealthState>>() >= 8 + SPARE);
         assert_eq!(Slack::<RawPcieInfo>::new().raw.version, CNDEV_VERSION_5);
+        // A library that writes its own, larger layout starts where ours does and runs on into
+        // the spare bytes: they follow the v5 layout directly, are zero, and hold the largest
+        // growth seen between releases with room for more (a few dozen bytes: 64 is the floor).
+        const GROWTH_FLOOR: usize = 64;
+        assert_eq!(
+            std::mem::offset_of!(Slack<RawHealthState>, spare),
+            size_of::<RawHealthState>()
+        );
+        assert_eq!(
+            std::mem::offset_of!(Slack<RawPcieInfo>, spare),
+            size_of::<RawPcieInfo>()
+        );
+        assert!(
+            size_of::<Slack<RawHealthState>>() - size_of::<RawHealthState>() >= GROWTH_FLOOR,
+            "too little room after the v5 layout"
+        );
+        assert!(s.spare.iter().all(|&b| b == 0), "spare bytes start zeroed");
     }
 
     #[test]

@@ -135,44 +135,10 @@ pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FieldSelector(pub Vec<(String, bool, String)>);
 
-/// Fields a kind can be selected by, beyond `metadata.name` and `metadata.namespace`.
-fn kind_fields(kind: &str) -> &'static [&'static str] {
-    match kind {
-        "Pod" => &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-        "Event" => &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-            "regarding.kind",
-            "regarding.namespace",
-            "regarding.name",
-            "regarding.uid",
-        ],
-        "Secret" => &["type"],
-        "Node" => &["spec.unschedulable"],
-        "Namespace" => &["status.phase"],
-        _ => &[],
-    }
-}
-
 impl FieldSelector {
-    pub fn parse(s: &str, kind: &str) -> Result<Self, String> {
+    /// Parses `s`; `selectable` are the fields the kind offers besides `metadata.name` and
+    /// `metadata.namespace` ([`crate::resource::ResourceDef::selectable_fields`]).
+    pub fn parse(s: &str, selectable: &[String]) -> Result<Self, String> {
         let mut reqs = Vec::new();
         for part in split_top(s) {
             let (field, eq, value) = if let Some((f, v)) = part.split_once("!=") {
@@ -188,7 +154,7 @@ impl FieldSelector {
             };
             let field = field.trim();
             if !matches!(field, "metadata.name" | "metadata.namespace")
-                && !kind_fields(kind).contains(&field)
+                && !selectable.iter().any(|f| f == field)
             {
                 return Err(format!("field label not supported: {field}"));
             }
@@ -277,25 +243,33 @@ mod tests {
 
     #[test]
     fn field_selectors() {
+        let kind = |plural: &str| {
+            crate::resource::builtins()
+                .into_iter()
+                .find(|d| d.plural == plural && d.group.is_empty())
+                .unwrap()
+                .selectable_fields
+        };
+        let (pods, configmaps, events) = (kind("pods"), kind("configmaps"), kind("events"));
         let pod = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
-        let m = |s: &str| FieldSelector::parse(s, "Pod").unwrap().matches(&pod);
+        let m = |s: &str| FieldSelector::parse(s, &pods).unwrap().matches(&pod);
         assert!(m("metadata.name=p"));
         assert!(m("metadata.namespace==ns,spec.nodeName=n1"));
         assert!(!m("status.phase!=Running"));
         assert!(m("spec.nodeName!=n2"));
         assert!(
-            FieldSelector::parse("spec.nodeName=x", "ConfigMap")
+            FieldSelector::parse("spec.nodeName=x", &configmaps)
                 .unwrap_err()
                 .contains("not supported")
         );
         let ev = json!({"involvedObject": {"kind": "Pod", "name": "p"}});
         assert!(
-            FieldSelector::parse("involvedObject.kind=Pod,involvedObject.name=p", "Event")
+            FieldSelector::parse("involvedObject.kind=Pod,involvedObject.name=p", &events)
                 .unwrap()
                 .matches(&ev)
         );
         assert_eq!(
-            FieldSelector::parse("metadata.name=x", "Pod")
+            FieldSelector::parse("metadata.name=x", &pods)
                 .unwrap()
                 .pinned_name(),
             Some("x")

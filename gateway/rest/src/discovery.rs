@@ -4,23 +4,33 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::resources::ResourceDef;
+use crate::resource::ResourceDef;
 
-const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
+/// What `/version` says: the server decides (an embedded cluster and an extension API server
+/// name themselves differently).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerVersion {
+    pub major: String,
+    pub minor: String,
+    /// `v1.33.0+...`: what `kubectl version` prints.
+    pub git_version: String,
+}
 
-/// `/version`.
-pub fn version() -> Value {
-    json!({
-        "major": "1",
-        "minor": "33",
-        "gitVersion": concat!("v1.33.0+gpustack-embedded-", env!("CARGO_PKG_VERSION")),
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "1970-01-01T00:00:00Z",
-        "goVersion": "rust",
-        "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
-    })
+impl ServerVersion {
+    /// The `/version` document.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "major": self.major,
+            "minor": self.minor,
+            "gitVersion": self.git_version,
+            "gitCommit": "",
+            "gitTreeState": "clean",
+            "buildDate": "1970-01-01T00:00:00Z",
+            "goVersion": "rust",
+            "compiler": "rustc",
+            "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        })
+    }
 }
 
 /// `/api`.
@@ -86,7 +96,7 @@ pub fn resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Option
             "singularName": d.singular,
             "namespaced": d.namespaced,
             "kind": d.kind,
-            "verbs": d.verbs(),
+            "verbs": d.verbs,
         });
         if !d.short_names.is_empty() {
             r["shortNames"] = json!(d.short_names);
@@ -95,13 +105,13 @@ pub fn resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Option
             r["categories"] = json!(d.categories);
         }
         resources.push(r);
-        if d.status_subresource {
+        for sub in &d.subresources {
             resources.push(json!({
-                "name": format!("{}/status", d.plural),
+                "name": format!("{}/{}", d.plural, sub.name),
                 "singularName": "",
                 "namespaced": d.namespaced,
                 "kind": d.kind,
-                "verbs": STATUS_VERBS,
+                "verbs": sub.verbs,
             }));
         }
     }
@@ -143,7 +153,7 @@ pub fn aggregated(defs: &[ResourceDef], core: bool, version: &str) -> Value {
                             "responseKind": kind,
                             "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
                             "singularResource": d.singular,
-                            "verbs": d.verbs(),
+                            "verbs": d.verbs,
                         });
                         if !d.short_names.is_empty() {
                             r["shortNames"] = json!(d.short_names);
@@ -151,8 +161,13 @@ pub fn aggregated(defs: &[ResourceDef], core: bool, version: &str) -> Value {
                         if !d.categories.is_empty() {
                             r["categories"] = json!(d.categories);
                         }
-                        if d.status_subresource {
-                            r["subresources"] = json!([{"subresource": "status", "responseKind": kind, "verbs": STATUS_VERBS}]);
+                        if !d.subresources.is_empty() {
+                            let subs: Vec<Value> = d
+                                .subresources
+                                .iter()
+                                .map(|s| json!({"subresource": s.name, "responseKind": kind, "verbs": s.verbs}))
+                                .collect();
+                            r["subresources"] = Value::Array(subs);
                         }
                         r
                     })
@@ -177,7 +192,7 @@ pub fn aggregated(defs: &[ResourceDef], core: bool, version: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::resources::builtins;
+    use crate::resource::builtins;
 
     #[test]
     fn core_list_has_status_subresources_and_short_names() {
@@ -239,5 +254,43 @@ mod tests {
         );
         assert!(group(&defs, "nope.example.com").is_none());
         assert!(resource_list(&defs, "coordination.k8s.io", "v2").is_none());
+    }
+}
+
+#[cfg(test)]
+mod read_only_tests {
+    use super::*;
+    use crate::resource::builtins;
+
+    /// A mirror serves reads only, and its discovery says so (kubectl then never tries a write
+    /// it would refuse).
+    #[test]
+    fn a_read_only_server_lists_no_write_verbs() {
+        let defs = crate::resource::read_only(builtins());
+        let reads = json!(["get", "list", "watch"]);
+        let core = resource_list(&defs, "", "v1").unwrap();
+        for r in core["resources"].as_array().unwrap() {
+            let name = r["name"].as_str().unwrap();
+            if name.ends_with("/status") {
+                assert_eq!(r["verbs"], json!(["get"]), "{name}");
+            } else {
+                assert_eq!(r["verbs"], reads, "{name}");
+            }
+        }
+        let apis = aggregated(&defs, false, "v2");
+        for group in apis["items"].as_array().unwrap() {
+            for r in group["versions"][0]["resources"].as_array().unwrap() {
+                let verbs = r["verbs"].as_array().unwrap();
+                assert!(
+                    verbs.iter().all(|v| reads.as_array().unwrap().contains(v)),
+                    "{r}"
+                );
+                for sub in r["subresources"].as_array().into_iter().flatten() {
+                    assert_eq!(sub["verbs"], json!(["get"]), "{r}");
+                }
+            }
+        }
+        // Reviews are create-only: a read-only server offers nothing of them.
+        assert!(resource_list(&defs, "authorization.k8s.io", "v1").is_none());
     }
 }

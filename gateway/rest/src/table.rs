@@ -1,11 +1,11 @@
-//! `meta.k8s.io/v1` `Table` responses for `kubectl get`: default columns for built-in kinds and a
-//! CRD's `additionalPrinterColumns` for custom kinds.
+//! `meta.k8s.io/v1` `Table` responses for `kubectl get`, with the columns a [`ResourceDef`]
+//! carries (a CRD's `additionalPrinterColumns`, or a built-in kind's).
 
 use serde_json::{Map, Value, json};
 
-use super::{
+use crate::{
     jsonpath,
-    resources::{PrinterColumn, ResourceDef},
+    resource::{PrinterColumn, ResourceDef},
 };
 
 /// What each row carries besides its cells (`includeObject`).
@@ -29,69 +29,13 @@ impl IncludeObject {
     }
 }
 
-fn col(name: &str, type_: &str, path: &str, priority: i64) -> PrinterColumn {
-    PrinterColumn {
-        name: name.into(),
-        type_: type_.into(),
-        format: String::new(),
-        description: String::new(),
-        priority,
-        json_path: path.into(),
-    }
-}
-
-fn age() -> PrinterColumn {
-    col("Age", "date", ".metadata.creationTimestamp", 0)
-}
-
-/// The columns after Name.
+/// The columns after Name: the kind's own, or Age.
 pub fn columns(def: &ResourceDef) -> Vec<PrinterColumn> {
-    if def.custom {
-        return if def.columns.is_empty() {
-            vec![age()]
-        } else {
-            def.columns.clone()
-        };
+    if def.columns.is_empty() {
+        vec![PrinterColumn::age()]
+    } else {
+        def.columns.clone()
     }
-    let mut cols = match def.kind.as_str() {
-        "Namespace" => vec![col("Status", "string", ".status.phase", 0)],
-        "Node" => vec![
-            col(
-                "Status",
-                "string",
-                ".status.conditions[?(@.type=='Ready')].status",
-                0,
-            ),
-            col("Version", "string", ".status.nodeInfo.kubeletVersion", 0),
-        ],
-        "Pod" => vec![
-            col("Status", "string", ".status.phase", 0),
-            col("IP", "string", ".status.podIP", 1),
-            col("Node", "string", ".spec.nodeName", 1),
-        ],
-        "Secret" => vec![col("Type", "string", ".type", 0)],
-        "Service" => vec![
-            col("Type", "string", ".spec.type", 0),
-            col("Cluster-IP", "string", ".spec.clusterIP", 0),
-        ],
-        "Lease" => vec![col("Holder", "string", ".spec.holderIdentity", 0)],
-        "Event" => vec![
-            col("Type", "string", ".type", 0),
-            col("Reason", "string", ".reason", 0),
-            col("Message", "string", ".message", 0),
-        ],
-        "CustomResourceDefinition" => {
-            return vec![col(
-                "Created At",
-                "string",
-                ".metadata.creationTimestamp",
-                0,
-            )];
-        }
-        _ => Vec::new(),
-    };
-    cols.push(age());
-    cols
 }
 
 /// Kubernetes' short human duration (`5s`, `3m20s`, `4h`, `2d3h`, `3y`).
@@ -240,7 +184,7 @@ pub fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::resources::{builtins, from_crd};
+    use crate::resource::{builtins, from_crd};
 
     #[test]
     fn durations_like_kubernetes() {

@@ -2,7 +2,7 @@
 //! kind's operations (with the `x-kubernetes-group-version-kind` and `fieldValidation` that
 //! kubectl looks for before it relies on server-side validation) and a schema per kind: the
 //! CRD's own, or a permissive one for built-in kinds. `/openapi/v2` has the same schemas as
-//! Kubernetes publishes them there, as JSON or as gnostic protobuf ([`super::openapi_proto`]):
+//! Kubernetes publishes them there, as JSON or as gnostic protobuf ([`crate::openapi_proto`]):
 //! kubectl validates the items of a `kind: List` file against it on the client side.
 
 use axum::{
@@ -12,11 +12,11 @@ use axum::{
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{
-    json_response,
+use crate::{
     negotiate::{self, OpenApiV2},
     openapi_proto,
-    resources::ResourceDef,
+    resource::ResourceDef,
+    response::json_response,
     status::ApiError,
 };
 
@@ -104,22 +104,38 @@ pub fn v3_group_version(defs: &[ResourceDef], group: &str, version: &str) -> Opt
         } else {
             format!("{prefix}/{}", d.plural)
         };
-        paths.insert(
-            collection.clone(),
-            json!({
-                "get": operation(d, version, "list", &r, None),
-                "post": operation(d, version, "post", &r, Some(&["application/json", "application/yaml"])),
-            }),
-        );
-        paths.insert(
-            format!("{collection}/{{name}}"),
-            json!({
-                "get": operation(d, version, "get", &r, None),
-                "put": operation(d, version, "put", &r, Some(&["application/json", "application/yaml"])),
-                "patch": operation(d, version, "patch", &r, Some(&["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"])),
-                "delete": operation(d, version, "delete", &r, None),
-            }),
-        );
+        // Only the verbs the resource serves (a mirror's are reads only).
+        let ops = |wanted: &[(&str, &str, &str, Option<&[&str]>)]| -> Map<String, Value> {
+            wanted
+                .iter()
+                .filter(|(verb, ..)| d.allows(verb))
+                .map(|(_, method, action, body)| {
+                    (method.to_string(), operation(d, version, action, &r, *body))
+                })
+                .collect()
+        };
+        const WRITE: &[&str] = &["application/json", "application/yaml"];
+        const PATCH: &[&str] = &[
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/apply-patch+yaml",
+        ];
+        let on_collection = ops(&[
+            ("list", "get", "list", None),
+            ("create", "post", "post", Some(WRITE)),
+        ]);
+        if !on_collection.is_empty() {
+            paths.insert(collection.clone(), Value::Object(on_collection));
+        }
+        let on_object = ops(&[
+            ("get", "get", "get", None),
+            ("update", "put", "put", Some(WRITE)),
+            ("patch", "patch", "patch", Some(PATCH)),
+            ("delete", "delete", "delete", None),
+        ]);
+        if !on_object.is_empty() {
+            paths.insert(format!("{collection}/{{name}}"), Value::Object(on_object));
+        }
     }
     if paths.is_empty() {
         return None;
@@ -261,7 +277,7 @@ pub fn v2(accept: &str, defs: &[ResourceDef]) -> Result<Response, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::resources::builtins;
+    use crate::resource::builtins;
 
     #[test]
     fn patch_operations_carry_gvk_and_field_validation() {
@@ -379,5 +395,20 @@ mod tests {
             .unwrap();
         assert!(url.starts_with("/openapi/v3/apis/coordination.k8s.io/v1?hash="));
         assert!(root["paths"]["api/v1"].is_object());
+    }
+
+    #[test]
+    fn a_read_only_server_documents_reads_only() {
+        let defs = crate::resource::read_only(builtins());
+        let doc = v3_group_version(&defs, "", "v1").unwrap();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            let methods: Vec<&str> = item
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            assert_eq!(methods, ["get"], "{path}");
+        }
     }
 }

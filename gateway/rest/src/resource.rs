@@ -1,12 +1,31 @@
-//! The kinds a cluster serves: the built-in ones (stored schemalessly) and those registered by
-//! CustomResourceDefinitions, with what discovery, tables and the object rules need to know.
+//! What a served resource is, as data: names, scope, verbs, subresources, printer columns and
+//! selectable fields. Discovery, OpenAPI, tables and selectors are all built from a
+//! [`ResourceDef`]; nothing downstream branches on a kind's name.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, RwLock},
-};
+use std::sync::Arc;
 
 use serde_json::Value;
+
+/// Every verb of a stored kind, as discovery lists them.
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// What a read-only server (a mirror) offers.
+pub const READ_VERBS: &[&str] = &["get", "list", "watch"];
+
+/// A create-only review (`kubectl auth can-i`, `kubectl auth whoami`): answered, never stored.
+pub const CREATE_ONLY: &[&str] = &["create"];
+
+/// The verbs of a `status` subresource.
+pub const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// One printer column of a kind (`additionalPrinterColumns` for custom kinds).
 #[derive(Clone, Debug, PartialEq)]
@@ -19,12 +38,37 @@ pub struct PrinterColumn {
     pub json_path: String,
 }
 
+impl PrinterColumn {
+    pub fn new(name: &str, type_: &str, json_path: &str, priority: i64) -> Self {
+        PrinterColumn {
+            name: name.into(),
+            type_: type_.into(),
+            format: String::new(),
+            description: String::new(),
+            priority,
+            json_path: json_path.into(),
+        }
+    }
+
+    /// The `Age` column every kind without columns of its own gets.
+    pub fn age() -> Self {
+        Self::new("Age", "date", ".metadata.creationTimestamp", 0)
+    }
+}
+
+/// A subresource (`status`, `scale`, ...) and the verbs it serves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subresource {
+    pub name: String,
+    pub verbs: Vec<String>,
+}
+
 /// A served resource.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResourceDef {
     pub group: String,
     /// The group objects are stored under (differs for `events.k8s.io` Events, stored as core
-    /// Events; see [`super::conversion`]).
+    /// Events).
     pub storage_group: String,
     /// Served versions, storage version first.
     pub versions: Vec<String>,
@@ -35,10 +79,13 @@ pub struct ResourceDef {
     pub namespaced: bool,
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
-    /// Whether `/status` is a subresource: then the main endpoint ignores status changes and
-    /// `/status` ignores everything else.
-    pub status_subresource: bool,
+    /// The verbs of the resource itself, as discovery lists them.
+    pub verbs: Vec<String>,
+    pub subresources: Vec<Subresource>,
+    /// Printer columns after Name; empty means Age only.
     pub columns: Vec<PrinterColumn>,
+    /// Fields a field selector may name besides `metadata.name` and `metadata.namespace`.
+    pub selectable_fields: Vec<String>,
     /// From a CRD (`false` for built-in kinds).
     pub custom: bool,
     /// The CRD's `openAPIV3Schema` of the storage version, for `/openapi/v3`. Shared: a
@@ -48,6 +95,10 @@ pub struct ResourceDef {
     /// when the schema has defaults and the CRD's spec changed since it was created (objects
     /// written under the current schema were defaulted as they were written).
     pub defaults_on_read: bool,
+}
+
+fn strings(s: &[&str]) -> Vec<String> {
+    s.iter().map(|s| s.to_string()).collect()
 }
 
 impl ResourceDef {
@@ -60,33 +111,131 @@ impl ResourceDef {
         }
     }
 
-    /// A create-only review (`kubectl auth can-i`, `kubectl auth whoami`): answered, not stored.
-    pub fn is_review(&self) -> bool {
-        !self.custom && self.kind.starts_with("SelfSubject") && self.kind.ends_with("Review")
+    /// Whether `verb` is served on the resource itself.
+    pub fn allows(&self, verb: &str) -> bool {
+        self.verbs.iter().any(|v| v == verb)
     }
 
-    /// The verbs discovery lists.
-    pub fn verbs(&self) -> &'static [&'static str] {
-        if self.is_review() {
-            &["create"]
-        } else {
-            &[
-                "create",
-                "delete",
-                "deletecollection",
-                "get",
-                "list",
-                "patch",
-                "update",
-                "watch",
-            ]
-        }
+    /// A create-only review (`kubectl auth can-i`, `kubectl auth whoami`): answered, not stored.
+    pub fn is_review(&self) -> bool {
+        self.verbs == CREATE_ONLY
+    }
+
+    pub fn subresource(&self, name: &str) -> Option<&Subresource> {
+        self.subresources.iter().find(|s| s.name == name)
+    }
+
+    /// Whether `/status` is a subresource: then the main endpoint ignores status changes and
+    /// `/status` ignores everything else.
+    pub fn status_subresource(&self) -> bool {
+        self.subresource("status").is_some()
     }
 
     pub fn serves(&self, version: &str) -> bool {
         self.versions.iter().any(|v| v == version)
     }
+
+    /// The same resource as a read-only server offers it: `get`, `list`, `watch`, and of the
+    /// subresources only what can be read.
+    pub fn read_only(mut self) -> Self {
+        let keep = |verbs: &mut Vec<String>| verbs.retain(|v| READ_VERBS.contains(&v.as_str()));
+        keep(&mut self.verbs);
+        for s in &mut self.subresources {
+            keep(&mut s.verbs);
+        }
+        self.subresources.retain(|s| !s.verbs.is_empty());
+        self
+    }
+
+    /// The `status` subresource with its usual verbs.
+    pub fn status() -> Subresource {
+        Subresource {
+            name: "status".into(),
+            verbs: strings(STATUS_VERBS),
+        }
+    }
 }
+
+/// The resources of a read-only server (a mirror): each as [`ResourceDef::read_only`], and
+/// those left with no verb (create-only reviews) dropped.
+pub fn read_only(defs: Vec<ResourceDef>) -> Vec<ResourceDef> {
+    defs.into_iter()
+        .map(ResourceDef::read_only)
+        .filter(|d| !d.verbs.is_empty())
+        .collect()
+}
+
+/// A built-in printer column: name, type, JSONPath, priority.
+struct Column(&'static str, &'static str, &'static str, i64);
+
+const AGE: Column = Column("Age", "date", ".metadata.creationTimestamp", 0);
+const AGE_ONLY: &[Column] = &[AGE];
+const NAMESPACE_COLUMNS: &[Column] = &[Column("Status", "string", ".status.phase", 0), AGE];
+const NODE_COLUMNS: &[Column] = &[
+    Column(
+        "Status",
+        "string",
+        ".status.conditions[?(@.type=='Ready')].status",
+        0,
+    ),
+    Column("Version", "string", ".status.nodeInfo.kubeletVersion", 0),
+    AGE,
+];
+const POD_COLUMNS: &[Column] = &[
+    Column("Status", "string", ".status.phase", 0),
+    Column("IP", "string", ".status.podIP", 1),
+    Column("Node", "string", ".spec.nodeName", 1),
+    AGE,
+];
+const SECRET_COLUMNS: &[Column] = &[Column("Type", "string", ".type", 0), AGE];
+const SERVICE_COLUMNS: &[Column] = &[
+    Column("Type", "string", ".spec.type", 0),
+    Column("Cluster-IP", "string", ".spec.clusterIP", 0),
+    AGE,
+];
+const LEASE_COLUMNS: &[Column] = &[Column("Holder", "string", ".spec.holderIdentity", 0), AGE];
+const EVENT_COLUMNS: &[Column] = &[
+    Column("Type", "string", ".type", 0),
+    Column("Reason", "string", ".reason", 0),
+    Column("Message", "string", ".message", 0),
+    AGE,
+];
+const CRD_COLUMNS: &[Column] = &[Column(
+    "Created At",
+    "string",
+    ".metadata.creationTimestamp",
+    0,
+)];
+
+const POD_FIELDS: &[&str] = &[
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+];
+const EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+];
+const SECRET_FIELDS: &[&str] = &["type"];
+const NODE_FIELDS: &[&str] = &["spec.unschedulable"];
+const NAMESPACE_FIELDS: &[&str] = &["status.phase"];
 
 struct Builtin {
     group: &'static str,
@@ -96,6 +245,12 @@ struct Builtin {
     namespaced: bool,
     short: &'static [&'static str],
     categories: &'static [&'static str],
+    verbs: &'static [&'static str],
+    /// Printer columns after Name (empty: Age only).
+    columns: &'static [Column],
+    /// Fields selectable besides `metadata.name` and `metadata.namespace`.
+    fields: &'static [&'static str],
+    /// Whether `/status` is a subresource.
     status: bool,
 }
 
@@ -108,6 +263,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &["ns"],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: NAMESPACE_COLUMNS,
+        fields: NAMESPACE_FIELDS,
         status: true,
     },
     Builtin {
@@ -118,6 +276,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &["no"],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: NODE_COLUMNS,
+        fields: NODE_FIELDS,
         status: true,
     },
     Builtin {
@@ -128,6 +289,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["po"],
         categories: &["all"],
+        verbs: ALL_VERBS,
+        columns: POD_COLUMNS,
+        fields: POD_FIELDS,
         status: true,
     },
     Builtin {
@@ -138,6 +302,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &[],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: SECRET_COLUMNS,
+        fields: SECRET_FIELDS,
         status: false,
     },
     Builtin {
@@ -148,6 +315,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["cm"],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -158,6 +328,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["sa"],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -168,6 +341,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["svc"],
         categories: &["all"],
+        verbs: ALL_VERBS,
+        columns: SERVICE_COLUMNS,
+        fields: &[],
         status: true,
     },
     Builtin {
@@ -178,6 +354,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["ev"],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: EVENT_COLUMNS,
+        fields: EVENT_FIELDS,
         status: false,
     },
     Builtin {
@@ -188,6 +367,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["ev"],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: EVENT_COLUMNS,
+        fields: EVENT_FIELDS,
         status: false,
     },
     Builtin {
@@ -198,6 +380,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &[],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: LEASE_COLUMNS,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -208,6 +393,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &["crd", "crds"],
         categories: &["api-extensions"],
+        verbs: ALL_VERBS,
+        columns: CRD_COLUMNS,
+        fields: &[],
         status: true,
     },
     Builtin {
@@ -218,6 +406,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &[],
         categories: &["api-extensions"],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: true,
     },
     Builtin {
@@ -228,6 +419,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &[],
         categories: &["api-extensions"],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -238,6 +432,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &[],
         categories: &["api-extensions"],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -248,6 +445,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &[],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -258,6 +458,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &[],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     // Create-only reviews, answered and never stored (see `ResourceDef::is_review`).
@@ -269,6 +472,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &[],
         categories: &[],
+        verbs: CREATE_ONLY,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -279,6 +485,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &[],
         categories: &[],
+        verbs: CREATE_ONLY,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -289,6 +498,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &[],
         categories: &[],
+        verbs: CREATE_ONLY,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     // Stored schemalessly so that the operator's own manifests (RBAC, workloads) apply.
@@ -300,6 +512,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &[],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -310,6 +525,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &[],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -320,6 +538,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &[],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -330,6 +551,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &[],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -340,6 +564,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["deploy"],
         categories: &["all"],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: true,
     },
     Builtin {
@@ -350,6 +577,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["ds"],
         categories: &["all"],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: true,
     },
     Builtin {
@@ -360,6 +590,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["sts"],
         categories: &["all"],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: true,
     },
     Builtin {
@@ -370,6 +603,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["rs"],
         categories: &["all"],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: true,
     },
     Builtin {
@@ -380,6 +616,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &[],
         categories: &["all"],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: true,
     },
     Builtin {
@@ -390,6 +629,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short: &["pc"],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: false,
     },
     Builtin {
@@ -400,6 +642,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["pdb"],
         categories: &[],
+        verbs: ALL_VERBS,
+        columns: AGE_ONLY,
+        fields: &[],
         status: true,
     },
 ];
@@ -421,10 +666,20 @@ pub fn builtins() -> Vec<ResourceDef> {
             plural: b.plural.into(),
             singular: b.kind.to_lowercase(),
             namespaced: b.namespaced,
-            short_names: b.short.iter().map(|s| s.to_string()).collect(),
-            categories: b.categories.iter().map(|s| s.to_string()).collect(),
-            status_subresource: b.status,
-            columns: Vec::new(),
+            short_names: strings(b.short),
+            categories: strings(b.categories),
+            verbs: strings(b.verbs),
+            subresources: if b.status {
+                vec![ResourceDef::status()]
+            } else {
+                Vec::new()
+            },
+            columns: b
+                .columns
+                .iter()
+                .map(|c| PrinterColumn::new(c.0, c.1, c.2, c.3))
+                .collect(),
+            selectable_fields: strings(b.fields),
             custom: false,
             schema: None,
             defaults_on_read: false,
@@ -432,42 +687,66 @@ pub fn builtins() -> Vec<ResourceDef> {
         .collect()
 }
 
+/// Why a CustomResourceDefinition registers no kind: the field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidCrd(pub String);
+
 /// The kind a CustomResourceDefinition object registers, or why it cannot.
-pub fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
-    let spec = crd.get("spec").ok_or("spec: Required value")?;
-    let group = str_at(spec, "group").ok_or("spec.group: Required value")?;
-    let names = spec.get("names").ok_or("spec.names: Required value")?;
-    let plural = str_at(names, "plural").ok_or("spec.names.plural: Required value")?;
-    let kind = str_at(names, "kind").ok_or("spec.names.kind: Required value")?;
+pub fn from_crd(crd: &Value) -> Result<ResourceDef, InvalidCrd> {
+    let missing = |field: &str| InvalidCrd(format!("{field}: Required value"));
+    let spec = crd.get("spec").ok_or_else(|| missing("spec"))?;
+    let group = str_at(spec, "group").ok_or_else(|| missing("spec.group"))?;
+    let names = spec.get("names").ok_or_else(|| missing("spec.names"))?;
+    let plural = str_at(names, "plural").ok_or_else(|| missing("spec.names.plural"))?;
+    let kind = str_at(names, "kind").ok_or_else(|| missing("spec.names.kind"))?;
     let expected = format!("{plural}.{group}");
     let name = crd
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     if name != expected {
-        return Err(format!(
+        return Err(InvalidCrd(format!(
             "metadata.name: Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
-        ));
+        )));
     }
     let scope = str_at(spec, "scope").unwrap_or("Namespaced");
     let versions = spec
         .get("versions")
         .and_then(Value::as_array)
-        .ok_or("spec.versions: Required value")?;
+        .ok_or_else(|| missing("spec.versions"))?;
     let mut served: Vec<&Value> = versions
         .iter()
         .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
         .collect();
     if served.is_empty() {
-        return Err(
+        return Err(InvalidCrd(
             "spec.versions: Invalid value: must have exactly one version marked as storage version"
                 .into(),
-        );
+        ));
     }
     // Storage version first.
     served.sort_by_key(|v| !v.get("storage").and_then(Value::as_bool).unwrap_or(false));
     let storage = served[0];
-    let status_subresource = storage.pointer("/subresources/status").is_some();
+    let mut subresources = Vec::new();
+    if storage.pointer("/subresources/status").is_some() {
+        subresources.push(ResourceDef::status());
+    }
+    if storage.pointer("/subresources/scale").is_some() {
+        subresources.push(Subresource {
+            name: "scale".into(),
+            verbs: strings(STATUS_VERBS),
+        });
+    }
+    // `selectableFields` (Kubernetes 1.31+): JSONPaths such as `.spec.color`.
+    let selectable_fields = storage
+        .get("selectableFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|f| str_at(f, "jsonPath"))
+        .map(|p| p.trim_start_matches('.').to_owned())
+        .collect();
     let columns = storage
         .get("additionalPrinterColumns")
         .and_then(Value::as_array)
@@ -484,7 +763,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
                 .collect()
         })
         .unwrap_or_default();
-    let strings = |key: &str| -> Vec<String> {
+    let names_at = |key: &str| -> Vec<String> {
         names
             .get(key)
             .and_then(Value::as_array)
@@ -504,7 +783,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
         .and_then(Value::as_u64)
         .is_some_and(|g| g > 1);
     let defaults_on_read =
-        changed_since_created && schema.as_deref().is_some_and(super::schema::has_defaults);
+        changed_since_created && schema.as_deref().is_some_and(crate::schema::has_defaults);
     Ok(ResourceDef {
         group: group.into(),
         storage_group: group.into(),
@@ -521,10 +800,12 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
             .map(String::from)
             .unwrap_or_else(|| kind.to_lowercase()),
         namespaced: scope != "Cluster",
-        short_names: strings("shortNames"),
-        categories: strings("categories"),
-        status_subresource,
+        short_names: names_at("shortNames"),
+        categories: names_at("categories"),
+        verbs: strings(ALL_VERBS),
+        subresources,
         columns,
+        selectable_fields,
         custom: true,
         schema,
         defaults_on_read,
@@ -533,94 +814,6 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
 
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
-}
-
-/// The kinds of every hosted cluster: built-ins plus each cluster's CRD kinds.
-#[derive(Clone, Default)]
-pub struct Registry {
-    builtins: Arc<Vec<ResourceDef>>,
-    /// cluster → CRD name → kind.
-    custom: Arc<RwLock<HashMap<String, HashMap<String, ResourceDef>>>>,
-}
-
-impl Registry {
-    pub fn new() -> Self {
-        Registry {
-            builtins: Arc::new(builtins()),
-            custom: Default::default(),
-        }
-    }
-
-    /// Registers (or replaces) the kind of CRD `crd_name` in `cluster`.
-    pub fn register(&self, cluster: &str, crd_name: &str, def: ResourceDef) {
-        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
-        custom
-            .entry(cluster.to_owned())
-            .or_default()
-            .insert(crd_name.to_owned(), def);
-    }
-
-    pub fn unregister(&self, cluster: &str, crd_name: &str) {
-        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = custom.get_mut(cluster) {
-            m.remove(crd_name);
-        }
-    }
-
-    /// Forgets every custom kind of `cluster`.
-    pub fn forget(&self, cluster: &str) {
-        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
-        custom.remove(cluster);
-    }
-
-    /// Every kind `cluster` serves, built-ins first.
-    pub fn all(&self, cluster: &str) -> Vec<ResourceDef> {
-        let mut out: Vec<ResourceDef> = self.builtins.as_ref().clone();
-        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = custom.get(cluster) {
-            let mut defs: Vec<&ResourceDef> = m.values().collect();
-            defs.sort_by(|a, b| (&a.group, &a.plural).cmp(&(&b.group, &b.plural)));
-            // A CRD cannot shadow a built-in resource.
-            out.extend(
-                defs.into_iter()
-                    .filter(|d| {
-                        !self
-                            .builtins
-                            .iter()
-                            .any(|b| b.group == d.group && b.plural == d.plural)
-                    })
-                    .cloned(),
-            );
-        }
-        out
-    }
-
-    /// The resource `plural` stored under `group`, at whichever version (its canonical form).
-    pub fn find_stored(&self, cluster: &str, group: &str, plural: &str) -> Option<ResourceDef> {
-        let hit =
-            |d: &&ResourceDef| d.group == group && d.storage_group == group && d.plural == plural;
-        if let Some(d) = self.builtins.iter().find(hit) {
-            return Some(d.clone());
-        }
-        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
-        custom.get(cluster)?.values().find(hit).cloned()
-    }
-
-    /// The resource `plural` of `group` served at `version`.
-    pub fn find(
-        &self,
-        cluster: &str,
-        group: &str,
-        version: &str,
-        plural: &str,
-    ) -> Option<ResourceDef> {
-        let hit = |d: &&ResourceDef| d.group == group && d.plural == plural && d.serves(version);
-        if let Some(d) = self.builtins.iter().find(hit) {
-            return Some(d.clone());
-        }
-        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
-        custom.get(cluster)?.values().find(hit).cloned()
-    }
 }
 
 #[cfg(test)]
@@ -673,7 +866,7 @@ mod tests {
     fn crd_registers_storage_version_first_with_columns() {
         let d = from_crd(&crd()).unwrap();
         assert_eq!(d.versions, vec!["v1", "v1beta1"]);
-        assert!(d.namespaced && d.status_subresource && d.custom);
+        assert!(d.namespaced && d.status_subresource() && d.custom);
         assert_eq!(d.short_names, vec!["wd"]);
         assert_eq!(d.columns[0].json_path, ".status.phase");
         assert_eq!(d.list_kind, "WidgetList");
@@ -683,18 +876,6 @@ mod tests {
     fn crd_name_must_match() {
         let mut c = crd();
         c["metadata"]["name"] = json!("wrong");
-        assert!(from_crd(&c).unwrap_err().contains("metadata.name"));
-    }
-
-    #[test]
-    fn registry_adds_and_removes_custom_kinds_per_cluster() {
-        let r = Registry::new();
-        r.register("a", "widgets.example.com", from_crd(&crd()).unwrap());
-        assert!(r.find("a", "example.com", "v1", "widgets").is_some());
-        assert!(r.find("a", "example.com", "v1beta1", "widgets").is_some());
-        assert!(r.find("b", "example.com", "v1", "widgets").is_none());
-        r.unregister("a", "widgets.example.com");
-        assert!(r.find("a", "example.com", "v1", "widgets").is_none());
-        assert!(r.find("a", "", "v1", "configmaps").is_some());
+        assert!(from_crd(&c).unwrap_err().0.contains("metadata.name"));
     }
 }

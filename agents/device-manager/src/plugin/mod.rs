@@ -1,0 +1,12 @@
+//! The kubelet device plugin (API v1beta1): one gRPC server per (manufacturer, mode) on
+//! `<dir of --kube-socket>/<mfr>.<mode>.sock`, registered with the kubelet.
+//!
+//! - [`tokens`]: the device IDs, health and NUMA topology each plugin advertises (pure).
+//! - [`decide`]: what `Allocate` may grant against the ledger (pure).
+//! - [`server`]: the gRPC service, pod identification, reservation and annotation.
+//! - [`register`]: registration, and re-registration when the kubelet restarts.
+
+pub mod decide;
+pub mod register;
+pub mod server;
+pub mod tokens;

@@ -1,0 +1,404 @@
+//! `device-manager serve`: the node agent.
+//!
+//! Loops, each owning its state and talking through watch channels:
+//! - detection + monitor, every `--monitor-period`: the Node's accelerator labels, the
+//!   `Devices` spec, the in-memory sample behind `/monitor/snapshot` and the gauges;
+//! - the ledger: Pods on this node (a watch) → `Devices.status` ([`crate::ledger`]), the state
+//!   every device plugin reads, and reclaiming work directories of Pods that are gone;
+//! - the device plugins ([`plugins`]): served, registered, re-registered on kubelet restart;
+//! - HTTPS ([`http`]).
+//!
+//! Dependencies (kube client, metrics registry, filesystem root, environment) are passed in.
+
+pub mod http;
+pub mod labels;
+pub mod metrics;
+pub mod objects;
+pub mod plugins;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    future::Future,
+    net::SocketAddr,
+    path::PathBuf,
+    sync::{Arc, Mutex, RwLock},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use gpustack_api::{Manufacturer, devices::DevicesGroup, time::Timestamp};
+use k8s_openapi::api::core::v1::Pod;
+use kube::{
+    Client,
+    api::Api,
+    runtime::{WatchStreamExt, watcher},
+};
+use prometheus::Registry;
+use tokio::sync::watch;
+
+use crate::{
+    detect::{self, Options},
+    injection::NodeFacts,
+    ledger::{PodCharges, rebuild},
+    plugin::{
+        register,
+        server::{NodeState, Shared, annotation},
+    },
+    system_root::SystemRoot,
+};
+
+/// The environment lookup passed down from `main`.
+pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Everything `serve` is configured with.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub node_name: String,
+    pub manufacturers: Vec<Manufacturer>,
+    pub no_pci_check: bool,
+    pub no_fast_failed: bool,
+    pub modes: plugins::ModeFlags,
+    pub monitor_period: Duration,
+    pub kube_socket: PathBuf,
+    pub bind: SocketAddr,
+    pub cert_dir: Option<PathBuf>,
+    pub node: NodeFacts,
+    /// Host directory of per-container work directories.
+    pub pods_dir: String,
+    /// `GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS`.
+    pub release_finished: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Tls(#[from] http::TlsError),
+    #[error("listening on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("registering metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+}
+
+/// Runs the agent until `shutdown` completes; our sockets are removed at exit.
+pub async fn run(
+    config: Config,
+    client: Client,
+    registry: Registry,
+    root: SystemRoot,
+    env: Env,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let socket_dir = config
+        .kube_socket
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    for name in plugins::all_socket_names() {
+        let stale = socket_dir.join(name);
+        if std::fs::remove_file(&stale).is_ok() {
+            tracing::info!(socket = %stale.display(), "removed a stale socket of ours");
+        }
+    }
+    let metrics = Arc::new(metrics::Metrics::register(&registry)?);
+    let tls = http::tls_config(config.cert_dir.as_deref())?;
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.bind,
+            source,
+        })?;
+    tracing::info!(addr = %config.bind, node = %config.node_name, "serving /metrics and /monitor/snapshot over HTTPS");
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (ready_tx, ready_rx) = watch::channel(false);
+    let (spec_tx, spec_rx) = watch::channel::<Option<Vec<DevicesGroup>>>(None);
+    let (state_tx, state_rx) = watch::channel(Arc::new(NodeState {
+        release_finished: config.release_finished,
+        ..NodeState::default()
+    }));
+    let snapshot = Arc::new(RwLock::new(None));
+
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(http::serve(
+        listener,
+        tls,
+        http::router(http::HttpState {
+            registry,
+            snapshot: snapshot.clone(),
+            ready: ready_rx,
+        }),
+        stop_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(detect_loop(
+        config.clone(),
+        client.clone(),
+        root.clone(),
+        env.clone(),
+        DetectOutputs {
+            spec: spec_tx,
+            ready: ready_tx,
+            snapshot,
+            metrics,
+            state: state_rx.clone(),
+        },
+        stop_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(ledger_loop(
+        config.clone(),
+        client.clone(),
+        root.clone(),
+        spec_rx.clone(),
+        state_tx,
+        stop_rx.clone(),
+    )));
+    let shared = Arc::new(Shared {
+        node_name: config.node_name.clone(),
+        pods: Api::all(client.clone()),
+        state: state_rx,
+        reservations: Mutex::new(BTreeMap::new()),
+        allocate_lock: tokio::sync::Mutex::new(()),
+        pod_resources_socket: register::pod_resources_socket(&config.kube_socket),
+        node: config.node.clone(),
+        pods_dir: config.pods_dir.clone(),
+        root,
+    });
+    let plan = config
+        .manufacturers
+        .iter()
+        .map(|m| {
+            let resolved = m.resolve(|k| env(k));
+            (
+                *m,
+                resolved.resource_name.clone(),
+                plugins::modes(config.modes, resolved.partition_kind.is_some()),
+            )
+        })
+        .collect();
+    let supervisor = plugins::Supervisor {
+        shared,
+        kube_socket: config.kube_socket.clone(),
+        plan,
+    };
+    tasks.push(tokio::spawn(supervisor.run(spec_rx, stop_rx)));
+
+    shutdown.await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+    Ok(())
+}
+
+struct DetectOutputs {
+    spec: watch::Sender<Option<Vec<DevicesGroup>>>,
+    ready: watch::Sender<bool>,
+    snapshot: Arc<RwLock<Option<http::MonitorSnapshot>>>,
+    metrics: Arc<metrics::Metrics>,
+    state: watch::Receiver<Arc<NodeState>>,
+}
+
+/// Detects and samples every period; a manufacturer that could not be measured keeps its
+/// last state; an empty first pass is withheld unless `--no-fast-failed`.
+async fn detect_loop(
+    config: Config,
+    client: Client,
+    root: SystemRoot,
+    env: Env,
+    out: DetectOutputs,
+    mut stop: watch::Receiver<bool>,
+) {
+    let opts = Options {
+        manufacturers: config.manufacturers.clone(),
+        no_pci_check: config.no_pci_check,
+    };
+    let mut last: BTreeMap<Manufacturer, Vec<DevicesGroup>> = BTreeMap::new();
+    let mut published = false;
+    let mut tick = tokio::time::interval(config.monitor_period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let (root2, env2, opts2) = (root.clone(), env.clone(), opts.clone());
+        let Ok((report, sample)) = tokio::task::spawn_blocking(move || {
+            let env = |k: &str| env2(k);
+            (
+                detect::detect(&root2, &env, &opts2),
+                detect::monitor(&root2, &env, &opts2),
+            )
+        })
+        .await
+        else {
+            tracing::error!("the detection pass panicked; keeping the last state");
+            continue;
+        };
+        let failed: BTreeSet<Manufacturer> = report.failures.iter().map(|(m, _)| *m).collect();
+        for (m, e) in &report.failures {
+            tracing::warn!(manufacturer = %m, "could not measure, keeping the last state: {e}");
+        }
+        for m in &config.manufacturers {
+            if !failed.contains(m) {
+                last.insert(
+                    *m,
+                    report
+                        .items
+                        .iter()
+                        .filter(|g| g.manufacturer == *m)
+                        .cloned()
+                        .collect(),
+                );
+            }
+        }
+        let groups: Vec<DevicesGroup> = last.values().flatten().cloned().collect();
+        if groups.is_empty() && !published && !config.no_fast_failed {
+            tracing::info!(
+                "no accelerator found yet; the empty first pass is withheld (pass --no-fast-failed to publish it)"
+            );
+            continue;
+        }
+        out.spec.send_if_modified(|cur| {
+            let changed = cur.as_ref() != Some(&groups);
+            *cur = Some(groups.clone());
+            changed
+        });
+        let mut ok = true;
+        if let Err(e) =
+            objects::publish_labels(&client, &config.node_name, &config.manufacturers, &groups)
+                .await
+        {
+            tracing::warn!("publishing the Node labels: {e}");
+            ok = false;
+        }
+        if let Err(e) =
+            objects::publish_spec(&client, &config.node_name, &config.manufacturers, &groups).await
+        {
+            tracing::warn!("publishing the Devices spec: {e}");
+            ok = false;
+        }
+        if ok && !published {
+            published = true;
+            let _ = out.ready.send(true);
+        }
+        let ledger = out.state.borrow().ledger.clone();
+        out.metrics
+            .update(&config.node_name, &sample.items, &groups, &ledger);
+        *out.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Some(http::MonitorSnapshot {
+            timestamp: Timestamp::now_local(),
+            period_seconds: config.monitor_period.as_secs_f64().ceil() as u64,
+            groups: sample.items,
+        });
+    }
+}
+
+fn charges(pod: &Pod) -> PodCharges {
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("");
+    PodCharges {
+        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        finished: matches!(phase, "Succeeded" | "Failed"),
+        allocations: annotation(pod),
+    }
+}
+
+/// Watches the Pods on this node and keeps the ledger, its status and the plugins' state.
+async fn ledger_loop(
+    config: Config,
+    client: Client,
+    root: SystemRoot,
+    mut spec: watch::Receiver<Option<Vec<DevicesGroup>>>,
+    state: watch::Sender<Arc<NodeState>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let api: Api<Pod> = Api::all(client.clone());
+    let wc = watcher::Config::default().fields(&format!("spec.nodeName={}", config.node_name));
+    let mut events = watcher(api, wc).default_backoff().boxed();
+    let mut pods: BTreeMap<String, (PodCharges, Arc<Pod>)> = BTreeMap::new();
+    let mut listing: BTreeMap<String, (PodCharges, Arc<Pod>)> = BTreeMap::new();
+    let mut synced = false;
+    let mut written: Option<gpustack_api::devices::DevicesStatus> = None;
+    let mut retry = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            ev = events.next() => match ev {
+                Some(Ok(watcher::Event::Apply(p))) => { let c = charges(&p); pods.insert(c.uid.clone(), (c, Arc::new(p))); }
+                Some(Ok(watcher::Event::Delete(p))) => { pods.remove(p.metadata.uid.as_deref().unwrap_or_default()); }
+                Some(Ok(watcher::Event::Init)) => listing.clear(),
+                Some(Ok(watcher::Event::InitApply(p))) => { let c = charges(&p); listing.insert(c.uid.clone(), (c, Arc::new(p))); }
+                Some(Ok(watcher::Event::InitDone)) => { pods = std::mem::take(&mut listing); synced = true; }
+                Some(Err(e)) => { tracing::warn!("watching Pods: {e}"); continue; }
+                None => return,
+            },
+            _ = spec.changed() => {}
+            _ = retry.tick() => {
+                if synced { reclaim(&root, &config.pods_dir, &pods); }
+            }
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let Some(groups) = spec.borrow().clone() else {
+            continue;
+        };
+        if !synced {
+            continue;
+        }
+        let list: Vec<PodCharges> = pods.values().map(|(c, _)| c.clone()).collect();
+        let objects: Vec<Arc<Pod>> = pods.values().map(|(_, p)| p.clone()).collect();
+        let ledger = rebuild(
+            &gpustack_api::devices::DevicesSpec {
+                groups: groups.clone(),
+            },
+            &list,
+            config.release_finished,
+        );
+        for c in &ledger.conflicts {
+            tracing::warn!("ledger: {c}");
+        }
+        let status = ledger.status.clone();
+        state.send_replace(Arc::new(NodeState {
+            groups,
+            pods: list,
+            objects,
+            ledger,
+            release_finished: config.release_finished,
+        }));
+        if written.as_ref() != Some(&status) {
+            match objects::publish_status(
+                &client,
+                &config.node_name,
+                &config.manufacturers,
+                &status,
+            )
+            .await
+            {
+                Ok(()) => written = Some(status),
+                Err(e) => tracing::warn!("writing the Devices status: {e}"),
+            }
+        }
+    }
+}
+
+/// Removes the work directories of Pods that no longer exist (no Release RPC exists).
+fn reclaim(root: &SystemRoot, pods_dir: &str, live: &BTreeMap<String, (PodCharges, Arc<Pod>)>) {
+    let Ok(entries) = root.list_dir(pods_dir) else {
+        return;
+    };
+    for uid in entries.into_iter().filter(|u| !live.contains_key(u)) {
+        let dir = root.path(pods_dir).join(&uid);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {
+                tracing::info!(pod_uid = %uid, "reclaimed the work directory of a Pod that is gone")
+            }
+            Err(e) => tracing::warn!(dir = %dir.display(), "reclaiming: {e}"),
+        }
+    }
+}

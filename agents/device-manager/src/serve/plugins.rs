@@ -1,0 +1,227 @@
+//! Starting the device plugin servers, registering them, and re-registering when the kubelet
+//! restarts (its `kubelet.sock` is recreated; a restarted kubelet also clears the directory, so
+//! a plugin whose socket is gone is served again first).
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use gpustack_api::{
+    Manufacturer,
+    devices::{AllocationMode, DevicesGroup},
+};
+use gpustack_proto::deviceplugin::v1beta1::device_plugin_server::DevicePluginServer;
+use tokio::{
+    net::UnixListener,
+    sync::{oneshot, watch},
+    task::JoinHandle,
+};
+use tokio_stream::wrappers::UnixListenerStream;
+
+use crate::plugin::{
+    register,
+    server::{Plugin, Shared},
+};
+
+/// Which modes a manufacturer's plugins offer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ModeFlags {
+    pub no_shared: bool,
+    pub no_sliced: bool,
+    pub no_partitioned: bool,
+}
+
+/// The modes served for a manufacturer (`has_partition_kind` from its resolved table entry).
+pub fn modes(flags: ModeFlags, has_partition_kind: bool) -> Vec<AllocationMode> {
+    let mut out = vec![AllocationMode::Exclusive];
+    if !flags.no_shared {
+        out.push(AllocationMode::Shared);
+    }
+    if !flags.no_sliced {
+        out.push(AllocationMode::Sliced);
+    }
+    if has_partition_kind && !flags.no_partitioned {
+        out.push(AllocationMode::Partitioned);
+    }
+    out.push(AllocationMode::Visibility);
+    out
+}
+
+/// Every socket name this agent could ever create, for the stale-socket sweep at start.
+pub fn all_socket_names() -> Vec<String> {
+    Manufacturer::ALL
+        .iter()
+        .flat_map(|m| {
+            AllocationMode::ALL
+                .iter()
+                .filter(|x| **x != AllocationMode::None)
+                .map(move |x| format!("{m}.{}.sock", x.as_str()))
+        })
+        .collect()
+}
+
+struct Running {
+    plugin: Plugin,
+    socket: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+fn start(plugin: Plugin, socket: PathBuf) -> std::io::Result<Running> {
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket)?;
+    let (tx, rx) = oneshot::channel::<()>();
+    let service = DevicePluginServer::new(plugin.clone());
+    let name = socket.display().to_string();
+    let task = tokio::spawn(async move {
+        let served = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
+                let _ = rx.await;
+            })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(socket = %name, "device plugin server ended: {e}");
+        }
+    });
+    Ok(Running {
+        plugin,
+        socket,
+        stop: Some(tx),
+        task,
+    })
+}
+
+async fn halt(mut r: Running) {
+    if let Some(tx) = r.stop.take() {
+        let _ = tx.send(());
+    }
+    // Graceful shutdown waits for open streams, and a kubelet's ListAndWatch never ends on its
+    // own: give it a moment, then cut it.
+    if tokio::time::timeout(Duration::from_millis(200), &mut r.task)
+        .await
+        .is_err()
+    {
+        r.task.abort();
+    }
+    let _ = std::fs::remove_file(&r.socket);
+}
+
+/// What the supervisor needs.
+pub struct Supervisor {
+    pub shared: Arc<Shared>,
+    pub kube_socket: PathBuf,
+    /// (manufacturer, resource base, modes).
+    pub plan: Vec<(Manufacturer, String, Vec<AllocationMode>)>,
+}
+
+impl Supervisor {
+    fn dir(&self) -> &Path {
+        self.kube_socket.parent().unwrap_or_else(|| Path::new("."))
+    }
+
+    /// Runs until `stop` turns true, then stops every server and removes its socket.
+    pub async fn run(
+        self,
+        mut spec: watch::Receiver<Option<Vec<DevicesGroup>>>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let mut running: Vec<Running> = Vec::new();
+        let mut started: BTreeSet<Manufacturer> = BTreeSet::new();
+        let mut registered_with: Option<register::SocketIdentity> = None;
+        let mut pending = false;
+        let mut last_try: Option<(Instant, Option<register::SocketIdentity>)> = None;
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                _ = spec.changed() => {}
+                _ = tick.tick() => {}
+                _ = stop.wait_for(|s| *s) => break,
+            }
+            let groups = spec.borrow().clone().unwrap_or_default();
+            for (m, base, modes) in &self.plan {
+                if started.contains(m)
+                    || !groups
+                        .iter()
+                        .any(|g| g.manufacturer == *m && !g.accelerators.is_empty())
+                {
+                    continue;
+                }
+                for mode in modes {
+                    let plugin = Plugin {
+                        shared: self.shared.clone(),
+                        manufacturer: *m,
+                        mode: *mode,
+                        base: base.clone(),
+                    };
+                    let socket = self.dir().join(plugin.socket_name());
+                    match start(plugin, socket.clone()) {
+                        Ok(r) => running.push(r),
+                        Err(e) => {
+                            tracing::error!(socket = %socket.display(), "serving the device plugin: {e}")
+                        }
+                    }
+                }
+                started.insert(*m);
+                pending = true;
+            }
+            let kubelet = register::socket_identity(&self.kube_socket);
+            if kubelet.is_none() || running.is_empty() || (kubelet == registered_with && !pending) {
+                continue;
+            }
+            // A failed attempt against the same kubelet is retried once a second; a new
+            // kubelet socket is tried at once.
+            if let Some((at, against)) = last_try
+                && against == kubelet
+                && at.elapsed() < Duration::from_secs(1)
+            {
+                continue;
+            }
+            if kubelet != registered_with {
+                tracing::info!(
+                    "kubelet socket (re)created: registering {} plugins",
+                    running.len()
+                );
+                // A restarted kubelet clears its directory: serve again where our socket is gone.
+                let mut again = Vec::new();
+                for r in std::mem::take(&mut running) {
+                    if r.socket.exists() {
+                        again.push(r);
+                    } else {
+                        let (plugin, socket) = (r.plugin.clone(), r.socket.clone());
+                        halt(r).await;
+                        match start(plugin, socket.clone()) {
+                            Ok(r) => again.push(r),
+                            Err(e) => {
+                                tracing::error!(socket = %socket.display(), "serving the device plugin again: {e}")
+                            }
+                        }
+                    }
+                }
+                running = again;
+            }
+            last_try = Some((Instant::now(), kubelet));
+            let mut all = true;
+            for r in &running {
+                let endpoint = r.plugin.socket_name();
+                if let Err(e) =
+                    register::register(&self.kube_socket, &endpoint, &r.plugin.resource_name())
+                        .await
+                {
+                    tracing::warn!(resource = %r.plugin.resource_name(), "registering with the kubelet: {e}");
+                    all = false;
+                }
+            }
+            if all {
+                registered_with = kubelet;
+                pending = false;
+            }
+        }
+        for r in running {
+            halt(r).await;
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! Garbage collection and watermark decisions, as pure functions over what the caller measured.
+//!
+//! Usage comes from statfs as `(blocks − bavail)·bsize`, so root-reserved blocks count as used.
+//! When `used + incoming` is above the high watermark, unreferenced, idle, unpinned trees that
+//! are not downloading go, least recently used first, until `used + incoming` is at or below the
+//! low watermark. What a Pod has mounted is never a candidate.
+
+use jiff::{SignedDuration, Timestamp};
+
+/// A published tree as GC sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub hex: String,
+    pub size_bytes: u64,
+    /// `lastUsed`, or `publishedTime` when never used.
+    pub last_used: Timestamp,
+    pub referenced: bool,
+    pub downloading: bool,
+    pub pinned: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Usage {
+    pub total_bytes: u64,
+    pub used_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watermarks {
+    pub high_percent: u32,
+    pub low_percent: u32,
+}
+
+/// Trees idle for less than this are kept even when unreferenced (a Pod may be about to mount).
+pub const MIN_IDLE: SignedDuration = SignedDuration::from_mins(10);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Hex digests to remove, in order.
+    pub remove: Vec<String>,
+    pub freed_bytes: u64,
+    /// `used + incoming` still above high after removing: the download does not fit.
+    pub over_high: bool,
+    /// Above high with nothing (more) removable: `CapacityLow=True`.
+    pub capacity_low: bool,
+}
+
+fn percent_of(total: u64, percent: u32) -> u64 {
+    (u128::from(total) * u128::from(percent) / 100) as u64
+}
+
+/// What to remove so that `incoming` more bytes fit under the high watermark.
+pub fn plan(
+    usage: &Usage,
+    incoming: u64,
+    marks: &Watermarks,
+    candidates: &[Candidate],
+    now: Timestamp,
+) -> Plan {
+    let high = percent_of(usage.total_bytes, marks.high_percent);
+    let low = percent_of(usage.total_bytes, marks.low_percent);
+    let mut need = usage.used_bytes.saturating_add(incoming);
+    let mut remove = Vec::new();
+    let mut freed = 0u64;
+    if need > high {
+        let mut removable: Vec<&Candidate> = candidates
+            .iter()
+            .filter(|c| !c.referenced && !c.downloading && !c.pinned)
+            .filter(|c| now.duration_since(c.last_used) >= MIN_IDLE)
+            .collect();
+        removable.sort_by(|a, b| a.last_used.cmp(&b.last_used).then(a.hex.cmp(&b.hex)));
+        for c in removable {
+            if need <= low {
+                break;
+            }
+            remove.push(c.hex.clone());
+            freed += c.size_bytes;
+            need = need.saturating_sub(c.size_bytes);
+        }
+    }
+    let over_high = need > high;
+    Plan {
+        remove,
+        freed_bytes: freed,
+        over_high,
+        capacity_low: over_high,
+    }
+}
+
+/// Whether a reservation fits: used + (size − written) + what other reservations still have to
+/// write must stay at or below the high watermark.
+pub fn reservation_fits(
+    usage: &Usage,
+    remaining: u64,
+    others_unwritten: u64,
+    marks: &Watermarks,
+) -> bool {
+    let high = percent_of(usage.total_bytes, marks.high_percent);
+    usage
+        .used_bytes
+        .saturating_add(remaining)
+        .saturating_add(others_unwritten)
+        <= high
+}
+
+/// `usedPercent` in status: rounded to the nearest multiple of 5 so that status does not churn.
+pub fn used_percent(usage: &Usage) -> u32 {
+    if usage.total_bytes == 0 {
+        return 0;
+    }
+    let exact = u128::from(usage.used_bytes) * 100 / u128::from(usage.total_bytes);
+    let rounded = (exact + 2) / 5 * 5;
+    rounded.min(100) as u32
+}
+
+/// Partials whose newest file is older than this, and that no attempt uses, are removed.
+pub const STALE_PARTIAL: SignedDuration = SignedDuration::from_hours(24);
+
+pub fn partial_is_stale(newest_mtime: Timestamp, in_use: bool, now: Timestamp) -> bool {
+    !in_use && now.duration_since(newest_mtime) > STALE_PARTIAL
+}
+
+/// When a failed digest may be tried again: one minute doubled per failure, at most an hour.
+pub fn retry_after(failures: u32) -> SignedDuration {
+    let exp = failures.saturating_sub(1).min(6);
+    SignedDuration::from_mins(1 << exp).min(SignedDuration::from_hours(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn at(mins: i64) -> Timestamp {
+        Timestamp::from_second(mins * 60).unwrap()
+    }
+
+    fn tree(hex: &str, gib: u64, last_used_min: i64) -> Candidate {
+        Candidate {
+            hex: hex.into(),
+            size_bytes: gib * GIB,
+            last_used: at(last_used_min),
+            referenced: false,
+            downloading: false,
+            pinned: false,
+        }
+    }
+
+    const MARKS: Watermarks = Watermarks {
+        high_percent: 80,
+        low_percent: 70,
+    };
+
+    #[test]
+    fn plan_table() {
+        let usage = |used| Usage {
+            total_bytes: 100 * GIB,
+            used_bytes: used * GIB,
+        };
+        let now = at(1000);
+        struct Case {
+            name: &'static str,
+            used: u64,
+            incoming: u64,
+            candidates: Vec<Candidate>,
+            remove: &'static [&'static str],
+            over_high: bool,
+        }
+        let referenced = Candidate {
+            referenced: true,
+            ..tree("ref", 50, 0)
+        };
+        let pinned = Candidate {
+            pinned: true,
+            ..tree("pin", 50, 0)
+        };
+        let downloading = Candidate {
+            downloading: true,
+            ..tree("dl", 50, 0)
+        };
+        let cases = vec![
+            Case {
+                name: "under high: nothing goes",
+                used: 79,
+                incoming: 1,
+                candidates: vec![tree("a", 10, 0)],
+                remove: &[],
+                over_high: false,
+            },
+            Case {
+                name: "oldest first, down to low",
+                used: 85,
+                incoming: 0,
+                candidates: vec![
+                    tree("new", 10, 900),
+                    tree("old", 10, 100),
+                    tree("mid", 10, 500),
+                ],
+                remove: &["old", "mid"],
+                over_high: false,
+            },
+            Case {
+                name: "incoming counts",
+                used: 70,
+                incoming: 15,
+                candidates: vec![tree("a", 10, 100), tree("b", 10, 200)],
+                remove: &["a", "b"],
+                over_high: false,
+            },
+            Case {
+                name: "referenced, pinned, downloading and recently used are kept",
+                used: 90,
+                incoming: 0,
+                candidates: vec![referenced, pinned, downloading, tree("fresh", 50, 995)],
+                remove: &[],
+                over_high: true,
+            },
+            Case {
+                name: "not enough removable: still over high",
+                used: 95,
+                incoming: 0,
+                candidates: vec![tree("a", 5, 0)],
+                remove: &["a"],
+                over_high: true,
+            },
+        ];
+        for c in cases {
+            let p = plan(&usage(c.used), c.incoming * GIB, &MARKS, &c.candidates, now);
+            assert_eq!(p.remove, c.remove, "{}", c.name);
+            assert_eq!(p.over_high, c.over_high, "{}", c.name);
+            assert_eq!(p.capacity_low, c.over_high, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn reservations_and_percentages() {
+        let u = Usage {
+            total_bytes: 100,
+            used_bytes: 50,
+        };
+        assert!(reservation_fits(&u, 20, 10, &MARKS));
+        assert!(!reservation_fits(&u, 20, 11, &MARKS));
+        for (used, want) in [(0, 0), (2, 0), (3, 5), (52, 50), (53, 55), (100, 100)] {
+            let u = Usage {
+                total_bytes: 100,
+                used_bytes: used,
+            };
+            assert_eq!(used_percent(&u), want, "{used}");
+        }
+    }
+
+    #[test]
+    fn backoff_and_staleness() {
+        let mins = |d: SignedDuration| d.as_secs() / 60;
+        assert_eq!(mins(retry_after(1)), 1);
+        assert_eq!(mins(retry_after(2)), 2);
+        assert_eq!(mins(retry_after(6)), 32);
+        assert_eq!(mins(retry_after(7)), 60);
+        assert_eq!(mins(retry_after(40)), 60);
+        let now = at(48 * 60);
+        assert!(partial_is_stale(at(0), false, now));
+        assert!(!partial_is_stale(at(0), true, now));
+        assert!(!partial_is_stale(at(47 * 60), false, now));
+    }
+}

@@ -1,0 +1,252 @@
+//! The HTTPS port (32444): `/metrics` (Prometheus text from the registry), `/model/downloads`
+//! (the running downloads, for the worker's progress view), `/livez`, `/readyz`. TLS is a
+//! self-signed certificate made at start, or `tls.crt`/`tls.key` from a directory; rustls with
+//! the ring provider. No tenant data is served here.
+
+use std::{
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo},
+    server::conn::auto,
+    service::TowerToHyperService,
+};
+use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+use tokio::{net::TcpListener, sync::watch};
+use tokio_rustls::TlsAcceptor;
+
+use crate::{csi::NodePlugin, materializer::Materializer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("reading {path}: {source}")]
+    Pem {
+        path: String,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("generating a serving certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    #[error("building the TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+    #[error("registering metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+}
+
+/// The plugin's metrics. Counters mirror the components' own atomic counts at scrape time, so
+/// the download and mount paths never touch the registry.
+pub struct Metrics {
+    registry: Registry,
+    download_bytes: IntCounterVec,
+    mounts: IntCounterVec,
+    stored_bytes: IntGauge,
+    capacity_bytes: IntGauge,
+    gc_removed: IntCounter,
+    seen: Mutexed,
+}
+
+#[derive(Default)]
+struct Mutexed {
+    received: AtomicU64,
+    removed: AtomicU64,
+    mounts: [AtomicU64; 4],
+}
+
+const MOUNT_RESULTS: [&str; 4] = ["hit", "materialized", "denied", "pending"];
+
+impl Metrics {
+    pub fn new(registry: Registry) -> Result<Self, HttpError> {
+        let name =
+            |n: &str, help: &str| Opts::new(format!("gpustack_model_manager_{n}"), help.to_owned());
+        let download_bytes = IntCounterVec::new(
+            name("download_bytes_total", "Bytes downloaded, by source."),
+            &["source"],
+        )?;
+        let mounts = IntCounterVec::new(
+            name("mounts_total", "NodePublishVolume outcomes."),
+            &["result"],
+        )?;
+        let stored_bytes = IntGauge::with_opts(name("stored_bytes", "Bytes of published trees."))?;
+        let capacity_bytes =
+            IntGauge::with_opts(name("capacity_bytes", "Size of the cache filesystem."))?;
+        let gc_removed = IntCounter::with_opts(name(
+            "gc_removed_bytes_total",
+            "Bytes removed by collection.",
+        ))?;
+        registry.register(Box::new(download_bytes.clone()))?;
+        registry.register(Box::new(mounts.clone()))?;
+        registry.register(Box::new(stored_bytes.clone()))?;
+        registry.register(Box::new(capacity_bytes.clone()))?;
+        registry.register(Box::new(gc_removed.clone()))?;
+        for r in MOUNT_RESULTS {
+            mounts.with_label_values(&[r]);
+        }
+        download_bytes.with_label_values(&["hub"]);
+        Ok(Self {
+            registry,
+            download_bytes,
+            mounts,
+            stored_bytes,
+            capacity_bytes,
+            gc_removed,
+            seen: Mutexed::default(),
+        })
+    }
+
+    /// Brings the registry up to date with the components' counts.
+    fn refresh(&self, plugin: &NodePlugin, materializer: &Materializer) {
+        let bump = |seen: &AtomicU64, now: u64, c: &IntCounter| {
+            let before = seen.swap(now, Ordering::Relaxed);
+            c.inc_by(now.saturating_sub(before));
+        };
+        let received = materializer.counters.received.load(Ordering::Relaxed);
+        bump(
+            &self.seen.received,
+            received,
+            &self.download_bytes.with_label_values(&["hub"]),
+        );
+        let removed = materializer.removed_bytes.load(Ordering::Relaxed);
+        bump(&self.seen.removed, removed, &self.gc_removed);
+        let m = &plugin.mounts;
+        let counts = [&m.hit, &m.materialized, &m.denied, &m.pending];
+        for (i, (r, c)) in MOUNT_RESULTS.iter().zip(counts).enumerate() {
+            bump(
+                &self.seen.mounts[i],
+                c.load(Ordering::Relaxed),
+                &self.mounts.with_label_values(&[r]),
+            );
+        }
+        if let Ok(published) = materializer.store().list_published() {
+            self.stored_bytes
+                .set(published.iter().map(|(_, m)| m.size_bytes as i64).sum());
+        }
+        if let Ok(usage) = materializer.usage() {
+            self.capacity_bytes.set(usage.total_bytes as i64);
+        }
+    }
+}
+
+/// What the handlers read.
+#[derive(Clone)]
+pub struct HttpState {
+    pub metrics: Arc<Metrics>,
+    pub plugin: Arc<NodePlugin>,
+    pub materializer: Arc<Materializer>,
+}
+
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/model/downloads", get(downloads))
+        .route("/livez", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }))
+        .with_state(state)
+}
+
+async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
+    s.metrics.refresh(&s.plugin, &s.materializer);
+    let mut body = Vec::new();
+    match TextEncoder::new().encode(&s.metrics.registry.gather(), &mut body) {
+        Ok(()) => (
+            StatusCode::OK,
+            [("content-type", prometheus::TEXT_FORMAT)],
+            body,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+async fn downloads(State(s): State<HttpState>) -> impl IntoResponse {
+    let downloads: Vec<serde_json::Value> = s
+        .materializer
+        .jobs()
+        .into_iter()
+        .map(|j| {
+            serde_json::json!({
+                "digest": j.digest.to_string(),
+                "downloadedBytes": j.downloaded_bytes,
+                "sizeBytes": j.size_bytes,
+                "source": "hub",
+            })
+        })
+        .collect();
+    axum::Json(serde_json::json!({ "downloads": downloads }))
+}
+
+/// The pair in `cert_dir`, else a fresh self-signed certificate.
+pub fn tls_config(cert_dir: Option<&Path>) -> Result<Arc<rustls::ServerConfig>, HttpError> {
+    let (certs, key) = match cert_dir {
+        Some(dir) => {
+            let crt = dir.join("tls.crt").display().to_string();
+            let certs = CertificateDer::pem_file_iter(&crt)
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|source| HttpError::Pem {
+                    path: crt.clone(),
+                    source,
+                })?;
+            let key_path = dir.join("tls.key").display().to_string();
+            let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|source| HttpError::Pem {
+                path: key_path,
+                source,
+            })?;
+            (certs, key)
+        }
+        None => {
+            let made = rcgen::generate_simple_self_signed(vec![
+                "localhost".to_owned(),
+                "127.0.0.1".to_owned(),
+            ])?;
+            let key = PrivateKeyDer::try_from(made.signing_key.serialize_der())
+                .map_err(|e| HttpError::Rustls(rustls::Error::General(e.to_owned())))?;
+            (vec![made.cert.der().clone()], key)
+        }
+    };
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)?;
+    Ok(Arc::new(config))
+}
+
+/// Serves `router` over TLS on `listener` until `stop` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: Router,
+    mut stop: watch::Receiver<bool>,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => { tracing::warn!("accepting a connection: {e}"); continue; }
+            },
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(stream).await else {
+                tracing::debug!(%peer, "TLS handshake failed");
+                return;
+            };
+            if let Err(e) = auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), service)
+                .await
+            {
+                tracing::debug!(%peer, "connection ended: {e}");
+            }
+        });
+    }
+}

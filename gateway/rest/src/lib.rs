@@ -1,0 +1,35 @@
+//! The Kubernetes REST toolkit: the wire layer a Kubernetes-style API server needs, with no
+//! storage behind it. An embedded cluster (the gateway, over SQLite) and an extension API
+//! server (the worker, over a real cluster) both serve with it.
+//!
+//! - [`path`]: what a request path names (discovery document, OpenAPI, resource, subresource).
+//! - [`negotiate`]: which representation a client asked for (JSON, YAML, `Table`,
+//!   `PartialObjectMetadata`, aggregated discovery, gnostic protobuf).
+//! - [`status`]: `Status` error bodies; [`response`]: plain JSON answers.
+//! - [`resource`]: a served resource as data (verbs, scope, short names, categories, printer
+//!   columns, selectable fields, subresources), the built-in kinds, and CRDs' kinds.
+//! - [`discovery`] (legacy and aggregated v2, the server's [`discovery::ServerVersion`]) and
+//!   [`openapi`] (v2 as JSON or gnostic protobuf via [`openapi_proto`], v3) built from those.
+//! - [`table`] with [`jsonpath`] for printer columns; [`selectors`] (label and field);
+//!   [`list`] with [`pagination`] (`limit`/`continue`); [`watch`] event framing and bookmarks.
+//! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: the Kubernetes
+//!   protobuf envelope of request bodies.
+//!
+//! Deliberately absent: any store, any Kubernetes client (a test checks the dependency tree).
+
+pub mod discovery;
+pub mod jsonpath;
+pub mod list;
+pub mod negotiate;
+pub mod openapi;
+pub mod openapi_proto;
+pub mod pagination;
+pub mod path;
+pub mod protobuf;
+pub mod resource;
+pub mod response;
+pub mod schema;
+pub mod selectors;
+pub mod status;
+pub mod table;
+pub mod watch;

@@ -1,0 +1,153 @@
+//! Why a mirror failed, typed by the phase that failed, so that status and `/metrics` can say
+//! which part of mirroring is in trouble.
+
+use kube::runtime::watcher;
+
+use crate::store::StoreError;
+use kube::config::KubeconfigError;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    #[error("reading the kubeconfig: {0}")]
+    Kubeconfig(#[from] KubeconfigError),
+    #[error("{0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Config(String),
+    #[error("the readiness check timed out after {0:?}")]
+    Timeout(Duration),
+}
+
+/// The part of mirroring that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FailurePhase {
+    /// Reaching the upstream and finding what it serves (readiness check, health probe).
+    Discovery,
+    /// Listing a kind.
+    List,
+    /// Watching a kind (or resuming a previous run's watch).
+    Watch,
+    /// Writing a change to the store.
+    Write,
+    /// Deleting what the upstream no longer has after a list.
+    Sweep,
+}
+
+impl FailurePhase {
+    pub const ALL: [FailurePhase; 5] = [
+        FailurePhase::Discovery,
+        FailurePhase::List,
+        FailurePhase::Watch,
+        FailurePhase::Write,
+        FailurePhase::Sweep,
+    ];
+
+    /// The label value (`phase="watch"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePhase::Discovery => "discovery",
+            FailurePhase::List => "list",
+            FailurePhase::Watch => "watch",
+            FailurePhase::Write => "write",
+            FailurePhase::Sweep => "sweep",
+        }
+    }
+}
+
+/// Why a watch (or a resumed watch) stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchFailure {
+    #[error("{0}")]
+    Watcher(watcher::Error),
+    #[error("{0}")]
+    Request(#[from] kube::Error),
+    /// The upstream answered an `ERROR` event.
+    #[error("{0}")]
+    Upstream(String),
+    /// The upstream no longer has the version a resumed watch asked for (410 Gone).
+    #[error("the upstream no longer has version {0}")]
+    Expired(String),
+}
+
+/// A mirror failure.
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorFailure {
+    #[error(transparent)]
+    Discovery(#[from] MirrorError),
+    #[error("listing {kind}: {source}")]
+    List {
+        kind: String,
+        source: watcher::Error,
+    },
+    #[error("watching {kind}: {source}")]
+    Watch { kind: String, source: WatchFailure },
+    #[error("storing the change to {name}: {source}")]
+    Write { name: String, source: StoreError },
+    #[error("deleting what the upstream no longer has: {0}")]
+    Sweep(#[source] StoreError),
+}
+
+impl MirrorFailure {
+    pub fn phase(&self) -> FailurePhase {
+        match self {
+            MirrorFailure::Discovery(_) => FailurePhase::Discovery,
+            MirrorFailure::List { .. } => FailurePhase::List,
+            MirrorFailure::Watch { .. } => FailurePhase::Watch,
+            MirrorFailure::Write { .. } => FailurePhase::Write,
+            MirrorFailure::Sweep(_) => FailurePhase::Sweep,
+        }
+    }
+
+    /// A failure of kube-runtime's watcher on `kind`: its initial list, or its watch.
+    pub fn watcher(kind: &str, e: watcher::Error) -> Self {
+        match e {
+            watcher::Error::InitialListFailed(_) => MirrorFailure::List {
+                kind: kind.to_owned(),
+                source: e,
+            },
+            e => MirrorFailure::Watch {
+                kind: kind.to_owned(),
+                source: WatchFailure::Watcher(e),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_failure_names_its_phase() {
+        let store = || StoreError::Closed;
+        let cases = [
+            (
+                MirrorFailure::Discovery(MirrorError::Timeout(std::time::Duration::from_secs(1))),
+                "discovery",
+            ),
+            (
+                MirrorFailure::watcher("pods", watcher::Error::NoResourceVersion),
+                "watch",
+            ),
+            (
+                MirrorFailure::Watch {
+                    kind: "pods".into(),
+                    source: WatchFailure::Upstream("gone".into()),
+                },
+                "watch",
+            ),
+            (
+                MirrorFailure::Write {
+                    name: "a".into(),
+                    source: store(),
+                },
+                "write",
+            ),
+            (MirrorFailure::Sweep(store()), "sweep"),
+        ];
+        for (failure, phase) in cases {
+            assert_eq!(failure.phase().as_str(), phase, "{failure}");
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The kinds each hosted cluster serves: the built-in ones (stored schemalessly) and those
+//! registered by its CustomResourceDefinitions. What a kind is lives in the toolkit
+//! ([`gpustack_kube_rest::resource`]).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
+
+pub use gpustack_kube_rest::resource::{
+    InvalidCrd, PrinterColumn, READ_VERBS, ResourceDef, Subresource, builtins, from_crd,
+};
+
+/// The kinds of every hosted cluster: built-ins plus each cluster's CRD kinds.
+#[derive(Clone, Default)]
+pub struct Registry {
+    builtins: Arc<Vec<ResourceDef>>,
+    /// cluster → CRD name → kind.
+    custom: Arc<RwLock<HashMap<String, HashMap<String, ResourceDef>>>>,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Registry {
+            builtins: Arc::new(builtins()),
+            custom: Default::default(),
+        }
+    }
+
+    /// Registers (or replaces) the kind of CRD `crd_name` in `cluster`.
+    pub fn register(&self, cluster: &str, crd_name: &str, def: ResourceDef) {
+        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
+        custom
+            .entry(cluster.to_owned())
+            .or_default()
+            .insert(crd_name.to_owned(), def);
+    }
+
+    pub fn unregister(&self, cluster: &str, crd_name: &str) {
+        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = custom.get_mut(cluster) {
+            m.remove(crd_name);
+        }
+    }
+
+    /// Forgets every custom kind of `cluster`.
+    pub fn forget(&self, cluster: &str) {
+        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
+        custom.remove(cluster);
+    }
+
+    /// Every kind `cluster` serves, built-ins first.
+    pub fn all(&self, cluster: &str) -> Vec<ResourceDef> {
+        let mut out: Vec<ResourceDef> = self.builtins.as_ref().clone();
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = custom.get(cluster) {
+            let mut defs: Vec<&ResourceDef> = m.values().collect();
+            defs.sort_by(|a, b| (&a.group, &a.plural).cmp(&(&b.group, &b.plural)));
+            // A CRD cannot shadow a built-in resource.
+            out.extend(
+                defs.into_iter()
+                    .filter(|d| {
+                        !self
+                            .builtins
+                            .iter()
+                            .any(|b| b.group == d.group && b.plural == d.plural)
+                    })
+                    .cloned(),
+            );
+        }
+        out
+    }
+
+    /// The resource `plural` stored under `group`, at whichever version (its canonical form).
+    pub fn find_stored(&self, cluster: &str, group: &str, plural: &str) -> Option<ResourceDef> {
+        let hit =
+            |d: &&ResourceDef| d.group == group && d.storage_group == group && d.plural == plural;
+        if let Some(d) = self.builtins.iter().find(hit) {
+            return Some(d.clone());
+        }
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        custom.get(cluster)?.values().find(hit).cloned()
+    }
+
+    /// The resource `plural` of `group` served at `version`.
+    pub fn find(
+        &self,
+        cluster: &str,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<ResourceDef> {
+        let hit = |d: &&ResourceDef| d.group == group && d.plural == plural && d.serves(version);
+        if let Some(d) = self.builtins.iter().find(hit) {
+            return Some(d.clone());
+        }
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        custom.get(cluster)?.values().find(hit).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    /// A namespaced kind served at two versions.
+    fn crd() -> Value {
+        json!({"metadata": {"name": "widgets.example.com"}, "spec": {"group": "example.com",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1beta1"}, {"name": "v1", "storage": true}]}})
+    }
+
+    #[test]
+    fn registry_adds_and_removes_custom_kinds_per_cluster() {
+        let r = Registry::new();
+        r.register("a", "widgets.example.com", from_crd(&crd()).unwrap());
+        assert!(r.find("a", "example.com", "v1", "widgets").is_some());
+        assert!(r.find("a", "example.com", "v1beta1", "widgets").is_some());
+        assert!(r.find("b", "example.com", "v1", "widgets").is_none());
+        r.unregister("a", "widgets.example.com");
+        assert!(r.find("a", "example.com", "v1", "widgets").is_none());
+        assert!(r.find("a", "", "v1", "configmaps").is_some());
+    }
+}

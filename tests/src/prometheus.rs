@@ -1,0 +1,79 @@
+//! A real Prometheus (Debian's `prometheus` package, installed on first use when missing)
+//! started on a loopback port, scraping one HTTPS target every second, queried through its
+//! HTTP API.
+
+use std::{
+    path::Path,
+    process::{Child, Command, Stdio},
+};
+
+use crate::embedded::free_port;
+
+pub struct Prometheus {
+    child: Child,
+    pub port: u16,
+}
+
+fn installed() -> bool {
+    Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+impl Prometheus {
+    /// Scrapes `https://<target>/metrics` (certificate not verified: the agent's is generated).
+    pub fn start(dir: &Path, target: &str) -> Prometheus {
+        if !installed() {
+            let status = Command::new("apt-get")
+                .args(["install", "-y", "prometheus"])
+                .status()
+                .expect("apt-get");
+            assert!(
+                status.success() && installed(),
+                "installing Debian's prometheus package"
+            );
+        }
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: device-manager\n    scheme: https\n    tls_config:\n      insecure_skip_verify: true\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+            .spawn()
+            .expect("starting prometheus");
+        Prometheus { child, port }
+    }
+
+    /// The instant-query result vector for `query` (empty until scraped), or `None` while
+    /// Prometheus is not answering.
+    pub fn query(&self, query: &str) -> Option<Vec<serde_json::Value>> {
+        let out = Command::new("curl")
+            .args(["-s", "--fail", "--max-time", "5", "--get"])
+            .arg(format!("http://127.0.0.1:{}/api/v1/query", self.port))
+            .args(["--data-urlencode", &format!("query={query}")])
+            .output()
+            .ok()?;
+        let body: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        body["data"]["result"].as_array().cloned()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,704 @@
+//! `device-manager serve` end to end: the real binary on the HGX H100 fixture node (NVML
+//! stand-in), against an embedded cluster started by the real `worker-gateway`, registered with
+//! the kubelet stand-in (real gRPC over unix sockets), with kubectl reading what it wrote.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Stdio},
+    time::Duration,
+};
+
+use gpustack_tests::{
+    embedded::{DEADLINE, GatewayProcess, free_port, wait_until},
+    kubelet::{Kubelet, next_list_where},
+    machines::nvidia::{self, H100_GPUS, H100_UNHEALTHY_INDEX, NvidiaNode},
+    operator, prometheus, python_grpc,
+};
+use serde_json::Value;
+
+const NODE: &str = "gpu-node-1";
+const GROUP: &str = "h100-80gb-hbm3";
+const D: u64 = 1_600_000;
+
+/// A running `device-manager serve`, stopped (SIGTERM) on drop.
+struct Agent {
+    child: Child,
+    pub port: u16,
+    log: PathBuf,
+}
+
+impl Agent {
+    fn start(
+        node: &NvidiaNode,
+        kubelet: &Kubelet,
+        gw: &GatewayProcess,
+        dir: &Path,
+        extra: &[&str],
+    ) -> Agent {
+        let fixture = [(nvidia::FIXTURE_ENV, node.nvml_fixture.as_path())];
+        Self::start_on(&node.root, "nvidia", &fixture, kubelet, gw, dir, extra)
+    }
+
+    /// The agent on the host tree `root` for `manufacturer`, with `env` set.
+    fn start_on(
+        root: &Path,
+        manufacturer: &str,
+        env: &[(&str, &Path)],
+        kubelet: &Kubelet,
+        gw: &GatewayProcess,
+        dir: &Path,
+        extra: &[&str],
+    ) -> Agent {
+        let port = free_port();
+        let log = dir.join("dm.log");
+        let mut cmd = operator();
+        cmd.args([
+            "device-manager",
+            "serve",
+            &format!("--manufacturer={manufacturer}"),
+            "--monitor-period=1s",
+            "--bind-address=127.0.0.1",
+            &format!("--secure-port={port}"),
+            &format!("--kube-socket={}", kubelet.kube_socket().display()),
+            &format!("--kubeconfig={}", gw.kubeconfig().display()),
+        ])
+        .args(extra)
+        .env("GPUSTACK_SYSTEM_ROOT", root)
+        .env("KUBERNETES_NODE_NAME", NODE)
+        .env("RUST_LOG", "info")
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Agent {
+            child: cmd.spawn().expect("starting device-manager serve"),
+            port,
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn get(&self, path: &str) -> Option<String> {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sk",
+                "--fail",
+                "--max-time",
+                "5",
+                &format!("https://127.0.0.1:{}{path}", self.port),
+            ])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn stop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- device-manager serve log ---\n{}", self.log());
+        }
+        self.stop();
+    }
+}
+
+fn cluster(dir: &Path) -> GatewayProcess {
+    let gw = GatewayProcess::start(&dir.join("gw"), "dm");
+    let crd = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/crds/devices.worker.gpustack.ai.yaml");
+    gw.kubectl_ok(&["apply", "-f", &crd.display().to_string()]);
+    wait_until("the Devices kind to be served", DEADLINE, || {
+        gw.kubectl(&["get", "devices"])
+            .status
+            .success()
+            .then_some(())
+    });
+    let node = dir.join("node.yaml");
+    std::fs::write(
+        &node,
+        format!("apiVersion: v1\nkind: Node\nmetadata:\n  name: {NODE}\n"),
+    )
+    .unwrap();
+    gw.kubectl_ok(&["apply", "-f", &node.display().to_string()]);
+    gw
+}
+
+fn json(gw: &GatewayProcess, args: &[&str]) -> Option<Value> {
+    let out = gw.kubectl(args);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())
+        .flatten()
+}
+
+fn devices(gw: &GatewayProcess) -> Option<Value> {
+    json(gw, &["get", "devices", NODE, "-o", "json"])
+}
+
+/// The status entry of accelerator `id` in the node's Devices.
+fn ledger_entry(gw: &GatewayProcess, id: &str) -> Option<Value> {
+    let d = devices(gw)?;
+    d["status"]["groups"]
+        .as_array()?
+        .iter()
+        .flat_map(|g| g["accelerators"].as_array().cloned().unwrap_or_default())
+        .find(|a| a["id"] == id)
+}
+
+fn pod(gw: &GatewayProcess, dir: &Path, name: &str, limits: &[(&str, &str)]) -> String {
+    let limits: String = limits
+        .iter()
+        .map(|(k, v)| format!("          {k}: \"{v}\"\n"))
+        .collect();
+    let manifest = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  nodeName: {NODE}\n  containers:\n    - name: main\n      image: cuda\n      resources:\n        limits:\n{limits}"
+    );
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, manifest).unwrap();
+    gw.kubectl_ok(&["apply", "-f", &path.display().to_string()]);
+    gw.kubectl_ok(&["get", "pod", name, "-o", "jsonpath={.metadata.uid}"])
+}
+
+fn token(card: usize, n: u32) -> String {
+    format!("{GROUP}:{}:{n:04}", H100_GPUS[card].uuid)
+}
+
+fn set_ecc(fixture: &Path, card: usize, errors: u64) {
+    let mut f: Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    f["devices"][card]["eccUncorrectedVolatile"] = errors.into();
+    // Written whole and renamed, so that a pass never reads half a file.
+    let tmp = fixture.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec(&f).unwrap()).unwrap();
+    std::fs::rename(tmp, fixture).unwrap();
+}
+
+#[test]
+fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = cluster(dir.path());
+    let node = nvidia::hgx_h100_node(&dir.path().join("host"));
+    let mut kubelet = Kubelet::start(&dir.path().join("kubelet"));
+    let agent = Agent::start(&node, &kubelet, &gw, dir.path(), &[]);
+
+    // Registration: one plugin per mode (NVIDIA has a partition kind).
+    let want = [
+        "device.gpustack.ai/nvidia.visibility",
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.partitioned",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/gpu.sliced",
+    ];
+    wait_until("every plugin to register", DEADLINE, || {
+        (kubelet.registered_resources() == want).then_some(())
+    });
+    let reg = kubelet
+        .registrations()
+        .into_iter()
+        .find(|r| r.resource_name == "nvidia.com/gpu.sliced")
+        .unwrap();
+    assert_eq!(reg.version, "v1beta1");
+    assert_eq!(reg.endpoint, "nvidia.sliced.sock");
+    assert!(reg.options.unwrap().get_preferred_allocation_available);
+
+    // The Devices spec, owned by the Node, and the labels on the Node.
+    let d = wait_until("the Devices spec", DEADLINE, || {
+        devices(&gw).filter(|d| {
+            d["spec"]["groups"][0]["accelerators"]
+                .as_array()
+                .is_some_and(|a| a.len() == 8)
+        })
+    });
+    assert_eq!(d["metadata"]["ownerReferences"][0]["kind"], "Node");
+    assert_eq!(d["spec"]["groups"][0]["id"], GROUP);
+    let labels = wait_until("the Node labels", DEADLINE, || {
+        json(&gw, &["get", "node", NODE, "-o", "json"])
+            .map(|n| n["metadata"]["labels"].clone())
+            .filter(|l| l.get("feature.gpustack.ai/acceleratable").is_some())
+    });
+    assert_eq!(
+        labels[format!("acceleratable.feature.gpustack.ai/nvidia-{GROUP}.count")],
+        "7",
+        "one card is unhealthy: {labels}"
+    );
+    assert_eq!(
+        labels["acceleratable.feature.gpustack.ai/nvidia.driver-version"],
+        "550.54.15"
+    );
+
+    // ListAndWatch: eight exclusive tokens, GPU 5 unhealthy, NUMA topology from sysfs.
+    let exclusive = kubelet.list_and_watch("nvidia.exclusive.sock");
+    let list = next_list_where(&exclusive, DEADLINE, "eight cards", |l| l.len() == 8);
+    for (i, dev) in list.iter().enumerate() {
+        assert_eq!(dev.id, token(i, 0));
+        let want = if i == H100_UNHEALTHY_INDEX {
+            "Unhealthy"
+        } else {
+            "Healthy"
+        };
+        assert_eq!(dev.health, want, "card {i}");
+        assert_eq!(
+            dev.topology.as_ref().unwrap().nodes[0].id,
+            i64::from(H100_GPUS[i].numa_node.max(0))
+        );
+    }
+
+    // GetPreferredAllocation: shared requests get distinct cards, unhealthy ones skipped.
+    let shared_ids: Vec<String> = (0..8)
+        .flat_map(|c| [0, 160000].map(|n| format!("{GROUP}:{}:{n:04}", H100_GPUS[c].uuid)))
+        .collect();
+    let pick = kubelet.preferred("nvidia.shared.sock", &shared_ids, 2);
+    assert_eq!(pick, [shared_ids[0].clone(), shared_ids[2].clone()]);
+
+    // A sliced allocation, identified through the pod-resources API.
+    let uid = pod(
+        &gw,
+        dir.path(),
+        "sliced",
+        &[
+            ("nvidia.com/gpu.sliced", "1"),
+            ("nvidia.com/gpu.sliced.cores-percentage", "50"),
+            ("nvidia.com/gpu.sliced.memory-percentage", "25"),
+        ],
+    );
+    kubelet.assign(
+        "default",
+        "sliced",
+        "main",
+        "nvidia.com/gpu.sliced",
+        &[token(0, 3)],
+    );
+    let reply = kubelet
+        .allocate("nvidia.sliced.sock", &[token(0, 3)])
+        .expect("sliced Allocate");
+    let c = &reply.container_responses[0];
+    let work = format!("/var/lib/gpustack/operator/pods/{uid}/c-main");
+    let lib = "/var/lib/gpustack/operator/lib/nvidia";
+    let envs: Vec<(&str, &str)> = c
+        .envs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect::<std::collections::BTreeMap<_, _>>()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        envs,
+        [
+            ("CUDA_DEVICE_MEMORY_LIMIT_0", "20389m"),
+            (
+                "CUDA_DEVICE_MEMORY_SHARED_CACHE",
+                "/tmp/vgpu/cudevshr.cache"
+            ),
+            ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+            ("CUDA_DEVICE_SM_LIMIT", "50"),
+            ("LIBCUDA_LOG_LEVEL", "0"),
+            ("NVIDIA_VISIBLE_DEVICES", H100_GPUS[0].uuid),
+        ]
+    );
+    let mounts: Vec<(String, String, bool)> = c
+        .mounts
+        .iter()
+        .map(|m| (m.host_path.clone(), m.container_path.clone(), m.read_only))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            (
+                format!("{lib}/ld.so.preload"),
+                "/etc/ld.so.preload".to_owned(),
+                true
+            ),
+            (
+                format!("{lib}/cuda-12/libvgpu.so"),
+                "/usr/local/vgpu/libvgpu.so".to_owned(),
+                true
+            ),
+            (
+                "/tmp/vgpulock".to_owned(),
+                "/tmp/vgpulock".to_owned(),
+                false
+            ),
+            (format!("{work}/tmp/vgpu"), "/tmp/vgpu".to_owned(), false),
+            ("/dev/shm".to_owned(), "/dev/shm".to_owned(), false),
+        ]
+    );
+    assert!(
+        node.root.join(&work[1..]).join("tmp/vgpu").is_dir(),
+        "the pod work directory exists on the host"
+    );
+    let annotated = gw.kubectl_ok(&[
+        "get",
+        "pod",
+        "sliced",
+        "-o",
+        "jsonpath={.metadata.annotations.device\\.gpustack\\.ai/accelerator\\.allocated}",
+    ]);
+    let annotated: Value = serde_json::from_str(&annotated).unwrap();
+    assert_eq!(annotated["main"]["deviceIDs"][0], token(0, 3));
+    assert_eq!(
+        annotated["main"]["devices"]["groups"][0]["accelerators"][0]["mode"],
+        3
+    );
+    let entry = wait_until("the ledger to charge the slice", DEADLINE, || {
+        ledger_entry(&gw, H100_GPUS[0].uuid).filter(|e| e["mode"] == 3)
+    });
+    assert_eq!(entry["allocated"], D / 2);
+    assert_eq!(entry["remaining"], D / 2);
+    assert_eq!(entry["allocatedSlices"], 1);
+
+    // The card held sliced turns unhealthy for the exclusive plugin.
+    next_list_where(&exclusive, DEADLINE, "card 0 held sliced", |l| {
+        l[0].health == "Unhealthy"
+    });
+
+    // Refusals: another mode on a sliced card; two shared tokens on one card; no free units.
+    pod(&gw, dir.path(), "whole", &[("nvidia.com/gpu", "1")]);
+    let refused = kubelet
+        .allocate("nvidia.exclusive.sock", &[token(0, 0)])
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("is held sliced, not exclusive"),
+        "{}",
+        refused.message()
+    );
+    pod(
+        &gw,
+        dir.path(),
+        "shared2",
+        &[("nvidia.com/gpu.shared", "2")],
+    );
+    let two = kubelet
+        .allocate(
+            "nvidia.shared.sock",
+            &[
+                format!("{GROUP}:{}:0000", H100_GPUS[1].uuid),
+                format!("{GROUP}:{}:160000", H100_GPUS[1].uuid),
+            ],
+        )
+        .unwrap_err();
+    assert_eq!(two.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        two.message().contains("two shared tokens"),
+        "{}",
+        two.message()
+    );
+    pod(
+        &gw,
+        dir.path(),
+        "big",
+        &[
+            ("nvidia.com/gpu.sliced", "1"),
+            ("nvidia.com/gpu.sliced.units", "1200000"),
+            ("nvidia.com/gpu.sliced.memory-percentage", "80"),
+        ],
+    );
+    let full = kubelet
+        .allocate("nvidia.sliced.sock", &[token(0, 4)])
+        .unwrap_err();
+    assert_eq!(full.code(), tonic::Code::FailedPrecondition);
+    assert!(full.message().contains("units free"), "{}", full.message());
+
+    // Exclusive on another card, identified as the oldest pending Pod (no pod-resources entry).
+    let ex = kubelet
+        .allocate("nvidia.exclusive.sock", &[token(2, 0)])
+        .expect("exclusive Allocate");
+    assert_eq!(
+        ex.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"],
+        H100_GPUS[2].uuid
+    );
+    wait_until("the ledger to charge the exclusive card", DEADLINE, || {
+        ledger_entry(&gw, H100_GPUS[2].uuid).filter(|e| e["mode"] == 1 && e["remaining"] == 0)
+    });
+
+    // Python grpcio, generated from the same api.proto, sees the same devices and gets the same
+    // kind of answers over the same socket.
+    let rust_view = next_list_where(
+        &kubelet.list_and_watch("nvidia.exclusive.sock"),
+        DEADLINE,
+        "the current list",
+        |_| true,
+    );
+    pod(&gw, dir.path(), "py", &[("nvidia.com/gpu", "1")]);
+    let py = python_grpc::device_plugin_client(
+        &kubelet.plugin_socket("nvidia.exclusive.sock"),
+        &[token(3, 0)],
+    );
+    let py_view: Vec<(String, String, Vec<i64>)> = py["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["id"].as_str().unwrap().to_owned(),
+                d["health"].as_str().unwrap().to_owned(),
+                serde_json::from_value(d["numa"].clone()).unwrap(),
+            )
+        })
+        .collect();
+    let rust_view: Vec<(String, String, Vec<i64>)> = rust_view
+        .iter()
+        .map(|d| {
+            (
+                d.id.clone(),
+                d.health.clone(),
+                d.topology
+                    .as_ref()
+                    .map(|t| t.nodes.iter().map(|n| n.id).collect())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(py_view, rust_view);
+    assert_eq!(
+        py["allocate"]["envs"],
+        serde_json::json!({"NVIDIA_VISIBLE_DEVICES": H100_GPUS[3].uuid}),
+        "{py}"
+    );
+    pod(&gw, dir.path(), "py2", &[("nvidia.com/gpu", "1")]);
+    let py = python_grpc::device_plugin_client(
+        &kubelet.plugin_socket("nvidia.exclusive.sock"),
+        &[token(2, 0)],
+    );
+    assert_eq!(py["error"]["code"], "FAILED_PRECONDITION", "{py}");
+    assert!(
+        py["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already taken"),
+        "{py}"
+    );
+
+    // Deleting the sliced Pod releases its charge and reclaims its work directory.
+    gw.kubectl_ok(&["delete", "pod", "sliced", "--wait=false"]);
+    wait_until("the slice to be released", DEADLINE, || {
+        ledger_entry(&gw, H100_GPUS[0].uuid).filter(|e| e["mode"] == 0 && e["remaining"] == D)
+    });
+    wait_until("the work directory to be reclaimed", DEADLINE, || {
+        (!node.root.join(&work[1..]).exists()).then_some(())
+    });
+
+    // Metrics and the snapshot.
+    let metrics = wait_until("per-pod metrics", DEADLINE, || {
+        agent
+            .get("/metrics")
+            .filter(|m| m.contains("gpustack_container_accelerator_memory_used_mib{"))
+    });
+    assert!(metrics.contains(&format!(r#"gpustack_container_accelerator_memory_total_mib{{container="main",id="{}",index="2",manufacturer="nvidia",mode="exclusive",namespace="default",node="{NODE}",pod="whole"}} 81559"#, H100_GPUS[2].uuid)), "{metrics}");
+    let snap: Value = serde_json::from_str(&agent.get("/monitor/snapshot").unwrap()).unwrap();
+    assert_eq!(snap["periodSeconds"], 1);
+    assert_eq!(
+        snap["groups"][0]["accelerators"].as_array().unwrap().len(),
+        8
+    );
+    assert_eq!(agent.get("/readyz").as_deref(), Some("ok"));
+
+    // A real Prometheus scraping /metrics answers "which pod uses which card".
+    let prom = prometheus::Prometheus::start(dir.path(), &format!("127.0.0.1:{}", agent.port));
+    let series = wait_until("Prometheus to scrape the per-pod series", DEADLINE, || {
+        prom.query(&format!(
+            r#"gpustack_container_accelerator_memory_total_mib{{pod="whole",node="{NODE}"}}"#
+        ))
+        .filter(|r| !r.is_empty())
+    });
+    assert_eq!(series.len(), 1, "{series:?}");
+    let metric = &series[0]["metric"];
+    assert_eq!(metric["namespace"], "default");
+    assert_eq!(metric["container"], "main");
+    assert_eq!(metric["id"], H100_GPUS[2].uuid);
+    assert_eq!(metric["mode"], "exclusive");
+    assert_eq!(series[0]["value"][1], "81559");
+    let cards = prom.query("count(gpustack_accelerator_unhealthy)").unwrap();
+    assert_eq!(cards[0]["value"][1], "8");
+
+    // A health flip in the library reaches the plugin, the labels, and recovers.
+    let healthy_card = 7;
+    set_ecc(&node.nvml_fixture, healthy_card, 3);
+    next_list_where(
+        &exclusive,
+        Duration::from_secs(5),
+        "card 7 unhealthy",
+        |l| l[healthy_card].health == "Unhealthy",
+    );
+    wait_until("the Node label count to drop", DEADLINE, || {
+        json(&gw, &["get", "node", NODE, "-o", "json"]).filter(|n| {
+            n["metadata"]["labels"]
+                [format!("acceleratable.feature.gpustack.ai/nvidia-{GROUP}.count")]
+                == "6"
+        })
+    });
+    set_ecc(&node.nvml_fixture, healthy_card, 0);
+    next_list_where(
+        &exclusive,
+        Duration::from_secs(5),
+        "card 7 healthy again",
+        |l| l[healthy_card].health == "Healthy",
+    );
+
+    // Kubelet restart: sockets cleared, kubelet.sock recreated → every plugin serves and registers again.
+    kubelet.restart();
+    wait_until(
+        "re-registration after a kubelet restart",
+        Duration::from_secs(5),
+        || (kubelet.registered_resources() == want).then_some(()),
+    );
+    assert!(kubelet.plugin_socket("nvidia.sliced.sock").exists());
+    let again = kubelet.list_and_watch("nvidia.exclusive.sock");
+    next_list_where(
+        &again,
+        DEADLINE,
+        "the plugin answers after the restart",
+        |l| l.len() == 8,
+    );
+    assert!(agent.log().contains("registering"), "{}", agent.log());
+
+    // Exit removes our sockets.
+    let mut agent = agent;
+    agent.stop();
+    assert!(!kubelet.plugin_socket("nvidia.exclusive.sock").exists());
+}
+
+#[test]
+fn no_flags_remove_their_plugins() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = cluster(dir.path());
+    let node = nvidia::hgx_h100_node(&dir.path().join("host"));
+    let kubelet = Kubelet::start(&dir.path().join("kubelet"));
+    let _agent = Agent::start(
+        &node,
+        &kubelet,
+        &gw,
+        dir.path(),
+        &["--no-shared", "--no-sliced", "--no-partitioned"],
+    );
+    let want = ["device.gpustack.ai/nvidia.visibility", "nvidia.com/gpu"];
+    wait_until("the remaining plugins to register", DEADLINE, || {
+        (kubelet.registered_resources() == want).then_some(())
+    });
+    assert!(!kubelet.plugin_socket("nvidia.sliced.sock").exists());
+}
+
+#[test]
+fn missing_node_name_is_one_line_and_exit_2() {
+    let out = operator()
+        .args(["device-manager", "serve"])
+        .env_remove("KUBERNETES_NODE_NAME")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("KUBERNETES_NODE_NAME"), "{err}");
+}
+
+#[test]
+fn amd_sliced_allocation_gets_every_variable_mount_and_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = cluster(dir.path());
+    let tree = gpustack_tests::sysfs::HostTree::new(dir.path().join("host"));
+    gpustack_tests::machines::amd::seed_node(&tree);
+    let kubelet = Kubelet::start(&dir.path().join("kubelet"));
+    let _agent = Agent::start_on(tree.root(), "amd", &[], &kubelet, &gw, dir.path(), &[]);
+    wait_until("the AMD plugins to register", DEADLINE, || {
+        kubelet
+            .registered_resources()
+            .contains(&"amd.com/gpu.sliced".to_owned())
+            .then_some(())
+    });
+    let card = "GPU-5c88007d760374f3";
+    let id = format!("radeon-rx-7800-xt:{card}:0000");
+    let uid = pod(
+        &gw,
+        dir.path(),
+        "vrocm",
+        &[
+            ("amd.com/gpu.sliced", "1"),
+            ("amd.com/gpu.sliced.cores-percentage", "50"),
+            ("amd.com/gpu.sliced.memory-mib", "4096"),
+        ],
+    );
+    let reply = wait_until("a sliced Allocate on the AMD card", DEADLINE, || {
+        kubelet
+            .allocate("amd.sliced.sock", std::slice::from_ref(&id))
+            .ok()
+    });
+    let c = &reply.container_responses[0];
+    let envs: std::collections::BTreeMap<&str, &str> = c
+        .envs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let want: std::collections::BTreeMap<&str, &str> = [
+        ("AMD_VISIBLE_DEVICES", "none"),
+        ("HSA_CU_MASK", "0:0-29"),
+        ("LIBVROCM_LOG_LEVEL", "1"),
+        ("ROCR_VISIBLE_DEVICES", card),
+        ("VROCM_DEVICE_MEMORY_LIMIT_0", "4096"),
+        ("VROCM_LEDGER_PATH", "/var/run/vrocm/ledger"),
+    ]
+    .into();
+    assert_eq!(envs, want);
+    let lib = "/var/lib/gpustack/operator/lib/amd";
+    let mounts: Vec<(String, String, bool)> = c
+        .mounts
+        .iter()
+        .map(|m| (m.host_path.clone(), m.container_path.clone(), m.read_only))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            (
+                format!("{lib}/ld.so.preload"),
+                "/etc/ld.so.preload".to_owned(),
+                true
+            ),
+            (
+                format!("{lib}/libvrocm.so"),
+                "/usr/local/vrocm/libvrocm.so".to_owned(),
+                true
+            ),
+            (
+                format!("{lib}/rocm-monitor"),
+                "/usr/local/vrocm/rocm-monitor".to_owned(),
+                true
+            ),
+            (
+                format!("{lib}/rocm-cumask-check"),
+                "/usr/local/vrocm/rocm-cumask-check".to_owned(),
+                true
+            ),
+            (
+                format!("/var/lib/gpustack/operator/pods/{uid}/c-main/run/vrocm"),
+                "/var/run/vrocm".to_owned(),
+                false
+            ),
+        ]
+    );
+    let nodes: Vec<&str> = c.devices.iter().map(|d| d.host_path.as_str()).collect();
+    assert_eq!(nodes, ["/dev/kfd", "/dev/dri/card1", "/dev/dri/renderD128"]);
+    let entry = wait_until("the AMD ledger entry", DEADLINE, || {
+        ledger_entry(&gw, card).filter(|e| e["mode"] == 3)
+    });
+    assert_eq!(entry["allocated"], D / 2);
+    gw.kubectl_ok(&["delete", "pod", "vrocm", "--wait=false"]);
+    wait_until("the AMD slice to be released", DEADLINE, || {
+        ledger_entry(&gw, card).filter(|e| e["mode"] == 0)
+    });
+}

@@ -1,0 +1,706 @@
+//! `device-manager preflight` through the real binary, against the real Docker engine, on the
+//! command reference's node (two RX 7800 XT cards) as a fixture host root. Probe containers are
+//! started from the allocator's own injection; the slicing shim is a stand-in `.so` built in this
+//! workspace and staged where the injection mounts it from.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Output,
+    time::Instant,
+};
+
+use gpustack_tests::{
+    docker::{self, device_node, drivable_host, labelled_containers, require_engine},
+    machines::amd,
+    operator, stand_in, stderr, stdout,
+    sysfs::HostTree,
+};
+use serde_json::Value;
+
+const LABEL: &str = "gpustack.ai/preflight=true";
+
+/// One test at a time on the engine: a run sweeps every labelled container, other tests' probes
+/// included, and the dry-run test reads the engine's events for all of them.
+static ENGINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn engine() -> std::sync::MutexGuard<'static, ()> {
+    require_engine();
+    ENGINE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+const SHIM: &str = "/usr/local/vrocm/libvrocm.so";
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/preflight")
+        .join(name)
+}
+
+fn shim_library() -> PathBuf {
+    stand_in::built(
+        "gpustack_fake_slicing_shim",
+        "GPUSTACK_FAKE_SLICING_SHIM_LIBRARY",
+    )
+}
+
+/// How the node's staged vrocm tree looks.
+#[derive(Clone, Copy)]
+enum Shim {
+    /// The stand-in shim, loadable.
+    Loads,
+    /// A file the loader refuses, and a reader that prints a greeting naming the shim's path.
+    Refused,
+}
+
+/// The seed's node as a host root the binary can drive Docker from.
+struct Node {
+    _dir: tempfile::TempDir,
+    tree: HostTree,
+}
+
+impl Node {
+    fn new(shim: Shim) -> Self {
+        require_engine();
+        let dir = tempfile::tempdir().unwrap();
+        let tree = HostTree::new(dir.path());
+        amd::seed_node(&tree);
+        drivable_host(&tree);
+        let lib = "/etc/gpustack/lib/amd";
+        tree.file(
+            &format!("{lib}/ld.so.preload"),
+            std::fs::read(fixture("ld.so.preload")).unwrap(),
+        );
+        match shim {
+            Shim::Loads => {
+                stand_in::install(&tree, &shim_library(), &format!("{lib}/libvrocm.so"));
+                install_script(&tree, "rocm-monitor-silent", &format!("{lib}/rocm-monitor"));
+            }
+            Shim::Refused => {
+                tree.file(&format!("{lib}/libvrocm.so"), "not a shared object\n");
+                install_script(
+                    &tree,
+                    "rocm-monitor-greeting",
+                    &format!("{lib}/rocm-monitor"),
+                );
+            }
+        }
+        install_script(
+            &tree,
+            "rocm-monitor-silent",
+            &format!("{lib}/rocm-cumask-check"),
+        );
+        install_script(&tree, "rocm-smi", "/usr/bin/rocm-smi");
+        for node in [
+            "/dev/kfd",
+            "/dev/dri/card1",
+            "/dev/dri/renderD128",
+            "/dev/dri/card2",
+            "/dev/dri/renderD129",
+        ] {
+            device_node(&tree, node);
+        }
+        Self { _dir: dir, tree }
+    }
+
+    /// The binary on this node (host root = system root = the tree; the engine sees it there).
+    fn preflight(&self, extra: &[&str]) -> Output {
+        let image = docker::probe_image(&[shim_library()]);
+        let root = self.tree.root().display().to_string();
+        let mut args = vec![
+            "device-manager".to_owned(),
+            "preflight".to_owned(),
+            "--manufacturer=amd".to_owned(),
+            format!("--host-root={root}"),
+            format!("--probe-image={image}"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        operator()
+            .args(&args)
+            .env("GPUSTACK_SYSTEM_ROOT", &root)
+            .env("GPUSTACK_PREFLIGHT_ENGINE_ROOT", &root)
+            .output()
+            .unwrap()
+    }
+}
+
+fn install_script(tree: &HostTree, name: &str, host: &str) {
+    let target = tree.path(host);
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    std::fs::copy(fixture(name), &target).unwrap();
+}
+
+fn report(out: &Output) -> Value {
+    let text = stdout(out);
+    serde_yaml_ng::from_str(&text)
+        .unwrap_or_else(|e| panic!("{e}\n{text}\nstderr: {}", stderr(out)))
+}
+
+fn amd_group(report: &Value) -> &Value {
+    report["accelerators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["manufacturer"] == "amd")
+        .expect("an amd group")
+}
+
+fn row<'a>(group: &'a Value, capability: &str, accelerator: &str) -> &'a Value {
+    group["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["capability"] == capability && c["accelerator"] == accelerator)
+        .unwrap_or_else(|| panic!("no {capability} row for {accelerator}: {group:#}"))
+}
+
+const CARD0: &str = "GPU-5c88007d760374f3";
+const CARD1: &str = "GPU-3f0be7a6a1f2c4d9";
+
+#[test]
+fn measured_run_proves_the_slicing_runtime_is_loaded() {
+    let _engine = engine();
+    let node = Node::new(Shim::Loads);
+    let started = Instant::now();
+    let out = node.preflight(&[]);
+    let wall = started.elapsed();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stderr(&out),
+        stdout(&out)
+    );
+    let text = stdout(&out);
+    // Indent 4: a group's mapping continues after `- `, nested blocks four further.
+    assert!(
+        text.starts_with("accelerators:\n    - manufacturer: amd\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n      detection:\n          state: ok\n"),
+        "{text}"
+    );
+    let r = report(&out);
+    let g = amd_group(&r);
+    assert_eq!(g["detection"]["state"], "ok");
+    assert_eq!(g["detection"]["accelerators"], 2);
+    assert_eq!(g["detection"]["host"]["accelerators"], 2);
+    for card in [CARD0, CARD1] {
+        let loaded = row(g, "sliced-runtime-loaded", card);
+        assert_eq!(
+            (loaded["state"].as_str(), loaded["depth"].as_str()),
+            (Some("ok"), Some("measured")),
+            "{loaded:#}"
+        );
+        let evidence = loaded["evidence"].as_str().unwrap();
+        assert!(
+            evidence.starts_with("gpustack-preflight-maps-begin\n"),
+            "{evidence}"
+        );
+        // The verdict is a mapping line of the exact path: `addr perms offset dev inode path`.
+        let mapping = evidence
+            .lines()
+            .find(|l| l.ends_with(SHIM))
+            .unwrap_or_else(|| panic!("no mapping line: {evidence}"));
+        assert_eq!(mapping.split_whitespace().count(), 6, "{mapping}");
+        let command = loaded["command"].as_str().unwrap();
+        assert!(
+            command.starts_with(&format!(
+                "/usr/sbin/chroot {} docker run --rm",
+                node.tree.root().display()
+            )),
+            "{command}"
+        );
+        assert!(
+            command.contains("--label=gpustack.ai/preflight=true")
+                && !command.contains("privileged")
+        );
+        // The seed's reading: the reader reports nothing before a charge, so the cap is intent.
+        let quota = row(g, "sliced-quota-in-force", card);
+        assert_eq!(
+            (quota["state"].as_str(), quota["depth"].as_str()),
+            (Some("ok"), Some("simulated")),
+            "{quota:#}"
+        );
+        assert!(quota["detail"].as_str().unwrap().contains("8184 MiB"));
+        let sidecar = row(g, "sidecar-visibility", card);
+        assert_eq!(
+            (sidecar["state"].as_str(), sidecar["depth"].as_str()),
+            (Some("ok"), Some("simulated"))
+        );
+        let co = row(g, "co-tenancy", card);
+        assert_eq!(co["state"], "ok", "{co:#}");
+        assert!(
+            co["evidence"].as_str().unwrap().matches(SHIM).count() >= 2,
+            "{co:#}"
+        );
+        assert_eq!(row(g, "cu-mask-topology", card)["state"], "ok");
+    }
+    // Probes are removed afterwards, and so are the rendered work directories.
+    assert!(labelled_containers(LABEL).is_empty());
+    let work = node.tree.path("/var/lib/gpustack/operator/preflight");
+    let left: Vec<_> = std::fs::read_dir(&work)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n != "lock")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // The staged libraries are kept, where the allocator mounts them from.
+    assert!(
+        node.tree
+            .path("/var/lib/gpustack/operator/lib/amd/libvrocm.so")
+            .exists()
+    );
+    // Shown with --nocapture: the README's example output.
+    eprintln!("measured preflight: {wall:.2?}\n{text}");
+}
+
+#[test]
+fn dry_run_prints_commands_and_starts_nothing() {
+    let _engine = engine();
+    let node = Node::new(Shim::Loads);
+    let since = docker::docker(&["version", "--format", "{{.Server.Os}}"]);
+    assert!(!since.is_empty());
+    // The engine takes fractional Unix times: the window starts at this run, not at its second.
+    let unix_now = || {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        format!("{}.{:09}", t.as_secs(), t.subsec_nanos())
+    };
+    let start = unix_now();
+    let out = node.preflight(&["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = report(&out);
+    let g = amd_group(&r);
+    for card in [CARD0, CARD1] {
+        for cap in [
+            "sliced-runtime-loaded",
+            "sliced-quota-in-force",
+            "co-tenancy",
+        ] {
+            let c = row(g, cap, card);
+            assert_eq!(c["depth"], "simulated", "{c:#}");
+            assert_eq!(c["state"], "ok");
+            assert!(
+                c["command"].as_str().unwrap().contains("docker run --rm"),
+                "{c:#}"
+            );
+            assert!(c.get("evidence").is_none(), "{c:#}");
+        }
+    }
+    // Nothing staged, locked or started.
+    assert!(
+        !node
+            .tree
+            .path("/var/lib/gpustack/operator/lib/amd")
+            .exists()
+    );
+    assert!(
+        !node
+            .tree
+            .path("/var/lib/gpustack/operator/preflight/lock")
+            .exists()
+    );
+    let end = unix_now();
+    let events = docker::docker(&[
+        "events",
+        "--since",
+        &start,
+        "--until",
+        &end,
+        "--filter",
+        "type=container",
+        "--filter",
+        &format!("label={LABEL}"),
+    ]);
+    assert!(
+        events.trim().is_empty(),
+        "the dry run started containers: {events}"
+    );
+}
+
+#[test]
+fn a_shim_that_fails_to_load_is_not_ok_whatever_the_greeting() {
+    let _engine = engine();
+    let node = Node::new(Shim::Refused);
+    let out = node.preflight(&[]);
+    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
+    let r = report(&out);
+    let g = amd_group(&r);
+    let loaded = row(g, "sliced-runtime-loaded", CARD0);
+    assert_eq!(
+        (loaded["state"].as_str(), loaded["depth"].as_str()),
+        (Some("unavailable"), Some("measured")),
+        "{loaded:#}"
+    );
+    // The container's output named the path (the loader's refusal, the reader's greeting)...
+    let evidence = loaded["evidence"].as_str().unwrap();
+    assert!(evidence.contains(SHIM), "{evidence}");
+    // ...and that was not taken as proof.
+    assert_ne!(row(g, "co-tenancy", CARD0)["state"], "ok");
+    assert!(
+        stderr(&out).contains(&format!("error: amd: sliced-runtime-loaded on {CARD0}: ")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(labelled_containers(LABEL).is_empty());
+}
+
+#[test]
+fn a_stale_probe_container_is_swept() {
+    let _engine = engine();
+    let node = Node::new(Shim::Loads);
+    let image = docker::probe_image(&[shim_library()]);
+    let id = docker::docker(&[
+        "run",
+        "-d",
+        "-i",
+        "--label",
+        LABEL,
+        "--name",
+        "gpustack-preflight-stale-test",
+        image,
+        "/bin/sh",
+        "-c",
+        "read x",
+    ]);
+    assert!(labelled_containers(LABEL).contains(&id.trim()[..12].to_owned()));
+    // No NVIDIA cards here: the run only sweeps and reports.
+    let root = node.tree.root().display().to_string();
+    let out = operator()
+        .args([
+            "device-manager",
+            "preflight",
+            "--manufacturer=nvidia",
+            &format!("--host-root={root}"),
+        ])
+        .env("GPUSTACK_SYSTEM_ROOT", &root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("removed 1 stale preflight container(s)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(labelled_containers(LABEL).is_empty());
+    let r = report(&out);
+    assert_eq!(r["accelerators"][0]["detection"]["state"], "not-declared");
+    assert!(r["accelerators"][0]["note"].as_str().is_some());
+}
+
+#[test]
+fn a_run_holding_the_lock_makes_every_detection_unavailable() {
+    let _engine = engine();
+    let node = Node::new(Shim::Loads);
+    let lock = node.tree.path("/var/lib/gpustack/operator/preflight/lock");
+    std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    let held = std::fs::File::create(&lock).unwrap();
+    held.try_lock().unwrap();
+    let root = node.tree.root().display().to_string();
+    let out = operator()
+        .args([
+            "device-manager",
+            "preflight",
+            "--manufacturer=amd,nvidia",
+            &format!("--host-root={root}"),
+        ])
+        .env("GPUSTACK_SYSTEM_ROOT", &root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let r = report(&out);
+    let groups = r["accelerators"].as_array().unwrap();
+    assert_eq!(groups.len(), 2);
+    for g in groups {
+        assert_eq!(g["detection"]["state"], "unavailable");
+        assert!(
+            g["detection"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("another preflight run holds"),
+            "{g:#}"
+        );
+        assert!(g.get("checks").is_none());
+    }
+    assert_eq!(
+        stderr(&out).matches("error: ").count(),
+        2,
+        "{}",
+        stderr(&out)
+    );
+    drop(held);
+}
+
+#[test]
+fn a_missing_host_root_downgrades_to_a_dry_run() {
+    let _engine = engine();
+    let node = Node::new(Shim::Loads);
+    let empty = tempfile::tempdir().unwrap();
+    let root = node.tree.root().display().to_string();
+    let out = operator()
+        .args([
+            "device-manager",
+            "preflight",
+            "--manufacturer=amd",
+            &format!("--host-root={}", empty.path().display()),
+        ])
+        .env("GPUSTACK_SYSTEM_ROOT", &root)
+        .output()
+        .unwrap();
+    let r = report(&out);
+    let g = amd_group(&r);
+    assert!(
+        g["note"]
+            .as_str()
+            .unwrap()
+            .contains("is not a host root (no etc, proc, usr)"),
+        "{g:#}"
+    );
+    let loaded = row(g, "sliced-runtime-loaded", CARD0);
+    assert_eq!(loaded["depth"], "simulated");
+    assert!(loaded.get("evidence").is_none());
+    assert!(stderr(&out).contains("is not a host root"));
+    // Emitted steps never fail a run; nothing was written under the "host".
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn amd_without_rocm_mounted_names_the_missing_mount() {
+    let _engine = engine();
+    require_engine();
+    // What the preflight container sees: the cards in sysfs, no /opt/rocm.
+    let own = tempfile::tempdir().unwrap();
+    let own_tree = HostTree::new(own.path());
+    amd::seed_node(&own_tree);
+    std::fs::remove_dir_all(own_tree.path("/opt/rocm")).unwrap();
+    // The host: its rocm-smi sees both cards.
+    let host = tempfile::tempdir().unwrap();
+    let host_tree = HostTree::new(host.path());
+    docker::shell_only_host(&host_tree);
+    install_script(&host_tree, "rocm-smi", "/usr/bin/rocm-smi");
+    let out = operator()
+        .args([
+            "device-manager",
+            "preflight",
+            "--manufacturer=amd",
+            "--dry-run",
+            &format!("--host-root={}", host.path().display()),
+        ])
+        .env("GPUSTACK_SYSTEM_ROOT", own.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let r = report(&out);
+    let d = &amd_group(&r)["detection"];
+    assert_eq!(d["state"], "unavailable", "{d:#}");
+    assert_eq!(d["host"]["command"], "rocm-smi --showuniqueid");
+    assert_eq!(d["host"]["accelerators"], 2);
+    assert_eq!(d["host"]["missingMounts"], serde_json::json!(["/opt/rocm"]));
+    assert!(amd_group(&r).get("checks").is_none());
+    assert!(
+        stderr(&out).contains("error: amd: detection: "),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A host root with kubelet configuration `files` and the CLIs `clis` (empty scripts on PATH),
+/// run dry on the seed's cards; the printed probe command and the stderr note.
+fn resolve_on(files: &[(&str, &str)], clis: &[&str], extra: &[&str]) -> (String, String, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = HostTree::new(dir.path());
+    amd::seed_node(&tree);
+    docker::shell_only_host(&tree);
+    for (path, text) in files {
+        tree.file(path, text);
+    }
+    for cli in clis {
+        let p = tree.path(&format!("/usr/bin/{cli}"));
+        tree.file(&format!("/usr/bin/{cli}"), "#!/bin/sh\nexit 0\n");
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let root = dir.path().display().to_string();
+    let mut args = vec![
+        "device-manager",
+        "preflight",
+        "--manufacturer=amd",
+        "--dry-run",
+    ];
+    let host_root = format!("--host-root={root}");
+    args.push(&host_root);
+    args.extend(extra);
+    let out = operator()
+        .args(&args)
+        .env("GPUSTACK_SYSTEM_ROOT", &root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = report(&out);
+    let command = row(amd_group(&r), "sliced-runtime-loaded", CARD0)["command"]
+        .as_str()
+        .unwrap()
+        .split(" run ")
+        .next()
+        .unwrap()
+        .split_once(&root)
+        .unwrap()
+        .1
+        .trim()
+        .to_owned();
+    let note = stderr(&out)
+        .lines()
+        .find(|l| l.starts_with("note: container runtime: "))
+        .unwrap()
+        .to_owned();
+    (command, note, r)
+}
+
+#[test]
+fn runtime_resolution_on_fixture_hosts() {
+    let _engine = engine();
+    const K3S: &str = "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf";
+    const RKE2: &str = "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf";
+    let nerdctl = |sock: &str| format!("nerdctl --address {sock} --namespace gpustack-preflight");
+    /// (kubelet files, host CLIs, extra flags, expected CLI and connection flags, source named)
+    type Case<'a> = (
+        &'a [(&'a str, &'a str)],
+        &'a [&'a str],
+        &'a [&'a str],
+        String,
+        &'a str,
+    );
+    let cases: Vec<Case<'_>> = vec![
+        (
+            &[(
+                "/var/lib/kubelet/kubeadm-flags.env",
+                "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock\"\n",
+            )],
+            &["docker", "nerdctl"],
+            &[],
+            nerdctl("/run/containerd/containerd.sock"),
+            "/var/lib/kubelet/kubeadm-flags.env",
+        ),
+        (
+            &[(
+                "/var/lib/kubelet/config.yaml",
+                "kind: KubeletConfiguration\ncontainerRuntimeEndpoint: unix:///var/run/cri-dockerd.sock\n",
+            )],
+            &["docker", "nerdctl"],
+            &[],
+            "docker".into(),
+            "/var/lib/kubelet/config.yaml",
+        ),
+        (
+            &[
+                (
+                    K3S,
+                    "containerRuntimeEndpoint: unix:///run/k3s/containerd/containerd.sock\n",
+                ),
+                (
+                    RKE2,
+                    "containerRuntimeEndpoint: unix:///run/k3s/containerd/containerd.sock\n",
+                ),
+            ],
+            &["nerdctl"],
+            &[],
+            nerdctl("/run/k3s/containerd/containerd.sock"),
+            "kubelet.conf.d",
+        ),
+        (
+            &[],
+            &["nerdctl"],
+            &[],
+            nerdctl("/run/containerd/containerd.sock"),
+            "probed the host's PATH",
+        ),
+        (
+            &[],
+            &["docker", "nerdctl"],
+            &[],
+            "docker".into(),
+            "probed the host's PATH",
+        ),
+        (
+            &[(
+                "/var/lib/kubelet/config.yaml",
+                "containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n",
+            )],
+            &[],
+            &["--runtime=docker"],
+            "docker".into(),
+            "--runtime=docker",
+        ),
+    ];
+    for (files, clis, extra, engine, source) in cases {
+        let (command, note, _) = resolve_on(files, clis, extra);
+        assert_eq!(command, engine, "{files:?} {clis:?}: {note}");
+        assert!(note.contains(source), "{note}");
+    }
+
+    // Two rancher directories that disagree: steps emitted, naming both.
+    let (_, note, r) = resolve_on(
+        &[
+            (
+                K3S,
+                "containerRuntimeEndpoint: unix:///run/k3s/containerd/containerd.sock\n",
+            ),
+            (RKE2, "containerRuntimeEndpoint: unix:///run/rke2.sock\n"),
+        ],
+        &["nerdctl", "docker"],
+        &[],
+    );
+    assert!(note.contains("probes printed, not run"), "{note}");
+    let g = amd_group(&r);
+    let detail = row(g, "sliced-runtime-loaded", CARD0)["detail"]
+        .as_str()
+        .unwrap();
+    for named in [
+        "unix:///run/k3s/containerd/containerd.sock",
+        "unix:///run/rke2.sock",
+        "--runtime",
+    ] {
+        assert!(detail.contains(named), "{detail}");
+    }
+    // Nothing on the host: printed for docker.
+    let (command, note, _) = resolve_on(&[], &[], &[]);
+    assert_eq!(command, "docker");
+    assert!(note.contains("no container CLI"), "{note}");
+}
+
+/// The closing note's figures: a measured run, a dry run, and the engine's own `docker run --rm`
+/// of the probe image (the floor one container start costs). Printed; asserts only that each ran.
+#[test]
+fn benchmark_preflight_wall_time() {
+    let _engine = engine();
+    let node = Node::new(Shim::Loads);
+    let image = docker::probe_image(&[shim_library()]);
+    let time = |f: &dyn Fn() -> bool| {
+        let t = Instant::now();
+        assert!(f());
+        t.elapsed()
+    };
+    let floor = time(&|| {
+        std::process::Command::new("docker")
+            .args([
+                "run",
+                "--rm",
+                image,
+                "/bin/sh",
+                "-c",
+                "cat /proc/self/maps >/dev/null",
+            ])
+            .status()
+            .unwrap()
+            .success()
+    });
+    let measured = time(&|| node.preflight(&[]).status.success());
+    let dry = time(&|| node.preflight(&["--dry-run"]).status.success());
+    eprintln!(
+        "preflight on the seed node (2 cards, 6 probe containers): measured {measured:.2?}, dry run {dry:.2?}, docker run --rm floor {floor:.2?}"
+    );
+}
