@@ -193,16 +193,15 @@ fn binary_name_selects_the_command() {
 
 #[test]
 fn services_not_yet_built_say_so_and_fail() {
-    for args in [&["worker"][..]] {
-        let out = run(args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        assert!(
-            stderr(&out).contains("is not available in this build yet"),
-            "{args:?}: {}",
-            stderr(&out)
-        );
-        assert!(stdout(&out).is_empty());
-    }
+    let args = &["worker"][..];
+    let out = run(args);
+    assert_eq!(out.status.code(), Some(1), "{args:?}");
+    assert!(
+        stderr(&out).contains("is not available in this build yet"),
+        "{args:?}: {}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty());
 }
 
 /// Bad `--upstreams` files: each is refused before anything starts, with one line naming the
