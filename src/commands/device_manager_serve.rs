@@ -1,6 +1,7 @@
 //! `device-manager serve`: builds the node agent's dependencies from flags and the environment
 //! (kube client, metrics registry, system root) and runs it until SIGTERM or SIGINT.
 
+use super::process::{kube_client, shutdown_signal};
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
 use gpustack_device_manager::{
@@ -93,29 +94,5 @@ async fn serve_until_signal(config: Config, kubeconfig: &str) -> anyhow::Result<
         }
     })
     .await?;
-    Ok(())
-}
-
-/// The worker's cluster access: `--kubeconfig`, else `KUBECONFIG`, in-cluster, `~/.kube/config`.
-async fn kube_client(kubeconfig: &str) -> anyhow::Result<kube::Client> {
-    let config = if kubeconfig.is_empty() {
-        kube::Config::infer().await?
-    } else {
-        let kc = kube::config::Kubeconfig::read_from(kubeconfig)
-            .map_err(|e| anyhow::anyhow!("reading --kubeconfig {kubeconfig}: {e}"))?;
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?
-    };
-    Ok(kube::Client::try_from(config)?)
-}
-
-async fn shutdown_signal() -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
     Ok(())
 }

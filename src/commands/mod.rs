@@ -6,6 +6,7 @@ mod device_manager_serve;
 mod gateway;
 mod model_manager;
 mod preflight;
+mod process;
 
 use std::process::ExitCode;
 

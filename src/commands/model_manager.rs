@@ -1,6 +1,7 @@
 //! `model-manager`: builds the CSI plugin's dependencies from flags (kube client, paths) and runs
 //! it until SIGTERM or SIGINT.
 
+use super::process::{kube_client, shutdown_signal};
 use std::process::ExitCode;
 
 use gpustack_model_manager::serve::{self, Options};
@@ -46,29 +47,5 @@ async fn serve_until_signal(options: Options, kubeconfig: &str) -> anyhow::Resul
         }
     })
     .await?;
-    Ok(())
-}
-
-/// `--kubeconfig`, else `KUBECONFIG`, in-cluster, `~/.kube/config`.
-async fn kube_client(kubeconfig: &str) -> anyhow::Result<kube::Client> {
-    let config = if kubeconfig.is_empty() {
-        kube::Config::infer().await?
-    } else {
-        let kc = kube::config::Kubeconfig::read_from(kubeconfig)
-            .map_err(|e| anyhow::anyhow!("reading --kubeconfig {kubeconfig}: {e}"))?;
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?
-    };
-    Ok(kube::Client::try_from(config)?)
-}
-
-async fn shutdown_signal() -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
     Ok(())
 }
