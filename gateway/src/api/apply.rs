@@ -14,6 +14,7 @@
 //! creates, except the top-level `metadata`, `spec` and `status`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -73,9 +74,61 @@ pub struct Writer {
     pub manager: String,
     pub subresource: Option<&'static str>,
     pub api_version: String,
-    /// Lists of objects merge by key (built-in kinds) rather than as a whole.
-    pub keyed_lists: bool,
+    /// Which lists merge item by item rather than as a whole.
+    pub lists: Lists,
     pub part: Part,
+}
+
+/// How the lists of the written kind merge.
+#[derive(Clone, Debug)]
+pub enum Lists {
+    /// Built-in kinds: lists of objects merge by their strategic-merge key.
+    Builtin,
+    /// Custom kinds: lists the schema (a CRD's `openAPIV3Schema`) marks
+    /// `x-kubernetes-list-type: map` merge by their `x-kubernetes-list-map-keys`; every other
+    /// list, and every list of a kind without a schema, is atomic.
+    Schema(Option<Arc<Value>>),
+}
+
+impl Lists {
+    /// The keys the items of the list at `fields` (field names from the root, list indices
+    /// left out) merge by: every item an object with a distinct value for them. `None`: the
+    /// list is atomic.
+    fn keys(&self, fields: &[String], items: &[Value]) -> Option<Vec<String>> {
+        if !items.iter().all(Value::is_object) {
+            return None;
+        }
+        let keys = match self {
+            Lists::Builtin => {
+                let refs: Vec<&Value> = items.iter().collect();
+                let field = fields.last().map_or("", String::as_str);
+                vec![super::strategic::merge_key(field, &refs)?.to_owned()]
+            }
+            Lists::Schema(schema) => map_list_keys(schema.as_deref()?, fields)?,
+        };
+        let distinct: BTreeSet<Vec<String>> = items
+            .iter()
+            .map(|i| keys.iter().map(|k| i[k].to_string()).collect())
+            .collect();
+        (!keys.is_empty() && distinct.len() == items.len()).then_some(keys)
+    }
+}
+
+/// The `x-kubernetes-list-map-keys` of the list at `fields` in an OpenAPI v3 schema, when it is
+/// a `map` list.
+fn map_list_keys(schema: &Value, fields: &[String]) -> Option<Vec<String>> {
+    let mut node = schema;
+    for f in fields {
+        if let Some(items) = node.get("items") {
+            node = items;
+        }
+        node = node.get("properties")?.get(f)?;
+    }
+    if node.get("x-kubernetes-list-type")?.as_str()? != "map" {
+        return None;
+    }
+    let keys = node.get("x-kubernetes-list-map-keys")?.as_array()?;
+    keys.iter().map(|k| k.as_str().map(str::to_owned)).collect()
 }
 
 /// A field an apply would change that another manager owns.
@@ -252,23 +305,20 @@ fn item_matches(item: &Value, key: &Map<String, Value>) -> bool {
     key.iter().all(|(k, v)| item.get(k) == Some(v))
 }
 
-/// The `k:` step naming `item` of a list keyed by `key`.
-fn item_step(key: &str, item: &Value) -> String {
-    let mut m = Map::new();
-    m.insert(key.into(), item.get(key).cloned().unwrap_or(Value::Null));
+/// The `k:` step naming `item` of a list keyed by `keys`.
+fn item_step(keys: &[String], item: &Value) -> String {
+    let m: Map<String, Value> = keys
+        .iter()
+        .map(|k| (k.clone(), item.get(k).cloned().unwrap_or(Value::Null)))
+        .collect();
     format!("k:{}", Value::Object(m))
 }
 
-/// The key the items of list `field` merge by: every item an object with a distinct value for
-/// it. `None`: the list is atomic.
-fn list_key(field: &str, items: &[Value]) -> Option<&'static str> {
-    if !items.iter().all(Value::is_object) {
-        return None;
-    }
-    let refs: Vec<&Value> = items.iter().collect();
-    let key = super::strategic::merge_key(field, &refs)?;
-    let distinct: BTreeSet<String> = items.iter().map(|i| i[key].to_string()).collect();
-    (distinct.len() == items.len()).then_some(key)
+/// The field names of a path, list items left out: where in a schema the path points.
+fn field_names(path: &Path) -> Vec<String> {
+    path.iter()
+        .filter_map(|s| s.strip_prefix("f:").map(str::to_owned))
+        .collect()
 }
 
 /// What sits at an owned path: a value, or a node whose children are owned on their own.
@@ -280,7 +330,7 @@ enum Node<'a> {
 
 /// Collects the ownable paths of an object.
 struct Walker<'a> {
-    keyed_lists: bool,
+    lists: &'a Lists,
     /// Whether non-empty maps are ownable nodes too (for updates; an applied configuration owns
     /// only what it sets).
     maps: bool,
@@ -309,6 +359,13 @@ impl<'a> Walker<'a> {
     }
 
     fn value(&mut self, field: &str, v: &'a Value) {
+        // An empty list is a value of its own (as an empty map is), whatever its items merge by.
+        let keys = match v {
+            Value::Array(items) if !items.is_empty() => {
+                self.lists.keys(&field_names(&self.path), items)
+            }
+            _ => None,
+        };
         match v {
             Value::Object(m) if !m.is_empty() => {
                 let top_struct = self.path.len() == 1 && TOP_STRUCTS.contains(&field);
@@ -317,10 +374,10 @@ impl<'a> Walker<'a> {
                 }
                 self.map(m);
             }
-            Value::Array(items) if self.keyed_lists => match list_key(field, items) {
-                Some(key) => {
+            Value::Array(items) => match keys {
+                Some(keys) => {
                     for item in items {
-                        self.path.push(item_step(key, item));
+                        self.path.push(item_step(&keys, item));
                         self.out.insert(self.path.clone(), Node::Inner);
                         if let Value::Object(m) = item {
                             self.map(m);
@@ -339,9 +396,9 @@ impl<'a> Walker<'a> {
     }
 }
 
-fn atoms(obj: &Value, keyed_lists: bool, maps: bool) -> BTreeMap<Path, Node<'_>> {
+fn atoms<'a>(obj: &'a Value, lists: &'a Lists, maps: bool) -> BTreeMap<Path, Node<'a>> {
     let mut w = Walker {
-        keyed_lists,
+        lists,
         maps,
         path: Vec::new(),
         out: BTreeMap::new(),
@@ -363,7 +420,7 @@ fn in_part(path: &Path, part: Part) -> bool {
 
 /// The fields an applied configuration sets, as far as `w`'s endpoint writes them.
 pub fn applied_fields(config: &Value, w: &Writer) -> FieldSet {
-    atoms(config, w.keyed_lists, false)
+    atoms(config, &w.lists, false)
         .into_keys()
         .filter(|p| in_part(p, w.part))
         .collect()
@@ -384,8 +441,8 @@ impl Comparison {
 }
 
 fn compare(old: &Value, new: &Value, w: &Writer) -> Comparison {
-    let before = atoms(old, w.keyed_lists, true);
-    let after = atoms(new, w.keyed_lists, true);
+    let before = atoms(old, &w.lists, true);
+    let after = atoms(new, &w.lists, true);
     let changed = after
         .iter()
         .filter(|(p, n)| before.get(*p) != Some(*n) && in_part(p, w.part))
@@ -533,22 +590,27 @@ fn remove(doc: &mut Value, path: &[String]) {
 
 /// `live` with `config` merged in: maps recursively, keyed lists item by item, anything else
 /// replaced.
-fn merge(live: &Value, config: &Value, field: &str, keyed_lists: bool) -> Value {
+fn merge(live: &Value, config: &Value, fields: &mut Vec<String>, lists: &Lists) -> Value {
     match (live, config) {
         (Value::Object(l), Value::Object(c)) => {
             let mut out = l.clone();
             for (k, cv) in c {
                 let merged = match l.get(k) {
-                    Some(lv) => merge(lv, cv, k, keyed_lists),
+                    Some(lv) => {
+                        fields.push(k.clone());
+                        let merged = merge(lv, cv, fields, lists);
+                        fields.pop();
+                        merged
+                    }
                     None => cv.clone(),
                 };
                 out.insert(k.clone(), merged);
             }
             Value::Object(out)
         }
-        (Value::Array(l), Value::Array(c)) if keyed_lists => {
-            match (list_key(field, l), list_key(field, c)) {
-                (Some(a), Some(b)) if a == b => merge_items(l, c, a),
+        (Value::Array(l), Value::Array(c)) => {
+            match (lists.keys(fields, l), lists.keys(fields, c)) {
+                (Some(a), Some(b)) if a == b => merge_items(l, c, &a, fields, lists),
                 _ => config.clone(),
             }
         }
@@ -557,12 +619,21 @@ fn merge(live: &Value, config: &Value, field: &str, keyed_lists: bool) -> Value 
 }
 
 /// Keyed items: live ones in their order (merged with their configured selves), then new ones.
-fn merge_items(live: &[Value], config: &[Value], key: &str) -> Value {
-    let find = |list: &[Value], item: &Value| list.iter().position(|x| x[key] == item[key]);
+fn merge_items(
+    live: &[Value],
+    config: &[Value],
+    keys: &[String],
+    fields: &mut Vec<String>,
+    lists: &Lists,
+) -> Value {
+    let find = |list: &[Value], item: &Value| {
+        list.iter()
+            .position(|x| keys.iter().all(|k| x[k] == item[k]))
+    };
     let mut out: Vec<Value> = live
         .iter()
         .map(|l| match find(config, l) {
-            Some(i) => merge(l, &config[i], "", true),
+            Some(i) => merge(l, &config[i], fields, lists),
             None => l.clone(),
         })
         .collect();
@@ -584,7 +655,7 @@ pub fn merge_applied(current: &Value, config: &Value, w: &Writer) -> Value {
             kept.extend(e.fields);
         }
     }
-    let mut doc = merge(current, config, "", w.keyed_lists);
+    let mut doc = merge(current, config, &mut Vec::new(), &w.lists);
     for path in last.difference(&applied) {
         if !owned_within(&kept, path) && !is_item_key(path) {
             remove(&mut doc, path);
@@ -698,7 +769,7 @@ mod tests {
             manager: manager.into(),
             subresource: None,
             api_version: "v1".into(),
-            keyed_lists: true,
+            lists: Lists::Builtin,
             part: Part::All,
         }
     }
@@ -771,7 +842,7 @@ mod tests {
         assert_eq!(decode(&encode(&f)), f);
         // Custom kinds' lists are atomic; /status owns only status.
         let mut w = writer("m");
-        w.keyed_lists = false;
+        w.lists = Lists::Schema(None);
         w.part = Part::Status;
         let f = applied_fields(
             &json!({"spec": {"x": 1}, "status": {"list": [{"name": "a"}]}}),
@@ -980,5 +1051,40 @@ mod tests {
         let mut two = merge_applied(&one, &config, &w);
         own_applied(&one, &mut two, &config, &w, false, later()).unwrap();
         assert_eq!(one, two);
+    }
+
+    #[test]
+    fn custom_map_lists_merge_by_their_schema_keys() {
+        // `ports` keyed by two fields; `tags` atomic (no list type).
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["port", "protocol"],
+                "items": {"type": "object", "properties": {"port": {"type": "integer"}}}},
+            "tags": {"type": "array", "items": {"type": "object"}},
+        }}}});
+        let mut w = writer("a");
+        w.lists = Lists::Schema(Some(Arc::new(schema)));
+        let live = json!({"spec": {
+            "ports": [{"port": 80, "protocol": "TCP", "n": 1}, {"port": 80, "protocol": "UDP"}],
+            "tags": [{"t": 1}, {"t": 2}],
+        }});
+        let config = json!({"spec": {
+            "ports": [{"port": 80, "protocol": "UDP", "n": 2}],
+            "tags": [{"t": 3}],
+        }});
+        let merged = merge_applied(&live, &config, &w);
+        assert_eq!(
+            merged["spec"]["ports"],
+            json!([{"port": 80, "protocol": "TCP", "n": 1}, {"port": 80, "protocol": "UDP", "n": 2}])
+        );
+        assert_eq!(merged["spec"]["tags"], json!([{"t": 3}]));
+        let fields = encode(&applied_fields(&config, &w));
+        assert_eq!(
+            fields,
+            json!({"f:spec": {
+                "f:ports": {"k:{\"port\":80,\"protocol\":\"UDP\"}": {".": {}, "f:n": {}, "f:port": {}, "f:protocol": {}}},
+                "f:tags": {},
+            }})
+        );
     }
 }

@@ -11,7 +11,7 @@ use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::harness::{eventually, start};
 
@@ -855,6 +855,22 @@ async fn server_side_apply_tracks_each_managers_fields() {
         "{}",
         d.data["status"]
     );
+    // A second manager's group: `groups` is a map list keyed by `id` in the schema, so each
+    // manager's applies touch only their own entries.
+    let other = json!({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices", "status": {"groups": [
+        {"id": "o", "manufacturer": "amd", "accelerators": []},
+    ]}});
+    let d = raw
+        .patch_status("n", &ssa("other"), &Patch::Apply(other))
+        .await
+        .unwrap();
+    let ids: Vec<&Value> = d.data["status"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["id"])
+        .collect();
+    assert_eq!(ids, [&json!("g"), &json!("h"), &json!("o")]);
     let applied = || {
         json!({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices", "status": {"groups": [
             {"id": "g", "manufacturer": "nvidia", "accelerators": [{"id": "a"}]},
@@ -865,8 +881,10 @@ async fn server_side_apply_tracks_each_managers_fields() {
         .await
         .unwrap();
     let groups = d.data["status"]["groups"].as_array().unwrap();
-    assert_eq!(groups.len(), 1, "{}", d.data["status"]);
+    // "h" goes (ctrl applied it and no longer does); "o" stays (another manager's).
+    assert_eq!(groups.len(), 2, "{}", d.data["status"]);
     assert_eq!(groups[0]["id"], "g");
+    assert_eq!(groups[1]["id"], "o", "{}", d.data["status"]);
     assert_eq!(groups[0]["accelerators"][0]["id"], "a");
     // Released by "ctrl", `remaining` is back to the schema's default.
     assert_eq!(

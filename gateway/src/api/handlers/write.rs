@@ -179,8 +179,12 @@ fn writer(ctx: &Ctx, t: &Target) -> apply::Writer {
         manager: manager_of(ctx),
         subresource: t.status.then_some("status"),
         api_version: t.def.api_version(&t.version),
-        // Custom kinds carry no list-type metadata here: their lists are atomic.
-        keyed_lists: !t.def.custom,
+        // Custom kinds merge the lists their schema marks as maps.
+        lists: if t.def.custom {
+            apply::Lists::Schema(t.def.schema.clone())
+        } else {
+            apply::Lists::Builtin
+        },
         part: if t.status {
             apply::Part::Status
         } else if t.def.status_subresource() {
