@@ -8,13 +8,12 @@ use std::{
     time::Duration,
 };
 
-use hyper_util::{
-    rt::{TokioExecutor, TokioIo},
-    server::{conn::auto, graceful::GracefulShutdown},
-    service::TowerToHyperService,
-};
+use gpustack_kube_rest::serve;
+
+/// Connection caps and deadlines of the listeners ([`GatewayOptions::serving`]).
+pub use gpustack_kube_rest::serve::Limits as ServingLimits;
 use tokio::{
-    net::{TcpListener, UnixListener, UnixStream},
+    net::{TcpListener, UnixListener},
     sync::watch,
     task::JoinHandle,
 };
@@ -63,6 +62,8 @@ pub struct GatewayOptions {
     /// Holds the bearer token that may do anything over HTTPS; created (random, mode 0600)
     /// if missing.
     pub token_file: Option<PathBuf>,
+    /// Connection caps and deadlines of every listener.
+    pub serving: serve::Limits,
 }
 
 impl GatewayOptions {
@@ -81,6 +82,7 @@ impl GatewayOptions {
             upstreams: Vec::new(),
             mirror: MirrorOptions::default(),
             conn_mode: ConnMode::Loopback,
+            serving: serve::Limits::default(),
             cert_dir: None,
             token_file: None,
         }
@@ -298,15 +300,23 @@ impl Gateway {
         ));
         let task_store = store.clone();
         let task_subscriptions = subscriptions.clone();
+        let limits = opts.serving.clone();
         let task = tokio::spawn(async move {
-            let listeners = Listeners {
-                tcp: listener,
-                acceptor,
+            let mut endpoints = vec![serve::Endpoint {
+                listener: serve::Listener::Tls {
+                    tcp: listener,
+                    tls: acceptor,
+                },
                 router,
-                unix,
-                unix_router,
-            };
-            serve(listeners, stop_rx, &task_store).await;
+            }];
+            if let Some(unix) = unix {
+                endpoints.push(serve::Endpoint {
+                    listener: serve::Listener::Unix(unix),
+                    router: unix_router,
+                });
+            }
+            let watches = task_store.clone();
+            serve::serve(endpoints, limits, stop_rx, move || watches.end_watches()).await;
             compaction.abort();
             task_subscriptions.stop().await;
             task_store.close().await;
@@ -430,94 +440,10 @@ fn private_bind_dir(parent: &Path, pid: u32) -> PathBuf {
     parent.join(format!(".gw-bind-{pid}"))
 }
 
-struct Listeners {
-    tcp: TcpListener,
-    acceptor: TlsAcceptor,
-    router: axum::Router,
-    unix: Option<UnixListener>,
-    unix_router: axum::Router,
-}
-
-async fn accept_unix(l: &Option<UnixListener>) -> std::io::Result<UnixStream> {
-    match l {
-        Some(l) => l.accept().await.map(|(s, _)| s),
-        None => std::future::pending().await,
-    }
-}
-
-async fn serve(listeners: Listeners, mut stop: watch::Receiver<bool>, store: &Store) {
-    let Listeners {
-        tcp,
-        acceptor,
-        router,
-        unix,
-        unix_router,
-    } = listeners;
-    let graceful = GracefulShutdown::new();
-    loop {
-        tokio::select! {
-            _ = stop.changed() => break,
-            accepted = accept_unix(&unix) => {
-                let stream = match accepted {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "unix socket accept failed");
-                        continue;
-                    }
-                };
-                let service = TowerToHyperService::new(unix_router.clone());
-                let watcher = graceful.watcher();
-                tokio::spawn(async move {
-                    let builder = auto::Builder::new(TokioExecutor::new());
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    if let Err(e) = watcher.watch(conn.into_owned()).await {
-                        tracing::debug!(error = %e, "unix connection ended with an error");
-                    }
-                });
-            }
-            accepted = tcp.accept() => {
-                let (tcp, peer) = match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        continue;
-                    }
-                };
-                let _ = tcp.set_nodelay(true);
-                let acceptor = acceptor.clone();
-                let service = TowerToHyperService::new(router.clone());
-                let watcher = graceful.watcher();
-                tokio::spawn(async move {
-                    let stream = match acceptor.accept(tcp).await {
-                        Ok(s) => s,
-                        Err(e) => {
-                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                            return;
-                        }
-                    };
-                    let builder = auto::Builder::new(TokioExecutor::new());
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    if let Err(e) = watcher.watch(conn.into_owned()).await {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                });
-            }
-        }
-    }
-    drop(tcp);
-    drop(unix);
-    store.end_watches();
-    if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("connections still open after 10s; closing anyway");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::net::UnixStream;
 
     #[test]
     fn sockets_are_bound_beside_their_path() {

@@ -225,6 +225,14 @@ pub struct WorkerGatewayArgs {
     /// How often the event log is trimmed to --event-log-retention (and Events expired).
     #[arg(long, default_value_t = GoDuration::secs(60), value_name = "DURATION", value_parser = at_least_1s)]
     pub event_log_compaction_interval: GoDuration,
+    /// Open connections per listener (HTTPS, unix socket); past it, new clients wait in the
+    /// kernel's backlog until one closes.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// How long a client has for the TLS handshake and for its first request (and each
+    /// request's headers) before the connection is closed.
+    #[arg(long, default_value_t = GoDuration::secs(10), value_name = "DURATION", value_parser = at_least_1s)]
+    pub connection_setup_timeout: GoDuration,
 }
 
 impl WorkerGatewayArgs {

@@ -7,7 +7,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use gpustack_gateway::{
     mirror::{MirrorOptions, config::resolve_all},
-    server::{Compaction, Gateway, GatewayOptions},
+    server::{Compaction, Gateway, GatewayOptions, ServingLimits},
 };
 
 use crate::cli::args::WorkerGatewayArgs;
@@ -56,6 +56,11 @@ async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
         event_ttl: args.event_ttl.0,
     };
     options.conn_mode = args.conn_mode();
+    options.serving = ServingLimits {
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        setup_timeout: args.connection_setup_timeout.0,
+        ..Default::default()
+    };
     options.cert_dir =
         (!args.serving.cert_dir.is_empty()).then(|| args.serving.cert_dir.clone().into());
     options.mirror = MirrorOptions {

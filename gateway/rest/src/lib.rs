@@ -15,6 +15,9 @@
 //! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: the Kubernetes
 //!   protobuf envelope of request bodies.
 //!
+//! - [`serve`]: HTTPS and unix-socket serving with connection caps, setup deadlines and
+//!   accept backoff.
+//!
 //! Deliberately absent: any store, any Kubernetes client (a test checks the dependency tree).
 
 pub mod discovery;
@@ -30,6 +33,7 @@ pub mod resource;
 pub mod response;
 pub mod schema;
 pub mod selectors;
+pub mod serve;
 pub mod status;
 pub mod table;
 pub mod watch;
