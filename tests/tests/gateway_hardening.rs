@@ -3,10 +3,11 @@
 //! answering others within a bound, and loses nothing it acknowledged.
 
 use std::{
-    io::Read,
+    io::{Read, Write},
     net::TcpStream,
     path::Path,
     process::Command,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -169,4 +170,211 @@ fn running_out_of_descriptors_neither_spins_nor_floods_the_log() {
     });
     let (code, _) = unix_readyz(&gw);
     assert_eq!(code, 200);
+}
+
+/// A TLS connection to the gateway trusting its generated CA (`<data>/tls/ca.crt`).
+fn tls_connect(gw: &GatewayProcess) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(gw.data_dir.join("tls/ca.crt")).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let tcp = TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    rustls::StreamOwned::new(conn, tcp)
+}
+
+/// Sends `head` (request line and headers, no body) over HTTPS and returns the status line
+/// of the answer, read within the stream's timeout.
+fn https_status_line(gw: &GatewayProcess, head: &str) -> String {
+    let mut s = tls_connect(gw);
+    s.write_all(head.as_bytes()).unwrap();
+    s.flush().unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 256];
+    while !got.windows(2).any(|w| w == b"\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("no answer to {head:?}: {e}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+fn cluster_token(gw: &GatewayProcess) -> String {
+    let kubeconfig = std::fs::read_to_string(gw.kubeconfig()).unwrap();
+    kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("a token in the kubeconfig")
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn who_asks_is_settled_before_a_body_is_read_or_a_cluster_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    // A 16 MB body announced and never sent: refused at once, not awaited.
+    for auth in [
+        "",
+        &format!("Authorization: Bearer {}\r\n", cluster_token(&gw)),
+    ] {
+        let started = Instant::now();
+        let line = https_status_line(
+            &gw,
+            &format!(
+                "POST /apis/workers HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: 16000000\r\n\r\n"
+            ),
+        );
+        let want = if auth.is_empty() { "401" } else { "403" };
+        assert!(line.contains(want), "{auth:?}: {line}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+    // Cluster paths, health included, answer only a token holder: names cannot be probed.
+    for path in [
+        "/clusters/demo/readyz",
+        "/clusters/nope/readyz",
+        "/clusters/nope/api",
+    ] {
+        let line = https_status_line(&gw, &format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assert!(line.contains("401"), "{path}: {line}");
+    }
+    let token = cluster_token(&gw);
+    let line = https_status_line(
+        &gw,
+        &format!(
+            "GET /clusters/demo/readyz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+        ),
+    );
+    assert!(line.contains("200"), "{line}");
+    let line = https_status_line(
+        &gw,
+        &format!(
+            "GET /clusters/nope/api HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+        ),
+    );
+    assert!(line.contains("404"), "{line}");
+    // The gateway's own health stays open, and checks the store.
+    let line = https_status_line(&gw, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(line.contains("200"), "{line}");
+}
+
+#[test]
+fn invented_methods_share_one_metric_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    for i in 0..50 {
+        let (code, _) = http_over_unix(&gw.socket(), &format!("INVENTED{i}"), "/api", None)
+            .expect("an invented method is answered");
+        assert_eq!(code, 405);
+    }
+    let (code, metrics) = http_over_unix(&gw.socket(), "GET", "/metrics", None).unwrap();
+    assert_eq!(code, 200);
+    let methods: std::collections::BTreeSet<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("gpustack_gateway_http_requests_total{"))
+        .filter_map(|l| l.split("method=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(methods.contains("other"), "{metrics}");
+    assert!(
+        methods.iter().all(|m| !m.starts_with("INVENTED")),
+        "{methods:?}"
+    );
+}
+
+#[test]
+fn a_crd_version_without_a_name_is_refused_and_namespaces_still_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    let crd = dir.path().join("crd.yaml");
+    std::fs::write(
+        &crd,
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  versions:
+  - served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+",
+    )
+    .unwrap();
+    let out = gw.kubectl(&["create", "-f", crd.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("spec.versions[0].name: Required value"),
+        "{err}"
+    );
+    gw.kubectl_ok(&["create", "namespace", "doomed"]);
+    gw.kubectl_ok(&["delete", "namespace", "doomed", "--timeout=30s"]);
+    let out = gw.kubectl(&["get", "namespace", "doomed"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not found"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_stored_subscription_named_like_an_embedded_cluster_is_skipped_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = free_port();
+    let gw = GatewayProcess::start_with(
+        &data,
+        "up",
+        port,
+        &["--embedded-cluster=up", "--worker-conn-mode=loopback"],
+    );
+    let body = format!(
+        r#"{{"clusters":["east"],"kubeconfig":"{}"}}"#,
+        gw.kubeconfig().display()
+    );
+    let (code, answer) =
+        http_over_unix(&gw.socket(), "POST", "/apis/workers", Some(&body)).unwrap();
+    assert_eq!(code, 202, "{answer}");
+    drop(gw);
+    // The name now goes to an embedded cluster: the gateway starts, says why east is not
+    // mirrored, and serves the embedded east.
+    let gw = GatewayProcess::start_with(
+        &data,
+        "east",
+        port,
+        &[
+            "--embedded-cluster=up",
+            "--embedded-cluster=east",
+            "--worker-conn-mode=loopback",
+        ],
+    );
+    assert!(
+        log_lines_with(&gw.log_path(), "has the name of an embedded cluster") >= 1,
+        "{}",
+        std::fs::read_to_string(gw.log_path()).unwrap_or_default()
+    );
+    gw.kubectl_ok(&["create", "configmap", "mine", "--from-literal=k=v"]);
+    // Unsubscribing removes the stored subscription only: the embedded cluster keeps its data.
+    let (code, answer) =
+        http_over_unix(&gw.socket(), "DELETE", "/apis/workers?cluster=east", None).unwrap();
+    assert_eq!(code, 200, "{answer}");
+    gw.kubectl_ok(&["get", "configmap", "mine"]);
+    let (code, _) =
+        http_over_unix(&gw.socket(), "DELETE", "/apis/workers?cluster=east", None).unwrap();
+    assert_eq!(code, 404);
 }

@@ -715,6 +715,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, InvalidCrd> {
         .get("versions")
         .and_then(Value::as_array)
         .ok_or_else(|| missing("spec.versions"))?;
+    check_versions(versions)?;
     let mut served: Vec<&Value> = versions
         .iter()
         .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
@@ -810,6 +811,54 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, InvalidCrd> {
         schema,
         defaults_on_read,
     })
+}
+
+/// `spec.versions` as kube-apiserver checks it: at least one; each named with a DNS-1035
+/// label, no name twice; exactly one the storage version.
+fn check_versions(versions: &[Value]) -> Result<(), InvalidCrd> {
+    if versions.is_empty() {
+        return Err(InvalidCrd(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version"
+                .into(),
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, v) in versions.iter().enumerate() {
+        let field = format!("spec.versions[{i}].name");
+        let name = match str_at(v, "name") {
+            None | Some("") => return Err(InvalidCrd(format!("{field}: Required value"))),
+            Some(n) => n,
+        };
+        if !is_dns1035_label(name) {
+            return Err(InvalidCrd(format!(
+                "{field}: Invalid value: \"{name}\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character"
+            )));
+        }
+        if !seen.insert(name) {
+            return Err(InvalidCrd(format!("{field}: Duplicate value: \"{name}\"")));
+        }
+    }
+    let storage = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .count();
+    if storage != 1 {
+        return Err(InvalidCrd(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+fn is_dns1035_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_lowercase()
+        && b[b.len() - 1] != b'-'
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {

@@ -170,7 +170,12 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 
 async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
     let method = req.method().clone();
-    let response = answer(&st, req).await;
+    // A method HTTP does not define names no verb of any path here.
+    let response = if ops::is_standard_method(&method) {
+        answer(&st, req).await
+    } else {
+        ApiError::method_not_allowed(method.as_str()).into_response()
+    };
     st.metrics.count(&method, response.status());
     response
 }
@@ -184,9 +189,10 @@ async fn answer(st: &ApiState, req: Request) -> Response {
     }
     let route = parse(rest);
     // The gateway's own health at the root, whatever it serves (kubectl's `get --raw` drops
-    // the kubeconfig's `/clusters/NAME` prefix).
+    // the kubeconfig's `/clusters/NAME` prefix). Open to all, as kube-apiserver's: it names no
+    // cluster. A cluster's own health paths are behind its token (below).
     if route == Route::Health && named.is_none() {
-        return (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response();
+        return health(st, rest).await;
     }
     let served = match named {
         Some(n) => st.served.get(n).map(|s| (n.to_owned(), s)),
@@ -196,18 +202,16 @@ async fn answer(st: &ApiState, req: Request) -> Response {
             .and_then(|r| st.served.get(r).map(|s| (r.clone(), s))),
     };
     if rest == WORKERS_PATH && (named.is_none() || served.is_some()) {
-        let body = match axum::body::to_bytes(body, st.options.max_body_bytes).await {
-            Ok(b) => b,
-            Err(_) => return too_large(),
-        };
         return ops::workers(st, &parts, body).await;
     }
+    // Unknown cluster names answer 404 only to a caller with some token of this gateway, so
+    // that names cannot be probed anonymously.
     let Some((cluster, served)) = served else {
+        if st.require_token && ops::caller(st, &parts.headers) == ops::Caller::Unknown {
+            return ApiError::unauthorized().into_response();
+        }
         return ApiError::not_found_path().into_response();
     };
-    if route == Route::Health {
-        return (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response();
-    }
     let authorized = !st.require_token
         || bearer(&parts.headers).is_some_and(|t| {
             let hash = token_hash(t);
@@ -215,6 +219,9 @@ async fn answer(st: &ApiState, req: Request) -> Response {
         });
     if !authorized {
         return ApiError::unauthorized().into_response();
+    }
+    if route == Route::Health {
+        return health(st, rest).await;
     }
     // A mirror changes only with its upstream.
     if served.read_only && !matches!(parts.method, Method::GET | Method::HEAD) {
@@ -248,7 +255,24 @@ async fn answer(st: &ApiState, req: Request) -> Response {
     }
 }
 
-fn too_large() -> Response {
+/// `/healthz`, `/livez`, `/readyz` (and their `/NAME` checks): ready only while the store
+/// answers; live while the process serves.
+async fn health(st: &ApiState, path: &str) -> Response {
+    if path.trim_start_matches('/').starts_with("readyz")
+        && let Err(e) = st.store.ping(std::time::Duration::from_secs(5)).await
+    {
+        tracing::warn!(error = %e, "not ready: the store does not answer");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "text/plain")],
+            "[-]store failed: the database does not answer\nreadyz check failed",
+        )
+            .into_response();
+    }
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response()
+}
+
+pub(crate) fn too_large() -> Response {
     ApiError::new(
         413,
         "RequestEntityTooLarge",

@@ -12,7 +12,6 @@ use std::{
 };
 
 use axum::{
-    body::Bytes,
     http::{HeaderMap, Method, StatusCode, header, request::Parts},
     response::{IntoResponse, Response},
 };
@@ -61,7 +60,9 @@ fn query_pairs(parts: &Parts) -> Vec<(String, String)> {
 
 /// `/apis/workers`: `GET` every upstream's status (or those named by `cluster`), `POST`
 /// subscribes, `DELETE` unsubscribes.
-pub async fn workers(st: &ApiState, parts: &Parts, body: Bytes) -> Response {
+pub async fn workers(st: &ApiState, parts: &Parts, body: axum::body::Body) -> Response {
+    // Who asks is settled before anything is read: an anonymous client cannot make the
+    // gateway buffer a body.
     let who = caller(st, &parts.headers);
     if who == Caller::Unknown {
         return ApiError::unauthorized().into_response();
@@ -83,7 +84,10 @@ pub async fn workers(st: &ApiState, parts: &Parts, body: Bytes) -> Response {
             "subscribing and unsubscribing need the gateway's admin token (--token-file)",
         )
         .into_response(),
-        Method::POST => subscribe(st, &pairs, &body).await,
+        Method::POST => match axum::body::to_bytes(body, st.options.max_body_bytes).await {
+            Ok(body) => subscribe(st, &pairs, &body).await,
+            Err(_) => super::too_large(),
+        },
         Method::DELETE => unsubscribe(st, &pairs).await,
         ref m => ApiError::method_not_allowed(m.as_str()).into_response(),
     }
@@ -155,7 +159,7 @@ pub struct RequestMetrics {
 impl RequestMetrics {
     pub fn count(&self, method: &Method, code: StatusCode) {
         let mut m = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        *m.entry((method.as_str().to_owned(), code.as_u16()))
+        *m.entry((method_label(method).to_owned(), code.as_u16()))
             .or_default() += 1;
     }
 
@@ -165,6 +169,28 @@ impl RequestMetrics {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
+}
+
+/// The `method` label: the methods HTTP defines, and `other` for anything a client invents, so
+/// that the label set stays bounded whatever is sent.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
+/// Whether HTTP defines `method` (anything else is a client's invention).
+pub fn is_standard_method(method: &Method) -> bool {
+    method_label(method) != "other"
 }
 
 /// A label value in the exposition format.

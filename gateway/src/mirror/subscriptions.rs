@@ -185,7 +185,9 @@ impl Subscriptions {
         let inner = &self.inner;
         let mut running = inner.running.lock().await;
         let Some(old) = running.remove(name) else {
-            return Ok(false);
+            // Not running: at most a stored subscription that was never started (its name is
+            // an embedded cluster's). Only that row goes; the cluster's objects and token stay.
+            return Ok(inner.hosting.store.forget_subscription(name).await?);
         };
         old.task.abort();
         let _ = old.task.await;
@@ -212,9 +214,16 @@ impl Subscriptions {
                 continue;
             }
             match serde_json::from_value::<Upstream>(spec) {
-                Ok(u) => {
-                    self.subscribe(u, false, false).await?;
-                }
+                Ok(u) => match self.subscribe(u, false, false).await {
+                    Ok(_) => {}
+                    // Stored before the name was given to an embedded cluster: the embedded
+                    // cluster wins, the subscription stays stored (unsubscribing removes it).
+                    Err(SubscribeError::Embedded(name)) => tracing::error!(
+                        upstream = %name,
+                        "a stored subscription has the name of an embedded cluster; not mirrored (unsubscribe it, or rename the embedded cluster)"
+                    ),
+                    Err(e) => return Err(e),
+                },
                 Err(e) => {
                     tracing::warn!(upstream = %name, error = %e, "a stored subscription could not be read; skipped")
                 }

@@ -102,6 +102,9 @@ pub enum StoreError {
     Batch(#[source] Arc<StoreError>),
     #[error("the store is closed")]
     Closed,
+    /// A health check's query took longer than it may.
+    #[error("the database did not answer within {0:?}")]
+    Slow(std::time::Duration),
 }
 
 /// How many changes may wait for the writer before callers wait to queue theirs.
@@ -232,6 +235,15 @@ impl Store {
     pub async fn close(&self) {
         let _writer = self.inner.writer.lock().await;
         self.inner.pool.close().await;
+    }
+
+    /// Whether the database answers a query within `within` (for `/readyz`).
+    pub async fn ping(&self, within: std::time::Duration) -> Result<(), StoreError> {
+        let query = sqlx::query("SELECT 1").fetch_one(self.pool());
+        match tokio::time::timeout(within, query).await {
+            Ok(r) => r.map(|_| ()).map_err(StoreError::from),
+            Err(_) => Err(StoreError::Slow(within)),
+        }
     }
 
     /// Tells apart the stores opened in this process (a reopened database is a new one): work

@@ -36,6 +36,15 @@ impl Store {
         Ok(())
     }
 
+    /// Removes the stored subscription `name` only; whether there was one.
+    pub async fn forget_subscription(&self, name: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM subscriptions WHERE name = ?")
+            .bind(name)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// Forgets everything kept for upstream `name` besides its objects: its subscription, its
     /// watch progress, its last sync time and its reader token.
     pub async fn forget_upstream(&self, name: &str) -> Result<(), StoreError> {
