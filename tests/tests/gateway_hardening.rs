@@ -378,3 +378,96 @@ fn a_stored_subscription_named_like_an_embedded_cluster_is_skipped_not_fatal() {
         http_over_unix(&gw.socket(), "DELETE", "/apis/workers?cluster=east", None).unwrap();
     assert_eq!(code, 404);
 }
+
+/// Peak resident memory of the process, from `/proc/PID/status` (`VmHWM`), in MiB.
+fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib / 1024
+}
+
+#[test]
+fn a_yaml_alias_bomb_is_refused_by_its_expanded_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    // About 22 KB standing for about 20 MB: a 10 KB string, then 2,000 aliases of it.
+    let big = "x".repeat(10_000);
+    let aliases = vec!["*big"; 2_000].join(", ");
+    let bomb = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: bomb}}\ndata: {{k: &big {big}}}\nbinaryData: {{}}\nlist: [{aliases}]\n"
+    );
+    assert!(bomb.len() < 24_000);
+    let before = peak_rss_mib(gw.pid().unwrap());
+    let (code, answer) = http_over_unix(
+        &gw.socket(),
+        "POST",
+        "/clusters/demo/api/v1/namespaces/default/configmaps",
+        Some(&bomb),
+    )
+    .unwrap();
+    let head = &answer[..answer.len().min(300)];
+    assert_eq!(code, 400, "{head}");
+    assert!(answer.contains("expands beyond"), "{head}");
+    let grew = peak_rss_mib(gw.pid().unwrap()).saturating_sub(before);
+    assert!(grew < 64, "the gateway's peak memory grew by {grew} MiB");
+    // Nothing was stored, and the gateway answers others.
+    let out = gw.kubectl(&["get", "configmap", "bomb"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
+    gw.kubectl_ok(&["create", "configmap", "after", "--from-literal=k=v"]);
+}
+
+#[test]
+fn a_patch_cannot_nest_an_object_beyond_what_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    let crd = dir.path().join("crd.yaml");
+    std::fs::write(
+        &crd,
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+",
+    )
+    .unwrap();
+    gw.kubectl_ok(&["create", "-f", crd.to_str().unwrap()]);
+    let widget = dir.path().join("widget.yaml");
+    std::fs::write(
+        &widget,
+        "apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w, namespace: default}
+spec: {a: {b: {c: {d: {e: {f: {g: {h: {}}}}}}}}}
+",
+    )
+    .unwrap();
+    // kubectl looks the new kind up in discovery; it is served once the CRD is registered.
+    wait_until("the widget to be created", DEADLINE, || {
+        gw.kubectl(&["create", "-f", widget.to_str().unwrap()])
+            .status
+            .success()
+            .then_some(())
+    });
+    // A value 120 levels deep under 9 levels of the object: 131 in all, past serde_json's 128.
+    let deep = "[".repeat(120) + &"]".repeat(120);
+    let patch = format!(r#"[{{"op":"add","path":"/spec/a/b/c/d/e/f/g/h/x","value":{deep}}}]"#);
+    let out = gw.kubectl(&["patch", "widget", "w", "--type=json", "-p", &patch]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("levels deep; at most 100"), "{err}");
+    // The object, lists and namespace deletion all keep working.
+    gw.kubectl_ok(&["get", "widgets", "-o", "name"]);
+    gw.kubectl_ok(&["delete", "widget", "w", "--timeout=30s"]);
+}

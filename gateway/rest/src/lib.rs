@@ -15,11 +15,13 @@
 //! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: the Kubernetes
 //!   protobuf envelope of request bodies.
 //!
+//! - [`bounded`]: request documents parsed with their expanded size and nesting bounded.
 //! - [`serve`]: HTTPS and unix-socket serving with connection caps, setup deadlines and
 //!   accept backoff.
 //!
 //! Deliberately absent: any store, any Kubernetes client (a test checks the dependency tree).
 
+pub mod bounded;
 pub mod discovery;
 pub mod jsonpath;
 pub mod list;

@@ -58,7 +58,7 @@ impl Default for ApiOptions {
         ApiOptions {
             bookmark_interval: Duration::from_secs(10),
             default_watch_timeout: Duration::from_secs(1800),
-            max_body_bytes: 16 << 20,
+            max_body_bytes: MAX_BODY_BYTES,
         }
     }
 }
@@ -124,6 +124,9 @@ pub fn router(state: Arc<ApiState>) -> Router {
 }
 
 /// A request after routing and authentication.
+/// The largest request body, and the largest a YAML body may expand to.
+pub const MAX_BODY_BYTES: usize = 16 << 20;
+
 pub(crate) struct Ctx {
     pub cluster: String,
     /// A mirror (or the fleet view): served read-only, and discovery says so.

@@ -2,6 +2,7 @@
 //! (see [`super::strategic`]) and server-side apply (a merge
 //! of the applied configuration).
 
+use gpustack_kube_rest::bounded;
 use serde_json::Value;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,14 +27,16 @@ impl PatchKind {
     }
 }
 
-/// Parses a request body that is JSON or YAML into a JSON value.
+/// Parses a request body that is JSON or YAML into a JSON value. YAML is read with its
+/// expanded size bounded by the request body limit, so aliases cannot blow it up.
 pub fn parse_body(body: &[u8]) -> Result<Value, String> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err("the request body is empty".into());
     }
     match serde_json::from_slice(body) {
         Ok(v) => Ok(v),
-        Err(json_err) => serde_yaml_ng::from_slice::<Value>(body).map_err(|yaml_err| {
+        // YAML's expanded size (aliases replay their anchors) is bounded like a body's.
+        Err(json_err) => bounded::yaml_value(body, super::MAX_BODY_BYTES).map_err(|yaml_err| {
             format!("the request body is neither valid JSON ({json_err}) nor YAML ({yaml_err})")
         }),
     }

@@ -102,6 +102,9 @@ pub enum StoreError {
     Batch(#[source] Arc<StoreError>),
     #[error("the store is closed")]
     Closed,
+    /// The object nests deeper than objects may (they must stay readable).
+    #[error("the object nests {depth} levels deep; at most {max} are allowed")]
+    TooDeep { depth: usize, max: usize },
     /// A health check's query took longer than it may.
     #[error("the database did not answer within {0:?}")]
     Slow(std::time::Duration),

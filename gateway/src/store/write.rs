@@ -39,6 +39,17 @@ impl Store {
         precondition: Precondition,
         op: WriteOp,
     ) -> Result<StoredEvent, StoreError> {
+        // Every write path ends here: nothing is stored that could not be read back. (A
+        // delete carries the stored state, which must stay deletable whatever it is.)
+        if let WriteOp::Put(body) = &op {
+            let depth = gpustack_kube_rest::bounded::depth(body);
+            if depth > gpustack_kube_rest::bounded::MAX_DEPTH {
+                return Err(StoreError::TooDeep {
+                    depth,
+                    max: gpustack_kube_rest::bounded::MAX_DEPTH,
+                });
+            }
+        }
         let (reply, outcome) = oneshot::channel();
         let pending = Pending {
             key: key.clone(),

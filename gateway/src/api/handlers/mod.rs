@@ -61,7 +61,10 @@ impl Target {
 }
 
 pub(crate) fn store_error(e: StoreError) -> ApiError {
-    ApiError::internal(format!("storage error: {e}"))
+    match e {
+        e @ StoreError::TooDeep { .. } => ApiError::bad_request(e.to_string()),
+        e => ApiError::internal(format!("storage error: {e}")),
+    }
 }
 
 pub(crate) async fn resource(
