@@ -275,7 +275,12 @@ impl Gateway {
             registry,
             served: hosting.served.clone(),
             root: hosting.root.clone(),
-            options: opts.api.clone(),
+            options: ApiOptions {
+                subscription_kubeconfig_dirs: std::iter::once(opts.data_dir.clone())
+                    .chain(opts.api.subscription_kubeconfig_dirs.iter().cloned())
+                    .collect(),
+                ..opts.api.clone()
+            },
             require_token: true,
             admin_token_hash: admin_token.as_deref().map(token_hash),
             subscriptions: subscriptions.clone(),

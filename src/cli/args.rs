@@ -225,6 +225,11 @@ pub struct WorkerGatewayArgs {
     /// How often the event log is trimmed to --event-log-retention (and Events expired).
     #[arg(long, default_value_t = GoDuration::secs(60), value_name = "DURATION", value_parser = at_least_1s)]
     pub event_log_compaction_interval: GoDuration,
+    /// A directory whose kubeconfigs run-time subscriptions (POST /apis/workers) may name,
+    /// besides --data-dir; repeatable. Such kubeconfigs must carry credentials inline and run
+    /// no exec plugin.
+    #[arg(long, value_name = "DIR")]
+    pub subscription_kubeconfig_dir: Vec<PathBuf>,
     /// Open connections per listener (HTTPS, unix socket); past it, new clients wait in the
     /// kernel's backlog until one closes.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]

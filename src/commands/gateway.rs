@@ -56,6 +56,7 @@ async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
         event_ttl: args.event_ttl.0,
     };
     options.conn_mode = args.conn_mode();
+    options.api.subscription_kubeconfig_dirs = args.subscription_kubeconfig_dir.clone();
     options.serving = ServingLimits {
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         setup_timeout: args.connection_setup_timeout.0,

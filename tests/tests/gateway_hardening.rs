@@ -471,3 +471,93 @@ spec: {a: {b: {c: {d: {e: {f: {g: {h: {}}}}}}}}}
     gw.kubectl_ok(&["get", "widgets", "-o", "name"]);
     gw.kubectl_ok(&["delete", "widget", "w", "--timeout=30s"]);
 }
+
+#[test]
+fn subscriptions_read_no_host_file_run_no_plugin_and_each_token_sees_its_own_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let gw = GatewayProcess::start_with(
+        &data,
+        "up",
+        free_port(),
+        &["--embedded-cluster=up", "--worker-conn-mode=loopback"],
+    );
+    let subscribe = |clusters: &str, kubeconfig: &Path| {
+        let body = format!(
+            r#"{{"clusters":[{clusters}],"kubeconfig":"{}"}}"#,
+            kubeconfig.display()
+        );
+        http_over_unix(&gw.socket(), "POST", "/apis/workers", Some(&body)).unwrap()
+    };
+    // A host file outside the allowed directories: refused without reading it.
+    let (code, answer) = subscribe(r#""leak""#, Path::new("/etc/passwd"));
+    assert_eq!(code, 400, "{answer}");
+    assert!(answer.contains("outside the directories"), "{answer}");
+    assert!(!answer.contains("root:"), "{answer}");
+    // A file inside that is no kubeconfig (the CA's private key): named, never quoted.
+    let (code, answer) = subscribe(r#""leak""#, &data.join("tls/ca.key"));
+    assert_eq!(code, 400, "{answer}");
+    assert!(answer.contains("not a valid kubeconfig"), "{answer}");
+    assert!(!answer.contains("PRIVATE KEY"), "{answer}");
+    // An exec plugin is refused, and never run.
+    let marker = dir.path().join("ran");
+    let up = std::fs::read_to_string(gw.kubeconfig()).unwrap();
+    let token_line = up
+        .lines()
+        .find(|l| l.trim_start().starts_with("token:"))
+        .unwrap()
+        .to_owned();
+    let exec = up.replace(
+        &token_line,
+        &format!(
+            "    exec: {{apiVersion: client.authentication.k8s.io/v1, command: /usr/bin/touch, args: [{}]}}",
+            marker.display()
+        ),
+    );
+    std::fs::write(data.join("exec.kubeconfig"), exec).unwrap();
+    let (code, answer) = subscribe(r#""plugin""#, &data.join("exec.kubeconfig"));
+    assert_eq!(code, 400, "{answer}");
+    assert!(answer.contains("exec credential plugin"), "{answer}");
+    assert!(!marker.exists(), "the plugin ran");
+    let (_, workers) = http_over_unix(&gw.socket(), "GET", "/apis/workers", None).unwrap();
+    let workers: serde_json::Value = serde_json::from_str(&workers).unwrap();
+    assert_eq!(
+        workers["items"],
+        serde_json::json!([]),
+        "nothing was subscribed"
+    );
+
+    // Two mirrors: each one's token reads its own status only.
+    let (code, answer) = subscribe(r#""east","west""#, &gw.kubeconfig());
+    assert_eq!(code, 202, "{answer}");
+    let names_seen_by = |cluster: &str| -> Vec<String> {
+        wait_until(&format!("{cluster}'s kubeconfig"), DEADLINE, || {
+            data.join(format!("{cluster}.kubeconfig"))
+                .exists()
+                .then_some(())
+        });
+        let out = gpustack_tests::embedded::kubectl_with(
+            &[format!(
+                "--kubeconfig={}",
+                data.join(format!("{cluster}.kubeconfig")).display()
+            )],
+            &["get", "--raw", "/apis/workers"],
+        )
+        .output()
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["cluster"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(names_seen_by("east"), ["east"]);
+    assert_eq!(names_seen_by("west"), ["west"]);
+}

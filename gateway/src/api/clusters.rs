@@ -44,9 +44,12 @@ impl ServedClusters {
     }
 
     /// Whether `hash` is the token hash of any served cluster.
-    pub fn any_token(&self, hash: &str) -> bool {
+    /// The cluster whose token hashes to `hash`.
+    pub fn cluster_of_token(&self, hash: &str) -> Option<String> {
         let m = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        m.values().any(|s| s.token_hash == hash)
+        m.iter()
+            .find(|(_, s)| s.token_hash == hash)
+            .map(|(name, _)| name.clone())
     }
 }
 
@@ -63,7 +66,8 @@ mod tests {
         };
         c.insert("east", s.clone());
         assert_eq!(c.get("east"), Some(s));
-        assert!(c.any_token("h") && !c.any_token("x"));
+        assert_eq!(c.cluster_of_token("h").as_deref(), Some("east"));
+        assert_eq!(c.cluster_of_token("x"), None);
         c.remove("east");
         assert!(c.names().is_empty());
     }

@@ -51,6 +51,9 @@ pub struct ApiOptions {
     pub default_watch_timeout: Duration,
     /// The largest request body accepted.
     pub max_body_bytes: usize,
+    /// Directories whose kubeconfigs run-time subscriptions may name (`--data-dir` is always
+    /// one; `--subscription-kubeconfig-dir` adds more).
+    pub subscription_kubeconfig_dirs: Vec<std::path::PathBuf>,
 }
 
 impl Default for ApiOptions {
@@ -59,6 +62,7 @@ impl Default for ApiOptions {
             bookmark_interval: Duration::from_secs(10),
             default_watch_timeout: Duration::from_secs(1800),
             max_body_bytes: MAX_BODY_BYTES,
+            subscription_kubeconfig_dirs: Vec::new(),
         }
     }
 }

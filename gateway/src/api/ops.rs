@@ -19,6 +19,7 @@ use serde_json::json;
 
 use super::{ApiState, bearer, json_response, status::ApiError};
 use crate::{
+    mirror::kubeconfig_policy::{self, Origin},
     mirror::{
         FailurePhase, Phase, SubscribeError,
         request::{SubscribeRequest, unsubscribe_clusters},
@@ -27,12 +28,12 @@ use crate::{
 };
 
 /// Who is asking, by bearer token.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Caller {
     /// No token needed (the unix socket) or the `--token-file` token.
     Admin,
-    /// Some served cluster's token.
-    ClusterReader,
+    /// This served cluster's token: it reads what concerns that cluster.
+    ClusterReader(String),
     Unknown,
 }
 
@@ -45,8 +46,8 @@ pub fn caller(st: &ApiState, headers: &HeaderMap) -> Caller {
     };
     if st.admin_token_hash.as_deref() == Some(hash.as_str()) {
         Caller::Admin
-    } else if st.served.any_token(&hash) {
-        Caller::ClusterReader
+    } else if let Some(cluster) = st.served.cluster_of_token(&hash) {
+        Caller::ClusterReader(cluster)
     } else {
         Caller::Unknown
     }
@@ -70,11 +71,19 @@ pub async fn workers(st: &ApiState, parts: &Parts, body: axum::body::Body) -> Re
     let pairs = query_pairs(parts);
     match parts.method {
         Method::GET => {
-            let only: Vec<String> = pairs
+            let mut only: Vec<String> = pairs
                 .iter()
                 .filter(|(k, _)| k == "cluster")
                 .map(|(_, v)| v.clone())
                 .collect();
+            // A cluster's token sees its own cluster's status only (another's last error
+            // could carry what that cluster's subscriber should see alone).
+            if let Caller::ClusterReader(own) = &who {
+                only.retain(|c| c == own);
+                if only.is_empty() {
+                    only.push(own.clone());
+                }
+            }
             let filter = (!only.is_empty()).then_some(only.as_slice());
             json_response(StatusCode::OK, &st.subscriptions.board().to_json(filter))
         }
@@ -104,10 +113,21 @@ async fn subscribe(st: &ApiState, pairs: &[(String, String)], body: &[u8]) -> Re
         )
         .into_response();
     };
-    let request = match request {
+    let mut request = match request {
         Ok(r) => r,
         Err(message) => return ApiError::bad_request(message).into_response(),
     };
+    // A subscription may only name a kubeconfig under the allowed directories, and one that
+    // carries its credentials inline and runs no plugin.
+    if let Some(path) = &request.kubeconfig {
+        let allowed = &st.options.subscription_kubeconfig_dirs;
+        let checked = kubeconfig_policy::check_location(path, allowed)
+            .and_then(|real| kubeconfig_policy::load(&real, Origin::Subscription).map(|_| real));
+        match checked {
+            Ok(real) => request.kubeconfig = Some(real),
+            Err(e) => return ApiError::bad_request(e.to_string()).into_response(),
+        }
+    }
     let subs = &st.subscriptions;
     let mut items = Vec::new();
     for upstream in request.upstreams(subs.mode()) {

@@ -23,6 +23,10 @@ pub struct Upstream {
     /// Kinds mirrored besides [`super::kinds::default_kinds`].
     #[serde(default)]
     pub extra_kinds: Vec<MirroredKind>,
+    /// Named in the operator's `--upstreams` file, whose kubeconfigs may reference files; a
+    /// run-time subscription's may not (see [`super::kubeconfig_policy`]).
+    #[serde(default)]
+    pub from_operator_file: bool,
 }
 
 /// How an upstream is reached.
@@ -135,6 +139,7 @@ impl Entry {
             name: self.name.clone(),
             access,
             extra_kinds: Vec::new(),
+            from_operator_file: true,
         })
     }
 }

@@ -12,6 +12,8 @@ pub enum MirrorError {
     #[error("reading the kubeconfig: {0}")]
     Kubeconfig(#[from] KubeconfigError),
     #[error("{0}")]
+    KubeconfigRefused(#[from] super::kubeconfig_policy::KubeconfigRefused),
+    #[error("{0}")]
     Kube(#[from] kube::Error),
     #[error("{0}")]
     Config(String),

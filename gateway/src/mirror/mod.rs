@@ -44,6 +44,7 @@ pub mod config;
 pub mod failure;
 pub mod fleet;
 pub mod kinds;
+pub mod kubeconfig_policy;
 pub mod progress;
 pub mod redact;
 pub mod request;

@@ -102,11 +102,6 @@ impl SubscribeRequest {
         self.token = self.token.filter(|t| !t.is_empty());
         self.context = self.context.filter(|c| !c.is_empty());
         self.kubeconfig = self.kubeconfig.filter(|k| !k.as_os_str().is_empty());
-        if let Some(path) = &self.kubeconfig
-            && let Err(e) = std::fs::metadata(path).and_then(|_| std::fs::File::open(path))
-        {
-            return Err(format!("kubeconfig {}: not readable: {e}", path.display()));
-        }
         let mut seen = std::collections::HashSet::new();
         clusters.into_iter().for_each(|c| {
             if seen.insert(c.clone()) {
@@ -137,6 +132,7 @@ impl SubscribeRequest {
                     name: name.clone(),
                     access,
                     extra_kinds: self.gvks.clone(),
+                    from_operator_file: false,
                 }
             })
             .collect()
@@ -197,10 +193,6 @@ mod tests {
             (
                 &[("cluster", "a"), ("mode", "x")],
                 "unknown parameter \"mode\"",
-            ),
-            (
-                &[("cluster", "a"), ("kubeconfig", "/nonexistent/kc")],
-                "not readable",
             ),
         ];
         for (pairs, expected) in cases {

@@ -12,7 +12,7 @@ use futures::{StreamExt, future::join_all};
 use kube::{
     Api, Client, Config,
     api::{DynamicObject, WatchEvent, WatchParams},
-    config::{KubeConfigOptions, Kubeconfig},
+    config::KubeConfigOptions,
     core::{GroupVersionKind, discovery::Scope},
     discovery::{ApiCapabilities, ApiResource, pinned_kind},
     runtime::{WatchStreamExt, watcher},
@@ -26,6 +26,7 @@ use super::{
     failure::{MirrorError, MirrorFailure, WatchFailure},
     fleet,
     kinds::MirroredKind,
+    kubeconfig_policy,
     progress::{AbortOnDrop, Progress, newest_listed},
     redact::strip_credentials,
     status::{Happening, StatusBoard},
@@ -627,7 +628,12 @@ pub async fn connect(u: &Upstream) -> Result<Client, MirrorError> {
             path: Some(path),
             context,
         } => {
-            let kubeconfig = Kubeconfig::read_from(path)?;
+            let origin = if u.from_operator_file {
+                kubeconfig_policy::Origin::OperatorFile
+            } else {
+                kubeconfig_policy::Origin::Subscription
+            };
+            let kubeconfig = kubeconfig_policy::load(path, origin)?;
             let options = KubeConfigOptions {
                 context: context.clone(),
                 ..Default::default()
