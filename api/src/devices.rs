@@ -319,6 +319,10 @@ pub struct AcceleratorAllocation {
     pub allocated_physical_id: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allocated_logical_placements: Vec<Placement>,
+    /// Why the card is unhealthy, as the node agent last detected it (`Devices.status` only;
+    /// empty while the card is healthy).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unhealthy_reason: String,
 }
 
 impl AcceleratorAllocation {

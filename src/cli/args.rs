@@ -58,7 +58,7 @@ pub enum Command {
     Worker(Box<WorkerArgs>),
     /// The hub: mirrors upstream clusters into SQLite and serves them to the worker.
     #[command(name = "worker-gateway", visible_alias = "wg")]
-    WorkerGateway(WorkerGatewayArgs),
+    WorkerGateway(Box<WorkerGatewayArgs>),
     /// Per-node accelerator agent and its one-shot commands.
     #[command(name = "device-manager", visible_alias = "dm", subcommand)]
     DeviceManager(DeviceManagerCommand),

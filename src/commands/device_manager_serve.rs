@@ -5,7 +5,7 @@ use super::process::{kube_client, shutdown_signal};
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
 use gpustack_device_manager::{
-    injection::{DEFAULT_LIB_DIR, DEFAULT_PODS_DIR, NodeFacts, NvidiaStrategy},
+    injection::{DEFAULT_LIB_DIR, DEFAULT_PODS_DIR, NodeFacts, nvidia},
     serve::{self, Config, plugins::ModeFlags},
     system_root::SystemRoot,
 };
@@ -26,13 +26,19 @@ pub fn run(args: DeviceManagerServeArgs) -> ExitCode {
         }
     };
     let env_var = |name: &str| std::env::var(name).ok();
-    let nvidia_strategy = match env_var("GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY").as_deref() {
-        None | Some("" | "envvar") => NvidiaStrategy::EnvVar,
-        Some("cdi-annotations" | "auto") => NvidiaStrategy::CdiAnnotations,
-        Some(other) => {
-            eprintln!(
-                "error: invalid value '{other}' for 'GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY': must be envvar, cdi-annotations or auto"
-            );
+    // `auto` reads the node's containerd configuration (through the system root, as detection
+    // reads the host), the same rule preflight applies.
+    let host = SystemRoot::from_env(|name| std::env::var(name).ok());
+    let setting = env_var("GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY");
+    let nvidia_strategy = match nvidia::strategy(setting.as_deref(), || {
+        let dir = env_var("GPUSTACK_CONTAINERD_CONFIG_DIR")
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| nvidia::DEFAULT_CONTAINERD_CONFIG_DIR.into());
+        std::fs::read_to_string(host.path(format!("{dir}/config.toml"))).ok()
+    }) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
             return ExitCode::from(EXIT_USAGE as u8);
         }
     };
@@ -62,6 +68,9 @@ pub fn run(args: DeviceManagerServeArgs) -> ExitCode {
         },
         pods_dir: DEFAULT_PODS_DIR.to_owned(),
         release_finished,
+        system_namespace: env_var("KUBERNETES_POD_NAMESPACE")
+            .filter(|ns| !ns.trim().is_empty())
+            .unwrap_or_else(|| "gpustack-system".to_owned()),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -16,7 +16,7 @@ pub fn run(command: Command) -> ExitCode {
     let name = command.name();
     match command {
         Command::DeviceManager(dm) => device_manager::run(dm),
-        Command::WorkerGateway(a) => gateway::run(a),
+        Command::WorkerGateway(a) => gateway::run(*a),
         Command::ModelManager(a) => model_manager::run(a),
         Command::Worker(_) => not_in_this_build(name),
     }

@@ -38,7 +38,14 @@ pub fn run(args: PreflightArgs) -> ExitCode {
         command_timeout: COMMAND_TIMEOUT,
     };
     let system = SystemRoot::from_env(env);
-    let outcome = preflight::run(&opts, &system, &env, &NodeInjection::from_env(&env));
+    let injection = match NodeInjection::from_env(&env, &SystemRoot::new(&opts.host_root)) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = preflight::run(&opts, &system, &env, &injection);
     if let Some(runtime) = &outcome.runtime {
         eprintln!("note: container runtime: {runtime}");
     }

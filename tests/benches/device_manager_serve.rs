@@ -3,8 +3,11 @@
 //! a health change in the library to the kubelet stand-in seeing it, resident memory, and CPU
 //! per monitor period.
 //!
-//! Run: `cargo build && cargo bench -p gpustack-tests --bench device_manager_serve`
-//! (`GPUSTACK_OPERATOR_BIN` chooses the binary; `DM_BENCH_PODS` the number of allocations).
+//! Run: `cargo build --release -p gpustack-operator -p gpustack-fake-nvml && cargo bench -p
+//! gpustack-tests --bench device_manager_serve` (the bench profile finds both in `target/release`)
+//! (`GPUSTACK_OPERATOR_BIN` chooses the binary; `DM_BENCH_PODS` the number of allocations;
+//! `DM_BENCH_VMODULE=gpustack_device_manager::plugin::server=1 DM_BENCH_LOG_FILE=<file>` logs
+//! each Allocate's phases).
 
 use std::{
     path::Path,
@@ -47,6 +50,44 @@ fn set_ecc(fixture: &Path, card: usize, errors: u64) {
     std::fs::rename(tmp, fixture).unwrap();
 }
 
+/// `gpustack_device_manager_monitor_passes_total` from the agent's `/metrics` (one HTTPS GET).
+fn monitor_passes(port: u16) -> Option<u64> {
+    let out = std::process::Command::new("curl")
+        .args(["-sk", "--fail", "--max-time", "5"])
+        .arg(format!("https://127.0.0.1:{port}/metrics"))
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("gpustack_device_manager_monitor_passes_total "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Polls the pass counter every quarter period (each poll is a TLS handshake the agent pays
+/// for, so not more often) until `done` holds; answers the count.
+fn poll_passes(port: u16, done: impl Fn(u64) -> bool) -> u64 {
+    let start = Instant::now();
+    loop {
+        if let Some(c) = monitor_passes(port).filter(|c| done(*c)) {
+            return c;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30 * PERIOD_S),
+            "the monitor passes stalled"
+        );
+        std::thread::sleep(Duration::from_millis(250 * PERIOD_S));
+    }
+}
+
+/// The agent's log (`DM_BENCH_VMODULE=gpustack_device_manager::plugin::server=1` adds each
+/// Allocate's phases).
+fn log_file(dir: &Path) -> Stdio {
+    let path = std::env::var_os("DM_BENCH_LOG_FILE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.join("dm.log"));
+    Stdio::from(std::fs::File::create(path).unwrap())
+}
+
 fn main() {
     let pods = env_usize("DM_BENCH_PODS", 60);
     let dir = tempfile::tempdir().unwrap();
@@ -63,6 +104,7 @@ fn main() {
     gw.kubectl_ok(&["apply", "-f", &node_yaml.display().to_string()]);
     let node = nvidia::hgx_h100_node(&dir.path().join("host"));
     let kubelet = Kubelet::start(&dir.path().join("kubelet"));
+    let port = free_port();
     let mut child = operator()
         .args([
             "device-manager",
@@ -70,17 +112,22 @@ fn main() {
             "--manufacturer=nvidia",
             &format!("--monitor-period={PERIOD_S}s"),
             "--bind-address=127.0.0.1",
-            &format!("--secure-port={}", free_port()),
+            &format!("--secure-port={port}"),
             &format!("--kube-socket={}", kubelet.kube_socket().display()),
             &format!("--kubeconfig={}", gw.kubeconfig().display()),
         ])
+        .args(
+            std::env::var("DM_BENCH_VMODULE")
+                .ok()
+                .map(|v| format!("--vmodule={v}")),
+        )
         .env("GPUSTACK_SYSTEM_ROOT", &node.root)
         .env(nvidia::FIXTURE_ENV, &node.nvml_fixture)
         .env("KUBERNETES_NODE_NAME", NODE)
         .env_remove("LD_LIBRARY_PATH")
         .env_remove("KUBECONFIG")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log_file(dir.path()))
         .spawn()
         .unwrap();
     let pid = child.id();
@@ -126,12 +173,15 @@ fn main() {
     }
     health.sort_by(f64::total_cmp);
 
-    // Idle cost: CPU over ten periods, resident memory after.
+    // Idle cost: CPU over ten monitor passes counted on /metrics (from the end of one pass to
+    // the end of the tenth after it), resident memory after.
+    let first = monitor_passes(port).expect("the pass counter on /metrics");
+    let from = poll_passes(port, |c| c > first);
     let before = cpu_ticks(pid);
-    std::thread::sleep(Duration::from_secs(10 * PERIOD_S));
+    let to = poll_passes(port, |c| c >= from + 10);
     let ticks = cpu_ticks(pid) - before;
     let clk = 100.0; // USER_HZ on Linux
-    let cpu_ms_per_period = ticks as f64 / clk * 1000.0 / 10.0;
+    let cpu_ms_per_period = ticks as f64 / clk * 1000.0 / (to - from) as f64;
     let rss = proc_status_mb(pid, "VmRSS");
     let hwm = proc_status_mb(pid, "VmHWM");
     let _ = std::process::Command::new("kill")

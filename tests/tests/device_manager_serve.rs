@@ -537,6 +537,21 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
         "card 7 unhealthy",
         |l| l[healthy_card].health == "Unhealthy",
     );
+    let sick = wait_until("the reason in the Devices status", DEADLINE, || {
+        ledger_entry(&gw, H100_GPUS[healthy_card].uuid)
+            .filter(|e| e.get("unhealthyReason").is_some())
+    });
+    assert_eq!(
+        sick["unhealthyReason"],
+        "NVML counts uncorrected ECC errors since the driver loaded"
+    );
+    let logged = agent.log();
+    assert!(
+        logged.lines().any(|l| l.contains("accelerator unhealthy")
+            && l.contains(H100_GPUS[healthy_card].uuid)
+            && l.contains("uncorrected ECC errors")),
+        "{logged}"
+    );
     wait_until("the Node label count to drop", DEADLINE, || {
         json(&gw, &["get", "node", NODE, "-o", "json"]).filter(|n| {
             n["metadata"]["labels"]
@@ -551,14 +566,27 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
         "card 7 healthy again",
         |l| l[healthy_card].health == "Healthy",
     );
+    wait_until("the reason to leave the Devices status", DEADLINE, || {
+        ledger_entry(&gw, H100_GPUS[healthy_card].uuid)
+            .filter(|e| e.get("unhealthyReason").is_none())
+    });
 
     // Kubelet restart: sockets cleared, kubelet.sock recreated → every plugin serves and registers again.
     kubelet.restart();
+    let restarted = std::time::Instant::now();
     wait_until(
         "re-registration after a kubelet restart",
         Duration::from_secs(5),
         || (kubelet.registered_resources() == want).then_some(()),
     );
+    // Within a second, as the issue asks (about a quarter of one here: the supervisor looks
+    // every 100 ms and stops the servers whose sockets are gone together).
+    let took = restarted.elapsed();
+    assert!(
+        took <= Duration::from_secs(1),
+        "re-registered after {took:?}"
+    );
+    eprintln!("re-registered {took:?} after the kubelet restart");
     assert!(kubelet.plugin_socket("nvidia.sliced.sock").exists());
     let again = kubelet.list_and_watch("nvidia.exclusive.sock");
     next_list_where(
@@ -701,4 +729,292 @@ fn amd_sliced_allocation_gets_every_variable_mount_and_node() {
     wait_until("the AMD slice to be released", DEADLINE, || {
         ledger_entry(&gw, card).filter(|e| e["mode"] == 0)
     });
+}
+
+/// The driver's MIG instances as the NVML stand-in keeps them (beside its fixture).
+fn mig_instances(fixture: &Path) -> Vec<Value> {
+    let mut name = fixture.as_os_str().to_owned();
+    name.push(".instances.json");
+    std::fs::read(PathBuf::from(name))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v["gpuInstances"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn partitioned_allocation_makes_a_mig_instance_until_the_pod_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = cluster(dir.path());
+    let node = nvidia::a100_mig_node(&dir.path().join("host"));
+    let kubelet = Kubelet::start(&dir.path().join("kubelet"));
+    let _agent = Agent::start(&node, &kubelet, &gw, dir.path(), &[]);
+    wait_until("the partitioned plugin to register", DEADLINE, || {
+        kubelet
+            .registered_resources()
+            .contains(&"nvidia.com/gpu.partitioned".to_owned())
+            .then_some(())
+    });
+    let card = nvidia::A100_UUID;
+    let d = wait_until("the Devices spec", DEADLINE, || {
+        devices(&gw).filter(|d| d["spec"]["groups"][0]["accelerators"][0]["id"] == card)
+    });
+    let group = d["spec"]["groups"][0]["id"].as_str().unwrap().to_owned();
+    // Seven partition tokens (the most instances of any profile), no NUMA topology.
+    let parts = kubelet.list_and_watch("nvidia.partitioned.sock");
+    let list = next_list_where(&parts, DEADLINE, "seven partition tokens", |l| l.len() == 7);
+    assert!(list.iter().all(|t| t.topology.is_none()), "{list:?}");
+    let token = |n: u32| format!("{group}:{card}:{n:04}");
+
+    let uid = pod(
+        &gw,
+        dir.path(),
+        "mig",
+        &[
+            ("nvidia.com/gpu.partitioned", "1"),
+            ("nvidia.com/gpu.partitioned.mig-1g.10gb", "1"),
+        ],
+    );
+    let reply = kubelet
+        .allocate("nvidia.partitioned.sock", &[token(2)])
+        .expect("partitioned Allocate");
+    let envs = &reply.container_responses[0].envs;
+    assert_eq!(envs.len(), 1, "{envs:?}");
+    let mig = envs["NVIDIA_VISIBLE_DEVICES"].clone();
+    assert!(mig.starts_with("MIG-"), "{mig}");
+
+    // The driver holds one 1g GPU instance at the first slot with one compute instance.
+    let held = mig_instances(&node.nvml_fixture);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0]["device"], card);
+    assert_eq!(
+        (held[0]["start"].as_u64(), held[0]["size"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert_eq!(held[0]["computeInstances"], serde_json::json!([0]));
+
+    // The annotation names the partition, its profile and slot; the ledger charges it.
+    let annotated = gw.kubectl_ok(&[
+        "get",
+        "pod",
+        "mig",
+        "-o",
+        "jsonpath={.metadata.annotations.device\\.gpustack\\.ai/accelerator\\.allocated}",
+    ]);
+    let annotated: Value = serde_json::from_str(&annotated).unwrap();
+    let charge = &annotated["main"]["devices"]["groups"][0]["accelerators"][0];
+    assert_eq!(charge["mode"], 4);
+    assert_eq!(charge["allocatedPhysicalProfile"], "1g.10gb");
+    assert_eq!(charge["allocatedPhysicalID"], mig.as_str());
+    assert_eq!(
+        charge["allocatedPhysicalPlacements"],
+        serde_json::json!([{"start": 0, "length": 1}])
+    );
+    let entry = wait_until("the ledger to charge the partition", DEADLINE, || {
+        ledger_entry(&gw, card).filter(|e| e["mode"] == 4)
+    });
+    assert_eq!(entry["allocated"], D / 7);
+    assert_eq!(
+        entry["allocatedProfiles"],
+        serde_json::json!([{"name": "1g.10gb", "count": 1}])
+    );
+    let remaining = |e: &Value, name: &str| {
+        e["remainingProfiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["count"].clone())
+    };
+    assert_eq!(remaining(&entry, "1g.10gb"), Some(6.into()));
+    assert_eq!(remaining(&entry, "7g.80gb"), Some(0.into()));
+    assert!(entry.get("allocatedPhysicalID").is_none(), "{entry}");
+    let work = node
+        .root
+        .join(format!("var/lib/gpustack/operator/pods/{uid}/c-main"));
+    assert!(work.join("partition.json").is_file());
+
+    // The whole card does not fit beside it: refused, and nothing is made.
+    pod(
+        &gw,
+        dir.path(),
+        "whole",
+        &[
+            ("nvidia.com/gpu.partitioned", "1"),
+            ("nvidia.com/gpu.partitioned.mig-7g.80gb", "1"),
+        ],
+    );
+    let refused = kubelet
+        .allocate("nvidia.partitioned.sock", &[token(0)])
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused
+            .message()
+            .contains("no healthy card has a free slot"),
+        "{}",
+        refused.message()
+    );
+    assert_eq!(mig_instances(&node.nvml_fixture).len(), 1);
+
+    // Deleting the Pod releases the charge, destroys the instance and its work directory.
+    gw.kubectl_ok(&["delete", "pod", "mig", "--wait=false"]);
+    wait_until("the partition to be released", DEADLINE, || {
+        ledger_entry(&gw, card).filter(|e| e["mode"] == 0 && e["remaining"] == D)
+    });
+    wait_until("the driver's instance to be destroyed", DEADLINE, || {
+        mig_instances(&node.nvml_fixture).is_empty().then_some(())
+    });
+    wait_until("the work directory to be reclaimed", DEADLINE, || {
+        (!work.exists()).then_some(())
+    });
+
+    // Now the whole card fits.
+    let whole = kubelet
+        .allocate("nvidia.partitioned.sock", &[token(0)])
+        .expect("the 7g partition once the card is free");
+    assert!(whole.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"].starts_with("MIG-"));
+    let held = mig_instances(&node.nvml_fixture);
+    assert_eq!(
+        (held[0]["start"].as_u64(), held[0]["size"].as_u64()),
+        (Some(0), Some(8))
+    );
+}
+
+/// NFD's `NodeFeature` kind, as its chart installs it (the fields the agent writes), standing in
+/// for NFD itself, which cannot run here: with the kind served the agent writes its labels there
+/// for NFD's master to put on the Node.
+const NODE_FEATURE_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: nodefeatures.nfd.k8s-sigs.io
+spec:
+  group: nfd.k8s-sigs.io
+  names:
+    kind: NodeFeature
+    listKind: NodeFeatureList
+    plural: nodefeatures
+    singular: nodefeature
+  scope: Namespaced
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                features:
+                  type: object
+                  x-kubernetes-preserve-unknown-fields: true
+                labels:
+                  type: object
+                  additionalProperties:
+                    type: string
+"#;
+
+#[test]
+fn labels_go_to_nfd_where_served_and_kubelet_identification_can_be_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = cluster(dir.path());
+    let crd = dir.path().join("nfd.yaml");
+    std::fs::write(&crd, NODE_FEATURE_CRD).unwrap();
+    gw.kubectl_ok(&["apply", "-f", &crd.display().to_string()]);
+    gw.kubectl_ok(&["create", "namespace", "gpustack-system"]);
+    wait_until("the NodeFeature kind to be served", DEADLINE, || {
+        gw.kubectl(&["get", "nodefeatures", "-A"])
+            .status
+            .success()
+            .then_some(())
+    });
+    let node = nvidia::hgx_h100_node(&dir.path().join("host"));
+    let kubelet = Kubelet::start(&dir.path().join("kubelet"));
+    let fixture = [
+        (nvidia::FIXTURE_ENV, node.nvml_fixture.as_path()),
+        (
+            "GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET",
+            Path::new("false"),
+        ),
+    ];
+    let _agent = Agent::start_on(
+        &node.root,
+        "nvidia",
+        &fixture,
+        &kubelet,
+        &gw,
+        dir.path(),
+        &[],
+    );
+
+    let name = format!("{NODE}-gpustack-device-manager");
+    let nf = wait_until("the NodeFeature", DEADLINE, || {
+        json(
+            &gw,
+            &[
+                "get",
+                "nodefeature",
+                &name,
+                "-n",
+                "gpustack-system",
+                "-o",
+                "json",
+            ],
+        )
+    });
+    let labels = &nf["spec"]["labels"];
+    assert_eq!(labels["feature.gpustack.ai/acceleratable"], "true", "{nf}");
+    assert_eq!(
+        labels[format!("acceleratable.feature.gpustack.ai/nvidia-{GROUP}.count")],
+        "7"
+    );
+    assert_eq!(
+        nf["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"],
+        NODE
+    );
+    assert_eq!(nf["metadata"]["ownerReferences"][0]["kind"], "Node");
+    // The Devices spec is written as before; the Node itself carries none of our labels.
+    wait_until("the Devices spec", DEADLINE, || devices(&gw));
+    let node_labels =
+        json(&gw, &["get", "node", NODE, "-o", "json"]).unwrap()["metadata"]["labels"].clone();
+    assert!(
+        node_labels
+            .get("feature.gpustack.ai/acceleratable")
+            .is_none(),
+        "{node_labels}"
+    );
+
+    // With kubelet identification off, the pod-resources answer is not asked: the oldest
+    // pending Pod gets the grant even though the kubelet assigned the device to another.
+    wait_until("the exclusive plugin to register", DEADLINE, || {
+        kubelet
+            .registered_resources()
+            .contains(&"nvidia.com/gpu".to_owned())
+            .then_some(())
+    });
+    pod(&gw, dir.path(), "a-first", &[("nvidia.com/gpu", "1")]);
+    pod(&gw, dir.path(), "b-assigned", &[("nvidia.com/gpu", "1")]);
+    kubelet.assign(
+        "default",
+        "b-assigned",
+        "main",
+        "nvidia.com/gpu",
+        &[token(1, 0)],
+    );
+    kubelet
+        .allocate("nvidia.exclusive.sock", &[token(1, 0)])
+        .expect("exclusive Allocate");
+    let annotation = |pod: &str| {
+        gw.kubectl_ok(&[
+            "get",
+            "pod",
+            pod,
+            "-o",
+            "jsonpath={.metadata.annotations.device\\.gpustack\\.ai/accelerator\\.allocated}",
+        ])
+    };
+    assert!(annotation("a-first").contains(H100_GPUS[1].uuid));
+    assert_eq!(annotation("b-assigned"), "");
 }

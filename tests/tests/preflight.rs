@@ -704,3 +704,473 @@ fn benchmark_preflight_wall_time() {
         "preflight on the seed node (2 cards, 6 probe containers): measured {measured:.2?}, dry run {dry:.2?}, docker run --rm floor {floor:.2?}"
     );
 }
+
+/// Allocator injections that go wrong, driven through preflight's library entry point (the
+/// binary always passes the node's real injection): one answers every request with an error,
+/// one panics. Either way the run completes and the card's slice rows are not `ok`.
+mod broken_injection {
+    use gpustack_api::{
+        Manufacturer,
+        devices::{Accelerator, DevicesGroup},
+    };
+    use gpustack_device_manager::{
+        preflight::{
+            self, Options,
+            injection::{AllocatorInjection, ContainerInjection, InjectionError, SliceRequest},
+            report::State,
+            runtime::Cli,
+        },
+        system_root::SystemRoot,
+    };
+
+    use super::*;
+
+    struct Refusing;
+
+    impl AllocatorInjection for Refusing {
+        fn sliced(&self, _: &SliceRequest<'_>) -> Result<ContainerInjection, InjectionError> {
+            Err(InjectionError::NoAccelerator)
+        }
+        fn visibility(
+            &self,
+            _: &DevicesGroup,
+            _: &Accelerator,
+        ) -> Result<ContainerInjection, InjectionError> {
+            Err(InjectionError::NoAccelerator)
+        }
+    }
+
+    struct Panicking;
+
+    impl AllocatorInjection for Panicking {
+        fn sliced(&self, r: &SliceRequest<'_>) -> Result<ContainerInjection, InjectionError> {
+            panic!("allocator bug on {}", r.accelerator.id)
+        }
+        fn visibility(
+            &self,
+            _: &DevicesGroup,
+            a: &Accelerator,
+        ) -> Result<ContainerInjection, InjectionError> {
+            panic!("allocator bug on {}", a.id)
+        }
+    }
+
+    fn run_with(injection: &dyn AllocatorInjection) -> preflight::report::PreflightReport {
+        let node = Node::new(Shim::Loads);
+        let root = node.tree.root().to_path_buf();
+        let opts = Options {
+            manufacturers: vec![Manufacturer::Amd],
+            no_pci_check: false,
+            dry_run: true,
+            probe_image: Some("gpustack-preflight-probe:unused".into()),
+            host_root: root.clone(),
+            runtime: Some(Cli::Docker),
+            engine_root: root.clone(),
+            chroot: "/usr/sbin/chroot".into(),
+            command_timeout: std::time::Duration::from_secs(60),
+        };
+        preflight::run(&opts, &SystemRoot::new(&root), &|_| None, injection).report
+    }
+
+    #[test]
+    fn a_failing_or_panicking_injection_is_a_failing_row_not_a_crash() {
+        let _engine = engine();
+
+        let refused = run_with(&Refusing);
+        let g = &refused.accelerators[0];
+        assert_eq!(g.detection.state, State::Ok, "{g:#?}");
+        for card in [CARD0, CARD1] {
+            for cap in [
+                "sliced-runtime-loaded",
+                "sliced-quota-in-force",
+                "co-tenancy",
+            ] {
+                let c = g
+                    .checks
+                    .iter()
+                    .find(|c| c.accelerator == card && c.capability == cap)
+                    .unwrap_or_else(|| panic!("no {cap} on {card}: {g:#?}"));
+                assert_eq!(c.state, State::Unavailable, "{c:#?}");
+                assert!(c.reason.is_some(), "{c:#?}");
+            }
+        }
+        assert!(!refused.failures().is_empty());
+
+        let panicked = run_with(&Panicking);
+        let g = &panicked.accelerators[0];
+        // The driver rows read before the panic stand; each card gets its panicked row.
+        assert_eq!(g.detection.state, State::Ok, "{g:#?}");
+        for card in [CARD0, CARD1] {
+            let cu = g
+                .checks
+                .iter()
+                .find(|c| c.accelerator == card && c.capability == "cu-mask-topology")
+                .unwrap();
+            assert_eq!(cu.state, State::Ok);
+            let p = g
+                .checks
+                .iter()
+                .find(|c| c.accelerator == card && c.capability == "preflight-panicked")
+                .unwrap_or_else(|| panic!("no preflight-panicked row for {card}: {g:#?}"));
+            assert_eq!(p.state, State::Unavailable);
+            assert!(
+                p.reason
+                    .as_deref()
+                    .unwrap()
+                    .contains(&format!("allocator bug on {card}")),
+                "{p:#?}"
+            );
+            assert!(
+                !g.checks
+                    .iter()
+                    .any(|c| c.accelerator == card && c.capability == "sliced-runtime-loaded"),
+                "{g:#?}"
+            );
+        }
+        let causes = panicked.failures();
+        assert_eq!(causes.len(), 2, "{causes:?}");
+        assert!(causes.iter().all(|c| c.contains("preflight-panicked")));
+    }
+}
+
+/// Warns, never fails, when this process is not in the host's network namespace (the host's CLI
+/// entered through chroot would pull through a network it cannot reach).
+#[test]
+fn a_network_namespace_other_than_the_hosts_is_a_warning() {
+    // The preflight process inherits this test's namespace.
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let run = |host_ns: &Path| {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = HostTree::new(dir.path());
+        amd::seed_node(&tree);
+        docker::shell_only_host(&tree);
+        let link = tree.path("/proc/1/ns/net");
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(host_ns, &link).unwrap();
+        let root = dir.path().display().to_string();
+        operator()
+            .args([
+                "device-manager",
+                "preflight",
+                "--manufacturer=amd",
+                "--dry-run",
+                &format!("--host-root={root}"),
+            ])
+            .env("GPUSTACK_SYSTEM_ROOT", &root)
+            .output()
+            .unwrap()
+    };
+    let other = run(Path::new("net:[4026530001]"));
+    assert_eq!(other.status.code(), Some(0), "{}", stderr(&other));
+    let warning = stderr(&other)
+        .lines()
+        .find(|l| l.contains("network namespace"))
+        .unwrap_or_else(|| panic!("no namespace warning: {}", stderr(&other)))
+        .to_owned();
+    assert!(warning.contains("net:[4026530001]"), "{warning}");
+    assert!(warning.contains(&own.display().to_string()), "{warning}");
+    assert!(warning.contains("--network=host"), "{warning}");
+
+    let same = run(&own);
+    assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
+    assert!(
+        !stderr(&same).contains("network namespace"),
+        "{}",
+        stderr(&same)
+    );
+}
+
+/// The sharing switches that must be on before a card is shared: Ascend's container-share flag
+/// (DCMI) and Cambricon's sMLU mode (CNDev), served by the vendor stand-ins, which log every
+/// set call to a file. A switch that is off is turned on for the card's checks and put back off
+/// afterwards, whatever the checks did; a dry run only reads.
+mod sharing_switches {
+    use gpustack_tests::machines::{ascend, cambricon};
+
+    use super::*;
+
+    fn group<'a>(report: &'a Value, m: &str) -> &'a Value {
+        report["accelerators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["manufacturer"] == m)
+            .unwrap_or_else(|| panic!("no {m} group: {report:#}"))
+    }
+
+    fn log_lines(path: &Path) -> Vec<String> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Edits a stand-in's JSON fixture: `f` gets each card (or device) object by position.
+    fn edit_fixture(path: &Path, list: &[&str], f: impl Fn(usize, &mut Value)) {
+        let mut v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let mut items = &mut v;
+        for key in list {
+            items = &mut items[*key];
+        }
+        for (i, item) in items.as_array_mut().unwrap().iter_mut().enumerate() {
+            f(i, item);
+        }
+        std::fs::write(path, serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+
+    /// The Atlas 800T A2 node (eight 910B3, CANN 8) made drivable: NPU 1's flag is on already,
+    /// NPU 2's setter is refused (`DCMI_ERR_CODE_OPER_NOT_PERMITTED`), the rest are off. The
+    /// vcann-rt files are staged, so the probes really start, and fail: Docker has no `ascend`
+    /// runtime here.
+    #[test]
+    fn ascend_container_share_is_switched_on_for_the_probes_and_put_back() {
+        let _engine = engine();
+        let dir = tempfile::tempdir().unwrap();
+        let node = ascend::atlas_800t_a2_node(dir.path());
+        edit_fixture(&node.dcmi_fixture, &["cards"], |i, card| {
+            let device = &mut card["devices"][0];
+            device["shareEnabled"] = Value::Bool(i == 1);
+            device["shareLocked"] = Value::Bool(i == 2);
+        });
+        let tree = HostTree::new(&node.root);
+        drivable_host(&tree);
+        std::fs::create_dir_all(tree.path("/usr/local/dcmi")).unwrap();
+        let lib = "/etc/gpustack/lib/ascend";
+        tree.file(
+            &format!("{lib}/cann-8-910b/lib/libvruntime.so"),
+            "stands in for vcann-rt\n",
+        );
+        tree.file(
+            &format!("{lib}/ld.so.preload"),
+            "/opt/enpu/vcann-rt/lib/libvruntime.so\n",
+        );
+        install_script(&tree, "rocm-monitor-silent", &format!("{lib}/enpu-monitor"));
+        let log = dir.path().join("dcmi-set.log");
+        let log_env = log.display().to_string();
+        let root = node.root.display().to_string();
+        let image = docker::probe_image(&[shim_library()]);
+        let run = |extra: &[&str]| {
+            let mut args = vec![
+                "device-manager".to_owned(),
+                "preflight".to_owned(),
+                "--manufacturer=ascend".to_owned(),
+                format!("--host-root={root}"),
+                format!("--probe-image={image}"),
+            ];
+            args.extend(extra.iter().map(|s| s.to_string()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            gpustack_tests::run_on_host(
+                &node.root,
+                (ascend::FIXTURE_ENV, Some(&node.dcmi_fixture)),
+                &[
+                    ("GPUSTACK_FAKE_DCMI_SET_LOG", &log_env),
+                    ("GPUSTACK_PREFLIGHT_ENGINE_ROOT", &root),
+                ],
+                &args,
+            )
+        };
+        let npus: Vec<String> = ascend::a2_npus().iter().map(|n| n.id()).collect();
+
+        // Dry run: read only.
+        let out = run(&["--dry-run"]);
+        let r = report(&out);
+        let g = group(&r, "ascend");
+        assert_eq!(g["detection"]["state"], "ok", "{g:#}");
+        let off = row(g, "container-share", &npus[0]);
+        assert_eq!(
+            (off["state"].as_str(), off["depth"].as_str()),
+            (Some("ok"), Some("declared")),
+            "{off:#}"
+        );
+        let detail = off["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("not switched in a dry run")
+                && detail.contains("npu-smi set -t device-share -i 0 -c 0 -d 1"),
+            "{detail}"
+        );
+        assert_eq!(
+            row(g, "container-share", &npus[2])["state"],
+            "ok",
+            "a dry run does not try the setter"
+        );
+        assert!(log_lines(&log).is_empty(), "{:?}", log_lines(&log));
+
+        // The run: switched on around each card's probes, put back off either way.
+        let out = run(&[]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let r = report(&out);
+        let g = group(&r, "ascend");
+        let switched = row(g, "container-share", &npus[0]);
+        assert_eq!(
+            (switched["state"].as_str(), switched["depth"].as_str()),
+            (Some("ok"), Some("declared")),
+            "{switched:#}"
+        );
+        assert!(
+            switched["detail"].as_str().unwrap().contains(
+                "switched on (it reads back on) for this card's checks, then put back off"
+            ),
+            "{switched:#}"
+        );
+        // The probes ran and failed (no `ascend` runtime in this engine).
+        let probe = row(g, "sliced-runtime-loaded", &npus[0]);
+        assert_eq!(probe["state"], "unavailable", "{probe:#}");
+        assert!(
+            probe["command"].as_str().unwrap().contains("--runtime"),
+            "{probe:#}"
+        );
+        assert!(
+            probe["reason"]
+                .as_str()
+                .unwrap()
+                .contains("the probe container did not run"),
+            "{probe:#}"
+        );
+        let cause = probe["reason"].as_str().unwrap().to_lowercase();
+        assert!(
+            cause.contains("runtime") && cause.contains("ascend"),
+            "the engine's own refusal, not its pointer to --help: {cause}"
+        );
+        let already = row(g, "container-share", &npus[1]);
+        assert_eq!(already["state"], "ok");
+        assert!(
+            already["detail"].as_str().unwrap().contains("on already"),
+            "{already:#}"
+        );
+        let refused = row(g, "container-share", &npus[2]);
+        assert_eq!(refused["state"], "unavailable", "{refused:#}");
+        assert!(
+            refused["reason"].as_str().unwrap().contains("-8002"),
+            "{refused:#}"
+        );
+        assert!(
+            stderr(&out).contains(&format!("error: ascend: container-share on {}", npus[2])),
+            "{}",
+            stderr(&out)
+        );
+
+        let mut expected = Vec::new();
+        for card in 0..8 {
+            match card {
+                1 => {}
+                // Refused: still off, nothing to put back.
+                2 => expected.push("dcmi_set_device_share_enable 2 0 1 -> -8002".to_owned()),
+                _ => {
+                    expected.push(format!("dcmi_set_device_share_enable {card} 0 1 -> 0"));
+                    expected.push(format!("dcmi_set_device_share_enable {card} 0 0 -> 0"));
+                }
+            }
+        }
+        assert_eq!(log_lines(&log), expected);
+        assert!(
+            !stderr(&out).contains("left ON"),
+            "every flag was put back: {}",
+            stderr(&out)
+        );
+    }
+
+    /// Four MLU370-X8 cards: MLU 0 off, MLU 1 on already, MLU 2's setter refused
+    /// (`CNDEV_ERROR_NO_PERMISSION`), MLU 3's library without the sMLU calls. No container engine
+    /// is needed: Cambricon has no probe.
+    #[test]
+    fn cambricon_smlu_mode_is_switched_on_and_put_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = cambricon::mlu370_x8_node(dir.path());
+        edit_fixture(&node.cndev_fixture, &["devices"], |i, card| {
+            if i < 3 {
+                card["smluMode"] = Value::Bool(i == 1);
+            }
+            card["smluLocked"] = Value::Bool(i == 2);
+        });
+        docker::shell_only_host(&HostTree::new(&node.root));
+        let log = dir.path().join("cndev-set.log");
+        let log_env = log.display().to_string();
+        let root = node.root.display().to_string();
+        let run = |extra: &[&str]| {
+            let host_root = format!("--host-root={root}");
+            let mut args = vec![
+                "device-manager",
+                "preflight",
+                "--manufacturer=cambricon",
+                &host_root,
+            ];
+            args.extend(extra);
+            gpustack_tests::run_on_host(
+                &node.root,
+                (cambricon::FIXTURE_ENV, Some(&node.cndev_fixture)),
+                &[("GPUSTACK_FAKE_CNDEV_SET_LOG", &log_env)],
+                &args,
+            )
+        };
+        let mlus: Vec<String> = cambricon::x8_mlus().iter().map(|m| m.id()).collect();
+
+        let out = run(&["--dry-run"]);
+        let r = report(&out);
+        let g = group(&r, "cambricon");
+        let off = row(g, "smlu-mode", &mlus[0]);
+        assert_eq!(off["state"], "ok", "{off:#}");
+        assert!(
+            off["detail"]
+                .as_str()
+                .unwrap()
+                .contains("not switched in a dry run"),
+            "{off:#}"
+        );
+        assert!(log_lines(&log).is_empty(), "{:?}", log_lines(&log));
+
+        let out = run(&[]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let r = report(&out);
+        let g = group(&r, "cambricon");
+        let switched = row(g, "smlu-mode", &mlus[0]);
+        assert_eq!(
+            (switched["state"].as_str(), switched["depth"].as_str()),
+            (Some("ok"), Some("declared")),
+            "{switched:#}"
+        );
+        assert!(
+            switched["detail"]
+                .as_str()
+                .unwrap()
+                .contains("put back off"),
+            "{switched:#}"
+        );
+        let already = row(g, "smlu-mode", &mlus[1]);
+        assert!(
+            already["detail"].as_str().unwrap().contains("on already"),
+            "{already:#}"
+        );
+        let refused = row(g, "smlu-mode", &mlus[2]);
+        assert_eq!(refused["state"], "unavailable", "{refused:#}");
+        assert!(
+            refused["reason"]
+                .as_str()
+                .unwrap()
+                .contains("CNDEV_ERROR_NO_PERMISSION"),
+            "{refused:#}"
+        );
+        let unsupported = row(g, "smlu-mode", &mlus[3]);
+        assert_eq!(unsupported["state"], "unavailable", "{unsupported:#}");
+        assert!(
+            unsupported["reason"]
+                .as_str()
+                .unwrap()
+                .contains("CNDEV_ERROR_NOT_SUPPORTED"),
+            "{unsupported:#}"
+        );
+        // The simulated slice rows are still there beside the switch.
+        assert_eq!(
+            row(g, "sliced-runtime-loaded", &mlus[0])["depth"],
+            "simulated"
+        );
+        assert_eq!(
+            log_lines(&log),
+            [
+                "cndevSetSMLUMode 0 1 -> 0",
+                "cndevSetSMLUMode 0 0 -> 0",
+                "cndevSetSMLUMode 2 1 -> 13",
+            ]
+        );
+    }
+}

@@ -12,7 +12,7 @@ use gpustack_api::{
     Manufacturer,
     devices::{
         AcceleratorAllocation, AllocationMode, DevicesSpec, DevicesStatus, DevicesStatusGroup,
-        ProfileAllocation, UNITS_PER_ACCELERATOR,
+        PhysicalSliced, Placement, ProfileAllocation, UNITS_PER_ACCELERATOR,
     },
 };
 use serde::{Deserialize, Serialize};
@@ -66,6 +66,8 @@ pub struct Ledger {
     pub holders: BTreeMap<String, Vec<Holder>>,
     /// Charges that were skipped because the card was already held in another mode.
     pub conflicts: Vec<String>,
+    /// Accelerator id → the partition slots its live partitions occupy (memory-slice units).
+    pub placements: BTreeMap<String, Vec<Placement>>,
 }
 
 impl Ledger {
@@ -81,6 +83,24 @@ impl Ledger {
             .filter(|g| g.manufacturer == manufacturer)
             .flat_map(|g| &g.accelerators)
             .find(|a| a.id == id)
+    }
+}
+
+/// Why a card of `manufacturer` reads unhealthy: the health check its detector makes.
+pub fn unhealthy_reason(manufacturer: Manufacturer) -> &'static str {
+    match manufacturer {
+        Manufacturer::Nvidia => "NVML counts uncorrected ECC errors since the driver loaded",
+        Manufacturer::Amd | Manufacturer::Hygon => {
+            "the driver counts uncorrectable memory errors (ras/umc_err_count ue)"
+        }
+        Manufacturer::Ascend => "DCMI reports a health alarm, or no longer sees the device",
+        Manufacturer::Cambricon => {
+            "CNDev reports the card unhealthy, or counts uncorrected ECC errors"
+        }
+        Manufacturer::Iluvatar => "IXML reports a health error bit",
+        Manufacturer::Metax => "MXSML counts uncorrectable ECC errors",
+        Manufacturer::Mthreads => "MTML counts uncorrected ECC errors",
+        Manufacturer::Thead => "HGML counts uncorrected DRAM ECC errors",
     }
 }
 
@@ -101,6 +121,9 @@ pub fn rebuild(spec: &DevicesSpec, pods: &[PodCharges], release_finished: bool) 
             .iter()
             .map(|a| {
                 let mut entry = AcceleratorAllocation::fresh(&a.id, a.index);
+                if a.status.unhealthy {
+                    entry.unhealthy_reason = unhealthy_reason(group.manufacturer).to_owned();
+                }
                 if let Some(p) = &a.status.physical_sliced {
                     entry.remaining_profiles = p
                         .profiles
@@ -155,6 +178,13 @@ pub fn rebuild(spec: &DevicesSpec, pods: &[PodCharges], release_finished: bool) 
                         continue;
                     }
                     fold(entry, charge);
+                    if charge.mode == AllocationMode::Partitioned {
+                        ledger
+                            .placements
+                            .entry(charge.id.clone())
+                            .or_default()
+                            .extend(charge.allocated_physical_placements.iter().copied());
+                    }
                     ledger
                         .holders
                         .entry(charge.id.clone())
@@ -169,7 +199,83 @@ pub fn rebuild(spec: &DevicesSpec, pods: &[PodCharges], release_finished: bool) 
             }
         }
     }
+    // Partition profiles left: as many more of each as still fit around the occupied slots.
+    for group in &spec.groups {
+        for card in &group.accelerators {
+            let (Some(physical), Some(occupied)) = (
+                &card.status.physical_sliced,
+                ledger.placements.get(&card.id),
+            ) else {
+                continue;
+            };
+            let fitted = remaining_profiles(physical, occupied);
+            if let Some(entry) = ledger
+                .status
+                .groups
+                .iter_mut()
+                .filter(|g| g.manufacturer == group.manufacturer)
+                .flat_map(|g| g.accelerators.iter_mut())
+                .find(|a| a.id == card.id)
+            {
+                // Profiles without listed slots keep the count-down of `fold`.
+                for (fit, profile) in fitted.into_iter().zip(&physical.profiles) {
+                    if profile.placements.is_empty() {
+                        continue;
+                    }
+                    if let Some(r) = entry
+                        .remaining_profiles
+                        .iter_mut()
+                        .find(|r| r.name == fit.name)
+                    {
+                        r.count = fit.count;
+                    }
+                }
+            }
+        }
+    }
     ledger
+}
+
+/// Whether two slot runs share a slot.
+pub fn overlaps(a: &Placement, b: &Placement) -> bool {
+    a.start < b.start + b.length && b.start < a.start + a.length
+}
+
+/// The first legal slot of `slots` that overlaps none of `occupied`.
+pub fn free_slot(slots: &[Placement], occupied: &[Placement]) -> Option<Placement> {
+    slots
+        .iter()
+        .find(|s| occupied.iter().all(|o| !overlaps(s, o)))
+        .copied()
+}
+
+/// For each profile, how many more instances fit (placed one after another in slot order)
+/// around `occupied`, at most its count; a profile without listed slots keeps its count.
+pub fn remaining_profiles(
+    physical: &PhysicalSliced,
+    occupied: &[Placement],
+) -> Vec<ProfileAllocation> {
+    physical
+        .profiles
+        .iter()
+        .map(|p| {
+            let count = if p.placements.is_empty() {
+                p.count
+            } else {
+                let mut taken = occupied.to_vec();
+                let mut n = 0;
+                while let Some(slot) = free_slot(&p.placements, &taken) {
+                    taken.push(slot);
+                    n += 1;
+                }
+                n.min(p.count)
+            };
+            ProfileAllocation {
+                name: p.name.clone(),
+                count,
+            }
+        })
+        .collect()
 }
 
 /// Adds one charge to an accelerator's entry.
@@ -280,6 +386,18 @@ mod tests {
 
     fn entry<'a>(l: &'a Ledger, id: &str) -> &'a AcceleratorAllocation {
         l.accelerator(Manufacturer::Nvidia, id).unwrap()
+    }
+
+    #[test]
+    fn an_unhealthy_card_keeps_its_reason_in_the_status() {
+        let mut sick = spec();
+        sick.groups[0].accelerators[0].status.unhealthy = true;
+        let l = rebuild(&sick, &[], true);
+        assert_eq!(
+            entry(&l, "GPU-b").unhealthy_reason,
+            "NVML counts uncorrected ECC errors since the driver loaded"
+        );
+        assert_eq!(entry(&l, "GPU-a").unhealthy_reason, "");
     }
 
     #[test]

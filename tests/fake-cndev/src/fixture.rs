@@ -59,6 +59,13 @@ pub struct Device {
     /// `cndevGetPowerInfo`'s `usage`, W.
     #[serde(default)]
     pub power_w: Option<i32>,
+    /// `cndevGetSMLUMode`: whether the card is in sMLU mode; absent on a library without the
+    /// call. `cndevSetSMLUMode` changes it for the life of the process.
+    #[serde(default)]
+    pub smlu_mode: Option<bool>,
+    /// `cndevSetSMLUMode` answers `CNDEV_ERROR_NO_PERMISSION` and changes nothing.
+    #[serde(default)]
+    pub smlu_locked: bool,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy)]
@@ -94,6 +101,13 @@ pub enum LoadError {
     /// The variable is unset, or the file it names cannot be read: the "driver" is not there.
     Missing,
     Invalid,
+}
+
+/// The file named by `GPUSTACK_FAKE_CNDEV_SET_LOG`, where every `cndevSet*` call is appended as
+/// a line (`cndevSetSMLUMode <card index> <mode> -> <return code>`), so a test can see what was
+/// changed on the "driver" and in which order.
+pub fn set_log() -> Option<std::path::PathBuf> {
+    std::env::var_os("GPUSTACK_FAKE_CNDEV_SET_LOG").map(Into::into)
 }
 
 /// The fixture named by `GPUSTACK_FAKE_CNDEV_FIXTURE`.

@@ -5,18 +5,21 @@
 //! ABI, so that the Cambricon detector is exercised through its real loading path (`dlopen` by
 //! path) on machines without an MLU.
 //!
-//! It exports exactly the CNDev functions the detector calls, with `cndev.h`'s names, argument
+//! It exports exactly the CNDev functions the detector and preflight call, with `cndev.h`'s names, argument
 //! types, return codes (`cndevRet_t`: 0 or a positive `CNDEV_ERROR_*`) and the
 //! `CNDEV_VERSION_5` struct layouts (`cndevCardInfo_t`, `cndevUUID_t`, `cndevMemoryInfo_t`,
 //! `cndevVersionInfo_t`, `cndevECCInfo_t`, `cndevPowerInfo_t`, `cndevTemperatureInfo_t`,
 //! `cndevUtilizationInfo_t`, `cndevCardCoreCount_t`, `cndevCardHealthState_t`,
-//! `cndevPCIeInfo_t`).
+//! `cndevPCIeInfo_t`, `cndevSMLUMode_t`).
 //!
 //! Like CNDev it reads each struct's `version` (an input) first: only `CNDEV_VERSION_5`, the
 //! layout it writes, is accepted, anything else answers `CNDEV_ERROR_UNSUPPORTED_API_VERSION`,
 //! which catches a caller that forgets to declare one. Device handles
 //! (`cndevGetDeviceHandleByIndex`) are deliberately not the indexes, so a caller that skips the
 //! handle lookup is caught too.
+//!
+//! The one setter, `cndevSetSMLUMode`, changes the fixture's mode in memory and appends what it
+//! was asked to a log file a test names (see [`fixture::set_log`]).
 //!
 //! `cndevInit` reads the fixture: an unset variable or unreadable file answers
 //! `CNDEV_ERROR_NO_DRIVER`, bad JSON `CNDEV_ERROR_UNKNOWN`; any other call before a successful
@@ -44,6 +47,10 @@ pub const CNDEV_ERROR_INVALID_ARGUMENT: c_int = 5;
 pub const CNDEV_ERROR_INVALID_DEVICE_ID: c_int = 6;
 pub const CNDEV_ERROR_UNKNOWN: c_int = 7;
 pub const CNDEV_ERROR_NOT_SUPPORTED: c_int = 10;
+pub const CNDEV_ERROR_NO_PERMISSION: c_int = 13;
+/// `cndevEnableStatusEnum_t`.
+const CNDEV_FEATURE_DISABLED: c_int = 0;
+const CNDEV_FEATURE_ENABLED: c_int = 1;
 
 pub const CNDEV_VERSION_5: c_int = 5;
 const UUID_SIZE: usize = 37;
@@ -166,6 +173,13 @@ pub struct CndevPcieInfo {
     pub function: c_uint,
     pub physical_slot: *const c_char,
     pub slot_id: c_int,
+}
+
+/// `cndevSMLUMode_t`: `smluMode` is a `cndevEnableStatusEnum_t`.
+#[repr(C)]
+pub struct CndevSmluMode {
+    pub version: c_int,
+    pub smlu_mode: c_int,
 }
 
 /// The loaded fixture, and whether `cndevInit` has been called since the last `cndevRelease`.
@@ -482,6 +496,82 @@ pub extern "C" fn cndevGetPCIeInfo(pcie_info: *mut CndevPcieInfo, dev_id: c_int)
     })
 }
 
+#[unsafe(no_mangle)]
+pub extern "C" fn cndevGetSMLUMode(mode: *mut CndevSmluMode, dev_id: c_int) -> c_int {
+    query(mode, dev_id, |_, d| {
+        let on = supported(d.smlu_mode)?;
+        Ok(CndevSmluMode {
+            version: CNDEV_VERSION_5,
+            smlu_mode: if on {
+                CNDEV_FEATURE_ENABLED
+            } else {
+                CNDEV_FEATURE_DISABLED
+            },
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cndevSetSMLUMode(mode: *mut CndevSmluMode, dev_id: c_int) -> c_int {
+    let mut wanted = None;
+    let code = match &mut *state() {
+        State {
+            fixture: Some(fixture),
+            initialised: true,
+        } => match accepted(mode) {
+            Err(code) => code,
+            Ok(()) => {
+                let asked = asked_mode(mode);
+                wanted = Some(asked);
+                let device = dev_id
+                    .checked_sub(HANDLE_BASE)
+                    .and_then(|i| usize::try_from(i).ok())
+                    .and_then(|i| fixture.devices.get_mut(i));
+                match device {
+                    None => CNDEV_ERROR_INVALID_DEVICE_ID,
+                    Some(d) if d.smlu_mode.is_none() => CNDEV_ERROR_NOT_SUPPORTED,
+                    Some(d) if d.smlu_locked => CNDEV_ERROR_NO_PERMISSION,
+                    Some(d) => match asked {
+                        CNDEV_FEATURE_ENABLED | CNDEV_FEATURE_DISABLED => {
+                            d.smlu_mode = Some(asked == CNDEV_FEATURE_ENABLED);
+                            CNDEV_SUCCESS
+                        }
+                        _ => CNDEV_ERROR_INVALID_ARGUMENT,
+                    },
+                }
+            }
+        },
+        _ => CNDEV_ERROR_UNINITIALIZED,
+    };
+    log_set(&format!(
+        "cndevSetSMLUMode {} {} -> {code}",
+        dev_id - HANDLE_BASE,
+        wanted.map_or("?".into(), |w| w.to_string())
+    ));
+    code
+}
+
+/// The `smluMode` a caller put in its `cndevSMLUMode_t`; the pointer was checked non-null and
+/// versioned by [`accepted`].
+fn asked_mode(mode: *const CndevSmluMode) -> c_int {
+    // SAFETY: non-null (checked by the caller through `accepted`), and the header makes the
+    // caller of `cndevSetSMLUMode` pass a `cndevSMLUMode_t` it filled in.
+    unsafe { (*mode).smlu_mode }
+}
+
+/// Appends one line to the set log (see [`fixture::set_log`]), if a test asked for one.
+fn log_set(line: &str) {
+    use std::io::Write;
+    if let Some(path) = fixture::set_log()
+        && let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let _ = writeln!(file, "{line}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -498,6 +588,7 @@ mod tests {
         assert_eq!(size_of::<CndevUtilizationInfo>(), 328);
         assert_eq!(size_of::<CndevCardCoreCount>(), 8);
         assert_eq!(size_of::<CndevCardHealthState>(), 8);
+        assert_eq!(size_of::<CndevSmluMode>(), 8);
         #[cfg(target_pointer_width = "64")]
         assert_eq!(size_of::<CndevPcieInfo>(), 48);
     }

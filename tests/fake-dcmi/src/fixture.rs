@@ -67,6 +67,14 @@ pub struct Device {
     /// without one.
     #[serde(default)]
     pub roce: Option<Roce>,
+    /// The container-share flag (`dcmi_get_device_share_enable`); absent on a driver without
+    /// the call. `dcmi_set_device_share_enable` changes it for the life of the process.
+    #[serde(default)]
+    pub share_enabled: Option<bool>,
+    /// `dcmi_set_device_share_enable` answers `DCMI_ERR_CODE_OPER_NOT_PERMITTED` (as for a
+    /// caller that is not root on the host) and changes nothing.
+    #[serde(default)]
+    pub share_locked: bool,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy)]
@@ -104,6 +112,13 @@ pub enum LoadError {
     /// The variable is unset, or the file it names cannot be read: the "driver" is not there.
     Missing,
     Invalid,
+}
+
+/// The file named by `GPUSTACK_FAKE_DCMI_SET_LOG`, where every `dcmi_set_*` call is appended
+/// as a line (`dcmi_set_device_share_enable <card> <device> <flag> -> <return code>`), so a test
+/// can see what was changed on the "driver" and in which order.
+pub fn set_log() -> Option<std::path::PathBuf> {
+    std::env::var_os("GPUSTACK_FAKE_DCMI_SET_LOG").map(Into::into)
 }
 
 /// The fixture named by `GPUSTACK_FAKE_DCMI_FIXTURE`.

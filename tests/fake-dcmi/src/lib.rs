@@ -5,11 +5,14 @@
 //! ABI, so that the Ascend detector is exercised through its real loading path (`dlopen` by
 //! path) on machines without an NPU.
 //!
-//! It exports exactly the DCMI functions the detector calls, with `dcmi_interface_api.h`'s names,
+//! It exports exactly the DCMI functions the detector and preflight call, with `dcmi_interface_api.h`'s names,
 //! argument types, return codes (0, or a negative `DCMI_ERR_CODE_*`) and struct layouts
 //! (`dcmi_chip_info`, `dcmi_hbm_info`, `dcmi_get_memory_info_stru`, `dcmi_die_id`,
 //! `dcmi_pcie_info_all`, `dcmi_ip_addr`). Both card-list entry points are exported (`dcmi_get_card_list` and its
 //! deprecated twin `dcmi_get_card_num_list`); the detector prefers the first.
+//!
+//! The one setter, `dcmi_set_device_share_enable`, changes the fixture's flag in memory and
+//! appends what it was asked to a log file a test names (see [`fixture::set_log`]).
 //!
 //! `dcmi_init` reads the fixture: an unset variable or unreadable file answers
 //! `DCMI_ERR_CODE_DEVICE_NOT_EXIST` (no driver), bad JSON `DCMI_ERR_CODE_INNER_ERR`; any other
@@ -33,6 +36,7 @@ use fixture::{Device, Fixture, LoadError};
 pub const DCMI_OK: c_int = 0;
 const DCMI_ERROR_CODE_BASE: c_int = -8000;
 pub const DCMI_ERR_CODE_INVALID_PARAMETER: c_int = DCMI_ERROR_CODE_BASE - 1;
+pub const DCMI_ERR_CODE_OPER_NOT_PERMITTED: c_int = DCMI_ERROR_CODE_BASE - 2;
 pub const DCMI_ERR_CODE_INNER_ERR: c_int = DCMI_ERROR_CODE_BASE - 5;
 pub const DCMI_ERR_CODE_INVALID_DEVICE_ID: c_int = DCMI_ERROR_CODE_BASE - 7;
 pub const DCMI_ERR_CODE_DEVICE_NOT_EXIST: c_int = DCMI_ERROR_CODE_BASE - 8;
@@ -156,6 +160,44 @@ fn with_device(card_id: c_int, device_id: c_int, f: impl FnOnce(&Device) -> c_in
             None => DCMI_ERR_CODE_INVALID_DEVICE_ID,
         }
     })
+}
+
+fn with_device_mut(
+    card_id: c_int,
+    device_id: c_int,
+    f: impl FnOnce(&mut Device) -> c_int,
+) -> c_int {
+    match &mut *state() {
+        Some(fixture) => {
+            let device = fixture
+                .cards
+                .iter_mut()
+                .find(|c| c.card_id == card_id)
+                .and_then(|c| {
+                    usize::try_from(device_id)
+                        .ok()
+                        .and_then(|d| c.devices.get_mut(d))
+                });
+            match device {
+                Some(d) => f(d),
+                None => DCMI_ERR_CODE_INVALID_DEVICE_ID,
+            }
+        }
+        None => DCMI_ERR_CODE_NOT_REDAY,
+    }
+}
+
+/// Appends one line to the set log (see [`fixture::set_log`]), if a test asked for one.
+fn log_set(line: &str) {
+    use std::io::Write;
+    if let Some(path) = fixture::set_log()
+        && let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let _ = writeln!(file, "{line}");
+    }
 }
 
 /// Writes `value` through a caller's out-pointer.
@@ -454,6 +496,41 @@ pub extern "C" fn dcmi_get_device_gateway(
         }
         supported(d.roce.and_then(|r| r.gateway), |g| put(gateway, ip_addr(g)))
     })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn dcmi_get_device_share_enable(
+    card_id: c_int,
+    device_id: c_int,
+    enable_flag: *mut c_int,
+) -> c_int {
+    with_device(card_id, device_id, |d| {
+        supported(d.share_enabled, |on| put(enable_flag, c_int::from(on)))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn dcmi_set_device_share_enable(
+    card_id: c_int,
+    device_id: c_int,
+    enable_flag: c_int,
+) -> c_int {
+    let code = with_device_mut(card_id, device_id, |d| {
+        if d.share_enabled.is_none() {
+            DCMI_ERR_CODE_NOT_SUPPORT
+        } else if d.share_locked {
+            DCMI_ERR_CODE_OPER_NOT_PERMITTED
+        } else if enable_flag != 0 && enable_flag != 1 {
+            DCMI_ERR_CODE_INVALID_PARAMETER
+        } else {
+            d.share_enabled = Some(enable_flag == 1);
+            DCMI_OK
+        }
+    });
+    log_set(&format!(
+        "dcmi_set_device_share_enable {card_id} {device_id} {enable_flag} -> {code}"
+    ));
+    code
 }
 
 /// Copies `s` NUL-terminated into a caller's buffer of `len` bytes.

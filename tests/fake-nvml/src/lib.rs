@@ -24,7 +24,8 @@
 //! `nvmlDeviceGetGpuInstanceProfileInfoV` (the named 152-byte v2 record, version checked, which
 //! the NVIDIA detector reads), `nvmlDeviceGetGpuInstanceProfileInfo` (the unnamed v1 record,
 //! the one nvml-wrapper's `Device::profile_info` reads) and
-//! `nvmlDeviceGetGpuInstancePossiblePlacements_v2`.
+//! `nvmlDeviceGetGpuInstancePossiblePlacements_v2`, and creates and destroys GPU and compute
+//! instances as the device plugin drives them ([`instances`]).
 //! A function neither detector calls is absent, so a detector that starts calling one fails
 //! loudly (a missing symbol) instead of silently reading zeros.
 //!
@@ -37,6 +38,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 pub mod fixture;
+pub mod instances;
 
 use std::{
     ffi::{c_char, c_int, c_uint, c_ulonglong},
@@ -374,6 +376,9 @@ pub extern "C" fn nvmlDeviceGetUUID(
     uuid: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
+    if instances::is_mig_handle(device) {
+        return instances::mig_device_uuid(device, uuid, length);
+    }
     with_device(device, |d| put_str(uuid, length, &d.uuid))
 }
 

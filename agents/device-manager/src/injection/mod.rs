@@ -240,9 +240,14 @@ impl Context<'_> {
         }
     }
 
-    /// Accelerator ids, comma-joined, in index order.
+    /// Accelerator ids, comma-joined, in index order; a grant on a partition (a sidecar seeing
+    /// a partitioned owner's grant) names the partition, never its parent card.
     pub fn ids(&self) -> String {
-        join(self.grants.iter().map(|g| g.accelerator.id.as_str()))
+        join(self.grants.iter().map(|g| {
+            g.partition_id
+                .filter(|p| !p.is_empty())
+                .unwrap_or(g.accelerator.id.as_str())
+        }))
     }
 
     /// Accelerator indexes, comma-joined.

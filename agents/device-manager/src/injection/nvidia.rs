@@ -104,6 +104,108 @@ fn hami_core(ctx: &Context<'_>, out: &mut Injection, m: Manufacturer, cuda_major
     out.mount_rw("/dev/shm", "/dev/shm");
 }
 
+/// `GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY` names no strategy.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "invalid value '{0}' for GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY: must be envvar, cdi-annotations or auto"
+)]
+pub struct UnknownStrategy(pub String);
+
+/// Where `auto` looks for containerd's configuration unless `GPUSTACK_CONTAINERD_CONFIG_DIR`
+/// says otherwise.
+pub const DEFAULT_CONTAINERD_CONFIG_DIR: &str = "/etc/containerd";
+
+/// The strategy a setting names. `auto` is decided here, once, from containerd's
+/// `config.toml` (`containerd_config` reads it; `None` when the node has none): see
+/// [`auto_strategy`].
+pub fn strategy(
+    setting: Option<&str>,
+    containerd_config: impl FnOnce() -> Option<String>,
+) -> Result<super::NvidiaStrategy, UnknownStrategy> {
+    match setting.map(str::trim) {
+        None | Some("" | "envvar") => Ok(super::NvidiaStrategy::EnvVar),
+        Some("cdi-annotations") => Ok(super::NvidiaStrategy::CdiAnnotations),
+        Some("auto") => Ok(auto_strategy(containerd_config().as_deref())),
+        Some(other) => Err(UnknownStrategy(other.to_owned())),
+    }
+}
+
+/// `auto`: the CDI annotation where the node's containerd resolves CDI devices from annotations,
+/// else the variable (which the NVIDIA runtime reads).
+///
+/// containerd's CRI plugin reads CDI annotations when `enable_cdi` is on. An explicit
+/// `enable_cdi = true|false` anywhere in the file decides; without one the default of the
+/// config's schema does: on from `version = 3` (containerd 2.x), off before (1.x, whose
+/// `version = 2` files and version-less files leave it off). No file: the variable.
+pub fn auto_strategy(containerd_config: Option<&str>) -> super::NvidiaStrategy {
+    let Some(text) = containerd_config else {
+        return super::NvidiaStrategy::EnvVar;
+    };
+    let mut version = 1u32;
+    let mut enable_cdi = None;
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        match (key.trim(), value.trim()) {
+            ("version", v) => version = v.parse().unwrap_or(version),
+            ("enable_cdi", "true") => enable_cdi = Some(true),
+            ("enable_cdi", "false") => enable_cdi = Some(false),
+            _ => {}
+        }
+    }
+    if enable_cdi.unwrap_or(version >= 3) {
+        super::NvidiaStrategy::CdiAnnotations
+    } else {
+        super::NvidiaStrategy::EnvVar
+    }
+}
+
+#[cfg(test)]
+mod auto_tests {
+    use super::*;
+    use crate::injection::NvidiaStrategy::{CdiAnnotations, EnvVar};
+
+    #[test]
+    fn auto_follows_containerds_cdi_setting() {
+        let v2_on = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = true\n";
+        let v2_default = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  default_runtime_name = \"nvidia\"\n";
+        let v3_default = "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n";
+        let v3_off =
+            "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = false # off\n";
+        let commented = "version = 2\n# enable_cdi = true\n";
+        for (config, expected) in [
+            (Some(v2_on), CdiAnnotations),
+            (Some(v2_default), EnvVar),
+            (Some(v3_default), CdiAnnotations),
+            (Some(v3_off), EnvVar),
+            (Some(commented), EnvVar),
+            (Some(""), EnvVar),
+            (None, EnvVar),
+        ] {
+            assert_eq!(auto_strategy(config), expected, "{config:?}");
+        }
+    }
+
+    #[test]
+    fn settings_and_unknown_values() {
+        let never = || -> Option<String> { panic!("only auto reads containerd's config") };
+        assert_eq!(strategy(None, never), Ok(EnvVar));
+        assert_eq!(strategy(Some("envvar"), never), Ok(EnvVar));
+        assert_eq!(strategy(Some("cdi-annotations"), never), Ok(CdiAnnotations));
+        assert_eq!(
+            strategy(Some("auto"), || Some("version = 3\n".into())),
+            Ok(CdiAnnotations)
+        );
+        assert_eq!(strategy(Some("auto"), || None), Ok(EnvVar));
+        assert_eq!(
+            strategy(Some("cdi"), never),
+            Err(UnknownStrategy("cdi".into()))
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;

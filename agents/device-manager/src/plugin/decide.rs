@@ -78,6 +78,14 @@ pub enum Refusal {
     SliceCores(u32),
     #[error("{0} mode is not granted by this plugin")]
     NotGranted(&'static str),
+    #[error("a partitioned container names exactly one profile as a limit {0}<profile>")]
+    PartitionProfile(String),
+    #[error("no card on this node offers partition profile {0}")]
+    UnknownPartitionProfile(String),
+    #[error("no healthy card has a free slot for partition profile {0}")]
+    NoFreePartition(String),
+    #[error("making the partition: {0}")]
+    PartitionFailed(String),
 }
 
 /// The grant `Allocate` will reserve and annotate.
@@ -99,6 +107,32 @@ pub fn decide(
     device_ids: &[String],
     ledger: &Ledger,
     ask: &SliceAsk,
+) -> Result<Decision, Refusal> {
+    decide_gated(
+        groups,
+        manufacturer,
+        resource_base,
+        mode,
+        device_ids,
+        ledger,
+        ask,
+        true,
+    )
+}
+
+/// [`decide`], with the sliced gate (`GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE`) settable:
+/// off, a slice is granted whatever units and slots its card has left (the kubelet's token
+/// count is then the only bound), and charged as usual.
+#[allow(clippy::too_many_arguments)]
+pub fn decide_gated(
+    groups: &[DevicesGroup],
+    manufacturer: Manufacturer,
+    resource_base: &str,
+    mode: AllocationMode,
+    device_ids: &[String],
+    ledger: &Ledger,
+    ask: &SliceAsk,
+    sliced_gate: bool,
 ) -> Result<Decision, Refusal> {
     if matches!(
         mode,
@@ -172,7 +206,7 @@ pub fn decide(
             }
             _ => {
                 let need = slice_units(ask, slice);
-                if free < need {
+                if sliced_gate && free < need {
                     return Err(Refusal::NoFreeUnits {
                         accelerator: card.id.clone(),
                         need,
@@ -181,7 +215,7 @@ pub fn decide(
                 }
                 let count = card.status.logical_sliced.as_ref().map_or(0, |l| l.count);
                 let hosted = entry.and_then(|e| e.allocated_slices).unwrap_or(0);
-                if i64::from(hosted) >= i64::from(count) {
+                if sliced_gate && i64::from(hosted) >= i64::from(count) {
                     return Err(Refusal::NoFreeSlot {
                         accelerator: card.id.clone(),
                         count,
@@ -195,7 +229,7 @@ pub fn decide(
             index: card.index,
             mode,
             allocated,
-            remaining: free - allocated,
+            remaining: free.saturating_sub(allocated),
             ..AcceleratorAllocation::default()
         };
         match status_groups.iter_mut().find(|g| g.id == group.id) {
@@ -518,6 +552,32 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn the_sliced_gate_off_grants_past_the_units() {
+        let g = groups();
+        let full = ledger_with(&[("GPU-a", AllocationMode::Sliced, 1_200_000)]);
+        let ids = ids(&["h100:GPU-a:0001"]);
+        let decide_with = |gate| {
+            decide_gated(
+                &g,
+                Manufacturer::Nvidia,
+                "nvidia.com/gpu",
+                AllocationMode::Sliced,
+                &ids,
+                &full,
+                &half_memory(),
+                gate,
+            )
+        };
+        assert!(matches!(
+            decide_with(true),
+            Err(Refusal::NoFreeUnits { .. })
+        ));
+        let granted = decide_with(false).unwrap();
+        let charge = &granted.allocation.devices.groups[0].accelerators[0];
+        assert_eq!((charge.allocated, charge.remaining), (D / 2, 0));
     }
 
     #[test]

@@ -3,10 +3,12 @@
 //!
 //! - [`tokens`]: the device IDs, health and NUMA topology each plugin advertises (pure).
 //! - [`decide`]: what `Allocate` may grant against the ledger (pure).
+//! - [`partition`]: which card and slot a partitioned request gets (pure), and its marker.
 //! - [`server`]: the gRPC service, pod identification, reservation and annotation.
 //! - [`register`]: registration, and re-registration when the kubelet restarts.
 
 pub mod decide;
+pub mod partition;
 pub mod register;
 pub mod server;
 pub mod tokens;

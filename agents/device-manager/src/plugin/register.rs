@@ -86,18 +86,52 @@ pub fn pod_resources_socket(kube_socket: &Path) -> PathBuf {
     kubelet_dir.join("pod-resources").join("kubelet.sock")
 }
 
-/// Every Pod's assigned devices, as the kubelet reports them.
-pub async fn list_pod_resources(socket: &Path) -> Result<Vec<PodResources>, KubeletError> {
-    let mut client = PodResourcesListerClient::new(unix_channel(socket).await?);
-    let reply = client
-        .list(ListPodResourcesRequest {})
-        .await
-        .map_err(|source| KubeletError::Call {
-            what: "List",
-            path: socket.to_owned(),
-            source,
-        })?;
-    Ok(reply.into_inner().pod_resources)
+/// The pod-resources client `Allocate` asks, keeping its connection between calls (tonic
+/// reconnects a broken one through the connector, so a restarted kubelet's new socket is
+/// found); a failed call drops it so the next one starts afresh.
+pub struct PodResourcesClient {
+    socket: PathBuf,
+    channel: std::sync::Mutex<Option<Channel>>,
+}
+
+impl PodResourcesClient {
+    pub fn new(socket: PathBuf) -> Self {
+        Self {
+            socket,
+            channel: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Every Pod's assigned devices, as the kubelet reports them.
+    pub async fn list(&self) -> Result<Vec<PodResources>, KubeletError> {
+        let cached = self
+            .channel
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let channel = match cached {
+            Some(c) => c,
+            None => {
+                let c = unix_channel(&self.socket).await?;
+                *self.channel.lock().unwrap_or_else(|e| e.into_inner()) = Some(c.clone());
+                c
+            }
+        };
+        let reply = PodResourcesListerClient::new(channel)
+            .list(ListPodResourcesRequest {})
+            .await;
+        match reply {
+            Ok(r) => Ok(r.into_inner().pod_resources),
+            Err(source) => {
+                *self.channel.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                Err(KubeletError::Call {
+                    what: "List",
+                    path: self.socket.clone(),
+                    source,
+                })
+            }
+        }
+    }
 }
 
 /// (device, inode, ctime seconds, ctime nanoseconds) of a socket file.

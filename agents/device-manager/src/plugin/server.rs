@@ -31,14 +31,15 @@ use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
 use super::{
-    decide::{self, SliceAsk},
-    register,
+    decide::{self, Refusal, SliceAsk},
+    partition, register,
     tokens::{self, Token},
 };
 use crate::{
     injection::{self, Grant, Injection, NodeFacts},
     ledger::{ContainerAllocation, Ledger, PodCharges, parse_annotation, rebuild},
     system_root::SystemRoot,
+    vendors::partitions,
 };
 
 /// What every plugin reads: the detected spec and the Pods charging it.
@@ -61,11 +62,49 @@ pub struct Shared {
     /// (pod UID, container) → the charge written but not yet seen back in the Pod list.
     pub reservations: Mutex<BTreeMap<(String, String), PodCharges>>,
     pub allocate_lock: tokio::sync::Mutex<()>,
-    pub pod_resources_socket: std::path::PathBuf,
+    pub pod_resources: register::PodResourcesClient,
     pub node: NodeFacts,
     /// Host directory of per-container work directories.
     pub pods_dir: String,
     pub root: SystemRoot,
+    /// The environment the vendor libraries are located with (partitions).
+    pub env: crate::serve::Env,
+    pub gates: Gates,
+}
+
+/// The device plugin's switches from the environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gates {
+    /// `GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE`: refuse a slice its card has no units or
+    /// slot left for (on by default).
+    pub sliced_allocate: bool,
+    /// `GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET`: ask the kubelet's pod-resources API which
+    /// container a request is for before matching pending Pods (on by default).
+    pub identify_by_kubelet: bool,
+}
+
+impl Default for Gates {
+    fn default() -> Self {
+        Self {
+            sliced_allocate: true,
+            identify_by_kubelet: true,
+        }
+    }
+}
+
+impl Gates {
+    /// Reads the switches; anything but `false`/`0` leaves one on.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Self {
+        let on = |name: &str| {
+            !env(name)
+                .map(|v| v.trim().to_ascii_lowercase())
+                .is_some_and(|v| v == "false" || v == "0")
+        };
+        Self {
+            sliced_allocate: on("GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE"),
+            identify_by_kubelet: on("GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET"),
+        }
+    }
 }
 
 impl Shared {
@@ -99,6 +138,9 @@ pub struct Plugin {
     pub mode: AllocationMode,
     /// The manufacturer's resource base (`nvidia.com/gpu`).
     pub base: String,
+    /// The manufacturer's partition kind (`mig`), naming the profile limits of partitioned
+    /// containers.
+    pub partition_kind: Option<String>,
 }
 
 /// The kubelet resource name of `mode` on `base`.
@@ -128,7 +170,12 @@ impl Plugin {
     async fn identify(&self, device_ids: &[String]) -> Result<(Pod, String), Status> {
         let resource = self.resource_name();
         let wanted: BTreeSet<&str> = device_ids.iter().map(String::as_str).collect();
-        match register::list_pod_resources(&self.shared.pod_resources_socket).await {
+        let lookup = if self.shared.gates.identify_by_kubelet {
+            self.shared.pod_resources.list().await
+        } else {
+            Ok(Vec::new())
+        };
+        match lookup {
             Ok(list) => {
                 for pod in list {
                     for ctr in &pod.containers {
@@ -205,7 +252,9 @@ impl Plugin {
         &self,
         device_ids: &[String],
     ) -> Result<ContainerAllocateResponse, Status> {
+        let started = std::time::Instant::now();
         let (pod, container) = self.identify(device_ids).await?;
+        let identified = started.elapsed();
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
         let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -248,8 +297,19 @@ impl Plugin {
             .and_then(|r| r.limits.as_ref())
             .map(|l| l.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
             .unwrap_or_default();
+        if self.mode == AllocationMode::Partitioned {
+            let target = Target {
+                pod: &pod,
+                container: &container,
+                work_dir: &work_dir,
+                own_env: &own_env,
+            };
+            return self
+                .allocate_partition(target, &limits, device_ids, &state, &ledger)
+                .await;
+        }
         let ask = SliceAsk::from_limits(&self.base, &limits);
-        let decision = decide::decide(
+        let decision = decide::decide_gated(
             &state.groups,
             self.manufacturer,
             &self.base,
@@ -257,6 +317,7 @@ impl Plugin {
             device_ids,
             &ledger,
             &ask,
+            self.shared.gates.sliced_allocate,
         )
         .map_err(|refusal| {
             tracing::info!(pod = %format!("{namespace}/{name}"), container, "refused: {refusal}");
@@ -264,23 +325,164 @@ impl Plugin {
         })?;
 
         // Reserve before writing, so that a concurrent request cannot take the same units.
-        let key = (uid.clone(), container.clone());
+        let decided = started.elapsed();
+        let grants: Vec<Grant<'_>> = decision
+            .cards
+            .iter()
+            .map(|&(gi, ai)| Grant::card(&state.groups[gi], &state.groups[gi].accelerators[ai]))
+            .collect();
+        // The injection is rendered (work directories, files) while the annotation write is
+        // on the wire; the reply goes out only once the grant is written.
+        let mut rendered = std::time::Duration::ZERO;
+        let (written, reply) = tokio::join!(
+            self.reserve_and_annotate(&pod, &container, &decision.allocation),
+            async {
+                let t = std::time::Instant::now();
+                let reply = self.render(&grants, decision.slice, &work_dir, &own_env);
+                rendered = t.elapsed();
+                reply
+            }
+        );
+        written?;
+        tracing::debug!(
+            pod = %format!("{namespace}/{name}"),
+            container,
+            identify_us = identified.as_micros() as u64,
+            decide_us = (decided - identified).as_micros() as u64,
+            annotate_us = (started.elapsed() - decided).as_micros() as u64,
+            render_us = rendered.as_micros() as u64,
+            "allocated"
+        );
+        reply
+    }
+
+    /// A partitioned grant: pick the card and slot, make the partition through the vendor
+    /// library, mark it as this container's, reserve, annotate, and name it to the container.
+    async fn allocate_partition(
+        &self,
+        target: Target<'_>,
+        limits: &BTreeMap<String, String>,
+        device_ids: &[String],
+        state: &NodeState,
+        ledger: &Ledger,
+    ) -> Result<ContainerAllocateResponse, Status> {
+        let namespace = target.pod.metadata.namespace.clone().unwrap_or_default();
+        let name = target.pod.metadata.name.clone().unwrap_or_default();
+        let refuse = |refusal: Refusal| {
+            tracing::info!(pod = %format!("{namespace}/{name}"), container = target.container, "refused: {refusal}");
+            Status::failed_precondition(refusal.to_string())
+        };
+        let kind = self.partition_kind.as_deref().unwrap_or_default();
+        let profile = partition::asked_profile(&self.base, kind, limits).map_err(refuse)?;
+        let pick =
+            partition::pick(&state.groups, self.manufacturer, &profile, ledger).map_err(refuse)?;
+        let (gi, ai) = pick.card;
+        let card = &state.groups[gi].accelerators[ai];
+        let (root, env) = (self.shared.root.clone(), self.shared.env.clone());
+        let (manufacturer, accelerator) = (self.manufacturer, card.id.clone());
+        let (profile_name, slot) = (pick.profile.name.clone(), pick.slot);
+        let made = tokio::task::spawn_blocking(move || {
+            let lookup = |k: &str| env(k);
+            partitions::create(
+                &root,
+                &lookup,
+                &partitions::Request {
+                    manufacturer,
+                    accelerator: &accelerator,
+                    profile: &profile_name,
+                    start: slot.start,
+                    size: slot.length,
+                },
+            )
+        })
+        .await
+        .map_err(|e| Status::internal(format!("making the partition: {e}")))?
+        .map_err(|e| refuse(Refusal::PartitionFailed(e.to_string())))?;
+        tracing::info!(pod = %format!("{namespace}/{name}"), container = target.container, partition = %made.id, card = %card.id, profile = %pick.profile.name, "made a partition");
+        let marker = partition::Marker {
+            manufacturer: self.manufacturer,
+            accelerator: card.id.clone(),
+            profile: pick.profile.name.clone(),
+            gpu_instance: made.gpu_instance,
+            compute_instance: made.compute_instance,
+            id: made.id.clone(),
+        };
+        let undo = |why: Status| {
+            let (root, env, m) = (
+                self.shared.root.clone(),
+                self.shared.env.clone(),
+                marker.clone(),
+            );
+            let dir = self.shared.root.path(target.work_dir);
+            async move {
+                let _ = tokio::task::spawn_blocking(move || {
+                    let lookup = |k: &str| env(k);
+                    partitions::destroy(
+                        &root,
+                        &lookup,
+                        m.manufacturer,
+                        &m.accelerator,
+                        m.gpu_instance,
+                        m.compute_instance,
+                    )
+                })
+                .await;
+                let _ = std::fs::remove_file(dir.join(partition::MARKER_FILE));
+                why
+            }
+        };
+        if let Err(e) = write_marker(&self.shared.root, target.work_dir, &marker) {
+            return Err(undo(e).await);
+        }
+        let allocation = partition::allocation(
+            &state.groups,
+            self.manufacturer,
+            &pick,
+            &made.id,
+            ledger,
+            device_ids,
+        );
+        if let Err(e) = self
+            .reserve_and_annotate(target.pod, target.container, &allocation)
+            .await
+        {
+            return Err(undo(e).await);
+        }
+        let grant = Grant {
+            partition_id: Some(&made.id),
+            ..Grant::card(&state.groups[gi], card)
+        };
+        self.render(&[grant], None, target.work_dir, target.own_env)
+    }
+
+    /// Reserves `allocation` for (pod, container) and writes it to the Pod's annotation; the
+    /// reservation is dropped again when the write fails.
+    async fn reserve_and_annotate(
+        &self,
+        pod: &Pod,
+        container: &str,
+        allocation: &ContainerAllocation,
+    ) -> Result<(), Status> {
+        let key = (
+            pod.metadata.uid.clone().unwrap_or_default(),
+            container.to_owned(),
+        );
         let mut charge = PodCharges {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            uid: uid.clone(),
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: key.0.clone(),
             finished: false,
             allocations: BTreeMap::new(),
         };
         charge
             .allocations
-            .insert(container.clone(), decision.allocation.clone());
+            .insert(container.to_owned(), allocation.clone());
         self.shared
             .reservations
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key.clone(), charge);
-        if let Err(e) = self.annotate(&pod, &container, &decision.allocation).await {
+        if let Err(e) = self.annotate(pod, container, allocation).await {
             self.shared
                 .reservations
                 .lock()
@@ -288,12 +490,7 @@ impl Plugin {
                 .remove(&key);
             return Err(e);
         }
-        let grants: Vec<Grant<'_>> = decision
-            .cards
-            .iter()
-            .map(|&(gi, ai)| Grant::card(&state.groups[gi], &state.groups[gi].accelerators[ai]))
-            .collect();
-        self.render(&grants, decision.slice, &work_dir, &own_env)
+        Ok(())
     }
 
     async fn annotate(
@@ -353,6 +550,28 @@ impl Plugin {
     }
 }
 
+/// The container an allocation is for.
+struct Target<'a> {
+    pod: &'a Pod,
+    container: &'a str,
+    work_dir: &'a str,
+    own_env: &'a BTreeSet<String>,
+}
+
+/// Writes the partition's ownership marker into the container's work directory.
+fn write_marker(
+    root: &SystemRoot,
+    work_dir: &str,
+    marker: &partition::Marker,
+) -> Result<(), Status> {
+    let dir = root.path(work_dir);
+    let fail =
+        |e: String| Status::internal(format!("writing the partition marker in {work_dir}: {e}"));
+    std::fs::create_dir_all(&dir).map_err(|e| fail(e.to_string()))?;
+    let text = serde_json::to_vec_pretty(marker).map_err(|e| fail(e.to_string()))?;
+    std::fs::write(dir.join(partition::MARKER_FILE), text).map_err(|e| fail(e.to_string()))
+}
+
 /// The oldest pending Pod among `pods` with a container asking for `count` of `resource`,
 /// holding no grant and no reservation.
 fn pick_pending<'a>(
@@ -401,25 +620,35 @@ fn pick_pending<'a>(
     candidates.into_iter().next().map(|(p, c)| (p.clone(), c))
 }
 
-/// The cards an owner container's grant names, as whole-card grants.
+/// The cards an owner container's grant names, as grants for a sidecar to see: whole cards,
+/// or the partition itself where the owner holds one.
 fn owner_grants<'a>(
     groups: &'a [DevicesGroup],
     m: Manufacturer,
-    owner: &ContainerAllocation,
+    owner: &'a ContainerAllocation,
 ) -> Vec<Grant<'a>> {
-    let ids: BTreeSet<&str> = owner
+    let held: BTreeMap<&str, &str> = owner
         .devices
         .groups
         .iter()
         .filter(|g| g.manufacturer == m)
-        .flat_map(|g| g.accelerators.iter().map(|a| a.id.as_str()))
+        .flat_map(|g| {
+            g.accelerators
+                .iter()
+                .map(|a| (a.id.as_str(), a.allocated_physical_id.as_str()))
+        })
         .collect();
     groups
         .iter()
         .filter(|g| g.manufacturer == m)
         .flat_map(|g| g.accelerators.iter().map(move |a| (g, a)))
-        .filter(|(_, a)| ids.contains(a.id.as_str()))
-        .map(|(g, a)| Grant::card(g, a))
+        .filter_map(|(g, a)| {
+            let partition = held.get(a.id.as_str())?;
+            Some(Grant {
+                partition_id: (!partition.is_empty()).then_some(*partition),
+                ..Grant::card(g, a)
+            })
+        })
         .collect()
 }
 
@@ -649,6 +878,59 @@ pub fn preferred(
 #[cfg(test)]
 mod tests {
     use gpustack_api::devices::{AcceleratorAllocation, DevicesStatus, DevicesStatusGroup};
+
+    #[test]
+    fn a_sidecar_of_a_partition_owner_sees_the_partition() {
+        use gpustack_api::devices::Accelerator;
+        let groups = vec![DevicesGroup {
+            accelerators: vec![Accelerator {
+                id: "GPU-a".into(),
+                ..Accelerator::default()
+            }],
+            ..DevicesGroup::new(Manufacturer::Nvidia, "a100", "A100", 81920)
+        }];
+        let owner = ContainerAllocation {
+            devices: DevicesStatus {
+                groups: vec![DevicesStatusGroup {
+                    id: "a100".into(),
+                    manufacturer: Manufacturer::Nvidia,
+                    accelerators: vec![AcceleratorAllocation {
+                        id: "GPU-a".into(),
+                        mode: AllocationMode::Partitioned,
+                        allocated_physical_id: "MIG-1".into(),
+                        ..AcceleratorAllocation::default()
+                    }],
+                }],
+            },
+            device_ids: vec![],
+        };
+        let grants = owner_grants(&groups, Manufacturer::Nvidia, &owner);
+        let own = BTreeSet::new();
+        let out = injection::inject(
+            &injection::Request {
+                manufacturer: Manufacturer::Nvidia,
+                mode: AllocationMode::Visibility,
+                grants,
+                slice: None,
+                pod_work_dir: "/w",
+                own_env: &own,
+            },
+            &NodeFacts::default(),
+        )
+        .unwrap();
+        assert_eq!(out.envs["NVIDIA_VISIBLE_DEVICES"], "MIG-1");
+    }
+
+    #[test]
+    fn gates_default_on_and_turn_off_only_on_false() {
+        assert_eq!(Gates::from_env(|_| None), Gates::default());
+        let off = Gates::from_env(|k| {
+            (k == "GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET").then(|| "False".to_owned())
+        });
+        assert!(!off.identify_by_kubelet && off.sliced_allocate);
+        let kept = Gates::from_env(|_| Some("yes".to_owned()));
+        assert_eq!(kept, Gates::default());
+    }
 
     use super::*;
 

@@ -80,12 +80,15 @@ impl Ran {
         self.code == Some(0)
     }
 
-    /// Standard error's last non-empty line, else standard output's: why it failed.
+    /// Standard error's last non-empty line (a pointer to `--help` skipped), else standard
+    /// output's: why it failed.
     pub fn why(&self) -> String {
+        // The CLIs end a refusal with a pointer to their help ("Run 'docker run --help' for
+        // more information"); the cause is the line before it.
         let last = |s: &str| {
             s.lines()
                 .rev()
-                .find(|l| !l.trim().is_empty())
+                .find(|l| !l.trim().is_empty() && !l.contains("--help"))
                 .map(str::to_owned)
         };
         last(&self.stderr)
@@ -258,6 +261,19 @@ fn wait_until(child: &mut Child, deadline: Instant) -> io::Result<Option<i32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn why_is_the_cause_not_the_pointer_to_help() {
+        let ran = Ran {
+            code: Some(125),
+            stdout: String::new(),
+            stderr: "docker: Error response from daemon: Unknown runtime specified ascend.\n\nRun 'docker run --help' for more information\n".into(),
+        };
+        assert_eq!(
+            ran.why(),
+            "docker: Error response from daemon: Unknown runtime specified ascend."
+        );
+    }
 
     #[test]
     fn a_second_lock_is_busy_until_the_first_is_dropped() {

@@ -3,14 +3,18 @@
 //! same pure function the device plugin calls), so that what preflight measures is what an
 //! allocated container gets. Preflight never decides on its own what a container receives.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, fs};
 
 use gpustack_api::devices::{Accelerator, AllocationMode, DevicesGroup};
 
-use crate::injection::{self, Grant, NodeFacts, NvidiaStrategy, Request, SliceLimits};
+pub use crate::injection::nvidia::UnknownStrategy;
 pub use crate::injection::{
     DeviceNode as InjectedDevice, Injection as ContainerInjection, InjectionError,
     Mount as InjectedMount,
+};
+use crate::{
+    injection::{self, Grant, NodeFacts, Request, SliceLimits, nvidia},
+    system_root::SystemRoot,
 };
 
 /// One logical slice of one accelerator, as a container's limits would ask for it.
@@ -47,13 +51,26 @@ pub struct NodeInjection {
 }
 
 impl NodeInjection {
-    /// The node's facts as `dm serve` reads them (`GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY`).
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Self {
-        let mut facts = NodeFacts::default();
-        if env("GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY").as_deref() == Some("cdi-annotations") {
-            facts.nvidia_strategy = NvidiaStrategy::CdiAnnotations;
-        }
-        Self { facts }
+    /// The node's facts as `dm serve` reads them: `GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY`,
+    /// where `auto` reads containerd's `config.toml` on the host (under
+    /// `GPUSTACK_CONTAINERD_CONFIG_DIR`, else `/etc/containerd`).
+    pub fn from_env(
+        env: &dyn Fn(&str) -> Option<String>,
+        host: &SystemRoot,
+    ) -> Result<Self, UnknownStrategy> {
+        let setting = env("GPUSTACK_NVIDIA_DEVICE_INJECTION_STRATEGY");
+        let nvidia_strategy = nvidia::strategy(setting.as_deref(), || {
+            let dir = env("GPUSTACK_CONTAINERD_CONFIG_DIR")
+                .filter(|d| !d.is_empty())
+                .unwrap_or_else(|| nvidia::DEFAULT_CONTAINERD_CONFIG_DIR.into());
+            fs::read_to_string(host.path(format!("{dir}/config.toml"))).ok()
+        })?;
+        Ok(Self {
+            facts: NodeFacts {
+                nvidia_strategy,
+                ..NodeFacts::default()
+            },
+        })
     }
 
     fn inject(

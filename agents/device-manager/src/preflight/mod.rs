@@ -13,13 +13,17 @@
 pub mod detection;
 pub mod host;
 pub mod injection;
+pub mod network;
 pub mod probe;
 pub mod report;
 pub mod rows;
 pub mod runtime;
+pub mod toggle;
 
 use std::{
+    any::Any,
     fs, io,
+    panic::{AssertUnwindSafe, catch_unwind},
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -35,13 +39,13 @@ use crate::{
     detect::{self, Options as DetectOptions},
     detector::DetectError,
     system_root::SystemRoot,
+    vendors,
 };
 use host::HostShell;
 use injection::{AllocatorInjection, ContainerInjection, SliceRequest};
 use probe::{Loaded, ProbeSpec, ReaderSaw};
 use report::{
-    Check, Depth, Detection, Mode, NetworkSection, PreflightGroup, PreflightReport, State,
-    TopologySection,
+    Check, Depth, Detection, Mode, PreflightGroup, PreflightReport, State, TopologySection,
 };
 use runtime::{Cli, Endpoint, Engine, Resolution};
 
@@ -123,7 +127,7 @@ pub fn run(
             Err(e) => {
                 warnings.push(e.to_string());
                 return Outcome {
-                    report: locked_out(&manufacturers, &e.to_string(), &host),
+                    report: locked_out(&manufacturers, &e.to_string(), system, &host),
                     warnings,
                     runtime: None,
                 };
@@ -180,7 +184,12 @@ pub fn run(
 
     let mut groups = Vec::new();
     for &m in &manufacturers {
-        let mut g = ctx.manufacturer(m, env, &mut warnings);
+        // A panic inside one manufacturer's checks is that manufacturer's row, not the run's end.
+        let mut g = match catch_unwind(AssertUnwindSafe(|| ctx.manufacturer(m, env, &mut warnings)))
+        {
+            Ok(g) => g,
+            Err(payload) => panicked_group(m, &panic_message(payload.as_ref())),
+        };
         g.checks.splice(0..0, sweep_rows.iter().cloned());
         let mut group_notes = notes.clone();
         group_notes.extend(g.note.take());
@@ -211,7 +220,7 @@ pub fn run(
     Outcome {
         report: PreflightReport {
             accelerators: groups,
-            network: network_section(),
+            network: network::section(&network::read_ports(system)),
             topology: topology_section(&host),
         },
         warnings,
@@ -219,8 +228,53 @@ pub fn run(
     }
 }
 
+/// What a caught panic said.
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// The row that stands for checks a panic cut short: never `ok`, so the run fails.
+fn panicked_row(accelerator: &str, reason: &str) -> Check {
+    Check::new(
+        accelerator,
+        "preflight-panicked",
+        Mode::Unnamed,
+        State::Unavailable,
+        Depth::Declared,
+    )
+    .reason(reason)
+}
+
+/// A manufacturer whose checks panicked before its group was built: detection unknown.
+fn panicked_group(m: Manufacturer, message: &str) -> PreflightGroup {
+    let why = format!("the {m} checks panicked: {message}");
+    PreflightGroup {
+        manufacturer: m,
+        timestamp: Timestamp::now_local(),
+        detection: Detection {
+            state: State::Unavailable,
+            depth: Depth::Declared,
+            accelerators: 0,
+            detail: None,
+            reason: Some(why.clone()),
+            host: None,
+        },
+        checks: vec![panicked_row("", &why)],
+        note: None,
+    }
+}
+
 /// The report when another run holds the lock: every detection unavailable, nothing else done.
-fn locked_out(manufacturers: &[Manufacturer], why: &str, host: &SystemRoot) -> PreflightReport {
+fn locked_out(
+    manufacturers: &[Manufacturer],
+    why: &str,
+    system: &SystemRoot,
+    host: &SystemRoot,
+) -> PreflightReport {
     PreflightReport {
         accelerators: manufacturers
             .iter()
@@ -239,16 +293,8 @@ fn locked_out(manufacturers: &[Manufacturer], why: &str, host: &SystemRoot) -> P
                 note: Some(format!("not run: {why}")),
             })
             .collect(),
-        network: network_section(),
+        network: network::section(&network::read_ports(system)),
         topology: topology_section(host),
-    }
-}
-
-fn network_section() -> NetworkSection {
-    NetworkSection {
-        timestamp: Timestamp::now_local(),
-        checks: Vec::new(),
-        note: Some("RDMA interfaces are not checked by this build".into()),
     }
 }
 
@@ -423,6 +469,13 @@ impl Ctx<'_> {
         }
         for g in &groups {
             group.checks.extend(rows::driver_rows(m, g));
+            if m == Manufacturer::Metax {
+                group.checks.extend(g.accelerators.iter().map(|a| {
+                    let create = rows::sgpu_dir(a)
+                        .is_some_and(|d| self.system.path(format!("{d}/create")).exists());
+                    rows::sgpu_mode(a, create)
+                }));
+            }
         }
         let sliceable: Vec<(&DevicesGroup, &Accelerator)> = groups
             .iter()
@@ -433,12 +486,57 @@ impl Ctx<'_> {
             return group;
         }
         let staging = if self.dry_run { Ok(()) } else { self.stage(m) };
+        // Ascend's container-share flag, Cambricon's sMLU mode: on while the card is checked.
+        let switch = vendors::sharing_switch(m, self.system, env);
         for (g, a) in sliceable {
-            group
-                .checks
-                .extend(self.card_rows(m, g, a, staging.as_ref().err()));
+            let checked = || {
+                catch_unwind(AssertUnwindSafe(|| {
+                    self.card_rows(m, g, a, staging.as_ref().err())
+                }))
+            };
+            let rows = match &switch {
+                None => checked(),
+                Some(Err(e)) => {
+                    group.checks.push(self.switch_unopened(m, a, e));
+                    checked()
+                }
+                Some(Ok(switch)) => {
+                    let t = toggle::around(switch.as_ref(), a, self.dry_run, checked);
+                    group.checks.push(t.row);
+                    warnings.extend(t.warning);
+                    t.during
+                }
+            };
+            match rows {
+                Ok(rows) => group.checks.extend(rows),
+                Err(payload) => group.checks.push(panicked_row(
+                    &a.id,
+                    &format!(
+                        "checking this card's slices panicked: {}",
+                        panic_message(payload.as_ref())
+                    ),
+                )),
+            }
         }
         group
+    }
+
+    /// The switch row of a card whose switch could not even be reached.
+    fn switch_unopened(&self, m: Manufacturer, a: &Accelerator, e: &vendors::SwitchError) -> Check {
+        let capability = match m {
+            Manufacturer::Cambricon => "smlu-mode",
+            _ => "container-share",
+        };
+        Check::new(
+            &a.id,
+            capability,
+            Mode::Sliced,
+            State::Unavailable,
+            Depth::Declared,
+        )
+        .reason(format!(
+            "the driver's switch could not be reached: {e}; a slice allocation needs it on"
+        ))
     }
 
     /// The host CLI's count, run through chroot (a read; run in dry runs too).

@@ -151,9 +151,26 @@ impl Check {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NetworkSection {
     pub timestamp: Timestamp,
-    pub checks: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub checks: Vec<NetworkCheck>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// One port of one RDMA interface and whether its link is up.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkCheck {
+    /// The network interface (`ens1f0`), or `<interface>/<VF bus id>` for a virtual function.
+    pub name: String,
+    pub rdma_device: String,
+    pub port: u32,
+    pub state: State,
+    pub depth: Depth,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The kubelet's topology manager policy, as its configuration declares it. Never fails the run.

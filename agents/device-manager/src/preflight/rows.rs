@@ -79,11 +79,11 @@ pub fn tier_note(m: Manufacturer) -> Option<String> {
             "injection only: no probe image or reader exists for {m}, so its sliced rows stay simulated"
         )),
         Manufacturer::Cambricon | Manufacturer::Metax => Some(format!(
-            "driver and injection: no probe exists for {m}, so its sliced rows stay simulated; its sharing-mode driver row is not read by this build"
+            "driver and injection: no probe exists for {m}, so its sliced rows stay simulated"
         )),
-        Manufacturer::Ascend => Some(
-            "the container-share toggle is not exercised by this build; pass --probe-image for the CANN image matching the node".into(),
-        ),
+        Manufacturer::Ascend => {
+            Some("pass --probe-image for the CANN image matching the node".into())
+        }
         Manufacturer::Hygon => Some("probe only: pass --probe-image (a DTK image)".into()),
         Manufacturer::Thead => Some("pass --probe-image (a PPU SDK image)".into()),
         Manufacturer::Amd | Manufacturer::Nvidia => None,
@@ -109,6 +109,31 @@ pub fn driver_rows(m: Manufacturer, group: &DevicesGroup) -> Vec<Check> {
             _ => None,
         })
         .collect()
+}
+
+/// The sysfs directory through which the MetaX driver carves a card into sGPUs (the allocator
+/// writes a slice's quota to its `create`).
+pub fn sgpu_dir(a: &Accelerator) -> Option<String> {
+    let bdf = a.topology.pci_bus_id.trim();
+    (!bdf.is_empty()).then(|| format!("/sys/bus/pci/devices/{bdf}/sgpu"))
+}
+
+/// MetaX `sgpu-mode`: whether the driver offers sGPUs on a card, as its sysfs declares.
+/// `sgpu_create`: whether `<sgpu_dir>/create` exists. A card that is not sliceable has nothing
+/// to check.
+pub fn sgpu_mode(a: &Accelerator, sgpu_create: bool) -> Check {
+    let row = |state| Check::new(&a.id, "sgpu-mode", Mode::Sliced, state, Depth::Declared);
+    match (sliceable(a), sgpu_dir(a)) {
+        (false, _) => row(State::NotDeclared).detail("the card offers no logical slices"),
+        (true, None) => row(State::Unavailable)
+            .reason("the card has no PCI bus id, so its sGPU interface cannot be found"),
+        (true, Some(dir)) if sgpu_create => row(State::Ok).detail(format!(
+            "the driver offers sGPUs on this card: {dir}/create is where a slice's quota is written"
+        )),
+        (true, Some(dir)) => row(State::Unavailable).reason(format!(
+            "{dir}/create is absent: the driver offers no sGPU on this card, so a slice could not be carved"
+        )),
+    }
 }
 
 fn cu_mask_topology(group: &DevicesGroup, a: &Accelerator) -> Check {
@@ -215,6 +240,21 @@ mod tests {
         );
 
         assert!(driver_rows(Manufacturer::Iluvatar, &nv).is_empty());
+
+        let mut mx = card(Some(16), &[]);
+        mx.topology.pci_bus_id = "0000:0a:00.0".into();
+        assert_eq!(
+            sgpu_dir(&mx).as_deref(),
+            Some("/sys/bus/pci/devices/0000:0a:00.0/sgpu")
+        );
+        let on = sgpu_mode(&mx, true);
+        assert_eq!((on.state, on.depth), (State::Ok, Depth::Declared));
+        assert_eq!(sgpu_mode(&mx, false).state, State::Unavailable);
+        assert_eq!(sgpu_mode(&card(None, &[]), false).state, State::NotDeclared);
+        assert_eq!(
+            sgpu_mode(&card(Some(16), &[]), true).state,
+            State::Unavailable
+        );
         assert!(
             sliceable(&card(Some(128), &[]))
                 && !sliceable(&card(Some(0), &[]))

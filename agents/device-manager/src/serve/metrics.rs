@@ -7,7 +7,7 @@ use gpustack_api::{
     devices::DevicesGroup,
     monitor::{AcceleratorMetrics, MetricsGroup},
 };
-use prometheus::{GaugeVec, Opts, Registry};
+use prometheus::{GaugeVec, IntCounter, Opts, Registry};
 
 use crate::ledger::Ledger;
 
@@ -72,6 +72,7 @@ const FIGURES: [Figure; 7] = [
 pub struct Metrics {
     card: Vec<GaugeVec>,
     container: Vec<GaugeVec>,
+    passes: IntCounter,
 }
 
 impl Metrics {
@@ -95,7 +96,21 @@ impl Metrics {
             registry.register(Box::new(p.clone()))?;
             container.push(p);
         }
-        Ok(Self { card, container })
+        let passes = IntCounter::new(
+            "gpustack_device_manager_monitor_passes_total",
+            "Detection and monitor passes completed (one per --monitor-period)",
+        )?;
+        registry.register(Box::new(passes.clone()))?;
+        Ok(Self {
+            card,
+            container,
+            passes,
+        })
+    }
+
+    /// Counts one completed pass.
+    pub fn pass_done(&self) {
+        self.passes.inc();
     }
 
     /// Replaces every series with the figures of `sample`.

@@ -15,6 +15,7 @@ pub mod labels;
 pub mod metrics;
 pub mod objects;
 pub mod plugins;
+pub mod reclaim;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -42,7 +43,7 @@ use crate::{
     ledger::{PodCharges, rebuild},
     plugin::{
         register,
-        server::{NodeState, Shared, annotation},
+        server::{self, NodeState, Shared, annotation},
     },
     system_root::SystemRoot,
 };
@@ -67,6 +68,9 @@ pub struct Config {
     pub pods_dir: String,
     /// `GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS`.
     pub release_finished: bool,
+    /// The system namespace (`KUBERNETES_POD_NAMESPACE`, `gpustack-system`): where the
+    /// node's NFD `NodeFeature` is written.
+    pub system_namespace: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -150,7 +154,7 @@ pub async fn run(
     tasks.push(tokio::spawn(ledger_loop(
         config.clone(),
         client.clone(),
-        root.clone(),
+        reclaim::Reclaimer::new(root.clone(), env.clone(), config.pods_dir.clone()),
         spec_rx.clone(),
         state_tx,
         stop_rx.clone(),
@@ -161,21 +165,26 @@ pub async fn run(
         state: state_rx,
         reservations: Mutex::new(BTreeMap::new()),
         allocate_lock: tokio::sync::Mutex::new(()),
-        pod_resources_socket: register::pod_resources_socket(&config.kube_socket),
+        pod_resources: register::PodResourcesClient::new(register::pod_resources_socket(
+            &config.kube_socket,
+        )),
         node: config.node.clone(),
         pods_dir: config.pods_dir.clone(),
         root,
+        env: env.clone(),
+        gates: server::Gates::from_env(|k| env(k)),
     });
     let plan = config
         .manufacturers
         .iter()
         .map(|m| {
             let resolved = m.resolve(|k| env(k));
-            (
-                *m,
-                resolved.resource_name.clone(),
-                plugins::modes(config.modes, resolved.partition_kind.is_some()),
-            )
+            plugins::Planned {
+                manufacturer: *m,
+                base: resolved.resource_name.clone(),
+                modes: plugins::modes(config.modes, resolved.partition_kind.is_some()),
+                partition_kind: resolved.partition_kind,
+            }
         })
         .collect();
     let supervisor = plugins::Supervisor {
@@ -218,6 +227,8 @@ async fn detect_loop(
     };
     let mut last: BTreeMap<Manufacturer, Vec<DevicesGroup>> = BTreeMap::new();
     let mut published = false;
+    let mut labels_out = LabelsOut::default();
+    let mut sick: Option<BTreeSet<(Manufacturer, String)>> = None;
     let mut tick = tokio::time::interval(config.monitor_period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -256,6 +267,7 @@ async fn detect_loop(
             }
         }
         let groups: Vec<DevicesGroup> = last.values().flatten().cloned().collect();
+        log_health_changes(&mut sick, &groups);
         if groups.is_empty() && !published && !config.no_fast_failed {
             tracing::info!(
                 "no accelerator found yet; the empty first pass is withheld (pass --no-fast-failed to publish it)"
@@ -268,11 +280,8 @@ async fn detect_loop(
             changed
         });
         let mut ok = true;
-        if let Err(e) =
-            objects::publish_labels(&client, &config.node_name, &config.manufacturers, &groups)
-                .await
-        {
-            tracing::warn!("publishing the Node labels: {e}");
+        if let Err(e) = labels_out.publish(&client, &config, &groups).await {
+            tracing::warn!("publishing the accelerator labels: {e}");
             ok = false;
         }
         if let Err(e) =
@@ -293,6 +302,84 @@ async fn detect_loop(
             period_seconds: config.monitor_period.as_secs_f64().ceil() as u64,
             groups: sample.items,
         });
+        out.metrics.pass_done();
+    }
+}
+
+/// Logs each card that turned unhealthy (with the reason its detector checks, which the
+/// `Devices` status keeps too) or recovered since the last pass; the first pass logs the cards
+/// that start unhealthy.
+fn log_health_changes(
+    last: &mut Option<BTreeSet<(Manufacturer, String)>>,
+    groups: &[DevicesGroup],
+) {
+    let now: BTreeSet<(Manufacturer, String)> = groups
+        .iter()
+        .flat_map(|g| {
+            g.accelerators
+                .iter()
+                .filter(|a| a.status.unhealthy)
+                .map(move |a| (g.manufacturer, a.id.clone()))
+        })
+        .collect();
+    let before = last.clone().unwrap_or_default();
+    for (m, id) in now.difference(&before) {
+        tracing::warn!(manufacturer = %m, accelerator = %id, reason = crate::ledger::unhealthy_reason(*m), "accelerator unhealthy");
+    }
+    for (m, id) in before.difference(&now) {
+        tracing::info!(manufacturer = %m, accelerator = %id, "accelerator healthy again");
+    }
+    *last = Some(now);
+}
+
+/// Where the accelerator labels go: NFD's `NodeFeature` once the kind is served (checked each
+/// pass until it is), else the Node itself.
+#[derive(Default)]
+struct LabelsOut {
+    node_feature: bool,
+    /// What the last `NodeFeature` apply sent (an unchanged set is not applied again).
+    applied: Option<BTreeMap<String, String>>,
+}
+
+impl LabelsOut {
+    async fn publish(
+        &mut self,
+        client: &Client,
+        config: &Config,
+        groups: &[DevicesGroup],
+    ) -> Result<(), kube::Error> {
+        if !self.node_feature {
+            self.node_feature = objects::node_feature_served(client).await?;
+            if self.node_feature {
+                tracing::info!(
+                    namespace = %config.system_namespace,
+                    "NFD's NodeFeature kind is served: publishing the accelerator labels there"
+                );
+            }
+        }
+        if !self.node_feature {
+            return objects::publish_labels(
+                client,
+                &config.node_name,
+                &config.manufacturers,
+                groups,
+            )
+            .await;
+        }
+        let want = labels::node_labels(groups);
+        if self.applied.as_ref() == Some(&want) {
+            return Ok(());
+        }
+        objects::publish_node_feature(
+            client,
+            &config.node_name,
+            &config.system_namespace,
+            &config.manufacturers,
+            &want,
+        )
+        .await?;
+        self.applied = Some(want);
+        Ok(())
     }
 }
 
@@ -315,7 +402,7 @@ fn charges(pod: &Pod) -> PodCharges {
 async fn ledger_loop(
     config: Config,
     client: Client,
-    root: SystemRoot,
+    mut reclaimer: reclaim::Reclaimer,
     mut spec: watch::Receiver<Option<Vec<DevicesGroup>>>,
     state: watch::Sender<Arc<NodeState>>,
     mut stop: watch::Receiver<bool>,
@@ -329,6 +416,7 @@ async fn ledger_loop(
     let mut written: Option<gpustack_api::devices::DevicesStatus> = None;
     let mut retry = tokio::time::interval(Duration::from_secs(1));
     loop {
+        let mut reclaim_now: Option<BTreeSet<String>> = None;
         tokio::select! {
             ev = events.next() => match ev {
                 Some(Ok(watcher::Event::Apply(p))) => { let c = charges(&p); pods.insert(c.uid.clone(), (c, Arc::new(p))); }
@@ -341,9 +429,15 @@ async fn ledger_loop(
             },
             _ = spec.changed() => {}
             _ = retry.tick() => {
-                if synced { reclaim(&root, &config.pods_dir, &pods); }
+                if synced {
+                    let live: BTreeSet<String> = pods.keys().cloned().collect();
+                    reclaim_now = Some(live);
+                }
             }
             _ = stop.wait_for(|s| *s) => return,
+        }
+        if let Some(live) = reclaim_now {
+            reclaimer.reclaim(&live).await;
         }
         let Some(groups) = spec.borrow().clone() else {
             continue;
@@ -383,22 +477,6 @@ async fn ledger_loop(
                 Ok(()) => written = Some(status),
                 Err(e) => tracing::warn!("writing the Devices status: {e}"),
             }
-        }
-    }
-}
-
-/// Removes the work directories of Pods that no longer exist (no Release RPC exists).
-fn reclaim(root: &SystemRoot, pods_dir: &str, live: &BTreeMap<String, (PodCharges, Arc<Pod>)>) {
-    let Ok(entries) = root.list_dir(pods_dir) else {
-        return;
-    };
-    for uid in entries.into_iter().filter(|u| !live.contains_key(u)) {
-        let dir = root.path(pods_dir).join(&uid);
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => {
-                tracing::info!(pod_uid = %uid, "reclaimed the work directory of a Pod that is gone")
-            }
-            Err(e) => tracing::warn!(dir = %dir.display(), "reclaiming: {e}"),
         }
     }
 }

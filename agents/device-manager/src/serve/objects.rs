@@ -1,5 +1,7 @@
 //! Writing the node's objects: the `Devices` spec and status (only this agent's manufacturers'
-//! groups replaced) and the accelerator labels on the Node (field-managed merge patches).
+//! groups replaced) and the accelerator labels: as an NFD `NodeFeature` where that kind is
+//! served (NFD's master then labels the Node), else on the Node directly (field-managed merge
+//! patches).
 
 use gpustack_api::{
     Manufacturer,
@@ -8,9 +10,13 @@ use gpustack_api::{
 use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::OwnerReference};
 use kube::{
     Client,
-    api::{Api, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{
+        Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams,
+        PostParams,
+    },
 };
 use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 
 use super::labels::{align_groups, node_labels, owned_label};
 
@@ -167,4 +173,126 @@ pub async fn publish_labels(
         .await?;
     }
     Ok(())
+}
+
+/// NFD's group/version and kind.
+pub const NODE_FEATURE_GROUP: &str = "nfd.k8s-sigs.io";
+pub const NODE_FEATURE_VERSION: &str = "v1alpha1";
+pub const NODE_FEATURE_KIND: &str = "NodeFeature";
+/// The label NFD reads to know which node a `NodeFeature` describes.
+pub const NFD_NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";
+
+/// The node's `NodeFeature` name: `<node>-gpustack-device-manager`.
+pub fn node_feature_name(node: &str) -> String {
+    format!("{node}-gpustack-device-manager")
+}
+
+/// Whether the cluster serves NFD's `NodeFeature` kind (a discovery read).
+pub async fn node_feature_served(client: &Client) -> Result<bool, kube::Error> {
+    match client
+        .list_api_group_resources(&format!("{NODE_FEATURE_GROUP}/{NODE_FEATURE_VERSION}"))
+        .await
+    {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.kind == NODE_FEATURE_KIND)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The `NodeFeature` object carrying `labels` for `node` (owned by the Node when `node_uid`
+/// is known).
+pub fn node_feature(
+    node: &str,
+    namespace: &str,
+    node_uid: Option<&str>,
+    labels: &BTreeMap<String, String>,
+) -> serde_json::Value {
+    let mut meta = json!({
+        "name": node_feature_name(node),
+        "namespace": namespace,
+        "labels": {NFD_NODE_NAME_LABEL: node},
+    });
+    if let Some(uid) = node_uid {
+        meta["ownerReferences"] = json!([{
+            "apiVersion": "v1", "kind": "Node", "name": node, "uid": uid,
+        }]);
+    }
+    json!({
+        "apiVersion": format!("{NODE_FEATURE_GROUP}/{NODE_FEATURE_VERSION}"),
+        "kind": NODE_FEATURE_KIND,
+        "metadata": meta,
+        "spec": {"labels": labels},
+    })
+}
+
+/// The field manager of the `NodeFeature` apply: one per manufacturer set, since every
+/// manufacturer's agent on a node applies its labels to the same object, and each must own only
+/// its own keys (a key two agents send with one value, the shared marker, is co-owned).
+pub fn node_feature_manager(ours: &[Manufacturer]) -> String {
+    let names: Vec<&str> = ours.iter().map(|m| m.as_str()).collect();
+    format!("{FIELD_MANAGER}-{}", names.join("-"))
+}
+
+/// Applies (server-side) the node's `NodeFeature` with `labels`; labels this agent applied
+/// before and no longer sends are dropped by the apply.
+pub async fn publish_node_feature(
+    client: &Client,
+    node: &str,
+    namespace: &str,
+    ours: &[Manufacturer],
+    labels: &BTreeMap<String, String>,
+) -> Result<(), kube::Error> {
+    let uid = Api::<Node>::all(client.clone())
+        .get_opt(node)
+        .await?
+        .and_then(|n| n.metadata.uid);
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(NODE_FEATURE_GROUP, NODE_FEATURE_VERSION, NODE_FEATURE_KIND),
+        "nodefeatures",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let params = PatchParams::apply(&node_feature_manager(ours)).force();
+    api.patch(
+        &node_feature_name(node),
+        &params,
+        &Patch::Apply(node_feature(node, namespace, uid.as_deref(), labels)),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_feature_shape() {
+        let labels: BTreeMap<String, String> = [(
+            "feature.gpustack.ai/acceleratable".to_owned(),
+            "true".to_owned(),
+        )]
+        .into();
+        let nf = node_feature("n1", "gpustack-system", Some("u-1"), &labels);
+        assert_eq!(nf["apiVersion"], "nfd.k8s-sigs.io/v1alpha1");
+        assert_eq!(nf["metadata"]["name"], "n1-gpustack-device-manager");
+        assert_eq!(nf["metadata"]["namespace"], "gpustack-system");
+        assert_eq!(
+            nf["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"],
+            "n1"
+        );
+        assert_eq!(nf["metadata"]["ownerReferences"][0]["uid"], "u-1");
+        assert_eq!(
+            nf["spec"]["labels"]["feature.gpustack.ai/acceleratable"],
+            "true"
+        );
+        assert!(
+            node_feature("n1", "ns", None, &labels)["metadata"]
+                .get("ownerReferences")
+                .is_none()
+        );
+        assert_eq!(
+            node_feature_manager(&[Manufacturer::Nvidia, Manufacturer::Amd]),
+            "gpustack-device-manager-nvidia-amd"
+        );
+    }
 }

@@ -110,12 +110,22 @@ async fn halt(mut r: Running) {
     let _ = std::fs::remove_file(&r.socket);
 }
 
+/// One manufacturer's plugins.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    pub manufacturer: Manufacturer,
+    /// The resource base (`nvidia.com/gpu`).
+    pub base: String,
+    /// The partition kind (`mig`), where the manufacturer has one.
+    pub partition_kind: Option<String>,
+    pub modes: Vec<AllocationMode>,
+}
+
 /// What the supervisor needs.
 pub struct Supervisor {
     pub shared: Arc<Shared>,
     pub kube_socket: PathBuf,
-    /// (manufacturer, resource base, modes).
-    pub plan: Vec<(Manufacturer, String, Vec<AllocationMode>)>,
+    pub plan: Vec<Planned>,
 }
 
 impl Supervisor {
@@ -142,7 +152,13 @@ impl Supervisor {
                 _ = stop.wait_for(|s| *s) => break,
             }
             let groups = spec.borrow().clone().unwrap_or_default();
-            for (m, base, modes) in &self.plan {
+            for Planned {
+                manufacturer: m,
+                base,
+                partition_kind,
+                modes,
+            } in &self.plan
+            {
                 if started.contains(m)
                     || !groups
                         .iter()
@@ -156,6 +172,7 @@ impl Supervisor {
                         manufacturer: *m,
                         mode: *mode,
                         base: base.clone(),
+                        partition_kind: partition_kind.clone(),
                     };
                     let socket = self.dir().join(plugin.socket_name());
                     match start(plugin, socket.clone()) {
@@ -186,18 +203,20 @@ impl Supervisor {
                     running.len()
                 );
                 // A restarted kubelet clears its directory: serve again where our socket is gone.
-                let mut again = Vec::new();
-                for r in std::mem::take(&mut running) {
-                    if r.socket.exists() {
-                        again.push(r);
-                    } else {
-                        let (plugin, socket) = (r.plugin.clone(), r.socket.clone());
-                        halt(r).await;
-                        match start(plugin, socket.clone()) {
-                            Ok(r) => again.push(r),
-                            Err(e) => {
-                                tracing::error!(socket = %socket.display(), "serving the device plugin again: {e}")
-                            }
+                // Stopped together: each may wait out an open ListAndWatch stream.
+                let (mut again, gone): (Vec<Running>, Vec<Running>) = std::mem::take(&mut running)
+                    .into_iter()
+                    .partition(|r| r.socket.exists());
+                let restart: Vec<(Plugin, PathBuf)> = gone
+                    .iter()
+                    .map(|r| (r.plugin.clone(), r.socket.clone()))
+                    .collect();
+                futures::future::join_all(gone.into_iter().map(halt)).await;
+                for (plugin, socket) in restart {
+                    match start(plugin, socket.clone()) {
+                        Ok(r) => again.push(r),
+                        Err(e) => {
+                            tracing::error!(socket = %socket.display(), "serving the device plugin again: {e}")
                         }
                     }
                 }
@@ -220,8 +239,6 @@ impl Supervisor {
                 pending = false;
             }
         }
-        for r in running {
-            halt(r).await;
-        }
+        futures::future::join_all(running.into_iter().map(halt)).await;
     }
 }

@@ -25,6 +25,9 @@
 
 mod dcmi;
 mod facts;
+mod share;
+
+pub use share::ContainerShare;
 
 use gpustack_api::{
     Manufacturer,

@@ -27,6 +27,9 @@
 
 mod cndev;
 mod facts;
+mod smlu;
+
+pub use smlu::SmluMode;
 
 use gpustack_api::{
     Manufacturer,

@@ -8,11 +8,12 @@ mod iluvatar;
 mod metax;
 mod mthreads;
 mod nvidia;
+pub mod partitions;
 mod thead;
 
-use gpustack_api::Manufacturer;
+use gpustack_api::{Manufacturer, devices::Accelerator};
 
-use crate::detector::Detector;
+use crate::{detector::Detector, system_root::SystemRoot};
 
 pub fn detector_for(m: Manufacturer) -> Box<dyn Detector> {
     match m {
@@ -173,5 +174,63 @@ mod library_behaviour {
                 "{m}: {warning}"
             );
         }
+    }
+}
+
+/// A driver switch that must be on before a card is shared between containers: Ascend's
+/// container-share flag (DCMI), Cambricon's sMLU mode (CNDev). The allocator turns it on where a
+/// mode needs it; preflight turns it on to see that it takes, and puts it back.
+pub trait SharingSwitch {
+    /// The switch's name in preflight rows (`container-share`, `smlu-mode`).
+    fn capability(&self) -> &'static str;
+    /// How an operator sets it by hand, for messages.
+    fn by_hand(&self, a: &Accelerator, on: bool) -> String;
+    /// Whether it is on for the card.
+    fn is_on(&self, a: &Accelerator) -> Result<bool, SwitchError>;
+    /// Turns it on or off for the card.
+    fn set(&self, a: &Accelerator, on: bool) -> Result<(), SwitchError>;
+}
+
+/// Why a sharing switch could not be read or set.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchError {
+    /// The management library is absent, unloadable or did not initialise.
+    #[error("{library} {reason}")]
+    Library { library: String, reason: String },
+    /// The card's ledger entry lacks what the library addresses it by.
+    #[error("the accelerator has no {what} in its physicalIndexes")]
+    Address { what: &'static str },
+    /// The library refused the call.
+    #[error("{0}")]
+    Call(String),
+}
+
+/// The manufacturer's sharing switch, its library loaded from under `root`; `None` for a
+/// manufacturer that has none.
+pub fn sharing_switch(
+    m: Manufacturer,
+    root: &SystemRoot,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<Result<Box<dyn SharingSwitch>, SwitchError>> {
+    let path = |m: Manufacturer| match crate::library::locate(root, m.spec(), env) {
+        Some(crate::library::Located::Path(p)) => Ok(p.into_os_string()),
+        Some(crate::library::Located::LoaderSearch(name)) => Ok(name.into()),
+        None => Err(SwitchError::Library {
+            library: m.spec().libraries.join(", "),
+            reason: "is not under the system root".into(),
+        }),
+    };
+    match m {
+        Manufacturer::Ascend => Some(
+            path(m)
+                .and_then(|p| ascend::ContainerShare::open(&p))
+                .map(|s| Box::new(s) as Box<dyn SharingSwitch>),
+        ),
+        Manufacturer::Cambricon => Some(
+            path(m)
+                .and_then(|p| cambricon::SmluMode::open(&p))
+                .map(|s| Box::new(s) as Box<dyn SharingSwitch>),
+        ),
+        _ => None,
     }
 }

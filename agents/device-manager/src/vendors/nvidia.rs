@@ -28,6 +28,7 @@
 
 mod facts;
 mod gpu_instances;
+pub(crate) mod mig_instances;
 mod mig_profiles;
 
 use std::ffi::OsStr;

@@ -146,6 +146,8 @@ type VersionFn = unsafe extern "C" fn(*mut c_char, c_uint) -> c_int;
 type DeviceIpFn =
     unsafe extern "C" fn(c_int, c_int, c_int, c_int, *mut RawIpAddr, *mut RawIpAddr) -> c_int;
 type GatewayFn = unsafe extern "C" fn(c_int, c_int, c_int, c_int, *mut RawIpAddr) -> c_int;
+type ShareGetFn = unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int;
+type ShareSetFn = unsafe extern "C" fn(c_int, c_int, c_int) -> c_int;
 
 /// The resolved entry points. Plain function pointers: valid while [`DcmiLibrary::_library`] is loaded,
 /// which the struct guarantees by owning both and never handing a pointer out.
@@ -167,6 +169,8 @@ struct Entries {
     driver_version: Option<VersionFn>,
     device_ip: Option<DeviceIpFn>,
     device_gateway: Option<GatewayFn>,
+    share_enable_get: Option<ShareGetFn>,
+    share_enable_set: Option<ShareSetFn>,
 }
 
 /// A loaded `libdcmi.so`.
@@ -302,6 +306,8 @@ impl DcmiLibrary {
             driver_version: optional!("dcmi_get_driver_version", VersionFn),
             device_ip: optional!("dcmi_get_device_ip", DeviceIpFn),
             device_gateway: optional!("dcmi_get_device_gateway", GatewayFn),
+            share_enable_get: optional!("dcmi_get_device_share_enable", ShareGetFn),
+            share_enable_set: optional!("dcmi_set_device_share_enable", ShareSetFn),
         };
         Ok(Self {
             entries,
@@ -537,6 +543,27 @@ impl DcmiLibrary {
             f(card, device, ROCE_PORT, ROCE_PORT_ID, &mut gateway)
         })?;
         Ok(gateway.to_ip())
+    }
+}
+
+impl DcmiLibrary {
+    /// `dcmi_get_device_share_enable`: whether the chip's container-share flag is on (the
+    /// driver lets more than one container open it). The flag is off after every reboot.
+    pub fn share_enabled(&self, card: i32, device: i32) -> Result<bool, CallError> {
+        const CALL: &str = "dcmi_get_device_share_enable";
+        let f = present(self.entries.share_enable_get, CALL)?;
+        let mut flag: c_int = 0;
+        // SAFETY: valid out-pointer.
+        check(CALL, unsafe { f(card, device, &mut flag) })?;
+        Ok(flag == 1)
+    }
+
+    /// `dcmi_set_device_share_enable`: turns the chip's container-share flag on (1) or off (0).
+    pub fn set_share_enabled(&self, card: i32, device: i32, on: bool) -> Result<(), CallError> {
+        const CALL: &str = "dcmi_set_device_share_enable";
+        let f = present(self.entries.share_enable_set, CALL)?;
+        // SAFETY: plain int arguments.
+        check(CALL, unsafe { f(card, device, c_int::from(on)) })
     }
 }
 

@@ -36,6 +36,8 @@ pub const CNDEV_VERSION_5: c_int = 5;
 /// `CNDEV_UUID_SIZE`: 36 characters and (usually) a NUL; the header warns the array need not
 /// be NUL-terminated.
 pub const UUID_SIZE: usize = 37;
+/// `CNDEV_FEATURE_ENABLED` of `cndevEnableStatusEnum_t`.
+const FEATURE_ENABLED: c_int = 1;
 /// Spare bytes after each struct (see the module comment). The largest growth seen between
 /// releases is a few dozen bytes; this leaves room for several more.
 const SPARE: usize = 512;
@@ -191,6 +193,15 @@ struct RawPcieInfo {
     slot_id: c_int,
 }
 
+/// `cndevSMLUMode_t`: `smluMode` is a `cndevEnableStatusEnum_t` (`CNDEV_FEATURE_DISABLED` 0,
+/// `CNDEV_FEATURE_ENABLED` 1).
+#[repr(C)]
+#[allow(dead_code)] // `version` is read by CNDev, not by us.
+struct RawSmluMode {
+    version: c_int,
+    smlu_mode: c_int,
+}
+
 /// A versioned CNDev struct: all-zero is a valid value of it and it starts with `int version`.
 ///
 /// # Safety
@@ -211,6 +222,7 @@ unsafe impl Versioned for RawUtilizationInfo {}
 unsafe impl Versioned for RawCoreCount {}
 unsafe impl Versioned for RawHealthState {}
 unsafe impl Versioned for RawPcieInfo {}
+unsafe impl Versioned for RawSmluMode {}
 
 /// A struct as handed to CNDev: zeroed, `version` set to [`CNDEV_VERSION_5`], spare bytes
 /// behind it (see the module comment).
@@ -261,6 +273,8 @@ struct Entries {
     core_count: Option<QueryFn<RawCoreCount>>,
     health: Option<QueryFn<RawHealthState>>,
     pcie: Option<QueryFn<RawPcieInfo>>,
+    smlu_mode_get: Option<QueryFn<RawSmluMode>>,
+    smlu_mode_set: Option<QueryFn<RawSmluMode>>,
 }
 
 /// A loaded `libcndev.so`.
@@ -408,6 +422,8 @@ impl CndevLibrary {
             core_count: optional!("cndevGetCoreCount", QueryFn<RawCoreCount>),
             health: optional!("cndevGetCardHealthState", QueryFn<RawHealthState>),
             pcie: optional!("cndevGetPCIeInfo", QueryFn<RawPcieInfo>),
+            smlu_mode_get: optional!("cndevGetSMLUMode", QueryFn<RawSmluMode>),
+            smlu_mode_set: optional!("cndevSetSMLUMode", QueryFn<RawSmluMode>),
         };
         Ok(Self {
             entries,
@@ -543,6 +559,24 @@ impl CndevLibrary {
         })
     }
 
+    /// `cndevGetSMLUMode`: whether the card is in sMLU mode (shareable as sMLU instances).
+    pub fn smlu_mode(&self, handle: Handle) -> Result<bool, CallError> {
+        let raw = self.query(self.entries.smlu_mode_get, "cndevGetSMLUMode", handle)?;
+        Ok(raw.raw.smlu_mode == FEATURE_ENABLED)
+    }
+
+    /// `cndevSetSMLUMode`: puts the card in sMLU mode (`on`) or takes it out.
+    pub fn set_smlu_mode(&self, handle: Handle, on: bool) -> Result<(), CallError> {
+        const CALL: &str = "cndevSetSMLUMode";
+        let f = present(self.entries.smlu_mode_set, CALL)?;
+        let mut mode = Slack::<RawSmluMode>::new();
+        mode.raw.smlu_mode = if on { FEATURE_ENABLED } else { 0 };
+        // SAFETY: `f` has cndev.h's `cndevRet_t (cndevSMLUMode_t *, cndevDevice_t)` prototype;
+        // `mode` is a versioned `cndevSMLUMode_t` CNDev reads (spare room behind it as for every
+        // struct handed over).
+        check(CALL, unsafe { f(mode.ptr(), handle.0) })
+    }
+
     /// Calls a `cndevRet_t f(T *info, int devId)` query with a fresh versioned `T`.
     fn query<T: Versioned>(
         &self,
@@ -592,6 +626,7 @@ mod tests {
         assert_eq!(size_of::<RawUtilizationInfo>(), (2 + 80) * 4);
         assert_eq!(size_of::<RawCoreCount>(), 8);
         assert_eq!(size_of::<RawHealthState>(), 8);
+        assert_eq!(size_of::<RawSmluMode>(), 8);
         #[cfg(target_pointer_width = "64")]
         {
             // 4 + 4 + 4 + 2 + 2 + 4 x 4 = 32, the pointer at 32, slotID at 40, padded to 48.
