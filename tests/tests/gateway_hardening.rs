@@ -561,3 +561,58 @@ fn subscriptions_read_no_host_file_run_no_plugin_and_each_token_sees_its_own_sta
     assert_eq!(names_seen_by("east"), ["east"]);
     assert_eq!(names_seen_by("west"), ["west"]);
 }
+
+#[test]
+fn clients_that_never_read_their_lists_do_not_starve_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    // A collection several megabytes large, far past what socket buffers hold.
+    let value = "v".repeat(5_000);
+    for i in 0..1_200 {
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"cm-{i}"}},"data":{{"k":"{value}"}}}}"#
+        );
+        let (code, answer) = http_over_unix(
+            &gw.socket(),
+            "POST",
+            "/clusters/demo/api/v1/namespaces/default/configmaps",
+            Some(&body),
+        )
+        .unwrap();
+        assert_eq!(code, 201, "{answer}");
+    }
+    // More listing clients than the store has pooled connections, none of them reading.
+    let stalled: Vec<std::os::unix::net::UnixStream> = (0..12)
+        .map(|_| {
+            let mut s = std::os::unix::net::UnixStream::connect(gw.socket()).unwrap();
+            s.write_all(
+                b"GET /clusters/demo/api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n\r\n",
+            )
+            .unwrap();
+            s
+        })
+        .collect();
+    // Everyone else is answered at once, reads and writes alike, and the store is ready.
+    let started = Instant::now();
+    for i in 0..10 {
+        let (code, _) = http_over_unix(
+            &gw.socket(),
+            "GET",
+            &format!("/clusters/demo/api/v1/namespaces/default/configmaps/cm-{i}"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(code, 200);
+        gw.kubectl_ok(&[
+            "create",
+            "configmap",
+            &format!("after-{i}"),
+            "--from-literal=k=v",
+        ]);
+        let (code, body) = unix_readyz(&gw);
+        assert_eq!((code, body.as_str()), (200, "ok"));
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(20), "others waited {took:?}");
+    drop(stalled);
+}

@@ -105,6 +105,11 @@ pub enum StoreError {
     /// The object nests deeper than objects may (they must stay readable).
     #[error("the object nests {depth} levels deep; at most {max} are allowed")]
     TooDeep { depth: usize, max: usize },
+    /// A list read page by page outlived its snapshot: the event log was compacted past it.
+    #[error(
+        "the list's snapshot at {requested} was compacted away (now {compacted}) while it was read"
+    )]
+    SnapshotCompacted { requested: u64, compacted: u64 },
     /// A health check's query took longer than it may.
     #[error("the database did not answer within {0:?}")]
     Slow(std::time::Duration),

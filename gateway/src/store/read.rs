@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use serde_json::Value;
 use sqlx::Row;
 use tokio::sync::mpsc;
@@ -156,10 +155,13 @@ impl Store {
         })
     }
 
-    /// Every object of one resource as stored, ordered by (namespace, name), read in one
-    /// transaction (one snapshot) but handed over a few at a time: a full list of a large
-    /// collection never sits in memory at once. Returns the snapshot's resourceVersion and the
-    /// objects; an error ends the stream. Dropping the receiver ends the read.
+    /// Every object of one resource as stored, ordered by (namespace, name), as of one
+    /// snapshot, handed over a page at a time: a full list of a large collection never sits in
+    /// memory at once. The first page fixes the snapshot; each later page is read at it (the
+    /// event log fills in what changed since) in a short transaction of its own, so a client
+    /// that reads slowly, or not at all, holds no pooled connection while it waits. Returns the
+    /// snapshot's resourceVersion and the objects; an error ends the stream. Dropping the
+    /// receiver ends the read.
     pub async fn stream_raw(
         &self,
         cluster: &str,
@@ -167,41 +169,62 @@ impl Store {
         resource: &str,
         namespace: Option<&str>,
     ) -> Result<(u64, mpsc::Receiver<Result<RawObject, StoreError>>), StoreError> {
-        let mut tx = self.pool().begin().await?;
-        let rv: i64 = sqlx::query_scalar("SELECT rv FROM sequence WHERE id = 0")
-            .fetch_one(&mut *tx)
+        let first = self
+            .list_raw(cluster, group, resource, namespace, None, STREAM_AHEAD)
             .await?;
+        let snapshot = first.rv;
         let (send, receive) = mpsc::channel(STREAM_AHEAD);
+        let store = self.clone();
         let (cluster, group, resource) =
             (cluster.to_owned(), group.to_owned(), resource.to_owned());
         let namespace = namespace.map(str::to_owned);
         tokio::spawn(async move {
-            let mut rows = sqlx::query(
-                "SELECT namespace, name, body FROM objects \
-                 WHERE cluster = ? AND grp = ? AND resource = ? AND (? IS NULL OR namespace = ?) \
-                 ORDER BY namespace, name",
-            )
-            .bind(&cluster)
-            .bind(&group)
-            .bind(&resource)
-            .bind(&namespace)
-            .bind(&namespace)
-            .fetch(&mut *tx);
-            while let Some(row) = rows.next().await {
-                let obj = row.and_then(|row| {
-                    Ok(RawObject {
-                        namespace: row.try_get("namespace")?,
-                        name: row.try_get("name")?,
-                        body: row.try_get("body")?,
-                    })
-                });
-                let failed = obj.is_err();
-                if send.send(obj.map_err(StoreError::from)).await.is_err() || failed {
-                    break;
+            let mut page = first;
+            loop {
+                let last = page
+                    .items
+                    .last()
+                    .map(|o| (o.namespace.clone(), o.name.clone()));
+                for obj in page.items {
+                    if send.send(Ok(obj)).await.is_err() {
+                        return;
+                    }
                 }
+                let (true, Some((ns, name))) = (page.more, last) else {
+                    return;
+                };
+                let next = store
+                    .list_raw_at(
+                        &cluster,
+                        &group,
+                        &resource,
+                        namespace.as_deref(),
+                        Some((&ns, &name)),
+                        STREAM_AHEAD,
+                        snapshot,
+                    )
+                    .await;
+                page = match next {
+                    Ok(p) => p,
+                    Err(ReplayError::Store(e)) => {
+                        let _ = send.send(Err(e)).await;
+                        return;
+                    }
+                    Err(ReplayError::Expired {
+                        requested,
+                        compacted,
+                    }) => {
+                        let e = StoreError::SnapshotCompacted {
+                            requested,
+                            compacted,
+                        };
+                        let _ = send.send(Err(e)).await;
+                        return;
+                    }
+                };
             }
         });
-        Ok((to_u64(rv), receive))
+        Ok((snapshot, receive))
     }
 
     /// A page of a collection as it was at resourceVersion `snapshot` (the version of its first
