@@ -616,3 +616,47 @@ fn clients_that_never_read_their_lists_do_not_starve_others() {
     assert!(took < Duration::from_secs(20), "others waited {took:?}");
     drop(stalled);
 }
+
+#[test]
+fn a_long_owner_chain_is_collected_without_exhausting_the_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    const BASE: &str = "/clusters/demo/api/v1/namespaces/default/configmaps";
+    // cm-0 owns cm-1, which owns cm-2, ...: a chain far deeper than recursion survives.
+    const CHAIN: usize = 400;
+    let mut owner: Option<String> = None;
+    for i in 0..CHAIN {
+        let owners = owner.as_ref().map_or(String::new(), |uid| {
+            format!(
+                r#","ownerReferences":[{{"apiVersion":"v1","kind":"ConfigMap","name":"cm-{}","uid":"{uid}"}}]"#,
+                i - 1
+            )
+        });
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"cm-{i}"{owners}}}}}"#
+        );
+        let (code, answer) = http_over_unix(&gw.socket(), "POST", BASE, Some(&body)).unwrap();
+        assert_eq!(code, 201, "{answer}");
+        let created: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        owner = created["metadata"]["uid"].as_str().map(str::to_owned);
+    }
+    gw.kubectl_ok(&["delete", "configmap", "cm-0", "--cascade=background"]);
+    // Every link goes, and the gateway stays up and answers.
+    wait_until("the whole chain to be collected", DEADLINE, || {
+        let (code, body) = http_over_unix(&gw.socket(), "GET", BASE, None).unwrap();
+        assert_eq!(code, 200, "{body}");
+        let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let left = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| {
+                o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("cm-"))
+            })
+            .count();
+        (left == 0).then_some(())
+    });
+    gw.kubectl_ok(&["create", "configmap", "after", "--from-literal=k=v"]);
+}

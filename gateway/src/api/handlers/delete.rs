@@ -231,22 +231,33 @@ pub(super) async fn dependents(
         .collect())
 }
 
-/// Deletes every dependent of `owner_uid` (recursively, honouring their finalizers).
-pub(super) fn delete_dependents<'a>(
-    st: &'a ApiState,
-    ctx: &'a Ctx,
+/// Deletes every dependent of `owner_uid` and, in turn, theirs (honouring their finalizers).
+/// A nested call (a dependent's own dependents) only queues its owner; the outermost call
+/// works the queue, breadth first.
+pub(super) async fn delete_dependents(
+    st: &ApiState,
+    ctx: &Ctx,
     owner_uid: String,
-) -> futures::future::BoxFuture<'a, Result<(), ApiError>> {
-    Box::pin(async move {
-        for (t, name) in dependents(st, ctx, &owner_uid).await? {
-            match delete_one(st, ctx, &t, &name, &background()).await {
-                Ok(_) => {}
-                Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e),
+) -> Result<(), ApiError> {
+    ctx.pending_owners.push(owner_uid);
+    if !ctx.pending_owners.start_draining() {
+        return Ok(());
+    }
+    let drained = async {
+        while let Some(uid) = ctx.pending_owners.pop() {
+            for (t, name) in dependents(st, ctx, &uid).await? {
+                match Box::pin(delete_one(st, ctx, &t, &name, &background())).await {
+                    Ok(_) => {}
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(())
-    })
+    }
+    .await;
+    ctx.pending_owners.stop_draining();
+    drained
 }
 
 /// Removes the owner reference to `owner_uid` from every dependent.

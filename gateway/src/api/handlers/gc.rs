@@ -122,6 +122,7 @@ pub(super) fn collector_ctx(cluster: &str) -> Ctx {
         headers: HeaderMap::new(),
         body: Bytes::new(),
         warnings: Default::default(),
+        pending_owners: Default::default(),
     }
 }
 
