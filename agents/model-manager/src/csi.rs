@@ -30,12 +30,20 @@ use crate::{
 
 pub const DRIVER_NAME: &str = "model.csi.gpustack.ai";
 
-/// Where the plugin finds `ModelArtifact`s: the cluster (an informer cache or direct reads), or
-/// a fixed set in tests.
+/// Why a ModelArtifact could not be looked up (the mount answers `Unavailable`).
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    #[error("the ModelArtifact cache has not synced yet")]
+    NotSynced,
+    #[error("reading the ModelArtifact: {0}")]
+    Api(#[from] kube::Error),
+}
+
+/// Where the plugin finds `ModelArtifact`s: the cluster's watch cache, or a fixed set in tests.
 #[tonic::async_trait]
 pub trait ArtifactLookup: Send + Sync + 'static {
-    /// `Ok(None)` when it does not exist; `Err` when the cluster could not answer.
-    async fn get(&self, namespace: &str, name: &str) -> Result<Option<ModelArtifact>, String>;
+    /// `Ok(None)` when it does not exist; `Err` when the cache could not answer.
+    async fn get(&self, namespace: &str, name: &str) -> Result<Option<ModelArtifact>, LookupError>;
     /// False until the lookup can answer (caches synced).
     fn ready(&self) -> bool {
         true
@@ -85,6 +93,11 @@ impl NodePlugin {
         Arc::clone(locks.entry(target.to_path_buf()).or_default())
     }
 
+    /// Whether mounts can be authorized yet (the ModelArtifact cache has synced).
+    pub fn artifacts_ready(&self) -> bool {
+        self.artifacts.ready()
+    }
+
     fn count(&self, c: &std::sync::atomic::AtomicU64) {
         c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
@@ -116,7 +129,7 @@ impl NodePlugin {
             .artifacts
             .get(&req.pod_namespace, &req.artifact)
             .await
-            .map_err(|e| Status::unavailable(format!("reading ModelArtifact: {e}")))?;
+            .map_err(|e| Status::unavailable(e.to_string()))?;
         let token = r
             .secrets
             .get("token")

@@ -120,6 +120,96 @@ pub fn partial_is_stale(newest_mtime: Timestamp, in_use: bool, now: Timestamp) -
     !in_use && now.duration_since(newest_mtime) > STALE_PARTIAL
 }
 
+/// A record of a digest no longer on disk is dropped a day after it was last written, retried
+/// or used (`last`, the latest of those).
+pub fn record_is_stale(last: Timestamp, now: Timestamp) -> bool {
+    now.duration_since(last) > STALE_PARTIAL
+}
+
+/// The kubelet's eviction and image GC thresholds, as `NodeModelStore.spec.kubelet` carries
+/// them (`"10%"` or a quantity such as `"5Gi"`; empty means the kubelet's default).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KubeletThresholds<'a> {
+    pub nodefs_available: &'a str,
+    pub imagefs_available: &'a str,
+    pub image_gc_high_percent: Option<u32>,
+}
+
+/// The kubelet's defaults: nodefs.available 10%, imagefs.available 15%, image GC high 85%.
+const KUBELET_DEFAULTS: (u32, u32, u32) = (10, 15, 85);
+
+/// A kubelet quantity in bytes (`5Gi`, `500M`, `1.5Gi`, `1000`); `None` when unreadable.
+fn quantity_bytes(q: &str) -> Option<u64> {
+    let q = q.trim();
+    let units: [(&str, f64); 12] = [
+        ("Ki", 1024f64),
+        ("Mi", 1024f64.powi(2)),
+        ("Gi", 1024f64.powi(3)),
+        ("Ti", 1024f64.powi(4)),
+        ("Pi", 1024f64.powi(5)),
+        ("Ei", 1024f64.powi(6)),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
+    ];
+    let (number, scale) = units
+        .iter()
+        .find_map(|(u, f)| q.strip_suffix(u).map(|n| (n, *f)))
+        .unwrap_or((q, 1.0));
+    let n: f64 = number.parse().ok()?;
+    (n.is_finite() && n >= 0.0).then(|| (n * scale).ceil() as u64)
+}
+
+/// A threshold as a percentage of a filesystem of `total` bytes, rounded up; a byte threshold
+/// at or above the size is 100. `None` when unreadable.
+fn threshold_percent(t: &str, total: u64) -> Option<u32> {
+    if let Some(p) = t.trim().strip_suffix('%') {
+        let p: f64 = p.trim().parse().ok()?;
+        return (p.is_finite() && p >= 0.0).then(|| p.ceil().min(100.0) as u32);
+    }
+    let bytes = quantity_bytes(t)?;
+    if total == 0 || bytes >= total {
+        return Some(100);
+    }
+    Some((u128::from(bytes) * 100).div_ceil(u128::from(total)) as u32)
+}
+
+/// The highest the high watermark may be when the cache shares the kubelet's filesystem of
+/// `total` bytes: 5 points under each kubelet threshold, and never below 2.
+pub fn kubelet_cap(t: &KubeletThresholds<'_>, total: u64) -> u32 {
+    let (nodefs, imagefs, gc) = KUBELET_DEFAULTS;
+    let pct = |s: &str, default: u32| {
+        if s.is_empty() {
+            default
+        } else {
+            threshold_percent(s, total).unwrap_or(default)
+        }
+    };
+    let nodefs = pct(t.nodefs_available, nodefs);
+    let imagefs = pct(t.imagefs_available, imagefs);
+    let gc = t.image_gc_high_percent.unwrap_or(gc);
+    let caps = [
+        100i64 - i64::from(nodefs) - 5,
+        100 - i64::from(imagefs) - 5,
+        i64::from(gc) - 5,
+    ];
+    caps.into_iter().min().unwrap_or(2).max(2) as u32
+}
+
+/// `marks` under `cap`: high at most `cap`, low below high. `None` when nothing changed.
+pub fn capped(marks: &Watermarks, cap: u32) -> Option<Watermarks> {
+    if marks.high_percent <= cap {
+        return None;
+    }
+    Some(Watermarks {
+        high_percent: cap,
+        low_percent: marks.low_percent.min(cap.saturating_sub(1)).max(1),
+    })
+}
+
 /// When a failed digest may be tried again: one minute doubled per failure, at most an hour.
 pub fn retry_after(failures: u32) -> SignedDuration {
     let exp = failures.saturating_sub(1).min(6);
@@ -251,6 +341,60 @@ mod tests {
     }
 
     #[test]
+    fn the_kubelet_thresholds_cap_the_high_watermark() {
+        let t = |n: &'static str, i: &'static str, g: Option<u32>| KubeletThresholds {
+            nodefs_available: n,
+            imagefs_available: i,
+            image_gc_high_percent: g,
+        };
+        let table = [
+            (t("", "", None), 1000 * GIB, 80, "kubelet defaults give 80"),
+            (t("20%", "", None), 1000 * GIB, 75, "nodefs 20% -> 75"),
+            (t("", "", Some(70)), 1000 * GIB, 65, "image GC 70 -> 65"),
+            (
+                t("100Gi", "5%", Some(95)),
+                1000 * GIB,
+                85,
+                "100Gi of 1000Gi: 10%",
+            ),
+            (
+                t("101Gi", "5%", Some(95)),
+                1000 * GIB,
+                84,
+                "rounded up to 11%",
+            ),
+            (
+                t("2000Gi", "", None),
+                1000 * GIB,
+                2,
+                "above the size floors at 2",
+            ),
+            (t("", "2Gi", None), 10 * GIB, 75, "imagefs 20% by bytes"),
+            (
+                t("nonsense", "", None),
+                GIB,
+                80,
+                "unreadable means the default",
+            ),
+        ];
+        for (th, total, want, name) in table {
+            assert_eq!(kubelet_cap(&th, total), want, "{name}");
+        }
+        let marks = Watermarks {
+            high_percent: 90,
+            low_percent: 85,
+        };
+        assert_eq!(
+            capped(&marks, 80),
+            Some(Watermarks {
+                high_percent: 80,
+                low_percent: 79
+            })
+        );
+        assert_eq!(capped(&MARKS, 80), None, "already under the cap");
+    }
+
+    #[test]
     fn backoff_and_staleness() {
         let mins = |d: SignedDuration| d.as_secs() / 60;
         assert_eq!(mins(retry_after(1)), 1);
@@ -262,5 +406,7 @@ mod tests {
         assert!(partial_is_stale(at(0), false, now));
         assert!(!partial_is_stale(at(0), true, now));
         assert!(!partial_is_stale(at(47 * 60), false, now));
+        assert!(record_is_stale(at(23 * 60), now));
+        assert!(!record_is_stale(at(24 * 60), now), "exactly a day is kept");
     }
 }

@@ -6,6 +6,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::{hex, manifest::FileDigest};
 
+#[derive(Clone)]
 pub enum ContentHasher {
     Sha256(Sha256),
     GitSha1(Sha1),

@@ -17,12 +17,18 @@ use hyper_util::{
     server::conn::auto,
     service::TowerToHyperService,
 };
-use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use tokio::{net::TcpListener, sync::watch};
 use tokio_rustls::TlsAcceptor;
 
-use crate::{csi::NodePlugin, materializer::Materializer};
+use crate::{
+    csi::NodePlugin,
+    materializer::{Materializer, OutcomeSink},
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -46,6 +52,8 @@ pub struct Metrics {
     registry: Registry,
     download_bytes: IntCounterVec,
     mounts: IntCounterVec,
+    materializations: IntCounterVec,
+    publish_duration: Histogram,
     stored_bytes: IntGauge,
     capacity_bytes: IntGauge,
     gc_removed: IntCounter,
@@ -73,6 +81,21 @@ impl Metrics {
             name("mounts_total", "NodePublishVolume outcomes."),
             &["result"],
         )?;
+        let materializations = IntCounterVec::new(
+            name(
+                "materializations_total",
+                "Download attempts that ended, by result (published or the failure's reason).",
+            ),
+            &["result"],
+        )?;
+        // Buckets 1·2^k seconds, from 1 s to a little over an hour.
+        let publish_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "gpustack_model_manager_publish_duration_seconds",
+                "Time from the start of an attempt to its publication.",
+            )
+            .buckets(prometheus::exponential_buckets(1.0, 2.0, 13)?),
+        )?;
         let stored_bytes = IntGauge::with_opts(name("stored_bytes", "Bytes of published trees."))?;
         let capacity_bytes =
             IntGauge::with_opts(name("capacity_bytes", "Size of the cache filesystem."))?;
@@ -82,17 +105,22 @@ impl Metrics {
         ))?;
         registry.register(Box::new(download_bytes.clone()))?;
         registry.register(Box::new(mounts.clone()))?;
+        registry.register(Box::new(materializations.clone()))?;
+        registry.register(Box::new(publish_duration.clone()))?;
         registry.register(Box::new(stored_bytes.clone()))?;
         registry.register(Box::new(capacity_bytes.clone()))?;
         registry.register(Box::new(gc_removed.clone()))?;
         for r in MOUNT_RESULTS {
             mounts.with_label_values(&[r]);
         }
+        materializations.with_label_values(&["published"]);
         download_bytes.with_label_values(&["hub"]);
         Ok(Self {
             registry,
             download_bytes,
             mounts,
+            materializations,
+            publish_duration,
             stored_bytes,
             capacity_bytes,
             gc_removed,
@@ -133,6 +161,15 @@ impl Metrics {
     }
 }
 
+impl OutcomeSink for Metrics {
+    fn outcome(&self, result: &str, took: std::time::Duration) {
+        self.materializations.with_label_values(&[result]).inc();
+        if result == "published" {
+            self.publish_duration.observe(took.as_secs_f64());
+        }
+    }
+}
+
 /// What the handlers read.
 #[derive(Clone)]
 pub struct HttpState {
@@ -146,7 +183,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", get(metrics))
         .route("/model/downloads", get(downloads))
         .route("/livez", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
         .with_state(state)
 }
 
@@ -161,6 +198,26 @@ async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
         )
             .into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// Ready when the ModelArtifact cache has synced (mounts can be authorized) and the cache
+/// filesystem answers statfs and holds its layout; otherwise 503 naming what is not.
+async fn readyz(State(s): State<HttpState>) -> impl IntoResponse {
+    let mut failing = Vec::new();
+    if !s.plugin.artifacts_ready() {
+        failing.push("the ModelArtifact cache has not synced".to_owned());
+    }
+    if let Err(e) = s.materializer.usage() {
+        failing.push(e.to_string());
+    }
+    if let Err(e) = s.materializer.store().check_layout() {
+        failing.push(format!("the cache layout: {e}"));
+    }
+    if failing.is_empty() {
+        (StatusCode::OK, "ok".to_owned())
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, failing.join("\n"))
     }
 }
 

@@ -5,6 +5,7 @@
 //! in their own modules with table tests; IO (the store, the hub client, the downloader) takes
 //! its roots, clients and limits as arguments.
 
+pub mod artifacts;
 pub mod authorize;
 pub mod csi;
 pub mod download;

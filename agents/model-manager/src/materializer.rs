@@ -29,6 +29,15 @@ use crate::{
     store::{self, Store},
 };
 
+/// The cache filesystem could not be measured (statfs failed).
+#[derive(Debug, thiserror::Error)]
+#[error("statfs of the cache filesystem {}: {source}", root.display())]
+pub struct UsageError {
+    pub root: PathBuf,
+    #[source]
+    pub source: nix::Error,
+}
+
 /// Where an artifact's files come from, as one artifact UID describes it.
 #[derive(Debug, Clone)]
 pub struct Source {
@@ -59,6 +68,12 @@ impl Default for StoreConfig {
     }
 }
 
+/// Told how each attempt ended (the metrics): `result` is `published` or the failure's reason,
+/// `took` the attempt's wall time.
+pub trait OutcomeSink: Send + Sync {
+    fn outcome(&self, result: &str, took: std::time::Duration);
+}
+
 /// How a mount's request for a digest stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ensure {
@@ -82,6 +97,8 @@ pub struct JobView {
 
 struct Job {
     digest: ManifestDigest,
+    /// When a mount last asked for this digest (started or joined the attempt).
+    asked: Mutex<std::time::Instant>,
     sources: Mutex<Vec<Source>>,
     counters: ByteCounters,
     size: AtomicU64,
@@ -118,6 +135,10 @@ pub struct Materializer {
     pub removed_bytes: AtomicU64,
     /// Signalled when something status shows changed (a download started or ended, a mount).
     pub changed: tokio::sync::Notify,
+    outcomes: Mutex<Option<Arc<dyn OutcomeSink>>>,
+    /// False while the node's spec is invalid (or not read yet): no download starts and
+    /// collection removes nothing.
+    valid: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -141,7 +162,19 @@ impl Materializer {
             claim_lock: tokio::sync::Mutex::new(()),
             changed: tokio::sync::Notify::new(),
             removed_bytes: AtomicU64::new(0),
+            outcomes: Mutex::new(None),
+            valid: AtomicBool::new(true),
         })
+    }
+
+    /// Whether the configuration is valid; see the field.
+    pub fn set_valid(&self, valid: bool) {
+        self.valid.store(valid, Ordering::Relaxed);
+    }
+
+    /// Where attempt outcomes are reported from now on.
+    pub fn set_outcome_sink(&self, sink: Arc<dyn OutcomeSink>) {
+        *lock(&self.outcomes) = Some(sink);
     }
 
     pub fn store(&self) -> &Store {
@@ -184,6 +217,7 @@ impl Materializer {
         }
         let mut jobs = lock(&self.jobs);
         if let Some(job) = jobs.get(digest) {
+            *lock(&job.asked) = std::time::Instant::now();
             let mut sources = lock(&job.sources);
             match sources
                 .iter_mut()
@@ -193,6 +227,13 @@ impl Materializer {
                 None => sources.push(source),
             }
             return Ensure::InProgress(job.progress_message());
+        }
+        if !self.valid.load(Ordering::Relaxed) {
+            return Ensure::BackingOff {
+                reason: Reason::InvalidRequest,
+                message: "downloads are stopped: the node's NodeModelStore spec is invalid or not read yet".into(),
+                retry_time: None,
+            };
         }
         match self.store.digest_record(digest) {
             Ok(rec) => {
@@ -216,6 +257,7 @@ impl Materializer {
         let (done, _) = watch::channel(None);
         let job = Arc::new(Job {
             digest: digest.clone(),
+            asked: Mutex::new(std::time::Instant::now()),
             sources: Mutex::new(vec![source]),
             counters: ByteCounters::default(),
             size: AtomicU64::new(0),
@@ -247,7 +289,30 @@ impl Materializer {
     }
 
     async fn run(self: Arc<Self>, job: Arc<Job>) {
-        let result = self.attempt(&job).await;
+        let started = std::time::Instant::now();
+        // Dropping the attempt's future cancels its requests; its partial stays for a resume.
+        let result = tokio::select! {
+            r = self.attempt(&job) => r,
+            idle = self.idle(&job) => Err(Failure::new(
+                Reason::Canceled,
+                format!("no mount asked for it in {}s", idle.as_secs()),
+            )),
+        };
+        let took = started.elapsed();
+        if result.is_err() && runtime_shutting_down().await {
+            // The process is going away and its file tasks were cancelled under the attempt:
+            // record nothing, as a killed process would not; the partial stays for a resume.
+            lock(&self.jobs).remove(&job.digest);
+            job.done.send_replace(Some(result));
+            return;
+        }
+        let sink = lock(&self.outcomes).clone();
+        if let Some(sink) = sink {
+            match &result {
+                Ok(()) => sink.outcome("published", took),
+                Err(f) => sink.outcome(f.reason.as_str(), took),
+            }
+        }
         let now = Timestamp::now();
         let digest = &job.digest;
         let mut rec = self.store.digest_record(digest).unwrap_or_default();
@@ -279,6 +344,18 @@ impl Materializer {
         lock(&self.jobs).remove(digest);
         job.done.send_replace(Some(result));
         self.changed.notify_one();
+    }
+
+    /// Resolves once no mount has asked for the job in `tuning.idle_cancel`, checking every
+    /// `tuning.idle_check`; returns how long it was idle.
+    async fn idle(&self, job: &Job) -> std::time::Duration {
+        loop {
+            tokio::time::sleep(self.tuning.idle_check).await;
+            let idle = lock(&job.asked).elapsed();
+            if idle >= self.tuning.idle_cancel {
+                return idle;
+            }
+        }
     }
 
     async fn attempt(&self, job: &Job) -> Result<(), Failure> {
@@ -425,14 +502,14 @@ impl Materializer {
             .sum();
         let usage = self
             .usage()
-            .map_err(|e| Failure::new(Reason::InsufficientCapacity, e))?;
+            .map_err(|e| Failure::new(Reason::InsufficientCapacity, e.to_string()))?;
         if gc::reservation_fits(&usage, remaining, others, &config.watermarks) {
             return Ok(());
         }
         self.collect(remaining + others, config).await;
         let usage = self
             .usage()
-            .map_err(|e| Failure::new(Reason::InsufficientCapacity, e))?;
+            .map_err(|e| Failure::new(Reason::InsufficientCapacity, e.to_string()))?;
         if gc::reservation_fits(&usage, remaining, others, &config.watermarks) {
             Ok(())
         } else {
@@ -447,9 +524,11 @@ impl Materializer {
     }
 
     /// statfs of the cache filesystem; root-reserved blocks count as used.
-    pub fn usage(&self) -> Result<Usage, String> {
-        let st =
-            nix::sys::statvfs::statvfs(self.store.root()).map_err(|e| format!("statfs: {e}"))?;
+    pub fn usage(&self) -> Result<Usage, UsageError> {
+        let st = nix::sys::statvfs::statvfs(self.store.root()).map_err(|source| UsageError {
+            root: self.store.root().to_path_buf(),
+            source,
+        })?;
         let frsize = st.fragment_size() as u64;
         let total = st.blocks() as u64 * frsize;
         let avail = st.blocks_available() as u64 * frsize;
@@ -469,10 +548,13 @@ impl Materializer {
             over_high: false,
             capacity_low: false,
         };
-        let (Ok(usage), Ok(refs), Ok(published)) =
-            (self.usage(), self.store.refs(), self.store.list_published())
-        else {
-            // Unreadable refs: nothing may be removed.
+        let (true, Ok(usage), Ok(refs), Ok(published)) = (
+            self.valid.load(Ordering::Relaxed),
+            self.usage(),
+            self.store.refs(),
+            self.store.list_published(),
+        ) else {
+            // An invalid spec or unreadable refs: nothing may be removed.
             return empty;
         };
         let downloading: Vec<ManifestDigest> = self.jobs().into_iter().map(|j| j.digest).collect();
@@ -500,6 +582,7 @@ impl Materializer {
             &candidates,
             Timestamp::now(),
         );
+        self.prune(&published, &downloading, Timestamp::now());
         for hex in &plan.remove {
             let Some(d) = ManifestDigest::from_hex(hex) else {
                 continue;
@@ -521,6 +604,53 @@ impl Materializer {
         }
         plan
     }
+}
+
+impl Materializer {
+    /// Collection's first steps: partials untouched for a day that no attempt uses go to the
+    /// trash, and failure records older than a day for digests no longer on disk are dropped.
+    /// Called under the claim lock.
+    fn prune(
+        &self,
+        published: &[(ManifestDigest, store::Marker)],
+        downloading: &[ManifestDigest],
+        now: Timestamp,
+    ) {
+        let store = &self.store;
+        let partials = store.partial_digests();
+        for d in &partials {
+            let Some(newest) = store::newest_mtime(&store.partial_dir(d)) else {
+                continue;
+            };
+            if gc::partial_is_stale(newest, downloading.contains(d), now) {
+                tracing::info!(digest = %d, "removing a stale partial download");
+                if let Err(e) = store.trash_partials(d) {
+                    tracing::error!(digest = %d, "removing a stale partial: {e}");
+                }
+            }
+        }
+        for (d, rec) in store.digest_records().unwrap_or_default() {
+            let on_disk = published.iter().any(|(p, _)| p == &d)
+                || downloading.contains(&d)
+                || store.partial_dir(&d).exists();
+            let written = store::newest_mtime(&store.digest_record_path(&d));
+            let last = [written, rec.retry_time, rec.last_used_time]
+                .into_iter()
+                .flatten()
+                .max();
+            if !on_disk
+                && last.is_some_and(|t| gc::record_is_stale(t, now))
+                && let Err(e) = store.remove_digest_record(&d)
+            {
+                tracing::error!(digest = %d, "dropping an old failure record: {e}");
+            }
+        }
+    }
+}
+
+/// Whether the runtime is shutting down: its blocking pool no longer runs new tasks.
+async fn runtime_shutting_down() -> bool {
+    tokio::task::spawn_blocking(|| ()).await.is_err()
 }
 
 fn reason_named(name: &str) -> Option<Reason> {

@@ -4,17 +4,16 @@
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use gpustack_api::{
-    model_artifact::ModelArtifact,
-    model_store::{NodeModelStore, NodeModelStoreSpec},
-};
+use gpustack_api::model_store::{InvalidNodeModelStoreSpec, NodeModelStore, NodeModelStoreSpec};
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, api::PatchParams};
 
 use crate::{
-    csi::{self, ArtifactLookup, NodePlugin},
+    artifacts::WatchedArtifacts,
+    csi::{self, NodePlugin},
     download::{DownloadLimits, Tuning},
-    gc::Watermarks,
+    gc::{self, Watermarks},
     hub::HubSettings,
     materializer::{Materializer, StoreConfig},
     status::{self, Observed},
@@ -54,28 +53,32 @@ pub enum ServeError {
     },
 }
 
-/// ModelArtifacts read from the API server as each mount asks.
-pub struct KubeArtifacts(pub kube::Client);
-
-#[tonic::async_trait]
-impl ArtifactLookup for KubeArtifacts {
-    async fn get(&self, namespace: &str, name: &str) -> Result<Option<ModelArtifact>, String> {
-        Api::<ModelArtifact>::namespaced(self.0.clone(), namespace)
-            .get_opt(name)
-            .await
-            .map_err(|e| e.to_string())
-    }
+/// Why the node's spec cannot be applied: `Ready=False InvalidConfiguration`, and downloads
+/// and collection stop until it changes.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Spec(#[from] InvalidNodeModelStoreSpec),
+    #[error("spec.hub.caBundleConfigMap {namespace}/{name}: {problem}")]
+    CaBundle {
+        namespace: String,
+        name: String,
+        problem: String,
+    },
 }
 
-/// The materializer's configuration from a spec; `Err` names the invalid field.
-pub fn store_config(spec: &NodeModelStoreSpec) -> Result<StoreConfig, String> {
-    spec.validate().map_err(|e| e.to_string())?;
+/// The materializer's configuration from a valid spec; `ca_pem` is the CA bundle's `ca.crt`.
+pub fn store_config(
+    spec: &NodeModelStoreSpec,
+    ca_pem: Option<Vec<u8>>,
+) -> Result<StoreConfig, ConfigError> {
+    spec.validate()?;
     Ok(StoreConfig {
         hub: HubSettings {
             endpoint: spec.hub.hugging_face_endpoint.clone(),
             https_proxy: spec.hub.https_proxy.clone(),
             no_proxy: spec.hub.no_proxy.clone(),
-            ca_pem: None,
+            ca_pem,
         },
         watermarks: Watermarks {
             high_percent: spec.watermarks.high_percent,
@@ -83,6 +86,88 @@ pub fn store_config(spec: &NodeModelStoreSpec) -> Result<StoreConfig, String> {
         },
         pinned: spec.pinned.clone(),
     })
+}
+
+/// `ca.crt` of the spec's CA bundle ConfigMap in the operator's namespace (the client's
+/// default namespace: the plugin Pod's own); `None` when the spec names none.
+async fn ca_bundle(
+    client: &kube::Client,
+    spec: &NodeModelStoreSpec,
+) -> Result<Option<Vec<u8>>, ConfigError> {
+    let name = &spec.hub.ca_bundle_config_map;
+    if name.is_empty() {
+        return Ok(None);
+    }
+    let namespace = client.default_namespace().to_owned();
+    let problem = |problem: String| ConfigError::CaBundle {
+        namespace: namespace.clone(),
+        name: name.clone(),
+        problem,
+    };
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| problem(e.to_string()))?
+        .ok_or_else(|| problem("not found".into()))?;
+    ca_of_config_map(&cm, &namespace, name).map(Some)
+}
+
+/// The PEM bundle under the key `ca.crt` of the CA bundle ConfigMap `namespace/name`.
+pub fn ca_of_config_map(
+    cm: &ConfigMap,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<u8>, ConfigError> {
+    cm.data
+        .as_ref()
+        .and_then(|d| d.get(CA_BUNDLE_KEY))
+        .map(|pem| pem.clone().into_bytes())
+        .ok_or_else(|| ConfigError::CaBundle {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            problem: format!("has no key {CA_BUNDLE_KEY}"),
+        })
+}
+
+/// The key of the CA bundle ConfigMap that holds the PEM certificates.
+pub const CA_BUNDLE_KEY: &str = "ca.crt";
+
+/// The kubelet's thresholds applied to the watermarks when the cache shares the kubelet's
+/// filesystem; the note explains a cap for the Ready condition.
+fn kubelet_capped(
+    config: &mut StoreConfig,
+    spec: &NodeModelStoreSpec,
+    shares_kubelet_fs: bool,
+    total_bytes: u64,
+) -> Option<String> {
+    if !shares_kubelet_fs {
+        return None;
+    }
+    let k = spec.kubelet.clone().unwrap_or_default();
+    let cap = gc::kubelet_cap(
+        &gc::KubeletThresholds {
+            nodefs_available: &k.nodefs_available,
+            imagefs_available: &k.imagefs_available,
+            image_gc_high_percent: k.image_gc_high_threshold_percent,
+        },
+        total_bytes,
+    );
+    let capped = gc::capped(&config.watermarks, cap)?;
+    let note = format!(
+        "high watermark capped at {}% (low {}%) by the kubelet's eviction and image GC thresholds on the shared filesystem",
+        capped.high_percent, capped.low_percent
+    );
+    config.watermarks = capped;
+    Some(note)
+}
+
+/// Whether two paths are on the same filesystem (device).
+fn same_device(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev(),
+        _ => false,
+    }
 }
 
 pub async fn run(
@@ -100,14 +185,16 @@ pub async fn run(
         Tuning::default(),
         StoreConfig::default(),
     );
+    // Until the first status pass has applied the node's spec.
+    materializer.set_valid(false);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let plugin = NodePlugin::new(
         options.node_name.clone(),
         options.kubelet_dir.clone(),
         options.version.clone(),
         Arc::clone(&materializer),
-        Arc::new(KubeArtifacts(client.clone())),
+        WatchedArtifacts::start(client.clone(), stop_rx.clone()),
     );
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let tls = crate::http::tls_config(options.cert_dir.as_deref())?;
     let listener = tokio::net::TcpListener::bind(options.bind)
         .await
@@ -116,6 +203,7 @@ pub async fn run(
             source,
         })?;
     let metrics = Arc::new(crate::http::Metrics::new(prometheus::Registry::new())?);
+    materializer.set_outcome_sink(Arc::clone(&metrics) as _);
     let router = crate::http::router(crate::http::HttpState {
         metrics,
         plugin: Arc::clone(&plugin),
@@ -123,10 +211,13 @@ pub async fn run(
     });
     let https = tokio::spawn(crate::http::serve(listener, tls, router, stop_rx.clone()));
     let reporter = tokio::spawn(report_loop(
-        Api::<NodeModelStore>::all(client),
-        options.node_name.clone(),
-        materializer,
-        limits,
+        Reporter {
+            client,
+            node: options.node_name.clone(),
+            shares_kubelet_fs: same_device(&options.kubelet_dir, &options.cache_root),
+            materializer,
+            limits,
+        },
         stop_rx,
     ));
     let socket = options.csi_socket.clone();
@@ -167,92 +258,112 @@ fn recover_refs(store: &Store) {
     tracing::info!(mounts = live.len(), "recovered mounts");
 }
 
-/// Applies the node's spec and writes its status, level-based: every pass starts from what the
-/// API server and the disk say now.
-async fn report_loop(
-    api: Api<NodeModelStore>,
+/// What the status passes work with.
+struct Reporter {
+    client: kube::Client,
     node: String,
+    /// The cache is on the kubelet's filesystem: its thresholds cap the high watermark.
+    shares_kubelet_fs: bool,
     materializer: Arc<Materializer>,
     limits: Arc<DownloadLimits>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
+}
+
+/// Applies the node's spec and writes its status, level-based: every pass starts from what the
+/// API server and the disk say now.
+async fn report_loop(r: Reporter, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut last_write = Timestamp::UNIX_EPOCH;
     loop {
-        let busy = !materializer.jobs().is_empty();
-        if let Err(e) = report_once(&api, &node, &materializer, &limits, &mut last_write).await {
-            tracing::warn!(node = %node, "status pass: {e}");
+        let busy = !r.materializer.jobs().is_empty();
+        if let Err(e) = r.report_once(&mut last_write).await {
+            tracing::warn!(node = %r.node, "status pass: {e}");
         }
         let wait = if busy { BUSY_PASS } else { IDLE_PASS };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = materializer.changed.notified() => {}
+            _ = r.materializer.changed.notified() => {}
             _ = stop.changed() => return,
         }
     }
 }
 
-async fn report_once(
-    api: &Api<NodeModelStore>,
-    node: &str,
-    materializer: &Materializer,
-    limits: &DownloadLimits,
-    last_write: &mut Timestamp,
-) -> Result<(), kube::Error> {
-    let Some(nms) = api.get_opt(node).await? else {
-        tracing::debug!(node, "no NodeModelStore yet");
-        return Ok(());
-    };
-    let invalid = match store_config(&nms.spec) {
-        Ok(config) => {
-            limits.set(
-                nms.spec.download.concurrency,
-                nms.spec.download.bytes_per_second,
-            );
-            materializer.set_config(config.clone());
-            None
-        }
-        Err(why) => Some(why),
-    };
-    let capacity_low = match &invalid {
-        None => {
-            materializer
-                .collect(0, &materializer.config())
-                .await
-                .capacity_low
-        }
-        Some(_) => false,
-    };
-    let store = materializer.store();
-    let published = store.list_published().unwrap_or_default();
-    let records = store.digest_records().unwrap_or_default();
-    let refs = store.refs().unwrap_or_default();
-    let jobs = materializer.jobs();
-    let current = nms.status.clone().unwrap_or_default();
-    let next = status::build(
-        &Observed {
-            generation: nms.metadata.generation,
-            usage: materializer.usage().ok(),
-            published: &published,
-            records: &records,
-            refs: &refs,
-            jobs: &jobs,
-            invalid_spec: invalid,
-            capacity_low,
-            now: Timestamp::now(),
-        },
-        &current,
-    );
-    let now = Timestamp::now();
-    if !status::should_write(&current, &next, *last_write, now) {
-        return Ok(());
+impl Reporter {
+    /// The configuration the spec asks for, or why it cannot be applied.
+    async fn config(
+        &self,
+        spec: &NodeModelStoreSpec,
+    ) -> Result<(StoreConfig, Option<String>), ConfigError> {
+        spec.validate()?;
+        let ca = ca_bundle(&self.client, spec).await?;
+        let mut config = store_config(spec, ca)?;
+        let total = self.materializer.usage().map_or(0, |u| u.total_bytes);
+        let note = kubelet_capped(&mut config, spec, self.shares_kubelet_fs, total);
+        Ok((config, note))
     }
-    let patch = serde_json::json!({ "status": next });
-    api.patch_status(
-        node,
-        &PatchParams::default(),
-        &kube::api::Patch::Merge(&patch),
-    )
-    .await?;
-    *last_write = now;
-    Ok(())
+
+    async fn report_once(&self, last_write: &mut Timestamp) -> Result<(), kube::Error> {
+        let (node, materializer) = (self.node.as_str(), &self.materializer);
+        let api = Api::<NodeModelStore>::all(self.client.clone());
+        let Some(nms) = api.get_opt(node).await? else {
+            tracing::debug!(node, "no NodeModelStore yet");
+            return Ok(());
+        };
+        let (invalid, note) = match self.config(&nms.spec).await {
+            Ok((config, note)) => {
+                self.limits.set(
+                    nms.spec.download.concurrency,
+                    nms.spec.download.bytes_per_second,
+                );
+                materializer.set_config(config);
+                materializer.set_valid(true);
+                (None, note)
+            }
+            Err(why) => {
+                materializer.set_valid(false);
+                (Some(why.to_string()), None)
+            }
+        };
+        let capacity_low = match &invalid {
+            None => {
+                materializer
+                    .collect(0, &materializer.config())
+                    .await
+                    .capacity_low
+            }
+            Some(_) => false,
+        };
+        let store = materializer.store();
+        let published = store.list_published().unwrap_or_default();
+        let records = store.digest_records().unwrap_or_default();
+        let refs = store.refs().unwrap_or_default();
+        let jobs = materializer.jobs();
+        let current = nms.status.clone().unwrap_or_default();
+        let next = status::build(
+            &Observed {
+                generation: nms.metadata.generation,
+                usage: materializer.usage().ok(),
+                published: &published,
+                records: &records,
+                refs: &refs,
+                jobs: &jobs,
+                invalid_spec: invalid,
+                ready_note: note,
+                capacity_low,
+                now: Timestamp::now(),
+            },
+            &current,
+        );
+        let now = Timestamp::now();
+        if !status::should_write(&current, &next, *last_write, now) {
+            return Ok(());
+        }
+        let patch = serde_json::json!({ "status": next });
+        api.patch_status(
+            node,
+            &PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await?;
+        *last_write = now;
+        Ok(())
+    }
 }

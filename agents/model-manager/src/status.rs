@@ -27,6 +27,8 @@ pub struct Observed<'a> {
     pub jobs: &'a [JobView],
     /// The spec's validation error, if any.
     pub invalid_spec: Option<String>,
+    /// Said in the Ready message when serving (e.g. the kubelet's cap on the watermarks).
+    pub ready_note: Option<String>,
     pub capacity_low: bool,
     pub now: Timestamp,
 }
@@ -168,6 +170,10 @@ pub fn build(o: &Observed<'_>, previous: &NodeModelStoreStatus) -> NodeModelStor
             if overflow > 0 {
                 msg.push_str(&format!("; {overflow} more not listed"));
             }
+            if let Some(note) = &o.ready_note {
+                msg.push_str("; ");
+                msg.push_str(note);
+            }
             condition(prev, "Ready", true, "Serving", msg, o.now)
         }
     };
@@ -307,6 +313,7 @@ mod tests {
             refs: &refs,
             jobs: &jobs,
             invalid_spec: None,
+            ready_note: None,
             capacity_low: false,
             now: at(10_000),
         };

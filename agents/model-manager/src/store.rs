@@ -182,6 +182,20 @@ impl Store {
         &self.root
     }
 
+    /// Whether the root still holds this layout (readiness: the cache is reachable and ours).
+    pub fn check_layout(&self) -> Result<(), StoreError> {
+        let layout = self.root.join("layout");
+        let found = fs::read_to_string(&layout).map_err(io_err("reading", &layout))?;
+        if found.trim_end() == LAYOUT {
+            Ok(())
+        } else {
+            Err(StoreError::ForeignLayout {
+                root: self.root.clone(),
+                found: found.trim_end().to_owned(),
+            })
+        }
+    }
+
     fn published_root(&self) -> PathBuf {
         self.root.join("published")
     }
@@ -388,8 +402,11 @@ impl Store {
     }
 
     pub fn remove_digest_record(&self, digest: &ManifestDigest) -> Result<(), StoreError> {
-        let path = self.digests_root().join(format!("{}.json", digest.hex()));
-        remove_if_present(&path)
+        remove_if_present(&self.digest_record_path(digest))
+    }
+
+    pub fn digest_record_path(&self, digest: &ManifestDigest) -> PathBuf {
+        self.digests_root().join(format!("{}.json", digest.hex()))
     }
 
     fn ref_path(&self, volume_id: &str) -> Result<PathBuf, StoreError> {
@@ -422,6 +439,30 @@ impl Store {
         out.sort_by(|a: &VolumeRef, b| a.volume_id.cmp(&b.volume_id));
         Ok(out)
     }
+}
+
+/// The newest modification time of `path` or anything under it; `None` when nothing is there.
+pub fn newest_mtime(path: &Path) -> Option<Timestamp> {
+    let mut newest: Option<std::time::SystemTime> = None;
+    let mut pending = vec![path.to_path_buf()];
+    while let Some(p) = pending.pop() {
+        let Ok(meta) = fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if let Ok(m) = meta.modified() {
+            newest = newest.max(Some(m));
+        }
+        if meta.is_dir() {
+            pending.extend(
+                fs::read_dir(&p)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    newest.and_then(|t| Timestamp::try_from(t).ok())
 }
 
 fn remove_if_present(path: &Path) -> Result<(), StoreError> {

@@ -20,7 +20,7 @@ use gpustack_api::model_artifact::{
     ResolvedArtifact,
 };
 use gpustack_model_manager::{
-    csi::{ArtifactLookup, DRIVER_NAME, NodePlugin},
+    csi::{ArtifactLookup, DRIVER_NAME, LookupError, NodePlugin},
     download::{DownloadLimits, Tuning},
     gc::Watermarks,
     hashing::digest_of,
@@ -41,7 +41,7 @@ struct FixedArtifacts(HashMap<(String, String), ModelArtifact>);
 
 #[tonic::async_trait]
 impl ArtifactLookup for FixedArtifacts {
-    async fn get(&self, ns: &str, name: &str) -> Result<Option<ModelArtifact>, String> {
+    async fn get(&self, ns: &str, name: &str) -> Result<Option<ModelArtifact>, LookupError> {
         Ok(self.0.get(&(ns.to_owned(), name.to_owned())).cloned())
     }
 }

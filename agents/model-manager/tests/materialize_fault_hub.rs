@@ -57,10 +57,15 @@ fn tuning() -> Tuning {
         retry_cap: Duration::from_millis(100),
         checkpoint_bytes: 64 * 1024,
         files_in_parallel: 16,
+        ..Tuning::default()
     }
 }
 
 fn materializer(root: &std::path::Path, hub: &FaultHub) -> Arc<Materializer> {
+    materializer_with(root, hub, tuning())
+}
+
+fn materializer_with(root: &std::path::Path, hub: &FaultHub, tuning: Tuning) -> Arc<Materializer> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = StoreConfig {
         hub: HubSettings {
@@ -77,7 +82,7 @@ fn materializer(root: &std::path::Path, hub: &FaultHub) -> Arc<Materializer> {
     Materializer::new(
         Store::open(root).unwrap(),
         DownloadLimits::new(8, 0),
-        tuning(),
+        tuning,
         config,
     )
 }
@@ -318,6 +323,65 @@ async fn concurrent_mounts_of_one_digest_share_one_download() {
     assert_eq!(hub.bytes_sent("model.safetensors"), 300_000);
 }
 
+/// No mount asks for a stalled download any more: it is cancelled, recorded without backoff,
+/// and its partial is kept; the next mount resumes it from the checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_no_mount_asks_for_is_cancelled_and_its_partial_kept() {
+    let files = files();
+    let hub = FaultHub::start("127.0.0.1", files.clone());
+    hub.stall_from("model.safetensors", 128 * 1024);
+    let dir = tempfile::tempdir().unwrap();
+    let m = materializer_with(
+        dir.path(),
+        &hub,
+        Tuning {
+            stall_timeout: Duration::from_secs(120),
+            window: 1,
+            idle_cancel: Duration::from_millis(300),
+            idle_check: Duration::from_millis(50),
+            ..tuning()
+        },
+    );
+    let d = digest_of_files(&files);
+    let err = materialize(&m, &d, source(None)).await.unwrap_err();
+    assert_eq!(err.reason, Reason::Canceled, "{err}");
+    let rec = m.store().digest_record(&d).unwrap();
+    assert_eq!(
+        (rec.reason.as_str(), rec.retry_time, rec.failures),
+        ("Canceled", None, 0),
+        "a cancel does not back off"
+    );
+    assert_eq!(
+        m.store().partial_attempts(&d).len(),
+        1,
+        "the partial is kept"
+    );
+    assert!(m.jobs().is_empty());
+
+    // A mount that keeps asking (as the kubelet retries) sees it resume and publish.
+    hub.clear_stalls();
+    let sent_before = hub.bytes_sent("model.safetensors");
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        match m.ensure(&d, source(None), Timestamp::now()) {
+            Ensure::Published(_) => break,
+            Ensure::InProgress(_) => {}
+            other => panic!("expected the download to resume, got {other:?}"),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not published in time"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_tree_matches(&m, &d, &files);
+    let resumed = hub.bytes_sent("model.safetensors") - sent_before;
+    assert!(
+        resumed <= 300_000 - 128 * 1024,
+        "resumed from the checkpoint at 128 KiB, fetched {resumed}"
+    );
+}
+
 /// The attempt's runtime is torn down mid-file (as a killed process would be); a new
 /// materializer on the same cache resumes from the last checkpoint.
 #[test]
@@ -383,7 +447,9 @@ fn a_killed_attempt_resumes_from_its_checkpoint() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         });
-        rt.shutdown_background();
+        // Tasks are dropped mid-file as in a killed process; waiting for the runtime's threads
+        // to stop keeps its last moments from racing the next materializer on the same cache.
+        rt.shutdown_timeout(Duration::from_secs(10));
     }
     let before = hub.bytes_sent("model.safetensors");
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -7,7 +7,6 @@
 //! taken, at a later offset the file restarts from 0.
 
 use std::{
-    io::SeekFrom,
     path::{Path, PathBuf},
     sync::{
         Arc,
@@ -22,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use tokio::{
     fs::{File, OpenOptions},
-    io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt},
+    io::AsyncWriteExt,
 };
 
 use super::limits::DownloadLimits;
@@ -48,6 +47,10 @@ pub struct Tuning {
     pub checkpoint_bytes: u64,
     /// Files of one attempt fetched at once.
     pub files_in_parallel: usize,
+    /// An attempt that no mount has asked for in this long is cancelled (its partial is kept
+    /// for a resume); checked every `idle_check`.
+    pub idle_cancel: Duration,
+    pub idle_check: Duration,
 }
 
 impl Default for Tuning {
@@ -61,6 +64,8 @@ impl Default for Tuning {
             retry_cap: Duration::from_secs(10),
             checkpoint_bytes: 256 << 20,
             files_in_parallel: 16,
+            idle_cancel: Duration::from_secs(5 * 60),
+            idle_check: Duration::from_secs(30),
         }
     }
 }
@@ -171,7 +176,7 @@ impl FileFetch<'_> {
             .await
             .map_err(|e| io_failure("truncating to the checkpoint", &e))?;
         let mut hasher = ContentHasher::new(&entry.digest, entry.size);
-        hash_from_disk(&mut file, 0, start, &mut hasher).await?;
+        hash_from_disk(&file, 0, start, &mut hasher).await?;
         self.add_progress(start);
 
         let mut run = Run {
@@ -182,6 +187,7 @@ impl FileFetch<'_> {
             ckpt_path,
             hashed: start,
             checkpointed: start,
+            written_back: start,
         };
         if start < entry.size {
             let probe_end = (start + self.tuning.segment_bytes).min(entry.size);
@@ -252,9 +258,34 @@ fn write_checkpoint(path: &Path, ckpt: Checkpoint) -> Result<(), Failure> {
     durable::write_json(path, &ckpt).map_err(|e| io_failure("writing a checkpoint", &e))
 }
 
-/// Feeds `[from, to)` of `file` to `hasher` (the page cache makes this cheap right after a write).
+/// A second handle on `file`'s open file description, for positioned reads and writes on the
+/// blocking pool (no copy through tokio's buffer).
+fn std_handle(file: &File) -> Result<Arc<std::fs::File>, Failure> {
+    use std::os::fd::AsFd;
+    let fd = file
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| io_failure("opening the file", &e))?;
+    Ok(Arc::new(std::fs::File::from(fd)))
+}
+
+/// A file task that did not finish: cancelled when the runtime shuts down (no backoff is
+/// recorded for that), or panicked.
+fn pool_failure(e: &tokio::task::JoinError) -> Failure {
+    if e.is_cancelled() {
+        Failure::new(Reason::Canceled, "the plugin is shutting down")
+    } else {
+        Failure::new(
+            Reason::SourceUnavailable,
+            format!("a file task failed: {e}"),
+        )
+    }
+}
+
+/// Feeds `[from, to)` of `file` to `hasher` (the page cache makes this cheap right after a
+/// write), reading and hashing on the blocking pool.
 async fn hash_from_disk(
-    file: &mut File,
+    file: &File,
     from: u64,
     to: u64,
     hasher: &mut ContentHasher,
@@ -262,26 +293,31 @@ async fn hash_from_disk(
     if from >= to {
         return Ok(());
     }
-    file.seek(SeekFrom::Start(from))
-        .await
-        .map_err(|e| io_failure("seeking", &e))?;
-    let mut left = to - from;
-    let mut buf = vec![0u8; 1 << 20];
-    while left > 0 {
-        let want = buf.len().min(left as usize);
-        let n = file
-            .read(&mut buf[..want])
-            .await
-            .map_err(|e| io_failure("reading back", &e))?;
-        if n == 0 {
-            return Err(Failure::new(
-                Reason::IntegrityMismatch,
-                "the file is shorter than written",
-            ));
+    let handle = std_handle(file)?;
+    let mut h = hasher.clone();
+    let h = tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = from;
+        while at < to {
+            let want = buf.len().min((to - at) as usize);
+            let n = handle
+                .read_at(&mut buf[..want], at)
+                .map_err(|e| io_failure("reading back", &e))?;
+            if n == 0 {
+                return Err(Failure::new(
+                    Reason::IntegrityMismatch,
+                    "the file is shorter than written",
+                ));
+            }
+            h.update(&buf[..n]);
+            at += n as u64;
         }
-        hasher.update(&buf[..n]);
-        left -= n as u64;
-    }
+        Ok(h)
+    })
+    .await
+    .map_err(|e| pool_failure(&e))??;
+    *hasher = h;
     Ok(())
 }
 
@@ -295,9 +331,83 @@ struct Run<'a, 'b> {
     /// Bytes `[0, hashed)` are written and hashed.
     hashed: u64,
     checkpointed: u64,
+    /// Write-back has been started for `[0, written_back)`.
+    written_back: u64,
+}
+
+/// Received bytes are written in batches of this size: one write (one trip to the blocking
+/// pool) per batch rather than per network chunk.
+const WRITE_BATCH: usize = 256 << 10;
+
+/// How many hashed bytes may wait before their write-back is started.
+const WRITE_BACK_STEP: u64 = 8 << 20;
+
+/// Starts write-back of `[from, to)` of `file` now. Left to itself the kernel writes dirty pages
+/// only when the page cache fills past its background ratio or at the fsync before publishing,
+/// so the whole tree would hit the disk after the last byte arrived; started here, the disk
+/// writes while the network still delivers. Linux starts write-back of dirty pages on
+/// `POSIX_FADV_DONTNEED` (without waiting for it) and drops only pages already clean, so only
+/// bytes already hashed are passed. Advisory: an error changes nothing, and the fsyncs before
+/// the checkpoint and the publish still decide durability.
+fn start_write_back(file: &File, from: u64, to: u64) {
+    let (Ok(offset), Ok(len)) = (i64::try_from(from), i64::try_from(to.saturating_sub(from)))
+    else {
+        return;
+    };
+    if len > 0 {
+        let _ = nix::fcntl::posix_fadvise(
+            file,
+            offset,
+            len,
+            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        );
+    }
 }
 
 impl Run<'_, '_> {
+    /// Writes the batch that ends at `pos`; when the bytes were hashed in stream they now
+    /// extend the hashed prefix (checkpointed and written back as due).
+    async fn write_pending(
+        &mut self,
+        file: &mut File,
+        handle: &Arc<std::fs::File>,
+        pending: &mut Vec<u8>,
+        pos: u64,
+        hashed: bool,
+    ) -> Result<(), Failure> {
+        if !pending.is_empty() {
+            let offset = pos - pending.len() as u64;
+            let batch = std::mem::take(pending);
+            let handle = Arc::clone(handle);
+            let mut batch = tokio::task::spawn_blocking(move || {
+                use std::os::unix::fs::FileExt;
+                handle.write_all_at(&batch, offset).map(|()| batch)
+            })
+            .await
+            .map_err(|e| pool_failure(&e))?
+            .map_err(|e| io_failure("writing", &e))?;
+            batch.clear();
+            *pending = batch;
+        }
+        if hashed {
+            self.hashed = pos;
+            self.maybe_checkpoint(file).await?;
+            self.maybe_write_back(file);
+        }
+        Ok(())
+    }
+
+    /// Starts write-back of what was hashed since the last call, in steps of
+    /// `WRITE_BACK_STEP` and at the end of the file.
+    fn maybe_write_back(&mut self, file: &File) {
+        // A restart from byte 0 moves `hashed` back.
+        self.written_back = self.written_back.min(self.hashed);
+        if self.hashed - self.written_back >= WRITE_BACK_STEP || self.hashed == self.entry.size {
+            start_write_back(file, self.written_back, self.hashed);
+            self.written_back = self.hashed;
+        }
+    }
+
     /// fsync, then record the hashed prefix, once every `checkpoint_bytes`.
     async fn maybe_checkpoint(&mut self, file: &mut File) -> Result<(), Failure> {
         if self.hashed - self.checkpointed < self.fetch.tuning.checkpoint_bytes {
@@ -349,6 +459,7 @@ impl Run<'_, '_> {
                         ckpt_path: PathBuf::new(),
                         hashed: 0,
                         checkpointed: 0,
+                        written_back: 0,
                     };
                     part.stream(&mut handle, s, end, None, false).await?;
                     Ok::<_, Failure>((s, end))
@@ -360,6 +471,7 @@ impl Run<'_, '_> {
             hash_from_disk(file, s, end, hasher).await?;
             self.hashed = end;
             self.maybe_checkpoint(file).await?;
+            self.maybe_write_back(file);
         }
         Ok(())
     }
@@ -475,10 +587,9 @@ impl Run<'_, '_> {
                     continue;
                 }
             }
-            file.seek(SeekFrom::Start(pos))
-                .await
-                .map_err(|e| io_failure("seeking", &e))?;
             let mut resp = resp;
+            let mut pending = Vec::with_capacity(WRITE_BATCH);
+            let handle = std_handle(file)?;
             loop {
                 let chunk = match tokio::time::timeout(tuning.stall_timeout, resp.chunk()).await {
                     Err(_) => {
@@ -510,20 +621,24 @@ impl Run<'_, '_> {
                     ));
                 }
                 self.fetch.limits.take_bytes(chunk.len()).await;
-                file.write_all(&chunk)
-                    .await
-                    .map_err(|e| io_failure("writing", &e))?;
+                if let Some(h) = hasher.as_deref_mut() {
+                    h.update(&chunk);
+                }
+                pending.extend_from_slice(&chunk);
                 let n = chunk.len() as u64;
                 self.fetch.add_received(n);
                 self.fetch.add_progress(n);
                 pos += n;
                 failures = 0;
-                if let Some(h) = hasher.as_deref_mut() {
-                    h.update(&chunk);
-                    self.hashed = pos;
-                    self.maybe_checkpoint(file).await?;
+                if pending.len() >= WRITE_BATCH {
+                    self.write_pending(file, &handle, &mut pending, pos, hasher.is_some())
+                        .await?;
                 }
             }
+            // Whatever ended the body, the bytes received so far are kept: a retry resumes
+            // after them.
+            self.write_pending(file, &handle, &mut pending, pos, hasher.is_some())
+                .await?;
         }
         file.flush().await.map_err(|e| io_failure("writing", &e))?;
         Ok(answer)

@@ -89,7 +89,9 @@ impl HubClient {
         }
         if let Some(pem) = &settings.ca_pem {
             let certs = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|_| invalid("the CA bundle's ca.crt must hold PEM certificates"))?;
+                .ok()
+                .filter(|certs| !certs.is_empty())
+                .ok_or_else(|| invalid("the CA bundle's ca.crt must hold PEM certificates"))?;
             for cert in certs {
                 builder = builder.add_root_certificate(cert);
             }

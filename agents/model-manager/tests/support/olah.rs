@@ -156,29 +156,39 @@ pub fn start(work: &Path, probe_repo: &str) -> Olah {
         .stdin(Stdio::null())
         .spawn()
         .expect("starting olah-cli");
-    let olah = Olah {
+    let mut olah = Olah {
         url: format!("http://127.0.0.1:{port}"),
         child,
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // The condition: olah answers the probe repository's revision with a 200. It fails fast
+    // when olah exits, and gives up after 60 s.
     let request = format!(
         "GET /api/models/{probe_repo}/revision/main HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     );
-    loop {
-        if let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) {
-            let mut answer = String::new();
-            if c.write_all(request.as_bytes()).is_ok()
-                && c.read_to_string(&mut answer).is_ok()
-                && answer.starts_with("HTTP/1.1 200")
-            {
-                return olah;
-            }
+    let serves = || {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        let mut answer = String::new();
+        c.write_all(request.as_bytes()).ok()?;
+        c.read_to_string(&mut answer).ok()?;
+        answer.starts_with("HTTP/1.1 200").then_some(())
+    };
+    let log = work.join("olah.log");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while serves().is_none() {
+        if let Ok(Some(status)) = olah.child.try_wait() {
+            panic!(
+                "olah exited ({status}) before serving; see {}",
+                log.display()
+            );
         }
         assert!(
             Instant::now() < deadline,
             "olah did not serve {probe_repo} within 60 s; see {}",
-            work.join("olah.log").display()
+            log.display()
         );
-        std::thread::sleep(Duration::from_millis(200));
+        // Between two probes: a connection refused comes back at once, so pace them.
+        std::thread::sleep(Duration::from_millis(25));
     }
+    olah
 }
