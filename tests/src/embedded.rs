@@ -32,13 +32,6 @@ pub fn wait_until<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> 
     }
 }
 
-/// Waits for `path` to exist.
-pub fn wait_for_file(path: &Path, deadline: Duration) {
-    wait_until(&format!("{} to exist", path.display()), deadline, || {
-        path.exists().then_some(())
-    });
-}
-
 /// The kubectl to run: `$KUBECTL` or `kubectl` on the PATH.
 pub fn kubectl_binary() -> PathBuf {
     std::env::var_os("KUBECTL")
@@ -122,8 +115,24 @@ impl GatewayProcess {
         socket: &Path,
         args: &[&str],
     ) -> Self {
-        let gw = Self::spawn(data_dir, cluster, port, socket, args);
-        wait_for_file(&gw.kubeconfig(), DEADLINE);
+        let mut gw = Self::spawn(data_dir, cluster, port, socket, args);
+        // A gateway that exits (a taken port, a bad flag) fails the wait at once, with its log.
+        let kubeconfig = gw.kubeconfig();
+        let exited = wait_until(
+            &format!("{} to exist", kubeconfig.display()),
+            DEADLINE,
+            || {
+                if kubeconfig.exists() {
+                    return Some(None);
+                }
+                let child = gw.child.as_mut()?;
+                child.try_wait().ok().flatten().map(Some)
+            },
+        );
+        if let Some(status) = exited {
+            let log = std::fs::read_to_string(gw.log_path()).unwrap_or_default();
+            panic!("the gateway exited ({status}) before it was ready:\n{log}");
+        }
         wait_until("the gateway to be ready", DEADLINE, || {
             let out = gw.kubectl(&["get", "--raw", "/readyz"]);
             let text = String::from_utf8_lossy(&out.stdout).into_owned();

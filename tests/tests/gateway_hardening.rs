@@ -294,27 +294,31 @@ fn invented_methods_share_one_metric_label() {
     );
 }
 
+/// A namespaced `Widget` kind keeping any fields; its one version named `version` (or unnamed).
+fn widget_crd(version: Option<&str>) -> String {
+    let name = version.map_or(String::new(), |v| format!("name: {v}\n    "));
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: widgets.example.com}}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {{plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}}
+  versions:
+  - {name}served: true
+    storage: true
+    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}
+"
+    )
+}
+
 #[test]
 fn a_crd_version_without_a_name_is_refused_and_namespaces_still_delete() {
     let dir = tempfile::tempdir().unwrap();
     let gw = start(dir.path(), &[]);
     let crd = dir.path().join("crd.yaml");
-    std::fs::write(
-        &crd,
-        "apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
-  versions:
-  - served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-",
-    )
-    .unwrap();
+    std::fs::write(&crd, widget_crd(None)).unwrap();
     let out = gw.kubectl(&["create", "-f", crd.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -425,23 +429,7 @@ fn a_patch_cannot_nest_an_object_beyond_what_reads_back() {
     let dir = tempfile::tempdir().unwrap();
     let gw = start(dir.path(), &[]);
     let crd = dir.path().join("crd.yaml");
-    std::fs::write(
-        &crd,
-        "apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-",
-    )
-    .unwrap();
+    std::fs::write(&crd, widget_crd(Some("v1"))).unwrap();
     gw.kubectl_ok(&["create", "-f", crd.to_str().unwrap()]);
     let widget = dir.path().join("widget.yaml");
     std::fs::write(
