@@ -285,6 +285,7 @@ impl Gateway {
             admin_token_hash: admin_token.as_deref().map(token_hash),
             subscriptions: subscriptions.clone(),
             metrics: Default::default(),
+            watches: Default::default(),
         };
         // Stored mirrors (with their CRDs) are served at once, before their upstreams answer.
         subscriptions.start(opts.upstreams.clone()).await?;

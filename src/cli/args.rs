@@ -230,6 +230,10 @@ pub struct WorkerGatewayArgs {
     /// no exec plugin.
     #[arg(long, value_name = "DIR")]
     pub subscription_kubeconfig_dir: Vec<PathBuf>,
+    /// Watches one token (or the unix socket's owner) may hold open at once; past it, a new
+    /// watch answers 429.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_watches_per_token: u64,
     /// Open connections per listener (HTTPS, unix socket); past it, new clients wait in the
     /// kernel's backlog until one closes.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]

@@ -648,3 +648,51 @@ fn a_long_owner_chain_is_collected_without_exhausting_the_stack() {
     });
     gw.kubectl_ok(&["create", "configmap", "after", "--from-literal=k=v"]);
 }
+
+#[test]
+fn one_token_cannot_hold_every_watch() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let gw = GatewayProcess::start_with(
+        &data,
+        "a",
+        free_port(),
+        &[
+            "--embedded-cluster=a",
+            "--embedded-cluster=b",
+            "--max-watches-per-token=3",
+        ],
+    );
+    let watch_head = |cluster: &str| {
+        let token = std::fs::read_to_string(data.join(format!("{cluster}.kubeconfig")))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("token: ").map(str::to_owned))
+            .unwrap();
+        format!(
+            "GET /clusters/{cluster}/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=600 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+        )
+    };
+    // Three watches of cluster a are held open (their answers' headers read, bodies not).
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut s = tls_connect(&gw);
+        s.write_all(watch_head("a").as_bytes()).unwrap();
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).contains("200"));
+        held.push(s);
+    }
+    // A fourth from the same token is refused; another cluster's token still watches.
+    let line = https_status_line(&gw, &watch_head("a"));
+    assert!(line.contains("429"), "{line}");
+    let line = https_status_line(&gw, &watch_head("b"));
+    assert!(line.contains("200"), "{line}");
+    // Closing one frees its slot.
+    drop(held.pop());
+    wait_until("a watch slot to be freed", DEADLINE, || {
+        https_status_line(&gw, &watch_head("a"))
+            .contains("200")
+            .then_some(())
+    });
+}

@@ -49,6 +49,10 @@ pub struct ApiOptions {
     pub bookmark_interval: Duration,
     /// How long a watch lasts when the client sets no `timeoutSeconds`.
     pub default_watch_timeout: Duration,
+    /// The longest a watch may last, whatever `timeoutSeconds` asks.
+    pub max_watch_timeout: Duration,
+    /// Watches one token (or the unix socket's owner) may hold open at once.
+    pub max_watches_per_token: usize,
     /// The largest request body accepted.
     pub max_body_bytes: usize,
     /// Directories whose kubeconfigs run-time subscriptions may name (`--data-dir` is always
@@ -61,6 +65,8 @@ impl Default for ApiOptions {
         ApiOptions {
             bookmark_interval: Duration::from_secs(10),
             default_watch_timeout: Duration::from_secs(1800),
+            max_watch_timeout: Duration::from_secs(3600),
+            max_watches_per_token: 1000,
             max_body_bytes: MAX_BODY_BYTES,
             subscription_kubeconfig_dirs: Vec::new(),
         }
@@ -84,6 +90,8 @@ pub struct ApiState {
     /// The upstream mirrors, their status and the subscription API.
     pub subscriptions: Subscriptions,
     pub metrics: ops::RequestMetrics,
+    /// Open watches per caller, for [`ApiOptions::max_watches_per_token`].
+    pub watches: watch::OpenWatches,
 }
 
 impl ApiState {

@@ -43,7 +43,59 @@ fn classify(filter: &Filter, ev: &StoredEvent) -> Option<&'static str> {
     }
 }
 
+/// Open watches per caller (a token's hash; "" for the unix socket's owner), so that one
+/// token holder cannot hold every watch slot of the process.
+#[derive(Clone, Default)]
+pub struct OpenWatches {
+    counts: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+}
+
+/// One open watch, counted until dropped.
+pub(crate) struct WatchSlot {
+    owner: OpenWatches,
+    caller: String,
+}
+
+impl OpenWatches {
+    /// A slot for `caller`, unless it already holds `max`.
+    pub(crate) fn claim(&self, caller: &str, max: usize) -> Option<WatchSlot> {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let n = counts.entry(caller.to_owned()).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(WatchSlot {
+            owner: self.clone(),
+            caller: caller.to_owned(),
+        })
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        let mut counts = self.owner.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = counts.get_mut(&self.caller) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.caller);
+            }
+        }
+    }
+}
+
 pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
+    let caller = super::bearer(&ctx.headers)
+        .map(crate::store::token_hash)
+        .unwrap_or_default();
+    let max = st.options.max_watches_per_token;
+    let slot = st.watches.claim(&caller, max).ok_or_else(|| {
+        ApiError::new(
+            429,
+            "TooManyRequests",
+            format!("too many open watches for this token (at most {max}); close some and retry"),
+        )
+    })?;
     let filter = Filter::from_ctx(ctx, t)?;
     let accept = ctx.header(header::ACCEPT);
     let representation =
@@ -68,7 +120,8 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
     let timeout = timeout(
         ctx.param("timeoutSeconds"),
         st.options.default_watch_timeout,
-    )?;
+    )?
+    .min(st.options.max_watch_timeout);
     let bookmarks = ctx.flag("allowWatchBookmarks");
     let send_initial = ctx.flag("sendInitialEvents");
     let framer = Arc::new(Framer::new(
@@ -147,6 +200,7 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
     let bookmark_every = st.options.bookmark_interval;
     epoch.borrow_and_update();
     tokio::spawn(async move {
+        let _slot = slot;
         for line in initial {
             if tx.send(Ok(line)).await.is_err() {
                 return;
