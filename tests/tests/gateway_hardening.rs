@@ -696,3 +696,37 @@ fn one_token_cannot_hold_every_watch() {
             .then_some(())
     });
 }
+
+#[test]
+fn a_crd_update_that_is_not_stored_changes_nothing_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    let crd = dir.path().join("crd.yaml");
+    std::fs::write(&crd, widget_crd(Some("v1"))).unwrap();
+    gw.kubectl_ok(&["create", "-f", crd.to_str().unwrap()]);
+    // An update adding a version v2 whose schema nests past what the store keeps: refused.
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&gw.kubectl_ok(&["get", "crd", "widgets.example.com", "-o", "json"]))
+            .unwrap();
+    let mut deep = serde_json::json!({"type": "object"});
+    for _ in 0..60 {
+        deep = serde_json::json!({"type": "object", "properties": {"x": deep}});
+    }
+    let v2 = serde_json::json!({"name": "v2", "served": true, "storage": false,
+        "schema": {"openAPIV3Schema": deep}});
+    doc["spec"]["versions"].as_array_mut().unwrap().push(v2);
+    let updated = dir.path().join("updated.json");
+    std::fs::write(&updated, doc.to_string()).unwrap();
+    let out = gw.kubectl(&["replace", "-f", updated.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("levels deep"), "{err}");
+    // v2 is not served: the kind changed only if the definition was stored.
+    let out = gw.kubectl(&["get", "--raw", "/apis/example.com/v2"]);
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    gw.kubectl_ok(&["get", "--raw", "/apis/example.com/v1"]);
+}

@@ -252,15 +252,15 @@ where
             new
         };
         let mut new = conversion::to_storage(&t.def, new);
+        // A CRD's kind changes only once its new definition is committed.
+        let mut crd = None;
         if is_crd(&t.def) {
             let def = resources::from_crd(&new)
                 .map_err(|m| ApiError::invalid("CustomResourceDefinition", name, m.0))?;
             if !t.status && current.get("status").is_some() {
                 new["status"] = current["status"].clone();
             }
-            if !dry {
-                st.registry.register(&ctx.cluster, name, def);
-            }
+            crd = Some(def);
         }
         if objects::same_content(&new, &current) || dry {
             return Ok(at_version(&t.def, &t.version, new));
@@ -271,6 +271,9 @@ where
             .await
         {
             Ok(ev) => {
+                if let Some(def) = crd {
+                    st.registry.register(&ctx.cluster, name, def);
+                }
                 let body = (*ev.body).clone();
                 if is_deleting(&body) && finalizers_of(&body) == 0 {
                     finish_delete(st, ctx, t, &key, ev.rv, body.clone()).await?;
