@@ -111,7 +111,9 @@ impl Store {
             .fetch_one(&mut *tx)
             .await?;
         let (after_ns, after_name) = after.unwrap_or(("", ""));
-        let has_after = after.is_some();
+        // No `after`: ("", "") precedes every key (names are never empty). The row-value
+        // comparison lets SQLite seek in the primary key, so each page costs its own length
+        // (an OR of the same conditions scanned from the collection's start every page).
         let fetch = if limit == 0 {
             -1
         } else {
@@ -120,7 +122,7 @@ impl Store {
         let rows = sqlx::query(
             "SELECT namespace, name, body FROM objects \
              WHERE cluster = ? AND grp = ? AND resource = ? AND (? IS NULL OR namespace = ?) \
-             AND (? = 0 OR namespace > ? OR (namespace = ? AND name > ?)) \
+             AND (namespace, name) > (?, ?) \
              ORDER BY namespace, name LIMIT ?",
         )
         .bind(cluster)
@@ -128,8 +130,6 @@ impl Store {
         .bind(resource)
         .bind(namespace)
         .bind(namespace)
-        .bind(i64::from(has_after))
-        .bind(after_ns)
         .bind(after_ns)
         .bind(after_name)
         .bind(fetch)
@@ -253,7 +253,6 @@ impl Store {
             });
         }
         let (after_ns, after_name) = after.unwrap_or(("", ""));
-        let has_after = i64::from(after.is_some());
         let fetch = if limit == 0 {
             -1
         } else {
@@ -264,7 +263,7 @@ impl Store {
         let unchanged: Vec<(String, String, String)> = sqlx::query_as(
             "SELECT namespace, name, body FROM objects \
              WHERE cluster = ? AND grp = ? AND resource = ? AND (? IS NULL OR namespace = ?) \
-             AND (? = 0 OR namespace > ? OR (namespace = ? AND name > ?)) AND rv <= ? \
+             AND (namespace, name) > (?, ?) AND rv <= ? \
              ORDER BY namespace, name LIMIT ?",
         )
         .bind(cluster)
@@ -272,8 +271,6 @@ impl Store {
         .bind(resource)
         .bind(namespace)
         .bind(namespace)
-        .bind(has_after)
-        .bind(after_ns)
         .bind(after_ns)
         .bind(after_name)
         .bind(snap)
@@ -285,7 +282,7 @@ impl Store {
         let changed: Vec<(String, String)> = sqlx::query_as(
             "SELECT DISTINCT namespace, name FROM events \
              WHERE cluster = ? AND grp = ? AND resource = ? AND rv > ? AND (? IS NULL OR namespace = ?) \
-             AND (? = 0 OR namespace > ? OR (namespace = ? AND name > ?))",
+             AND (namespace, name) > (?, ?)",
         )
         .bind(cluster)
         .bind(group)
@@ -293,8 +290,6 @@ impl Store {
         .bind(snap)
         .bind(namespace)
         .bind(namespace)
-        .bind(has_after)
-        .bind(after_ns)
         .bind(after_ns)
         .bind(after_name)
         .fetch_all(&mut *tx)
