@@ -3,11 +3,19 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{devices::Devices, model_artifact::ModelArtifact, model_store::NodeModelStore};
+use crate::{
+    devices::Devices, instance_type::InstanceType, model_artifact::ModelArtifact,
+    model_store::NodeModelStore,
+};
 
 /// Every CRD the operator installs, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![Devices::crd(), ModelArtifact::crd(), NodeModelStore::crd()]
+    vec![
+        Devices::crd(),
+        InstanceType::crd(),
+        ModelArtifact::crd(),
+        NodeModelStore::crd(),
+    ]
 }
 
 /// The manifest file name of a CRD: `<plural>.<group>.yaml`.

@@ -1,6 +1,6 @@
 //! The contract of gpustack-operator: the types every component and every user sees.
 //!
-//! - [`devices`], [`model_store`], [`model_artifact`]: `worker.gpustack.ai/v1alpha1` CRDs.
+//! - [`devices`], [`instance_type`], [`model_store`], [`model_artifact`]: `worker.gpustack.ai/v1alpha1` CRDs.
 //! - [`monitor`] and [`devices::DevicesGroup`]: what `device-manager monitor` and `detect` print.
 //! - [`manufacturer`]: the nine manufacturers as data.
 //! - [`yaml`]: how those types are written for people.
@@ -9,6 +9,7 @@
 
 pub mod crds;
 pub mod devices;
+pub mod instance_type;
 pub mod labels;
 pub mod manufacturer;
 pub mod model_artifact;

@@ -4,17 +4,12 @@
 use std::{
     fs,
     io::Write,
-    net::IpAddr,
     os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
     sync::Arc,
 };
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+use gpustack_kube_rest::certs::ConfigError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -65,46 +60,15 @@ fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), TlsError> {
     fs::rename(&tmp, path).map_err(io)
 }
 
-/// A fresh CA and serving certificate, as PEM: (ca cert, ca key, serving cert, serving key).
+/// A fresh CA and serving certificate for the loopback names, as PEM: (ca cert, ca key,
+/// serving cert, serving key).
 pub fn generate() -> Result<[String; 4], rcgen::Error> {
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "gpustack-gateway-ca");
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    ca.not_before = rcgen::date_time_ymd(2025, 1, 1);
-    ca.not_after = rcgen::date_time_ymd(2035, 1, 1);
-    let ca_key = KeyPair::generate()?;
-    let ca_cert = ca.self_signed(&ca_key)?;
-
-    let mut leaf = CertificateParams::new(vec!["localhost".to_owned()])?;
-    leaf.distinguished_name
-        .push(DnType::CommonName, "gpustack-gateway");
-    for ip in ["127.0.0.1", "::1"] {
-        leaf.subject_alt_names.push(SanType::IpAddress(
-            ip.parse::<IpAddr>().expect("literal address"),
-        ));
-    }
-    leaf.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    leaf.not_before = rcgen::date_time_ymd(2025, 1, 1);
-    leaf.not_after = rcgen::date_time_ymd(2035, 1, 1);
-    let leaf_key = KeyPair::generate()?;
-    let issuer = Issuer::from_params(&ca, &ca_key);
-    let leaf_cert = leaf.signed_by(&leaf_key, &issuer)?;
-    Ok([
-        ca_cert.pem(),
-        ca_key.serialize_pem(),
-        leaf_cert.pem(),
-        leaf_key.serialize_pem(),
-    ])
+    let g = gpustack_kube_rest::certs::generate(&gpustack_kube_rest::certs::Names {
+        ca_common_name: "gpustack-gateway-ca",
+        common_name: "gpustack-gateway",
+        subject_alt_names: &["localhost", "127.0.0.1", "::1"],
+    })?;
+    Ok([g.ca_pem, g.ca_key_pem, g.cert_pem, g.key_pem])
 }
 
 /// Loads the certificates under `dir`, generating them first if any is missing.
@@ -148,24 +112,24 @@ pub fn load_cert_dir(dir: &Path) -> Result<ServingTls, TlsError> {
 
 /// A rustls server configuration (HTTP/2 and HTTP/1.1) for the PEM chain and key at these paths.
 fn server_config(cert_path: &Path, key_path: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_path)
-        .and_then(|it| it.collect::<Result<_, _>>())
-        .map_err(|source| TlsError::Pem {
-            path: cert_path.to_owned(),
+    let read = |path: &Path| {
+        fs::read_to_string(path).map_err(|source| TlsError::Io {
+            path: path.to_owned(),
             source,
-        })?;
-    let key = PrivateKeyDer::from_pem_file(key_path).map_err(|source| TlsError::Pem {
-        path: key_path.to_owned(),
-        source,
-    })?;
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+        })
+    };
+    let pem_error = |path: &Path, e| match e {
+        ConfigError::Chain(source) | ConfigError::Key(source) => TlsError::Pem {
+            path: path.to_owned(),
+            source,
+        },
+        ConfigError::Rustls(e) => TlsError::Rustls(e),
+    };
+    let (cert, key) = (read(cert_path)?, read(key_path)?);
+    gpustack_kube_rest::certs::server_config(&cert, &key, None).map_err(|e| match e {
+        ConfigError::Key(_) => pem_error(key_path, e),
+        e => pem_error(cert_path, e),
+    })
 }
 
 #[cfg(test)]
@@ -192,7 +156,13 @@ mod tests {
         let [ca, _, leaf, key] = generate().unwrap();
         fs::write(dir.path().join("tls.crt"), &leaf).unwrap();
         let missing = load_cert_dir(dir.path()).err().unwrap();
-        assert!(matches!(&missing, TlsError::Pem { path, .. } if path.ends_with("tls.key")));
+        assert!(
+            matches!(&missing, TlsError::Io { path, .. } if path.ends_with("tls.key")),
+            "a missing key names its file: {missing}"
+        );
+        fs::write(dir.path().join("tls.key"), "not a key").unwrap();
+        let bad = load_cert_dir(dir.path()).err().unwrap();
+        assert!(matches!(&bad, TlsError::Pem { path, .. } if path.ends_with("tls.key")));
         fs::write(dir.path().join("tls.key"), &key).unwrap();
         assert_eq!(load_cert_dir(dir.path()).unwrap().ca_pem, leaf);
         fs::write(dir.path().join("ca.crt"), &ca).unwrap();

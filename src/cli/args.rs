@@ -151,6 +151,10 @@ pub struct WorkerArgs {
     /// Allowed CORS origins as anchored regular expressions, comma separated; empty allows all.
     #[arg(long, value_delimiter = ',', value_parser = parse_origin_regex)]
     pub cors_allowed_origins: Vec<String>,
+    /// Port of the embedded cluster's API on 127.0.0.1, when no cluster is given (no
+    /// --kubeconfig, no KUBECONFIG, not in a cluster) and the worker runs one itself.
+    #[arg(long, default_value_t = 6443, value_parser = clap::value_parser!(u16).range(1..))]
+    pub embedded_api_port: u16,
     /// The only service account allowed to write NodeModelStore status.
     #[arg(long, default_value = "gpustack-operator-model-manager")]
     pub model_manager_service_account: String,

@@ -20,24 +20,7 @@ const DEFAULT_SECURE_PORT: u16 = 9443;
 const DEFAULT_UNIX_PATH: &str = "/var/lib/gpustack/gpustack-operator-worker-gateway.sock";
 
 pub fn run(args: WorkerGatewayArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: starting the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(serve(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "worker-gateway failed");
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    super::process::block_on("worker-gateway", serve(args))
 }
 
 async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {

@@ -1,4 +1,33 @@
-//! Process plumbing the long-running commands share: cluster access and the stop signal.
+//! Process plumbing the long-running commands share: the async runtime, cluster access and
+//! the stop signal.
+
+use std::process::ExitCode;
+
+/// Runs a long-running command's future on a multi-threaded runtime; an error is logged and
+/// printed as one line, and the process fails.
+pub fn block_on(
+    command: &str,
+    fut: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(fut) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{command}: {e:#}");
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// Cluster access as the worker has it: `--kubeconfig`, else `KUBECONFIG`, in-cluster,
 /// `~/.kube/config`.

@@ -11,6 +11,7 @@ pub mod prometheus;
 pub mod python_grpc;
 pub mod stand_in;
 pub mod sysfs;
+pub mod worker;
 
 use std::{
     path::{Path, PathBuf},

@@ -192,12 +192,12 @@ fn binary_name_selects_the_command() {
 }
 
 #[test]
-fn services_not_yet_built_say_so_and_fail() {
-    let args = &["worker"][..];
+fn worker_with_an_unreadable_kubeconfig_says_which_and_fails() {
+    let args = &["worker", "--kubeconfig=/nonexistent/kubeconfig"][..];
     let out = run(args);
     assert_eq!(out.status.code(), Some(1), "{args:?}");
     assert!(
-        stderr(&out).contains("is not available in this build yet"),
+        stderr(&out).contains("reading --kubeconfig /nonexistent/kubeconfig"),
         "{args:?}: {}",
         stderr(&out)
     );

@@ -1,5 +1,19 @@
-//! The per-cluster control plane.
+//! The worker: the per-cluster control plane.
 //!
-//! This crate will hold the aggregated extension API server, admission webhooks, the capacity and
-//! Kueue controllers and leader election. Until those land, `worker` reports that it is not
-//! available in this build.
+//! Today it installs what it needs in its cluster ([`install`]: namespace, CRDs, Service,
+//! APIServices, the Settings Secret) and serves the aggregated API ([`api`]) over HTTPS with a
+//! shared serving certificate ([`serving_cert`]), behind delegated authentication and
+//! authorization ([`auth`]) and an optional audit log ([`audit`]). [`run`] ties them together.
+//!
+//! - [`api::views`]: `worker.gpustack.ai/v1` views of the `v1alpha1` custom resources.
+//! - [`settings`]: the `gpustack.ai/v1` settings catalog, checks and storage.
+
+pub mod api;
+pub mod audit;
+pub mod auth;
+pub mod install;
+pub mod local_node;
+pub mod names;
+pub mod run;
+pub mod serving_cert;
+pub mod settings;

@@ -10,19 +10,23 @@
 //!   columns, selectable fields, subresources), the built-in kinds, and CRDs' kinds.
 //! - [`discovery`] (legacy and aggregated v2, the server's [`discovery::ServerVersion`]) and
 //!   [`openapi`] (v2 as JSON or gnostic protobuf via [`openapi_proto`], v3) built from those.
+//! - [`documents`]: health, `/version`, discovery and OpenAPI answered from the descriptions.
 //! - [`table`] with [`jsonpath`] for printer columns; [`selectors`] (label and field);
 //!   [`list`] with [`pagination`] (`limit`/`continue`); [`watch`] event framing and bookmarks.
 //! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: the Kubernetes
 //!   protobuf envelope of request bodies.
 //!
 //! - [`bounded`]: request documents parsed with their expanded size and nesting bounded.
+//! - [`certs`]: a generated CA and serving certificate for given names; rustls server configs.
 //! - [`serve`]: HTTPS and unix-socket serving with connection caps, setup deadlines and
 //!   accept backoff.
 //!
 //! Deliberately absent: any store, any Kubernetes client (a test checks the dependency tree).
 
 pub mod bounded;
+pub mod certs;
 pub mod discovery;
+pub mod documents;
 pub mod jsonpath;
 pub mod list;
 pub mod negotiate;

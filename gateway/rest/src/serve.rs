@@ -140,14 +140,24 @@ async fn accept_loop(
             }
         };
         let watcher = graceful.watcher();
-        let service = TowerToHyperService::new(router.clone());
+        let router = router.clone();
         let limits = limits.clone();
         tokio::spawn(async move {
-            let io: Box<dyn Io> = match conn {
-                Accepted::Unix(s) => Box::new(s),
-                Accepted::Tls(tcp, tls) => {
+            let (io, router): (Box<dyn Io>, Router) = match conn {
+                Accepted::Unix(s) => (Box::new(s), router),
+                Accepted::Tls(tcp, peer, tls) => {
                     match tokio::time::timeout(limits.setup_timeout, tls.accept(tcp)).await {
-                        Ok(Ok(s)) => Box::new(s),
+                        Ok(Ok(s)) => {
+                            // Who is on the other end, for handlers that authenticate by
+                            // certificate or log the client's address.
+                            let mut router =
+                                router.layer(axum::Extension(axum::extract::ConnectInfo(peer)));
+                            if let Some(chain) = s.get_ref().1.peer_certificates() {
+                                router =
+                                    router.layer(axum::Extension(PeerCertificates(chain.to_vec())));
+                            }
+                            (Box::new(s), router)
+                        }
                         Ok(Err(e)) => {
                             tracing::debug!(error = %e, "TLS handshake failed");
                             return;
@@ -160,6 +170,7 @@ async fn accept_loop(
                 }
             };
             let io = FirstByteDeadline::new(io, limits.setup_timeout);
+            let service = TowerToHyperService::new(router);
             let builder = builder(&limits);
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
             if let Err(e) = watcher.watch(conn.into_owned()).await {
@@ -250,16 +261,21 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for FirstByteDeadline<I> {
 }
 
 enum Accepted {
-    Tls(tokio::net::TcpStream, TlsAcceptor),
+    Tls(tokio::net::TcpStream, std::net::SocketAddr, TlsAcceptor),
     Unix(tokio::net::UnixStream),
 }
+
+/// The client certificate chain a TLS connection presented (verified by the listener's
+/// client verifier), as a request extension; absent when the client sent none.
+#[derive(Clone, Debug)]
+pub struct PeerCertificates(pub Vec<rustls::pki_types::CertificateDer<'static>>);
 
 async fn accept(l: &Listener) -> std::io::Result<Accepted> {
     match l {
         Listener::Tls { tcp, tls } => {
-            let (s, _) = tcp.accept().await?;
+            let (s, peer) = tcp.accept().await?;
             let _ = s.set_nodelay(true);
-            Ok(Accepted::Tls(s, tls.clone()))
+            Ok(Accepted::Tls(s, peer, tls.clone()))
         }
         Listener::Unix(l) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
     }

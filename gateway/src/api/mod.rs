@@ -31,7 +31,6 @@ use axum::{
     http::{HeaderMap, Method, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use serde_json::Value;
 
 use crate::registry::{self, Registry};
 use crate::{
@@ -360,50 +359,17 @@ async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, Api
             defs
         }
     };
-    let accept = ctx.header(header::ACCEPT).to_owned();
-    let ok = |v: Option<Value>| {
-        v.map(|v| json_response(StatusCode::OK, &v))
-            .ok_or_else(ApiError::not_found_path)
-    };
-    let discovery_form = |route: &Route| match negotiate::for_discovery(
-        &accept,
-        matches!(route, Route::CoreVersions | Route::Groups),
+    if let Some(answer) = gpustack_kube_rest::documents::answer(
+        &route,
+        ctx.header(header::ACCEPT),
+        &server_version(),
+        defs,
     ) {
-        None => Err(ApiError::not_acceptable(&accept)),
-        Some(form) => Ok(form),
-    };
+        return answer;
+    }
     match route {
-        Route::Health => Ok(StatusCode::OK.into_response()),
-        Route::Version => ok(Some(server_version().to_json())),
-        Route::CoreVersions | Route::Groups | Route::Group(_) | Route::GroupVersion { .. } => {
-            match (discovery_form(&route)?, route) {
-                (negotiate::Discovery::Aggregated(v), route) => {
-                    let doc = discovery::aggregated(&defs(), route == Route::CoreVersions, v);
-                    let ct = format!(
-                        "application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"
-                    );
-                    Ok((
-                        StatusCode::OK,
-                        [(header::CONTENT_TYPE, ct)],
-                        doc.to_string(),
-                    )
-                        .into_response())
-                }
-                (_, Route::CoreVersions) => ok(Some(discovery::core_versions())),
-                (_, Route::Groups) => ok(Some(discovery::group_list(&defs()))),
-                (_, Route::Group(g)) => ok(discovery::group(&defs(), &g)),
-                (_, Route::GroupVersion { group, version }) => {
-                    ok(discovery::resource_list(&defs(), &group, &version))
-                }
-                _ => Err(ApiError::not_found_path()),
-            }
-        }
-        Route::OpenApiV2 => openapi::v2(ctx.header(header::ACCEPT), &defs()),
-        Route::OpenApiV3Root => ok(Some(openapi::v3_root(&defs()))),
-        Route::OpenApiV3 { group, version } => {
-            ok(openapi::v3_group_version(&defs(), &group, &version))
-        }
         Route::Resource(p) => handlers::resource(st, ctx, p).await,
-        Route::NotFound => Err(ApiError::not_found_path()),
+        // Every document route was answered above.
+        _ => Err(ApiError::not_found_path()),
     }
 }

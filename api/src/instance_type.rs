@@ -1,0 +1,111 @@
+//! `InstanceType` (`worker.gpustack.ai/v1alpha1`, cluster-scoped): a pool of nodes with the same
+//! hardware identity that users request units of. The worker derives one per pool (and admins may
+//! add their own); its status is computed from the pool's `Devices` ledgers. Field names follow
+//! the reference system so manifests carry over.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "worker.gpustack.ai",
+    version = "v1alpha1",
+    kind = "InstanceType",
+    plural = "instancetypes",
+    shortname = "instype",
+    category = "gpustack",
+    status = "InstanceTypeStatus",
+    derive = "Default",
+    derive = "PartialEq",
+    printcolumn = r#"{"name":"Display Name","type":"string","jsonPath":".spec.displayName"}"#,
+    printcolumn = r#"{"name":"Accelerator Group","type":"string","jsonPath":".spec.acceleratorGroup"}"#,
+    printcolumn = r#"{"name":"OS","type":"string","jsonPath":".spec.os"}"#,
+    printcolumn = r#"{"name":"Arch","type":"string","jsonPath":".spec.arch"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Entrance","type":"string","priority":1,"jsonPath":".status.entrance"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceTypeSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Hold the pool's queue: nothing new is admitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inactive: Option<bool>,
+    /// `<manufacturer>-<groupID>`; required when `acceleratable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator_group: Option<String>,
+    /// The CPU key, `generic` unless CPU-aware grouping is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub general_group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceleratable: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    /// The resources of one unit (`cpu` a whole number, `ram` like `16Gi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit_resources: Option<UnitResources>,
+    /// Local storage per instance, like `100Gi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_storage: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UnitResources {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ram: Option<String>,
+}
+
+/// One view of the pool's capacity: what one request may take at most, what is left, what
+/// there is.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityView {
+    #[serde(default)]
+    pub once_max_request: i64,
+    #[serde(default)]
+    pub remaining: i64,
+    #[serde(default)]
+    pub capacity: i64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceTypeStatus {
+    /// Whole free cards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<CapacityView>,
+    /// Shares (ten per card).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator_shared: Option<CapacityView>,
+    /// VRAM percent (a hundred per card).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator_sliced: Option<CapacityView>,
+    /// Hostable partition instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator_partitioned: Option<CapacityView>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub remaining_profiles: BTreeMap<String, i64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocated_profiles: BTreeMap<String, i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CapacityView>,
+    /// The LocalQueue a Pod names in `kueue.x-k8s.io/queue-name` to use this pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrance: Option<String>,
+    /// `Active`, `Inactive` or `Draining`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_message: Option<String>,
+}

@@ -1,0 +1,164 @@
+//! `gpustack-operator worker` with no cluster at hand: the one-machine control plane, on the
+//! seed's RX 7800 XT machine (a host tree read through `GPUSTACK_SYSTEM_ROOT`). The embedded
+//! cluster comes up in-process, the machine appears as a Node with its Devices, and a restart
+//! finds everything as it was.
+
+use std::{
+    path::Path,
+    process::{Child, Stdio},
+    time::Instant,
+};
+
+use gpustack_tests::{
+    embedded::{DEADLINE, free_port, kubectl_with, wait_until},
+    machines::amd,
+    operator,
+    sysfs::HostTree,
+};
+use serde_json::Value;
+
+const HOST: &str = "rx-node";
+
+fn machine(dir: &Path) -> HostTree {
+    let tree = HostTree::new(dir);
+    amd::seed_node(&tree);
+    let cpuinfo: String = (0..14)
+        .map(|i| format!("processor\t: {i}\nvendor_id\t: AuthenticAMD\n\n"))
+        .collect();
+    tree.file("/proc/cpuinfo", &cpuinfo)
+        .file(
+            "/proc/meminfo",
+            "MemTotal:       65536000 kB\nMemFree:        1000 kB\n",
+        )
+        .file("/proc/sys/kernel/hostname", "RX-Node\n");
+    tree
+}
+
+struct OneMachine {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl OneMachine {
+    fn start(root: &Path, data: &Path, api_port: u16, port: u16) -> OneMachine {
+        let log = data.with_extension("log");
+        let child = operator()
+            .args([
+                "worker",
+                &format!("--embedded-api-port={api_port}"),
+                &format!("--secure-port={port}"),
+            ])
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("GPUSTACK_DATA_DIR", data)
+            .env("GPUSTACK_SYSTEM_ROOT", root)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        OneMachine { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn stop(mut self) -> std::process::ExitStatus {
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        wait_until("the worker to exit", DEADLINE, || {
+            self.child.try_wait().unwrap()
+        })
+    }
+}
+
+impl Drop for OneMachine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Option<String> {
+    let flags = vec![
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--cache-dir={}", cache.display()),
+    ];
+    let out = kubectl_with(&flags, args).output().unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn one_machine_registers_this_machine_and_keeps_it_across_restarts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = machine(&tmp.path().join("root"));
+    let data = tmp.path().join("data");
+    let cache = tmp.path().join("kube-cache");
+    let (api_port, port) = (free_port(), free_port());
+    let started = Instant::now();
+    let w = OneMachine::start(tree.root(), &data, api_port, port);
+    let kubeconfig = data.join("local.kubeconfig");
+    let devices = wait_until("this machine's Devices", DEADLINE, || {
+        kubectl(
+            &kubeconfig,
+            &cache,
+            &[
+                "get",
+                "devices.v1alpha1.worker.gpustack.ai",
+                HOST,
+                "-o",
+                "json",
+            ],
+        )
+    });
+    eprintln!(
+        "one-machine start to Devices readable: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        w.log()
+            .contains(&format!("kubectl --kubeconfig {}", kubeconfig.display())),
+        "it says where the kubeconfig is:\n{}",
+        w.log()
+    );
+    let devices: Value = serde_json::from_str(&devices).unwrap();
+    let group = &devices["spec"]["groups"][0];
+    assert_eq!(group["name"], "AMD Radeon RX 7800 XT");
+    assert_eq!(group["accelerators"].as_array().unwrap().len(), 2);
+    assert_eq!(devices["metadata"]["ownerReferences"][0]["kind"], "Node");
+    let node: Value = serde_json::from_str(
+        &kubectl(&kubeconfig, &cache, &["get", "node", HOST, "-o", "json"]).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(node["status"]["capacity"]["cpu"], "14");
+    assert_eq!(node["status"]["capacity"]["memory"], "65536000Ki");
+    assert_eq!(node["metadata"]["labels"]["kubernetes.io/os"], "linux");
+    let uid = node["metadata"]["uid"].clone();
+    // The worker's install happened in the same cluster.
+    wait_until("the worker's APIServices", DEADLINE, || {
+        kubectl(
+            &kubeconfig,
+            &cache,
+            &["get", "apiservice", "v1.worker.gpustack.ai"],
+        )
+    });
+
+    assert!(w.stop().success(), "Ctrl-C stops it cleanly");
+    let w = OneMachine::start(tree.root(), &data, api_port, port);
+    let again = wait_until("the Node after a restart", DEADLINE, || {
+        kubectl(
+            &kubeconfig,
+            &cache,
+            &["get", "node", HOST, "-o", "jsonpath={.metadata.uid}"],
+        )
+    });
+    assert_eq!(
+        Value::String(again),
+        uid,
+        "the next start finds the same Node"
+    );
+    assert!(w.stop().success());
+}

@@ -1,0 +1,488 @@
+//! The worker's aggregated API end to end: the real `worker` binary against an embedded cluster
+//! (the real `worker-gateway`), its install checked through the cluster, and its API used with
+//! kubectl and kube-rs directly on the worker's HTTPS endpoint.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::Stdio,
+    sync::mpsc,
+    time::Duration,
+};
+
+use gpustack_tests::{
+    embedded::{DEADLINE, GatewayProcess, wait_until},
+    worker::WorkerProcess,
+};
+use kube::{
+    Api,
+    api::{DynamicObject, Patch, PatchParams, PostParams},
+    core::{ApiResource, GroupVersionKind},
+};
+use serde_json::{Value, json};
+
+const NS: &str = "gpustack-system";
+
+fn device_yaml(name: &str, api_version: &str) -> String {
+    format!(
+        "apiVersion: {api_version}\nkind: Devices\nmetadata:\n  name: {name}\n  labels: {{pool: a}}\nspec:\n  groups:\n  - id: radeon-rx-7800-xt\n    manufacturer: amd\n    name: AMD Radeon RX 7800 XT\n    memory: 16368\n    cores: 60\n    driverVersion: 6.10.5\n    accelerators: []\n"
+    )
+}
+
+fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn installs_then_serves_views_and_settings_to_kubectl() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
+    let wdir = tmp.path().join("worker");
+    let worker = WorkerProcess::start(
+        &gw,
+        &wdir,
+        &["--disable-auths"],
+        &[("GPUSTACK_WORKLOAD_FIT_AFFINITY", "false")],
+    );
+
+    // The install, as the cluster sees it.
+    gw.kubectl_ok(&["get", "namespace", NS]);
+    let crds = gw.kubectl_ok(&["get", "crd", "-o", "name"]);
+    for crd in [
+        "devices",
+        "instancetypes",
+        "nodemodelstores",
+        "modelartifacts",
+    ] {
+        assert!(
+            crds.contains(&format!("{crd}.worker.gpustack.ai")),
+            "{crds}"
+        );
+    }
+    let ip = gw.kubectl_ok(&[
+        "get",
+        "svc",
+        "-n",
+        NS,
+        "gpustack-operator-worker",
+        "-o",
+        "jsonpath={.spec.clusterIP}:{.spec.ports[0].port}",
+    ]);
+    assert_eq!(
+        ip,
+        format!("127.0.0.1:{}", worker.port),
+        "an embedded cluster reaches the worker on loopback"
+    );
+    let ca = gw.kubectl_ok(&[
+        "get",
+        "secret",
+        "-n",
+        NS,
+        "gpustack-operator-worker-serving",
+        "-o",
+        "jsonpath={.data.ca\\.crt}",
+    ]);
+    for apisvc in ["v1.worker.gpustack.ai", "v1.gpustack.ai"] {
+        let spec = gw.kubectl_ok(&[
+            "get",
+            "apiservice",
+            apisvc,
+            "-o",
+            "jsonpath={.spec.caBundle} {.spec.groupPriorityMinimum} {.spec.service.name}",
+        ]);
+        assert_eq!(
+            spec,
+            format!("{ca} 100 gpustack-operator-worker"),
+            "{apisvc}"
+        );
+    }
+    let seeded = gw.kubectl_ok(&[
+        "get",
+        "secret",
+        "-n",
+        NS,
+        "gpustack-settings",
+        "-o",
+        "jsonpath={.data.workload-fit-affinity}",
+    ]);
+    assert_eq!(
+        seeded, "ZmFsc2U=",
+        "seeded from GPUSTACK_WORKLOAD_FIT_AFFINITY=false"
+    );
+
+    // Discovery.
+    let resources = worker.kubectl_ok(&["api-resources"]);
+    let line = resources
+        .lines()
+        .find(|l| l.starts_with("devices "))
+        .unwrap_or_else(|| panic!("{resources}"));
+    assert!(
+        line.contains("devs")
+            && line.contains("worker.gpustack.ai/v1")
+            && line.contains("false")
+            && line.contains("Devices"),
+        "{line}"
+    );
+    assert!(
+        resources.lines().any(|l| l.starts_with("settings ")
+            && l.contains("set")
+            && l.contains("gpustack.ai/v1")
+            && l.contains("true")),
+        "{resources}"
+    );
+    assert!(
+        resources
+            .lines()
+            .any(|l| l.starts_with("instancetypes ") && l.contains("instype")),
+        "{resources}"
+    );
+
+    // Devices: written through the v1 view, stored as the v1alpha1 custom resource.
+    let file = write(
+        &wdir,
+        "node-a.yaml",
+        &device_yaml("node-a", "worker.gpustack.ai/v1"),
+    );
+    worker.kubectl_ok(&["create", "-f", &file]);
+    let stored: Value = serde_json::from_str(&gw.kubectl_ok(&[
+        "get",
+        "devices.v1alpha1.worker.gpustack.ai",
+        "node-a",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(stored["apiVersion"], "worker.gpustack.ai/v1alpha1");
+    assert_eq!(stored["spec"]["groups"][0]["memory"], 16368);
+    let served: Value =
+        serde_json::from_str(&worker.kubectl_ok(&["get", "devs", "node-a", "-o", "json"])).unwrap();
+    assert_eq!(served["apiVersion"], "worker.gpustack.ai/v1");
+    assert_eq!(served["metadata"]["uid"], stored["metadata"]["uid"]);
+    let table = worker.kubectl_ok(&["get", "devices"]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "MANUFACTURER", "PRODUCT", "AGE"],
+        "{table}"
+    );
+    let row = lines.next().unwrap();
+    assert!(
+        row.starts_with("node-a") && row.contains("amd") && row.contains("AMD Radeon RX 7800 XT"),
+        "{table}"
+    );
+    let wide = worker.kubectl_ok(&["get", "devices", "-o", "wide"]);
+    assert!(
+        wide.contains("MEMORY(MIB)") && wide.contains("16368") && wide.contains("6.10.5"),
+        "{wide}"
+    );
+    let selected = worker.kubectl_ok(&["get", "devices", "-l", "pool=b", "-o", "name"]);
+    assert!(
+        selected.trim().is_empty(),
+        "label selectors reach the cluster: {selected}"
+    );
+
+    // A watch through the worker sees a change made in the cluster.
+    let mut watch = worker
+        .kubectl_command(&[
+            "get",
+            "devices",
+            "--watch-only",
+            "--output-watch-events",
+            "-o",
+            "name",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // The watch may start after a create (which the list before it then holds): one new
+    // object per attempt until one arrives keeps the test honest without a fixed sleep.
+    let mut attempt = 0;
+    let seen = wait_until("the watch to deliver a new Devices", DEADLINE, || {
+        attempt += 1;
+        let name = format!("node-b{attempt}");
+        let yaml = device_yaml(&name, "worker.gpustack.ai/v1alpha1");
+        let file = write(&wdir, &format!("{name}.yaml"), &yaml);
+        gw.kubectl_ok(&["create", "-f", &file]);
+        rx.recv_timeout(Duration::from_millis(500))
+            .ok()
+            .filter(|l| l.contains("node-b"))
+    });
+    assert!(
+        seen.starts_with("devices.worker.gpustack.ai/node-b"),
+        "{seen}"
+    );
+    let _ = watch.kill();
+    let _ = watch.wait();
+
+    // Status through the view's subresource, delete through the view.
+    worker.kubectl_ok(&[
+        "patch",
+        "devices",
+        "node-a",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"groups":[]}}"#,
+    ]);
+    worker.kubectl_ok(&["delete", "devices", "node-a"]);
+    let gone = gw.kubectl(&["get", "devices.v1alpha1.worker.gpustack.ai", "node-a"]);
+    assert!(!gone.status.success(), "deleted through the view");
+
+    // Settings.
+    let value = |name: &str| {
+        worker.kubectl_ok(&[
+            "get",
+            "setting",
+            "-n",
+            NS,
+            name,
+            "-o",
+            "jsonpath={.status.value}",
+        ])
+    };
+    assert_eq!(value("workload-fit-affinity"), "false");
+    let listed = worker.kubectl_ok(&["get", "settings", "-n", NS]);
+    assert!(
+        listed
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            == ["NAME", "VALUE", "EDITABLE", "AGE"],
+        "{listed}"
+    );
+    assert!(
+        listed.contains("image-pull-policy") && listed.contains("IfNotPresent"),
+        "{listed}"
+    );
+    assert!(
+        worker
+            .kubectl_ok(&["get", "settings", "-n", "default", "-o", "name"])
+            .trim()
+            .is_empty(),
+        "settings live in the system namespace only"
+    );
+    worker.kubectl_ok(&[
+        "patch",
+        "setting",
+        "-n",
+        NS,
+        "workload-fit-affinity",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"value":"true"}}"#,
+    ]);
+    assert_eq!(value("workload-fit-affinity"), "true");
+    let stored = gw.kubectl_ok(&[
+        "get",
+        "secret",
+        "-n",
+        NS,
+        "gpustack-settings",
+        "-o",
+        "jsonpath={.data.workload-fit-affinity}",
+    ]);
+    assert_eq!(stored, "dHJ1ZQ==", "written to the Secret");
+    let err = worker.kubectl_err(&[
+        "patch",
+        "setting",
+        "-n",
+        NS,
+        "model-store-download-concurrency",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"value":"100"}}"#,
+    ]);
+    assert!(
+        err.contains(
+            "setting \"model-store-download-concurrency\" must be a whole number from 1 to 64"
+        ),
+        "{err}"
+    );
+    let proxy = "http://user:hunter2@proxy.internal:3128";
+    worker.kubectl_ok(&[
+        "patch",
+        "setting",
+        "-n",
+        NS,
+        "model-artifact-https-proxy",
+        "--type=json",
+        "-p",
+        &format!(r#"[{{"op":"add","path":"/spec/value","value":"{proxy}"}}]"#),
+    ]);
+    let shown = worker.kubectl_ok(&[
+        "get",
+        "setting",
+        "-n",
+        NS,
+        "model-artifact-https-proxy",
+        "-o",
+        "yaml",
+    ]);
+    assert!(
+        shown.contains("value: (sensitive)") && !shown.contains("hunter2"),
+        "{shown}"
+    );
+    assert!(
+        !worker
+            .kubectl_ok(&["get", "settings", "-n", NS, "-o", "json"])
+            .contains("hunter2")
+    );
+    let created = write(
+        &wdir,
+        "setting.yaml",
+        "apiVersion: gpustack.ai/v1\nkind: Setting\nmetadata:\n  name: made-up\n  namespace: gpustack-system\nspec:\n  value: x\n",
+    );
+    let err = worker.kubectl_err(&["create", "-f", &created]);
+    assert!(
+        err.contains("MethodNotAllowed")
+            || err.contains("not allowed")
+            || err.contains("cannot be created"),
+        "{err}"
+    );
+    let err = worker.kubectl_err(&["delete", "setting", "-n", NS, "image-pull-policy"]);
+    assert!(
+        err.contains("cannot be deleted") || err.contains("not allowed"),
+        "{err}"
+    );
+    assert!(
+        !worker.log().contains("hunter2"),
+        "a sensitive value never reaches the log"
+    );
+
+    // A restart serves the same certificate and keeps what users changed.
+    let port = worker.port;
+    assert!(worker.stop().success(), "SIGTERM stops the worker cleanly");
+    let again = WorkerProcess::start_on(&gw, &wdir, port, &["--disable-auths"], &[]);
+    let ca_after = gw.kubectl_ok(&[
+        "get",
+        "secret",
+        "-n",
+        NS,
+        "gpustack-operator-worker-serving",
+        "-o",
+        "jsonpath={.data.ca\\.crt}",
+    ]);
+    assert_eq!(ca, ca_after);
+    assert_eq!(
+        again.kubectl_ok(&[
+            "get",
+            "setting",
+            "-n",
+            NS,
+            "workload-fit-affinity",
+            "-o",
+            "jsonpath={.status.value}"
+        ]),
+        "true",
+        "a restart only backfills missing settings"
+    );
+}
+
+fn devices_v1() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("worker.gpustack.ai", "v1", "Devices"),
+        "devices",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kube_rs_crud_and_watch_on_v1_devices() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
+    let worker = WorkerProcess::start(&gw, &tmp.path().join("worker"), &["--disable-auths"], &[]);
+    let kubeconfig = kube::config::Kubeconfig::read_from(worker.kubeconfig()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let api: Api<DynamicObject> = Api::all_with(client, &devices_v1());
+
+    let watcher = {
+        use futures::StreamExt;
+        let stream = kube::runtime::watcher(api.clone(), Default::default());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(ev) = stream.next().await {
+                if let Ok(
+                    kube::runtime::watcher::Event::Apply(o)
+                    | kube::runtime::watcher::Event::InitApply(o),
+                ) = ev
+                {
+                    let _ = tx.send(o);
+                }
+            }
+        });
+        rx
+    };
+
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "Devices",
+        "metadata": {"name": "rs-node", "labels": {"pool": "rs"}},
+        "spec": {"groups": []},
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &obj).await.unwrap();
+    assert_eq!(
+        created.types.as_ref().unwrap().api_version,
+        "worker.gpustack.ai/v1"
+    );
+    let got = api.get("rs-node").await.unwrap();
+    assert_eq!(got.metadata.uid, created.metadata.uid);
+    let listed = api
+        .list(&kube::api::ListParams::default().labels("pool=rs"))
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    let patched = api
+        .patch_status(
+            "rs-node",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"groups": []}})),
+        )
+        .await
+        .unwrap();
+    assert!(patched.metadata.resource_version > created.metadata.resource_version);
+    let mut replaced = got.clone();
+    replaced
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("pool".into(), "rs2".into());
+    replaced.metadata.resource_version = created.metadata.resource_version.clone();
+    let conflict = api
+        .replace("rs-node", &PostParams::default(), &replaced)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(conflict, kube::Error::Api(ref s) if s.code == 409),
+        "a stale update conflicts: {conflict}"
+    );
+
+    let mut watcher = watcher;
+    let seen = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let o = watcher.recv().await.expect("watch open");
+            if o.metadata.name.as_deref() == Some("rs-node") {
+                return o;
+            }
+        }
+    })
+    .await
+    .expect("the watch through the worker delivers the object");
+    assert_eq!(seen.types.unwrap().api_version, "worker.gpustack.ai/v1");
+    api.delete("rs-node", &Default::default()).await.unwrap();
+    assert!(api.get_opt("rs-node").await.unwrap().is_none());
+}

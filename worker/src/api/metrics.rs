@@ -1,0 +1,96 @@
+//! `/metrics`: requests served by verb, resource and code, and how long they took.
+
+use std::time::Duration;
+
+use axum::{
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+};
+
+use crate::auth::identity::Attributes;
+
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "gpustack_worker_api_requests_total",
+                "Requests to the worker's API by verb, resource and answer code.",
+            ),
+            &["verb", "resource", "code"],
+        )
+        .expect("valid metric");
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "gpustack_worker_api_request_duration_seconds",
+                "Time to the answer's headers (a watch counts until it starts).",
+            )
+            .buckets(vec![
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+            ]),
+            &["verb", "resource"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(requests.clone()))
+            .expect("registered once");
+        registry
+            .register(Box::new(latency.clone()))
+            .expect("registered once");
+        Metrics {
+            registry,
+            requests,
+            latency,
+        }
+    }
+
+    pub fn observe(&self, attrs: &Attributes, code: u16, took: Duration) {
+        // Label values come from a fixed vocabulary: a non-resource path is not a label (it is
+        // whatever the client sent).
+        let (verb, resource) = match attrs {
+            Attributes::Resource { verb, resource, .. } => (verb.as_str(), resource.as_str()),
+            Attributes::NonResource { .. } => ("other", ""),
+        };
+        let known = crate::api::resources::all()
+            .iter()
+            .any(|d| d.plural == resource);
+        let resource = if known { resource } else { "other" };
+        self.requests
+            .with_label_values(&[verb, resource, &code.to_string()])
+            .inc();
+        self.latency
+            .with_label_values(&[verb, resource])
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn render(&self) -> Response {
+        let mut out = Vec::new();
+        if TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .is_err()
+        {
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            out,
+        )
+            .into_response()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

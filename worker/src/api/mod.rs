@@ -1,0 +1,183 @@
+//! The worker's aggregated API: discovery, OpenAPI, the `worker.gpustack.ai/v1` views and
+//! `gpustack.ai/v1` settings, behind delegated authentication and authorization, with
+//! `/livez`, `/readyz` and `/metrics`.
+
+pub mod cors;
+pub mod metrics;
+pub mod resources;
+pub mod settings;
+pub mod views;
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Instant,
+};
+
+use axum::{
+    Router,
+    body::Body,
+    extract::{ConnectInfo, Request, State},
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use gpustack_kube_rest::{
+    discovery::ServerVersion,
+    documents,
+    path::{Route, parse},
+    status::ApiError,
+};
+
+use crate::{
+    audit::{Audit, Entry},
+    auth::{Auth, PeerCertificates, identity},
+};
+use views::{Asked, View};
+
+/// Everything a request needs.
+pub struct ApiServer {
+    pub client: kube::Client,
+    pub views: Vec<View>,
+    pub settings: settings::Settings,
+    pub auth: Auth,
+    pub audit: Option<Audit>,
+    pub cors: cors::Cors,
+    pub metrics: metrics::Metrics,
+    /// Turns true once the install pass has succeeded once.
+    pub ready: Arc<AtomicBool>,
+}
+
+/// What `/version` answers.
+pub fn server_version() -> ServerVersion {
+    ServerVersion {
+        major: "1".into(),
+        minor: "33".into(),
+        git_version: concat!("v1.33.0+gpustack-worker-", env!("CARGO_PKG_VERSION")).into(),
+    }
+}
+
+pub fn router(server: Arc<ApiServer>) -> Router {
+    Router::new().fallback(handle).with_state(server)
+}
+
+async fn handle(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
+    let received = jiff::Timestamp::now();
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_owned();
+    let query = parts.uri.query().map(str::to_owned);
+    let origin = parts.headers.get(header::ORIGIN).cloned();
+    if let Some(preflight) = server.cors.preflight(&parts.method, origin.as_ref()) {
+        return preflight;
+    }
+    match path.as_str() {
+        "/livez" | "/healthz" => return (StatusCode::OK, "ok").into_response(),
+        "/readyz" => {
+            return if server.ready.load(Ordering::Relaxed) {
+                (StatusCode::OK, "ok").into_response()
+            } else {
+                (StatusCode::SERVICE_UNAVAILABLE, "install not finished").into_response()
+            };
+        }
+        "/metrics" => return server.metrics.render(),
+        _ => {}
+    }
+    let route = parse(&path);
+    let watch =
+        views::wants_watch(query.as_deref()) || matches!(&route, Route::Resource(p) if p.watch);
+    let attrs = identity::attributes(&parts.method, &path, watch);
+    let peer = parts.extensions.get::<PeerCertificates>();
+    let answer = match server
+        .auth
+        .check(peer, &parts.headers, &parts.method, &path, watch)
+        .await
+    {
+        Err(e) => Err((identity::User::default(), e)),
+        Ok(user) => {
+            let asked = Asked {
+                method: parts.method.clone(),
+                path: path.clone(),
+                query: query.clone(),
+                headers: parts.headers.clone(),
+                watch,
+            };
+            match serve(&server, route, asked, body).await {
+                Ok(r) => Ok((user, r)),
+                Err(e) => Err((user, e)),
+            }
+        }
+    };
+    let (user, mut response) = match answer {
+        Ok((u, r)) => (u, r),
+        Err((u, e)) => (u, e.into_response()),
+    };
+    server.cors.decorate(origin.as_ref(), &mut response);
+    let code = response.status().as_u16();
+    server.metrics.observe(&attrs, code, started.elapsed());
+    if let Some(audit) = &server.audit {
+        let source_ip = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip().to_string());
+        let uri = parts.uri.to_string();
+        let agent = parts
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        audit.record(&Entry {
+            user: &user,
+            attrs: &attrs,
+            request_uri: &uri,
+            source_ip,
+            user_agent: agent,
+            code,
+            received,
+        });
+    }
+    response
+}
+
+async fn serve(
+    server: &ApiServer,
+    route: Route,
+    asked: Asked,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let accept = asked.accept().to_owned();
+    if let Some(answer) = documents::answer(&route, &accept, &server_version(), resources::all) {
+        return answer;
+    }
+    let Route::Resource(p) = route else {
+        return Err(ApiError::not_found_path());
+    };
+    let body = axum::body::to_bytes(body, views::MAX_BODY)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                "the request body is too large",
+            )
+        })?;
+    if p.group == resources::SETTINGS_GROUP
+        && p.version == resources::SERVED_VERSION
+        && p.resource == "settings"
+    {
+        return server.settings.handle(&p, asked, body).await;
+    }
+    let view = server
+        .views
+        .iter()
+        .find(|v| v.def.group == p.group && v.served == p.version && v.def.plural == p.resource)
+        .ok_or_else(ApiError::not_found_path)?;
+    if let Some(sub) = &p.subresource
+        && view.def.subresource(sub).is_none()
+    {
+        return Err(ApiError::not_found_path());
+    }
+    views::handle(&server.client, view, asked, body).await
+}

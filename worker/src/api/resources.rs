@@ -1,0 +1,149 @@
+//! What the worker serves, as descriptions for the REST toolkit: the `worker.gpustack.ai/v1`
+//! views (built from the project's CRDs, re-versioned, with the names the reference serves) and
+//! `gpustack.ai/v1` settings.
+
+use std::sync::Arc;
+
+use gpustack_kube_rest::resource::{self, PrinterColumn, ResourceDef};
+use serde_json::json;
+
+use super::views::View;
+
+pub const WORKER_GROUP: &str = "worker.gpustack.ai";
+pub const SETTINGS_GROUP: &str = "gpustack.ai";
+pub const SERVED_VERSION: &str = "v1";
+pub const STORAGE_VERSION: &str = "v1alpha1";
+
+fn from_api_crd(plural: &str) -> ResourceDef {
+    let crd = gpustack_api::crds::all()
+        .into_iter()
+        .find(|c| c.spec.names.plural == plural)
+        .unwrap_or_else(|| panic!("the api crate defines the {plural} CRD"));
+    let crd = serde_json::to_value(crd).expect("a CRD serializes");
+    let mut def = resource::from_crd(&crd).expect("the project's CRDs are valid");
+    def.versions = vec![SERVED_VERSION.to_owned()];
+    def
+}
+
+fn with_names(mut def: ResourceDef, short: &str, category: &str) -> ResourceDef {
+    if !def.short_names.iter().any(|s| s == short) {
+        def.short_names.push(short.to_owned());
+    }
+    if !def.categories.iter().any(|c| c == category) {
+        def.categories.push(category.to_owned());
+    }
+    def
+}
+
+/// `devices` (short `devs`): one per node.
+pub fn devices() -> ResourceDef {
+    let mut def = with_names(from_api_crd("devices"), "devs", "gpustack");
+    def.columns = vec![
+        PrinterColumn::new("Manufacturer", "string", ".spec.groups[0].manufacturer", 0),
+        PrinterColumn::new("Product", "string", ".spec.groups[0].name", 0),
+        PrinterColumn::new("Memory(MiB)", "integer", ".spec.groups[0].memory", 1),
+        PrinterColumn::new("Driver", "string", ".spec.groups[0].driverVersion", 1),
+        PrinterColumn::age(),
+    ];
+    def
+}
+
+/// Every view, served at `v1` and stored as `v1alpha1`.
+pub fn views() -> Vec<View> {
+    [
+        devices(),
+        from_api_crd("instancetypes"),
+        from_api_crd("nodemodelstores"),
+        from_api_crd("modelartifacts"),
+    ]
+    .into_iter()
+    .map(|def| View {
+        def,
+        served: SERVED_VERSION.into(),
+        storage: STORAGE_VERSION.into(),
+    })
+    .collect()
+}
+
+/// `settings` (namespaced, short `set`): read and changed, never created or deleted.
+pub fn settings() -> ResourceDef {
+    let string = json!({"type": "string"});
+    let schema = json!({
+        "type": "object",
+        "description": "A setting of the operator: read its status, write spec.value.",
+        "properties": {
+            "apiVersion": string, "kind": string,
+            "metadata": {"type": "object"},
+            "spec": {"type": "object", "properties": {
+                "value": {"type": "string", "description": "The new value (write-only: never read back)."}
+            }},
+            "status": {"type": "object", "properties": {
+                "description": string,
+                "editable": {"type": "boolean"},
+                "sensitive": {"type": "boolean"},
+                "value": {"type": "string", "description": "The value, or (sensitive)."}
+            }}
+        }
+    });
+    ResourceDef {
+        group: SETTINGS_GROUP.into(),
+        storage_group: SETTINGS_GROUP.into(),
+        versions: vec![SERVED_VERSION.into()],
+        kind: "Setting".into(),
+        list_kind: "SettingList".into(),
+        plural: "settings".into(),
+        singular: "setting".into(),
+        namespaced: true,
+        short_names: vec!["set".into()],
+        categories: vec!["gpustack".into()],
+        verbs: ["get", "list", "patch", "update", "watch"]
+            .map(String::from)
+            .to_vec(),
+        subresources: Vec::new(),
+        columns: vec![
+            PrinterColumn::new("Value", "string", ".status.value", 0),
+            PrinterColumn::new("Editable", "boolean", ".status.editable", 0),
+            PrinterColumn::new("Sensitive", "boolean", ".status.sensitive", 1),
+            PrinterColumn::new("Description", "string", ".status.description", 1),
+            PrinterColumn::age(),
+        ],
+        selectable_fields: Vec::new(),
+        custom: false,
+        schema: Some(Arc::new(schema)),
+        defaults_on_read: false,
+    }
+}
+
+/// Everything served, for discovery and OpenAPI.
+pub fn all() -> Vec<ResourceDef> {
+    let mut defs: Vec<ResourceDef> = views().into_iter().map(|v| v.def).collect();
+    defs.push(settings());
+    defs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_carry_the_reference_names() {
+        let defs = all();
+        let find = |p: &str| defs.iter().find(|d| d.plural == p).unwrap();
+        let devs = find("devices");
+        assert!(!devs.namespaced);
+        assert_eq!(devs.versions, ["v1"]);
+        assert!(devs.short_names.contains(&"devs".to_owned()));
+        assert!(devs.categories.contains(&"gpustack".to_owned()));
+        assert!(devs.status_subresource());
+        assert!(
+            devs.allows("delete"),
+            "GC deletes through the preferred version"
+        );
+        let it = find("instancetypes");
+        assert!(it.short_names.contains(&"instype".to_owned()));
+        assert!(it.status_subresource());
+        let set = find("settings");
+        assert!(set.namespaced && !set.allows("create") && !set.allows("delete"));
+        assert!(set.allows("patch") && set.allows("watch"));
+    }
+}

@@ -1,0 +1,160 @@
+//! Who may call the worker's API. Requests from the cluster's aggregator carry the user in
+//! headers, believed only with the front-proxy client certificate; other callers present a
+//! bearer token (TokenReview). Every request is then authorized with SubjectAccessReview,
+//! except the paths anyone may reach and `system:masters`.
+
+pub mod delegated;
+pub mod front_proxy;
+pub mod identity;
+
+use std::sync::{Arc, RwLock};
+
+use axum::http::{HeaderMap, Method, header};
+pub use gpustack_kube_rest::serve::PeerCertificates;
+use gpustack_kube_rest::status::ApiError;
+
+use delegated::Delegated;
+use front_proxy::Trust;
+use identity::{Attributes, User};
+
+/// The authenticator and authorizer, or nothing (`--disable-auths`).
+pub enum Auth {
+    Disabled,
+    Delegated {
+        reviews: Box<Delegated>,
+        trust: Arc<RwLock<Option<Trust>>>,
+    },
+}
+
+/// The user `--disable-auths` lets everything through as (for audit lines).
+fn anonymous_admin() -> User {
+    User {
+        name: "system:anonymous".into(),
+        groups: vec!["system:masters".into()],
+        ..Default::default()
+    }
+}
+
+impl Auth {
+    /// The caller, if allowed to do what the request asks.
+    pub async fn check(
+        &self,
+        peer: Option<&PeerCertificates>,
+        headers: &HeaderMap,
+        method: &Method,
+        path: &str,
+        watch: bool,
+    ) -> Result<User, ApiError> {
+        let Auth::Delegated { reviews, trust } = self else {
+            return Ok(anonymous_admin());
+        };
+        if identity::always_allowed(path) {
+            return Ok(User::default());
+        }
+        let user = self.authenticate(reviews, trust, peer, headers).await?;
+        let attrs = identity::attributes(method, path, watch);
+        let (allowed, reason) = reviews
+            .authorize(&user, &attrs)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        if allowed {
+            Ok(user)
+        } else {
+            Err(forbidden(&user, &attrs, &reason))
+        }
+    }
+
+    async fn authenticate(
+        &self,
+        reviews: &Delegated,
+        trust: &RwLock<Option<Trust>>,
+        peer: Option<&PeerCertificates>,
+        headers: &HeaderMap,
+    ) -> Result<User, ApiError> {
+        let trust = trust.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let (Some(peer), Some(trust)) = (peer, trust.as_ref())
+            && front_proxy::allowed(trust, &peer.0)
+            && let Some(user) = identity::from_request_headers(headers, &trust.headers)
+        {
+            return Ok(user);
+        }
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(ApiError::unauthorized)?;
+        match reviews.authenticate(token).await {
+            Ok(Some(user)) => Ok(user),
+            Ok(None) => Err(ApiError::unauthorized()),
+            Err(e) => Err(ApiError::internal(e.to_string())),
+        }
+    }
+}
+
+/// kube-apiserver's wording of a denial.
+fn forbidden(user: &User, attrs: &Attributes, reason: &str) -> ApiError {
+    let mut message = match attrs {
+        Attributes::Resource {
+            verb,
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
+            ..
+        } => {
+            let res = if subresource.is_empty() {
+                resource.clone()
+            } else {
+                format!("{resource}/{subresource}")
+            };
+            let what = gpustack_kube_rest::status::qualified(group, resource);
+            let subject = if name.is_empty() {
+                what
+            } else {
+                format!("{what} \"{name}\"")
+            };
+            let scope = if namespace.is_empty() {
+                "at the cluster scope".to_owned()
+            } else {
+                format!("in the namespace \"{namespace}\"")
+            };
+            format!(
+                "{subject} is forbidden: User \"{}\" cannot {verb} resource \"{res}\" in API group \"{group}\" {scope}",
+                user.name
+            )
+        }
+        Attributes::NonResource { verb, path } => format!(
+            "forbidden: User \"{}\" cannot {verb} path \"{path}\"",
+            user.name
+        ),
+    };
+    if !reason.is_empty() {
+        message.push_str(": ");
+        message.push_str(reason);
+    }
+    ApiError::new(403, "Forbidden", message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denials_read_like_kube_apiserver() {
+        let user = User {
+            name: "system:serviceaccount:a:b".into(),
+            ..Default::default()
+        };
+        let attrs =
+            identity::attributes(&Method::GET, "/apis/worker.gpustack.ai/v1/devices", false);
+        let e = forbidden(&user, &attrs, "");
+        assert_eq!(e.code, 403);
+        assert_eq!(
+            e.message,
+            "devices.worker.gpustack.ai is forbidden: User \"system:serviceaccount:a:b\" cannot list resource \"devices\" in API group \"worker.gpustack.ai\" at the cluster scope"
+        );
+    }
+}

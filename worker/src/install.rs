@@ -1,0 +1,275 @@
+//! What the worker puts in its cluster before serving, in every replica and idempotently: the
+//! system namespace, the project's CRDs, its Service and APIServices, and the Settings Secret.
+//! Absent objects are created, drifted ones aligned, terminating ones left alone; the whole
+//! pass runs again every 30 seconds.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use kube::{
+    api::{Api, DynamicObject, Patch, PatchParams, PostParams},
+    core::{ApiResource, GroupVersionKind},
+};
+use serde_json::{Value, json};
+
+use crate::names;
+
+/// How the aggregator reaches the worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// A real cluster: the Service selects the worker's Pods; port 443 → the secure port.
+    Pods { secure_port: u16 },
+    /// An embedded cluster on this machine: the Service points at loopback.
+    Loopback { secure_port: u16 },
+}
+
+/// One object the worker keeps present.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    pub resource: ApiResource,
+    pub namespace: Option<String>,
+    pub object: Value,
+}
+
+impl Desired {
+    fn name(&self) -> &str {
+        self.object["metadata"]["name"].as_str().unwrap_or("")
+    }
+
+    /// `kind namespace/name` for messages.
+    pub fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.resource.kind, self.name()),
+            None => format!("{} {}", self.resource.kind, self.name()),
+        }
+    }
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// Every object of the install, in the order they are ensured (namespace first, the
+/// APIServices last: they announce a server that must find its kinds).
+pub fn desired(system_namespace: &str, reach: &Reach, ca_pem: &str) -> Vec<Desired> {
+    let labels = json!({"app.kubernetes.io/managed-by": "gpustack-operator"});
+    let mut out = vec![Desired {
+        resource: resource("", "v1", "Namespace", "namespaces"),
+        namespace: None,
+        object: json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": system_namespace, "labels": labels},
+        }),
+    }];
+    for crd in gpustack_api::crds::all() {
+        out.push(Desired {
+            resource: resource(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+                "customresourcedefinitions",
+            ),
+            namespace: None,
+            object: serde_json::to_value(crd).expect("a CRD serializes"),
+        });
+    }
+    let (spec, port) = match reach {
+        Reach::Pods { secure_port } => (
+            json!({
+                "selector": {"app.kubernetes.io/name": names::SERVICE},
+                "ports": [{"name": "https", "port": 443, "targetPort": secure_port, "protocol": "TCP"}],
+            }),
+            443,
+        ),
+        Reach::Loopback { secure_port } => (
+            json!({
+                "clusterIP": "127.0.0.1",
+                "ports": [{"name": "https", "port": secure_port, "targetPort": secure_port, "protocol": "TCP"}],
+            }),
+            *secure_port,
+        ),
+    };
+    out.push(Desired {
+        resource: resource("", "v1", "Service", "services"),
+        namespace: Some(system_namespace.to_owned()),
+        object: json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": names::SERVICE, "namespace": system_namespace, "labels": labels},
+            "spec": spec,
+        }),
+    });
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    for group in [names::WORKER_GROUP, names::SETTINGS_GROUP] {
+        out.push(Desired {
+            resource: resource("apiregistration.k8s.io", "v1", "APIService", "apiservices"),
+            namespace: None,
+            object: json!({
+                "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": format!("v1.{group}"), "labels": labels},
+                "spec": {
+                    "group": group,
+                    "version": "v1",
+                    "service": {"namespace": system_namespace, "name": names::SERVICE, "port": port},
+                    "caBundle": ca_bundle,
+                    "groupPriorityMinimum": 100,
+                    "versionPriority": 100,
+                },
+            }),
+        });
+    }
+    out
+}
+
+/// Whether `have` already holds everything `want` says (the server may add defaults).
+pub fn contains(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => w
+            .iter()
+            .all(|(k, wv)| h.get(k).is_some_and(|hv| contains(hv, wv))),
+        (Value::Array(h), Value::Array(w)) => {
+            h.len() == w.len() && h.iter().zip(w).all(|(hv, wv)| contains(hv, wv))
+        }
+        _ => have == want,
+    }
+}
+
+/// What one pass did to an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Present,
+    Created,
+    Aligned,
+    /// Being deleted: left alone until it is gone.
+    Terminating,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{object}: {source}")]
+pub struct InstallError {
+    pub object: String,
+    #[source]
+    pub source: kube::Error,
+}
+
+/// Makes one object present and aligned.
+pub async fn ensure(client: &kube::Client, d: &Desired) -> Result<Outcome, InstallError> {
+    let api: Api<DynamicObject> = match &d.namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &d.resource),
+        None => Api::all_with(client.clone(), &d.resource),
+    };
+    let fail = |source| InstallError {
+        object: d.describe(),
+        source,
+    };
+    let obj: DynamicObject =
+        serde_json::from_value(d.object.clone()).expect("desired objects are objects");
+    let Some(current) = api.get_opt(d.name()).await.map_err(fail)? else {
+        return match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => Ok(Outcome::Created),
+            // Another replica made it first.
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Present),
+            Err(e) => Err(fail(e)),
+        };
+    };
+    if current.metadata.deletion_timestamp.is_some() {
+        return Ok(Outcome::Terminating);
+    }
+    let have = serde_json::to_value(&current).unwrap_or(Value::Null);
+    let want_spec = d.object.get("spec").cloned().unwrap_or(Value::Null);
+    let want_labels = d.object["metadata"].get("labels").cloned();
+    let spec_ok = want_spec.is_null() || contains(&have["spec"], &want_spec);
+    let labels_ok = want_labels
+        .as_ref()
+        .is_none_or(|l| contains(&have["metadata"]["labels"], l));
+    if spec_ok && labels_ok {
+        return Ok(Outcome::Present);
+    }
+    let mut patch = json!({});
+    if !spec_ok {
+        patch["spec"] = want_spec;
+    }
+    if !labels_ok {
+        patch["metadata"] = json!({"labels": want_labels});
+    }
+    api.patch(d.name(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(fail)?;
+    Ok(Outcome::Aligned)
+}
+
+/// One pass over everything; every failure is reported, none stops the others.
+pub async fn ensure_all(
+    client: &kube::Client,
+    objects: &[Desired],
+    settings_namespace: &str,
+    settings_seed: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    for d in objects {
+        match ensure(client, d).await {
+            Ok(Outcome::Present) => {}
+            Ok(outcome) => tracing::info!(object = %d.describe(), ?outcome, "install"),
+            Err(e) => errors.push(e.to_string()),
+        }
+        // The Secret goes in once the namespace it lives in exists.
+        if d.resource.kind == "Namespace" {
+            match crate::settings::store::ensure(client, settings_namespace, settings_seed).await {
+                Ok(added) if !added.is_empty() => {
+                    tracing::info!(keys = added.len(), "settings seeded or backfilled")
+                }
+                Ok(_) => {}
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_install_in_order() {
+        let objs = desired("gpustack-system", &Reach::Pods { secure_port: 31443 }, "CA");
+        let kinds: Vec<&str> = objs.iter().map(|d| d.resource.kind.as_str()).collect();
+        assert_eq!(kinds.first(), Some(&"Namespace"));
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|k| **k == "CustomResourceDefinition")
+                .count(),
+            4
+        );
+        let apis: Vec<&Desired> = objs
+            .iter()
+            .filter(|d| d.resource.kind == "APIService")
+            .collect();
+        assert_eq!(apis.len(), 2);
+        assert_eq!(apis[0].object["metadata"]["name"], "v1.worker.gpustack.ai");
+        assert_eq!(apis[1].object["metadata"]["name"], "v1.gpustack.ai");
+        assert_eq!(apis[0].object["spec"]["groupPriorityMinimum"], 100);
+        assert_eq!(apis[0].object["spec"]["service"]["port"], 443);
+        assert_eq!(apis[0].object["spec"]["caBundle"], "Q0E=");
+        let svc = objs.iter().find(|d| d.resource.kind == "Service").unwrap();
+        assert_eq!(svc.object["spec"]["ports"][0]["targetPort"], 31443);
+        let local = desired("s", &Reach::Loopback { secure_port: 40000 }, "CA");
+        let svc = local.iter().find(|d| d.resource.kind == "Service").unwrap();
+        assert_eq!(svc.object["spec"]["clusterIP"], "127.0.0.1");
+        assert_eq!(svc.describe(), "Service s/gpustack-operator-worker");
+    }
+
+    #[test]
+    fn server_defaults_do_not_count_as_drift() {
+        let want = json!({"a": 1, "b": [{"x": 1}]});
+        assert!(contains(
+            &json!({"a": 1, "b": [{"x": 1, "default": true}], "c": 3}),
+            &want
+        ));
+        assert!(!contains(&json!({"a": 2, "b": [{"x": 1}]}), &want));
+        assert!(!contains(
+            &json!({"a": 1, "b": [{"x": 1}, {"x": 2}]}),
+            &want
+        ));
+    }
+}

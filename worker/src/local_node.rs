@@ -1,0 +1,152 @@
+//! The one-machine control plane registers the machine it runs on as a Node: its name, OS and
+//! architecture labels, and CPU and memory capacity read from `/proc`. Parsing is pure; the
+//! caller reads the files (through the system root, so fixtures stand in for a machine).
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+/// What the Node says about the machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Machine {
+    pub hostname: String,
+    pub os: String,
+    pub arch: String,
+    pub cpus: u32,
+    pub memory_kib: u64,
+}
+
+/// Logical CPUs in `/proc/cpuinfo` (at least one).
+pub fn cpus(cpuinfo: &str) -> u32 {
+    let n = cpuinfo
+        .lines()
+        .filter(|l| l.split(':').next().is_some_and(|k| k.trim() == "processor"))
+        .count();
+    u32::try_from(n.max(1)).unwrap_or(u32::MAX)
+}
+
+/// `MemTotal` of `/proc/meminfo`, in KiB.
+pub fn memory_kib(meminfo: &str) -> Option<u64> {
+    meminfo.lines().find_map(|l| {
+        let rest = l.strip_prefix("MemTotal:")?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// Go's architecture names, as Kubernetes labels carry them.
+pub fn go_arch(rust_arch: &str) -> &str {
+    match rust_arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" => "ppc64le",
+        other => other,
+    }
+}
+
+/// The Node object (labels and capacity; status written separately).
+pub fn node(m: &Machine) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": m.hostname,
+            "labels": {
+                "kubernetes.io/hostname": m.hostname,
+                "kubernetes.io/os": m.os,
+                "kubernetes.io/arch": m.arch,
+                "beta.kubernetes.io/os": m.os,
+                "beta.kubernetes.io/arch": m.arch,
+                "node-role.kubernetes.io/control-plane": "",
+            },
+        },
+        "spec": {},
+    })
+}
+
+/// The Node's status: capacity, and Ready as of `now`.
+pub fn status(m: &Machine, now: &str) -> Value {
+    let capacity = json!({
+        "cpu": m.cpus.to_string(),
+        "memory": format!("{}Ki", m.memory_kib),
+        "pods": "110",
+    });
+    json!({
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [{
+                "type": "Ready",
+                "status": "True",
+                "reason": "GPUStackOneMachine",
+                "message": "the one-machine control plane runs on this node",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }],
+            "nodeInfo": {
+                "operatingSystem": m.os,
+                "architecture": m.arch,
+                "kubeletVersion": "",
+                "containerRuntimeVersion": "",
+                "kernelVersion": "",
+                "osImage": "",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+                "kubeProxyVersion": "",
+            },
+        }
+    })
+}
+
+/// Creates the Node if it is missing and writes its status.
+pub async fn register(client: &kube::Client, m: &Machine) -> Result<(), kube::Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    if api.get_opt(&m.hostname).await?.is_none() {
+        let obj: Node = serde_json::from_value(node(m)).expect("a Node object");
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let now = jiff::Timestamp::now().to_string();
+    api.patch_status(
+        &m.hostname,
+        &PatchParams::default(),
+        &Patch::Merge(status(m, &now)),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_proc() {
+        let cpuinfo = "processor\t: 0\nmodel name\t: X\n\nprocessor\t: 1\nmodel name\t: X\n";
+        assert_eq!(cpus(cpuinfo), 2);
+        assert_eq!(cpus(""), 1);
+        assert_eq!(
+            memory_kib("MemTotal:       32768000 kB\nMemFree: 1 kB\n"),
+            Some(32768000)
+        );
+        assert_eq!(memory_kib("nothing"), None);
+        assert_eq!(go_arch("x86_64"), "amd64");
+        let m = Machine {
+            hostname: "h".into(),
+            os: "linux".into(),
+            arch: "amd64".into(),
+            cpus: 2,
+            memory_kib: 1024,
+        };
+        assert_eq!(
+            node(&m)["metadata"]["labels"]["kubernetes.io/arch"],
+            "amd64"
+        );
+        let s = status(&m, "2026-01-01T00:00:00Z");
+        assert_eq!(s["status"]["capacity"]["memory"], "1024Ki");
+        assert_eq!(s["status"]["conditions"][0]["type"], "Ready");
+    }
+}

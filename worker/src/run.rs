@@ -1,0 +1,225 @@
+//! The worker process: install, then serve the aggregated API until told to stop, re-ensuring
+//! the install every 30 seconds.
+
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use gpustack_kube_rest::serve::{self, Endpoint, Limits, Listener};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use tokio::{net::TcpListener, sync::watch};
+use tokio_rustls::TlsAcceptor;
+
+use crate::{
+    api::{self, ApiServer, cors::Cors, metrics::Metrics, resources, settings::Settings},
+    audit::Audit,
+    auth::{
+        Auth,
+        delegated::{Delegated, Ttls},
+        front_proxy::{self, Trust, Verifier},
+    },
+    install::{self, Reach},
+    serving_cert, settings,
+};
+
+/// How often the install is checked again.
+const REINSTALL_EVERY: Duration = Duration::from_secs(30);
+
+/// What the binary decides from flags and environment.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub bind: SocketAddr,
+    pub cert_dir: Option<PathBuf>,
+    pub system_namespace: String,
+    pub disable_auths: bool,
+    pub ttls: Ttls,
+    pub audit_log_path: String,
+    pub cors_allowed_origins: Vec<String>,
+    /// How the aggregator reaches this process; `None` decides from the cluster (an embedded
+    /// cluster reaches it on loopback, a real one through its Pods).
+    pub reach: Option<Reach>,
+    pub limits: Limits,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("settings from the environment: {0}")]
+    Settings(#[from] settings::store::StoreError),
+    #[error(transparent)]
+    Cert(#[from] serving_cert::CertError),
+    #[error("{0}")]
+    Install(String),
+    #[error("serving certificate: {0}")]
+    Tls(#[from] gpustack_kube_rest::certs::ConfigError),
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
+    #[error("asking the cluster its version: {0}")]
+    Version(#[source] kube::Error),
+}
+
+/// Whether the cluster is an embedded one (it names itself so in `/version`).
+async fn reach_of(client: &kube::Client, secure_port: u16) -> Result<Reach, WorkerError> {
+    let v = client
+        .apiserver_version()
+        .await
+        .map_err(WorkerError::Version)?;
+    Ok(if v.git_version.contains("gpustack-embedded") {
+        Reach::Loopback { secure_port }
+    } else {
+        Reach::Pods { secure_port }
+    })
+}
+
+/// Reads the front proxy's trust from the cluster into `verifier` and `trust`.
+async fn refresh_trust(client: &kube::Client, verifier: &Verifier, trust: &RwLock<Option<Trust>>) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), front_proxy::CONFIGMAP_NAMESPACE);
+    let read = match api.get_opt(front_proxy::CONFIGMAP_NAME).await {
+        Ok(Some(cm)) => {
+            let data = serde_json::to_value(cm.data.unwrap_or_default()).unwrap_or_default();
+            front_proxy::parse(&data).map_err(|e| e.to_string())
+        }
+        Ok(None) => Err(format!(
+            "{}/{} does not exist: requests through the aggregator are not trusted yet",
+            front_proxy::CONFIGMAP_NAMESPACE,
+            front_proxy::CONFIGMAP_NAME
+        )),
+        Err(e) => Err(format!("reading the front-proxy trust: {e}")),
+    };
+    let parsed = read.and_then(|t| {
+        verifier
+            .set_ca(&t.ca_pem)
+            .map(|_| t)
+            .map_err(|e| e.to_string())
+    });
+    match parsed {
+        Ok(t) => {
+            let mut cur = trust.write().unwrap_or_else(|p| p.into_inner());
+            if cur.as_ref() != Some(&t) {
+                tracing::info!(allowed_names = ?t.allowed_names, "front-proxy trust loaded");
+                *cur = Some(t);
+            }
+        }
+        Err(e) => tracing::warn!("{e}"),
+    }
+}
+
+/// Runs until `stop` turns true.
+pub async fn run(
+    client: kube::Client,
+    config: Config,
+    stop: watch::Receiver<bool>,
+) -> Result<(), WorkerError> {
+    let seed = settings::store::seed_values(|var| std::env::var(var).ok())?;
+    let reach = match config.reach.clone() {
+        Some(r) => r,
+        None => reach_of(&client, config.bind.port()).await?,
+    };
+    let ns = config.system_namespace.clone();
+
+    // The namespace first: the serving certificate is kept in it.
+    let base = install::desired(&ns, &reach, "");
+    install::ensure(&client, &base[0])
+        .await
+        .map_err(|e| WorkerError::Install(e.to_string()))?;
+    let material = match &config.cert_dir {
+        Some(dir) => serving_cert::from_dir(dir)?,
+        None => serving_cert::shared(&client, &ns).await?,
+    };
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(Verifier::new(provider));
+    let trust = Arc::new(RwLock::new(None));
+    let auth = if config.disable_auths {
+        tracing::warn!("--disable-auths: every request is allowed, as anyone");
+        Auth::Disabled
+    } else {
+        refresh_trust(&client, &verifier, &trust).await;
+        Auth::Delegated {
+            reviews: Box::new(Delegated::new(client.clone(), config.ttls)),
+            trust: trust.clone(),
+        }
+    };
+    let client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>> =
+        (!config.disable_auths).then(|| verifier.clone() as _);
+    let tls = gpustack_kube_rest::certs::server_config(
+        &material.cert_pem,
+        &material.key_pem,
+        client_verifier,
+    )?;
+    let audit = match config.audit_log_path.as_str() {
+        "" => None,
+        path => Some(Audit::open(path)?),
+    };
+    let ready = Arc::new(AtomicBool::new(false));
+    let server = Arc::new(ApiServer {
+        client: client.clone(),
+        views: resources::views(),
+        settings: Settings {
+            client: client.clone(),
+            namespace: ns.clone(),
+        },
+        auth,
+        audit,
+        cors: Cors::new(&config.cors_allowed_origins),
+        metrics: Metrics::new(),
+        ready: ready.clone(),
+    });
+
+    let objects = install::desired(&ns, &reach, &material.ca_pem);
+    let installer = {
+        let (client, ns, mut stop) = (client.clone(), ns.clone(), stop.clone());
+        let disable_auths = config.disable_auths;
+        tokio::spawn(async move {
+            loop {
+                let errors = install::ensure_all(&client, &objects, &ns, &seed).await;
+                if errors.is_empty() {
+                    if !ready.swap(true, Ordering::Relaxed) {
+                        tracing::info!("install complete; ready");
+                    }
+                } else {
+                    for e in &errors {
+                        tracing::warn!("install: {e}");
+                    }
+                }
+                if !disable_auths {
+                    refresh_trust(&client, &verifier, &trust).await;
+                }
+                tokio::select! {
+                    _ = stop.wait_for(|s| *s) => return,
+                    _ = tokio::time::sleep(REINSTALL_EVERY) => {}
+                }
+            }
+        })
+    };
+
+    let tcp = TcpListener::bind(config.bind)
+        .await
+        .map_err(|source| WorkerError::Listen {
+            addr: config.bind,
+            source,
+        })?;
+    tracing::info!(address = %config.bind, "serving the worker API");
+    let endpoint = Endpoint {
+        listener: Listener::Tls {
+            tcp,
+            tls: TlsAcceptor::from(tls),
+        },
+        router: api::router(server),
+    };
+    serve::serve(vec![endpoint], config.limits, stop, || {}).await;
+    installer.abort();
+    Ok(())
+}
