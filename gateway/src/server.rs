@@ -20,7 +20,17 @@ use tokio::{
 use tokio_rustls::TlsAcceptor;
 
 use crate::{
-    api::{self, ApiOptions, ApiState, clusters::ServedClusters, objects, resources},
+    api::{
+        self, ApiOptions, ApiState,
+        aggregation::{
+            Aggregator,
+            availability::Checker,
+            front_proxy::{self, FrontProxyError},
+        },
+        clusters::ServedClusters,
+        objects, resources,
+        stored_kinds::StoredKinds,
+    },
     hosting::{Hosting, HostingError},
     kubeconfig,
     mirror::{ConnMode, MirrorOptions, StatusBoard, SubscribeError, Subscriptions, Upstream},
@@ -115,6 +125,8 @@ pub enum GatewayError {
     Hosting(#[from] HostingError),
     #[error("starting the mirrors")]
     Subscribe(#[from] SubscribeError),
+    #[error("the front-proxy identity")]
+    FrontProxy(#[from] FrontProxyError),
     #[error("the token file {path}: {reason}")]
     TokenFile { path: PathBuf, reason: String },
 }
@@ -171,6 +183,55 @@ async fn ensure_namespaces(store: &Store, cluster: &str) -> Result<(), StoreErro
         }
     }
     Ok(())
+}
+
+/// Writes `kube-system/extension-apiserver-authentication` (what extension API servers trust)
+/// unless it already says so.
+async fn publish_authentication(
+    store: &Store,
+    cluster: &str,
+    client_ca: &str,
+    front_proxy_ca: &str,
+) -> Result<(), StoreError> {
+    let data = front_proxy::configmap_data(client_ca, front_proxy_ca);
+    let key = ObjectKey {
+        cluster: cluster.into(),
+        group: String::new(),
+        resource: "configmaps".into(),
+        namespace: "kube-system".into(),
+        name: front_proxy::CONFIGMAP.into(),
+    };
+    let wanted = serde_json::to_value(&data)?;
+    let (precondition, obj) = match store.get(&key).await? {
+        Some((_, current)) if current["data"] == wanted => return Ok(()),
+        Some((rv, mut current)) => {
+            current["data"] = wanted;
+            (Precondition::At(rv), current)
+        }
+        None => {
+            let def = resources::builtins()
+                .into_iter()
+                .find(|d| d.plural == "configmaps")
+                .expect("configmaps are built in");
+            let uid = objects::new_uid();
+            let obj = objects::prepare_create(
+                &def,
+                "v1",
+                Some("kube-system"),
+                front_proxy::configmap(&data),
+                &uid,
+                "",
+                jiff::Timestamp::now(),
+            )
+            .expect("the ConfigMap is valid");
+            (Precondition::Absent, obj)
+        }
+    };
+    match store.commit(&key, precondition, WriteOp::Put(obj)).await {
+        // Another writer got there first; the next start settles it.
+        Ok(_) | Err(StoreError::AlreadyExists | StoreError::Conflict { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// The `--token-file` token: read from the file, or a new random token written there (mode
@@ -262,6 +323,12 @@ impl Gateway {
             Some(path) => Some(bind_unix(path)?),
             None => None,
         };
+        let aggregator = Aggregator::new(&opts.api.aggregation, opts.api.max_watch_timeout);
+        for cluster in &opts.clusters {
+            let identity = front_proxy::load(&store, cluster).await?;
+            publish_authentication(&store, cluster, &tls.ca_pem, &identity.ca_pem).await?;
+            aggregator.set_identity(cluster, identity);
+        }
         let registry = resources::Registry::new();
         let subscriptions = Subscriptions::new(
             hosting.clone(),
@@ -286,6 +353,8 @@ impl Gateway {
             subscriptions: subscriptions.clone(),
             metrics: Default::default(),
             watches: Default::default(),
+            kinds: StoredKinds::new(store.clone()),
+            aggregator: aggregator.clone(),
         };
         // Stored mirrors (with their CRDs) are served at once, before their upstreams answer.
         subscriptions.start(opts.upstreams.clone()).await?;
@@ -304,6 +373,15 @@ impl Gateway {
             opts.compaction.clone(),
             opts.clusters.clone(),
         ));
+        let checker = tokio::spawn(
+            Checker {
+                store: store.clone(),
+                aggregator,
+                clusters: opts.clusters.clone(),
+                interval: opts.api.aggregation.check_interval,
+            }
+            .run(stop_rx.clone()),
+        );
         let task_store = store.clone();
         let task_subscriptions = subscriptions.clone();
         let limits = opts.serving.clone();
@@ -324,6 +402,7 @@ impl Gateway {
             let watches = task_store.clone();
             serve::serve(endpoints, limits, stop_rx, move || watches.end_watches()).await;
             compaction.abort();
+            checker.abort();
             task_subscriptions.stop().await;
             task_store.close().await;
         });

@@ -2,13 +2,17 @@
 //! tables and OpenAPI documents over the [`crate::store`].
 
 pub mod admission;
+pub mod aggregation;
 pub mod apply;
+pub mod auth;
 pub mod clusters;
 pub mod conversion;
 mod handlers;
 pub mod objects;
 pub mod ops;
 pub mod patch;
+pub mod services;
+pub mod stored_kinds;
 pub mod strategic;
 pub mod validation;
 mod watch;
@@ -58,6 +62,8 @@ pub struct ApiOptions {
     /// Directories whose kubeconfigs run-time subscriptions may name (`--data-dir` is always
     /// one; `--subscription-kubeconfig-dir` adds more).
     pub subscription_kubeconfig_dirs: Vec<std::path::PathBuf>,
+    /// APIService checks and proxying.
+    pub aggregation: aggregation::AggregationOptions,
 }
 
 impl Default for ApiOptions {
@@ -69,6 +75,7 @@ impl Default for ApiOptions {
             max_watches_per_token: 1000,
             max_body_bytes: MAX_BODY_BYTES,
             subscription_kubeconfig_dirs: Vec::new(),
+            aggregation: Default::default(),
         }
     }
 }
@@ -92,6 +99,9 @@ pub struct ApiState {
     pub metrics: ops::RequestMetrics,
     /// Open watches per caller, for [`ApiOptions::max_watches_per_token`].
     pub watches: watch::OpenWatches,
+    /// APIServices and RBAC objects, kept between requests.
+    pub kinds: stored_kinds::StoredKinds,
+    pub aggregator: aggregation::Aggregator,
 }
 
 impl ApiState {
@@ -276,6 +286,23 @@ async fn answer(st: &ApiState, req: Request) -> Response {
     if route == Route::Health {
         return health(st, rest).await;
     }
+    let user = auth::UserInfo::admin();
+    // Under an APIService with a backend: forwarded (mirrors aggregate nothing).
+    let aggregated = if served.read_only || aggregation::registry::group_version(rest).is_none() {
+        None
+    } else {
+        match st.aggregator.services(&st.kinds, &cluster).await {
+            Ok(services) => aggregation::registry::route(&services, rest).cloned(),
+            Err(e) => return e.into_response(),
+        }
+    };
+    if let Some(service) = aggregated {
+        let body = match axum::body::to_bytes(body, st.options.max_body_bytes).await {
+            Ok(b) => b,
+            Err(_) => return too_large(),
+        };
+        return aggregation::forward(st, &cluster, &service, &user, parts, rest, body).await;
+    }
     // A mirror changes only with its upstream.
     if served.read_only && !matches!(parts.method, Method::GET | Method::HEAD) {
         return ApiError::method_not_allowed(parts.method.as_str()).into_response();
@@ -376,9 +403,23 @@ async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, Api
         Route::Health => Ok(StatusCode::OK.into_response()),
         Route::Version => ok(Some(server_version().to_json())),
         Route::CoreVersions | Route::Groups | Route::Group(_) | Route::GroupVersion { .. } => {
-            match (discovery_form(&route)?, route) {
+            let form = discovery_form(&route)?;
+            let local = defs();
+            let services = if ctx.read_only {
+                Vec::new()
+            } else {
+                st.aggregator.services(&st.kinds, &ctx.cluster).await?
+            };
+            let mut all = local.clone();
+            all.extend(st.aggregator.backend_defs(&ctx.cluster, &services));
+            use aggregation::discovery as agg;
+            match (form, route) {
                 (negotiate::Discovery::Aggregated(v), route) => {
-                    let doc = discovery::aggregated(&defs(), route == Route::CoreVersions, v);
+                    let core = route == Route::CoreVersions;
+                    let mut doc = discovery::aggregated(&all, core, v);
+                    if !core {
+                        agg::arrange_aggregated(&mut doc, &services, &local);
+                    }
                     let ct = format!(
                         "application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"
                     );
@@ -390,10 +431,18 @@ async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, Api
                         .into_response())
                 }
                 (_, Route::CoreVersions) => ok(Some(discovery::core_versions())),
-                (_, Route::Groups) => ok(Some(discovery::group_list(&defs()))),
-                (_, Route::Group(g)) => ok(discovery::group(&defs(), &g)),
+                (_, Route::Groups) => {
+                    let mut doc = discovery::group_list(&all);
+                    agg::arrange_group_list(&mut doc, &services, &local);
+                    ok(Some(doc))
+                }
+                (_, Route::Group(g)) => ok(agg::arrange_group_doc(
+                    discovery::group(&all, &g),
+                    &g,
+                    &services,
+                )),
                 (_, Route::GroupVersion { group, version }) => {
-                    ok(discovery::resource_list(&defs(), &group, &version))
+                    ok(discovery::resource_list(&local, &group, &version))
                 }
                 _ => Err(ApiError::not_found_path()),
             }

@@ -6,6 +6,7 @@
 //! `synchronous=FULL`, so an acknowledged write survives a crash.
 
 mod clusters;
+mod credentials;
 mod expiry;
 pub use clusters::token_hash;
 mod mirror;
