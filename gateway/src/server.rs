@@ -146,43 +146,68 @@ pub use crate::hosting::kubeconfig_path;
 /// The namespaces every cluster starts with.
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
-async fn ensure_namespaces(store: &Store, cluster: &str) -> Result<(), StoreError> {
+/// Creates `body` (of the built-in kind `plural`, in `namespace` if it is namespaced) unless it
+/// exists; `status` set as given.
+async fn ensure_object(
+    store: &Store,
+    cluster: &str,
+    plural: &str,
+    namespace: Option<&str>,
+    body: serde_json::Value,
+    status: Option<serde_json::Value>,
+) -> Result<(), StoreError> {
     let def = resources::builtins()
         .into_iter()
-        .find(|d| d.plural == "namespaces")
-        .expect("namespaces are built in");
-    for ns in INITIAL_NAMESPACES {
-        let key = ObjectKey {
-            cluster: cluster.into(),
-            group: String::new(),
-            resource: "namespaces".into(),
-            namespace: String::new(),
-            name: (*ns).into(),
-        };
-        if store.get(&key).await?.is_some() {
-            continue;
-        }
-        let uid = format!("{:032x}", rand::random::<u128>());
-        let mut obj = objects::prepare_create(
-            &def,
-            "v1",
-            None,
-            serde_json::json!({"metadata": {"name": ns}}),
-            &uid,
-            "",
-            jiff::Timestamp::now(),
-        )
-        .expect("initial namespaces are valid");
-        obj["status"] = serde_json::json!({"phase": "Active"});
-        match store
-            .commit(&key, Precondition::Absent, WriteOp::Put(obj))
-            .await
-        {
-            Ok(_) | Err(StoreError::AlreadyExists) => {}
-            Err(e) => return Err(e),
-        }
+        .find(|d| d.plural == plural)
+        .expect("initial objects are of built-in kinds");
+    let key = ObjectKey {
+        cluster: cluster.into(),
+        group: def.group.clone(),
+        resource: def.plural.clone(),
+        namespace: namespace.unwrap_or_default().into(),
+        name: body["metadata"]["name"].as_str().unwrap_or_default().into(),
+    };
+    if store.get(&key).await?.is_some() {
+        return Ok(());
     }
-    Ok(())
+    let mut obj = objects::prepare_create(
+        &def,
+        &def.versions[0],
+        namespace,
+        body,
+        &objects::new_uid(),
+        "",
+        jiff::Timestamp::now(),
+    )
+    .expect("initial objects are valid");
+    if let Some(status) = status {
+        obj["status"] = status;
+    }
+    match store
+        .commit(&key, Precondition::Absent, WriteOp::Put(obj))
+        .await
+    {
+        Ok(_) | Err(StoreError::AlreadyExists) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// What every cluster starts with: its namespaces, and the `cluster-admin` ClusterRole.
+async fn ensure_initial_objects(store: &Store, cluster: &str) -> Result<(), StoreError> {
+    for ns in INITIAL_NAMESPACES {
+        let body = serde_json::json!({"metadata": {"name": ns}});
+        let status = serde_json::json!({"phase": "Active"});
+        ensure_object(store, cluster, "namespaces", None, body, Some(status)).await?;
+    }
+    let cluster_admin = serde_json::json!({
+        "metadata": {"name": "cluster-admin",
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+        "rules": [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+            {"nonResourceURLs": ["*"], "verbs": ["*"]},
+        ],
+    });
+    ensure_object(store, cluster, "clusterroles", None, cluster_admin, None).await
 }
 
 /// Writes `kube-system/extension-apiserver-authentication` (what extension API servers trust)
@@ -202,34 +227,29 @@ async fn publish_authentication(
         name: front_proxy::CONFIGMAP.into(),
     };
     let wanted = serde_json::to_value(&data)?;
-    let (precondition, obj) = match store.get(&key).await? {
+    let (rv, mut current) = match store.get(&key).await? {
         Some((_, current)) if current["data"] == wanted => return Ok(()),
-        Some((rv, mut current)) => {
-            current["data"] = wanted;
-            (Precondition::At(rv), current)
-        }
+        Some(found) => found,
         None => {
-            let def = resources::builtins()
-                .into_iter()
-                .find(|d| d.plural == "configmaps")
-                .expect("configmaps are built in");
-            let uid = objects::new_uid();
-            let obj = objects::prepare_create(
-                &def,
-                "v1",
+            let body = front_proxy::configmap(&data);
+            return ensure_object(
+                store,
+                cluster,
+                "configmaps",
                 Some("kube-system"),
-                front_proxy::configmap(&data),
-                &uid,
-                "",
-                jiff::Timestamp::now(),
+                body,
+                None,
             )
-            .expect("the ConfigMap is valid");
-            (Precondition::Absent, obj)
+            .await;
         }
     };
-    match store.commit(&key, precondition, WriteOp::Put(obj)).await {
+    current["data"] = wanted;
+    match store
+        .commit(&key, Precondition::At(rv), WriteOp::Put(current))
+        .await
+    {
         // Another writer got there first; the next start settles it.
-        Ok(_) | Err(StoreError::AlreadyExists | StoreError::Conflict { .. }) => Ok(()),
+        Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
         Err(e) => Err(e),
     }
 }
@@ -315,7 +335,7 @@ impl Gateway {
             tracing::info!(kubeconfig = %path.display(), "the admin token's kubeconfig");
         }
         for cluster in &opts.clusters {
-            ensure_namespaces(&store, cluster).await?;
+            ensure_initial_objects(&store, cluster).await?;
             let path = hosting.host(cluster, false).await?;
             tracing::info!(cluster, kubeconfig = %path.display(), "embedded cluster ready");
         }
@@ -382,6 +402,11 @@ impl Gateway {
             }
             .run(stop_rx.clone()),
         );
+        let role_aggregation = tokio::spawn(api::auth::role_aggregation::run(
+            store.clone(),
+            opts.clusters.clone(),
+            stop_rx.clone(),
+        ));
         let task_store = store.clone();
         let task_subscriptions = subscriptions.clone();
         let limits = opts.serving.clone();
@@ -403,6 +428,7 @@ impl Gateway {
             serve::serve(endpoints, limits, stop_rx, move || watches.end_watches()).await;
             compaction.abort();
             checker.abort();
+            role_aggregation.abort();
             task_subscriptions.stop().await;
             task_store.close().await;
         });
@@ -461,6 +487,14 @@ async fn compact_periodically(store: Store, policy: Compaction, embedded: Vec<St
                 Ok(n) => tracing::debug!(cluster, expired = n, "expired events"),
                 Err(e) => tracing::warn!(cluster, error = %e, "expiring events failed"),
             }
+        }
+        match store
+            .expire_tokens(jiff::Timestamp::now().as_second())
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(expired = n, "forgot expired ServiceAccount tokens"),
+            Err(e) => tracing::warn!(error = %e, "forgetting expired tokens failed"),
         }
         if let Err(e) = store.compact(policy.keep).await {
             tracing::warn!(error = %e, "event log compaction failed");

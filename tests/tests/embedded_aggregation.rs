@@ -474,3 +474,202 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
     drop(backend);
     gw.stop();
 }
+
+/// `kubectl` with `--token=TOKEN` against `gw` (its kubeconfig's server and CA).
+fn kubectl_as(gw: &GatewayProcess, token: &str, args: &[&str]) -> std::process::Output {
+    let flag = format!("--token={token}");
+    let mut all = vec![flag.as_str()];
+    all.extend_from_slice(args);
+    gw.kubectl(&all)
+}
+
+fn create(gw: &GatewayProcess, dir: &std::path::Path, name: &str, obj: &Value) -> Value {
+    let file = dir.join(format!("{name}.json"));
+    std::fs::write(&file, obj.to_string()).unwrap();
+    json_of(&gw.kubectl_ok(&["create", "-f", file.to_str().unwrap(), "-o", "json"]))
+}
+
+#[test]
+fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let a = start_gateway(dir.path(), "alpha");
+    let b = start_gateway(dir.path(), "beta");
+    for gw in [&a, &b] {
+        gw.kubectl_ok(&["create", "serviceaccount", "bot", "-n", "default"]);
+    }
+
+    // TokenRequest (JSON, as kube-rs sends it) and `kubectl create token` (protobuf).
+    let token = runtime.block_on(async {
+        let client = client_of(&a).await;
+        let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600}});
+        let req = http::Request::post("/api/v1/namespaces/default/serviceaccounts/bot/token")
+            .header("content-type", "application/json")
+            .body(body.to_string().into_bytes())
+            .unwrap();
+        let answer: Value = client.request(req).await.unwrap();
+        assert_eq!(answer["spec"]["expirationSeconds"], 3600);
+        assert!(answer["status"]["expirationTimestamp"].is_string());
+        answer["status"]["token"].as_str().unwrap().to_owned()
+    });
+    let second = a.kubectl_ok(&["create", "token", "bot", "-n", "default"]);
+    let second = second.trim();
+    assert!(!second.is_empty() && second != token);
+    let user = "system:serviceaccount:default:bot";
+    // The token is never stored in clear.
+    let db = std::fs::read(dir.path().join("alpha/gateway.db")).unwrap();
+    assert!(!db.windows(token.len()).any(|w| w == token.as_bytes()));
+
+    // Who am I: the ServiceAccount, in its groups.
+    let whoami = json_of(&String::from_utf8_lossy(
+        &kubectl_as(&a, second, &["auth", "whoami", "-o", "json"]).stdout,
+    ));
+    assert_eq!(whoami["status"]["userInfo"]["username"], user);
+    assert_eq!(
+        whoami["status"]["userInfo"]["groups"],
+        json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:default",
+            "system:authenticated"
+        ])
+    );
+    // The admin is in system:masters.
+    let admin = json_of(&a.kubectl_ok(&["auth", "whoami", "-o", "json"]));
+    assert!(
+        admin["status"]["userInfo"]["groups"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("system:masters"))
+    );
+
+    // TokenReview answers for the token; SubjectAccessReview for the account.
+    let review = create(
+        &a,
+        dir.path(),
+        "tr",
+        &json!({"apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenReview", "spec": {"token": token}}),
+    );
+    assert_eq!(review["status"]["authenticated"], true, "{review}");
+    assert_eq!(review["status"]["user"]["username"], user);
+    let bogus = create(
+        &a,
+        dir.path(),
+        "tr2",
+        &json!({"apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenReview", "spec": {"token": "not-a-token"}}),
+    );
+    assert_eq!(bogus["status"]["authenticated"], false);
+    let sar = |name: &str, ns: &str| {
+        create(
+            &a,
+            dir.path(),
+            name,
+            &json!({"apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview", "spec": {"user": user,
+                "groups": ["system:serviceaccounts", "system:authenticated"],
+                "resourceAttributes": {"namespace": ns, "verb": "list", "resource": "pods"}}}),
+        )
+    };
+    assert_eq!(sar("sar1", "default")["status"]["allowed"], false);
+
+    // Without a binding: 403 in kube-apiserver's words, and can-i says no.
+    let out = kubectl_as(&a, &token, &["get", "pods", "-n", "default"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains(&format!(
+        "pods is forbidden: User \"{user}\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
+    )), "{stderr}");
+    let can = kubectl_as(
+        &a,
+        &token,
+        &["auth", "can-i", "list", "pods", "-n", "default"],
+    );
+    assert_eq!(String::from_utf8_lossy(&can.stdout).trim(), "no");
+    // Discovery is open to every authenticated user.
+    assert!(
+        kubectl_as(&a, &token, &["get", "--raw", "/apis"])
+            .status
+            .success()
+    );
+
+    // An aggregated ClusterRole gets the rules of those it selects; a RoleBinding to it lets
+    // the account list pods in its namespace, and nowhere else.
+    create(
+        &a,
+        dir.path(),
+        "agg",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole", "metadata": {"name": "pod-reader"},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"aggregate-to-pod-reader": "true"}}]},
+        "rules": []}),
+    );
+    create(
+        &a,
+        dir.path(),
+        "part",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole", "metadata": {"name": "pod-reader-part",
+            "labels": {"aggregate-to-pod-reader": "true"}},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}),
+    );
+    wait_until(
+        "the aggregated ClusterRole to get its rules",
+        DEADLINE,
+        || {
+            let role = json_of(&a.kubectl_ok(&["get", "clusterrole", "pod-reader", "-o", "json"]));
+            (role["rules"][0]["resources"] == json!(["pods"])).then_some(())
+        },
+    );
+    create(
+        &a,
+        dir.path(),
+        "rb",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding", "metadata": {"name": "bot-reads-pods", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "pod-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bot", "namespace": "default"}]}),
+    );
+    wait_until("the binding to take effect", DEADLINE, || {
+        kubectl_as(&a, &token, &["get", "pods", "-n", "default"])
+            .status
+            .success()
+            .then_some(())
+    });
+    let can = kubectl_as(
+        &a,
+        second,
+        &["auth", "can-i", "list", "pods", "-n", "default"],
+    );
+    assert_eq!(String::from_utf8_lossy(&can.stdout).trim(), "yes");
+    assert_eq!(sar("sar2", "default")["status"]["allowed"], true);
+    let elsewhere = kubectl_as(&a, &token, &["get", "pods", "-n", "kube-system"]);
+    assert!(String::from_utf8_lossy(&elsewhere.stderr).contains("forbidden"));
+    assert!(
+        !kubectl_as(&a, &token, &["create", "configmap", "x", "-n", "default"])
+            .status
+            .success()
+    );
+
+    // A token of one cluster is refused by another (401), even for a same-named account.
+    let other = kubectl_as(&b, &token, &["get", "--raw", "/api"]);
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success());
+    assert!(stderr.contains("Unauthorized"), "{stderr}");
+    let review = create(
+        &b,
+        dir.path(),
+        "tr3",
+        &json!({"apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenReview", "spec": {"token": token}}),
+    );
+    assert_eq!(review["status"]["authenticated"], false);
+    // And a deleted account's tokens prove nothing.
+    a.kubectl_ok(&["delete", "serviceaccount", "bot", "-n", "default"]);
+    let gone = kubectl_as(&a, &token, &["get", "--raw", "/api"]);
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("Unauthorized"));
+    a.stop();
+    b.stop();
+}

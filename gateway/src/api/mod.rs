@@ -40,7 +40,7 @@ use serde_json::Value;
 use crate::registry::{self, Registry};
 use crate::{
     mirror::Subscriptions,
-    store::{Store, StoreError, token_hash},
+    store::{Store, StoreError},
 };
 use clusters::ServedClusters;
 use path::{Route, parse, split_cluster};
@@ -187,6 +187,8 @@ impl PendingOwners {
 
 /// A request after routing and authentication.
 pub(crate) struct Ctx {
+    /// Who asked (authenticated).
+    pub user: auth::UserInfo,
     pub cluster: String,
     /// A mirror (or the fleet view): served read-only, and discovery says so.
     pub read_only: bool,
@@ -275,18 +277,33 @@ async fn answer(st: &ApiState, req: Request) -> Response {
         }
         return ApiError::not_found_path().into_response();
     };
-    let authorized = !st.require_token
-        || bearer(&parts.headers).is_some_and(|t| {
-            let hash = token_hash(t);
-            hash == served.token_hash || st.admin_token_hash.as_deref() == Some(hash.as_str())
-        });
-    if !authorized {
+    // Authentication: the owner-only unix socket is the admin; over HTTPS the bearer token
+    // says who the caller is.
+    let user = match bearer(&parts.headers) {
+        _ if !st.require_token => Some(auth::UserInfo::admin()),
+        Some(token) => match auth::tokens::authenticate(st, &cluster, &served, token).await {
+            Ok(found) => found.map(|(user, _)| user),
+            Err(e) => return e.into_response(),
+        },
+        None => None,
+    };
+    let Some(user) = user else {
         return ApiError::unauthorized().into_response();
-    }
+    };
     if route == Route::Health {
         return health(st, rest).await;
     }
-    let user = auth::UserInfo::admin();
+    // Authorization (RBAC) of every request to an embedded cluster; a mirror's token only
+    // reads it.
+    if !served.read_only {
+        let query = parts.uri.query().unwrap_or_default();
+        let attributes = auth::request_attributes(&parts.method, &route, rest, query);
+        match auth::authorize(st, &cluster, &user, &attributes).await {
+            Ok(d) if d.allowed => {}
+            Ok(_) => return auth::forbidden(&user, &attributes).into_response(),
+            Err(e) => return e.into_response(),
+        }
+    }
     // Under an APIService with a backend: forwarded (mirrors aggregate nothing).
     let aggregated = if served.read_only || aggregation::registry::group_version(rest).is_none() {
         None
@@ -316,6 +333,7 @@ async fn answer(st: &ApiState, req: Request) -> Response {
             .map(|q| q.0.into_iter().collect())
             .unwrap_or_default();
     let ctx = Ctx {
+        user,
         cluster,
         read_only: served.read_only,
         method: parts.method,
