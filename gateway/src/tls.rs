@@ -65,12 +65,11 @@ fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), TlsError> {
     fs::rename(&tmp, path).map_err(io)
 }
 
-/// A fresh CA and serving certificate, as PEM: (ca cert, ca key, serving cert, serving key).
-pub fn generate() -> Result<[String; 4], rcgen::Error> {
+/// A CA's parameters: named `common_name`, valid from 2025 to 2035.
+pub fn ca_params(common_name: &str) -> Result<CertificateParams, rcgen::Error> {
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "gpustack-gateway-ca");
+    ca.distinguished_name.push(DnType::CommonName, common_name);
     ca.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -78,24 +77,45 @@ pub fn generate() -> Result<[String; 4], rcgen::Error> {
     ];
     ca.not_before = rcgen::date_time_ymd(2025, 1, 1);
     ca.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    Ok(ca)
+}
+
+/// A leaf certificate's parameters: named `common_name` with `dns_names`, for `purpose`
+/// (serving or client), valid from 2025 to 2035.
+pub fn leaf_params(
+    common_name: &str,
+    dns_names: Vec<String>,
+    purpose: ExtendedKeyUsagePurpose,
+) -> Result<CertificateParams, rcgen::Error> {
+    let mut leaf = CertificateParams::new(dns_names)?;
+    leaf.distinguished_name
+        .push(DnType::CommonName, common_name);
+    leaf.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    leaf.extended_key_usages = vec![purpose];
+    leaf.not_before = rcgen::date_time_ymd(2025, 1, 1);
+    leaf.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    Ok(leaf)
+}
+
+/// A fresh CA and serving certificate, as PEM: (ca cert, ca key, serving cert, serving key).
+pub fn generate() -> Result<[String; 4], rcgen::Error> {
+    let ca = ca_params("gpustack-gateway-ca")?;
     let ca_key = KeyPair::generate()?;
     let ca_cert = ca.self_signed(&ca_key)?;
 
-    let mut leaf = CertificateParams::new(vec!["localhost".to_owned()])?;
-    leaf.distinguished_name
-        .push(DnType::CommonName, "gpustack-gateway");
+    let mut leaf = leaf_params(
+        "gpustack-gateway",
+        vec!["localhost".to_owned()],
+        ExtendedKeyUsagePurpose::ServerAuth,
+    )?;
     for ip in ["127.0.0.1", "::1"] {
         leaf.subject_alt_names.push(SanType::IpAddress(
             ip.parse::<IpAddr>().expect("literal address"),
         ));
     }
-    leaf.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    leaf.not_before = rcgen::date_time_ymd(2025, 1, 1);
-    leaf.not_after = rcgen::date_time_ymd(2035, 1, 1);
     let leaf_key = KeyPair::generate()?;
     let issuer = Issuer::from_params(&ca, &ca_key);
     let leaf_cert = leaf.signed_by(&leaf_key, &issuer)?;

@@ -24,9 +24,12 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
     core::{ApiResource, GroupVersionKind},
 };
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, pem::PemObject};
+use rustls::pki_types::{CertificateDer, pem::PemObject};
 use serde_json::{Value, json};
+
+// The stand-in webhook server's certificate helper.
+#[path = "../../gateway/tests/support/webhook.rs"]
+mod webhook;
 
 const GROUP: &str = "stand-in.gpustack.ai";
 const APISERVICE: &str = "v1.stand-in.gpustack.ai";
@@ -63,17 +66,7 @@ impl Backend {
     /// Serves on `port` with a certificate for `worker.default.svc`, trusting `front_proxy_ca`
     /// for client certificates named one of `allowed_names`.
     async fn start(port: u16, front_proxy_ca: &str, allowed_names: Vec<String>) -> Backend {
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca_key = KeyPair::generate().unwrap();
-        let ca_cert = ca.self_signed(&ca_key).unwrap();
-        let mut leaf = CertificateParams::new(vec!["worker.default.svc".to_owned()]).unwrap();
-        leaf.subject_alt_names
-            .push(SanType::IpAddress([127, 0, 0, 1].into()));
-        let leaf_key = KeyPair::generate().unwrap();
-        let leaf_cert = leaf
-            .signed_by(&leaf_key, &Issuer::from_params(&ca, &ca_key))
-            .unwrap();
+        let (ca_pem, cert, key) = webhook::serving_certificate(&["worker.default.svc"]);
         let mut roots = rustls::RootCertStore::empty();
         for c in CertificateDer::pem_slice_iter(front_proxy_ca.as_bytes()) {
             roots.add(c.unwrap()).unwrap();
@@ -89,10 +82,7 @@ impl Backend {
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_client_cert_verifier(verifier)
-            .with_single_cert(
-                vec![CertificateDer::from(leaf_cert.der().to_vec())],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
-            )
+            .with_single_cert(vec![cert], key)
             .unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
@@ -135,7 +125,7 @@ impl Backend {
             }
         });
         Backend {
-            ca_pem: ca_cert.pem(),
+            ca_pem,
             seen,
             task,
             connections,
@@ -399,7 +389,19 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
             list["items"][0]["metadata"]["annotations"]["seen-user"],
             "admin"
         );
-        let last = backend.seen().last().cloned().unwrap();
+        // (The availability check's requests come as system:kube-aggregator in system:masters.)
+        let seen = backend.seen();
+        let checks = seen.iter().filter(|s| s.user == "system:kube-aggregator");
+        assert!(
+            checks.clone().all(|s| s.groups == ["system:masters"]),
+            "{seen:?}"
+        );
+        let last = seen
+            .iter()
+            .rev()
+            .find(|s| s.user != "system:kube-aggregator")
+            .cloned()
+            .unwrap();
         assert_eq!(last.user, "admin");
         assert!(
             !last.groups.contains(&"forged-group".to_owned()),
@@ -427,6 +429,112 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
             other => panic!("unexpected event {other:?}"),
         }
     });
+
+    // A ServiceAccount is authorized before anything is forwarded, and the backend sees it.
+    gw.kubectl_ok(&["create", "serviceaccount", "reader", "-n", "default"]);
+    let token = gw.kubectl_ok(&["create", "token", "reader", "-n", "default"]);
+    let token = format!("--token={}", token.trim());
+    let denied = gw.kubectl(&[&token, "get", "widgets", "-n", "default"]);
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert!(stderr.contains(
+        "widgets.stand-in.gpustack.ai is forbidden: User \"system:serviceaccount:default:reader\" cannot list resource \"widgets\" in API group \"stand-in.gpustack.ai\" in the namespace \"default\""
+    ), "{stderr}");
+    apply(
+        &gw,
+        dir.path(),
+        "widget-reader",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole", "metadata": {"name": "widget-reader"},
+        "rules": [{"apiGroups": [GROUP], "resources": ["widgets"], "verbs": ["list"]}]}),
+    );
+    apply(
+        &gw,
+        dir.path(),
+        "reader-binding",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding", "metadata": {"name": "reader", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "widget-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": "default"}]}),
+    );
+    let listed = wait_until("the reader to list widgets", DEADLINE, || {
+        let out = gw.kubectl(&[&token, "get", "widgets", "-n", "default", "-o", "json"]);
+        out.status
+            .success()
+            .then(|| json_of(&String::from_utf8_lossy(&out.stdout)))
+    });
+    let annotations = &listed["items"][0]["metadata"]["annotations"];
+    assert_eq!(
+        annotations["seen-user"],
+        "system:serviceaccount:default:reader"
+    );
+    assert_eq!(
+        annotations["seen-groups"],
+        "system:serviceaccounts,system:serviceaccounts:default,system:authenticated"
+    );
+
+    // A backend that accepts connections and never answers holds up only its own requests.
+    let slow = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let slow_port = slow.local_addr().unwrap().port();
+    let held: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+    let holder = held.clone();
+    std::thread::spawn(move || {
+        for conn in slow.incoming() {
+            match conn {
+                Ok(c) => holder.lock().unwrap().push(c),
+                Err(_) => return,
+            }
+        }
+    });
+    apply(
+        &gw,
+        dir.path(),
+        "slow-svc",
+        &json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "slow", "namespace": "default"},
+        "spec": {"clusterIP": "127.0.0.1", "ports": [{"port": slow_port}]}}),
+    );
+    apply(
+        &gw,
+        dir.path(),
+        "slow-apiservice",
+        &json!({"apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService", "metadata": {"name": "v1.slow.gpustack.ai"},
+        "spec": {"group": "slow.gpustack.ai", "version": "v1", "groupPriorityMinimum": 100,
+            "versionPriority": 100, "insecureSkipTLSVerify": true,
+            "service": {"namespace": "default", "name": "slow", "port": slow_port}}}),
+    );
+    let flags = gw.kubectl_flags();
+    let stuck = std::thread::spawn(move || {
+        gpustack_tests::embedded::kubectl_with(
+            &flags,
+            &["get", "--raw", "/apis/slow.gpustack.ai/v1/things"],
+        )
+        .output()
+        .unwrap()
+    });
+    let before = held.lock().unwrap().len();
+    wait_until("the slow backend to hold a request", DEADLINE, || {
+        (held.lock().unwrap().len() > before).then_some(())
+    });
+    let started = std::time::Instant::now();
+    gw.kubectl_ok(&[
+        "get",
+        "--raw",
+        &format!("/apis/{GROUP}/v1/namespaces/default/widgets"),
+    ]);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let stuck = stuck.join().unwrap();
+    let stderr = String::from_utf8_lossy(&stuck.stderr);
+    assert!(!stuck.status.success());
+    assert!(
+        stderr.contains("ServiceUnavailable") || stderr.contains("503"),
+        "{stderr}"
+    );
+    gw.kubectl_ok(&["delete", "apiservice", "v1.slow.gpustack.ai"]);
 
     // The backend goes away: requests answer 503 naming the APIService, and the check marks
     // it unavailable.

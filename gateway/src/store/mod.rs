@@ -12,7 +12,7 @@ pub use clusters::token_hash;
 mod mirror;
 mod read;
 mod subscriptions;
-mod tokens;
+pub mod tokens;
 mod write;
 
 use std::{path::Path, sync::Arc, time::Duration};
@@ -24,7 +24,6 @@ use sqlx::sqlite::{
 use tokio::sync::{Mutex, broadcast, mpsc, watch};
 
 pub use read::{ListPage, RawObject, RawPage, ReplayError};
-pub use tokens::TokenRecord;
 pub use write::{Precondition, WriteOp};
 
 /// Where an object lives. `namespace` is empty for cluster-scoped kinds; `group` is empty for the

@@ -16,14 +16,14 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast::error::RecvError, watch};
 
 use super::{
-    Aggregator,
+    Aggregator, Unreachable,
     registry::{self, ApiService},
 };
 use crate::{
     api::{
         auth::{MASTERS, UserInfo},
         objects::rv_of,
-        services::{self, ResolveError},
+        services::ResolveError,
     },
     store::{ObjectKey, Precondition, Store, StoreError, WriteOp},
 };
@@ -96,6 +96,21 @@ pub fn updated_status(status: &Value, verdict: &Verdict, now: &str) -> Option<Va
     Some(status)
 }
 
+/// Why a discovery check failed once connected.
+#[derive(Debug, thiserror::Error)]
+enum CheckError {
+    #[error(transparent)]
+    Proxy(#[from] super::proxy::ProxyError),
+    #[error("reading the response")]
+    Read(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("bad status {0}")]
+    Status(u16),
+    #[error("decoding the response")]
+    Decode(#[from] serde_json::Error),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
 /// Checks the APIServices of the clusters named, until `stop`.
 pub struct Checker {
     pub store: Store,
@@ -162,17 +177,13 @@ impl Checker {
         let Some(backend) = &s.backend else {
             return Verdict::Local;
         };
-        let addr = match services::resolve(
-            &self.store,
-            cluster,
-            &backend.namespace,
-            &backend.name,
-            backend.port,
-        )
-        .await
+        let (addr, tls) = match self
+            .aggregator
+            .connection(&self.store, cluster, backend)
+            .await
         {
-            Ok(a) => a,
-            Err(ResolveError::NotFound { namespace, name }) => {
+            Ok(c) => c,
+            Err(Unreachable::Service(ResolveError::NotFound { namespace, name })) => {
                 return Verdict::ServiceNotFound(format!(
                     "service/{name} in \"{namespace}\" is not present"
                 ));
@@ -183,16 +194,7 @@ impl Checker {
             "https://{}:{}/apis/{}/{}",
             addr.host, addr.port, s.group, s.version
         );
-        let failed = |why: String| {
-            Verdict::FailedDiscoveryCheck(format!("failing or missing response from {url}: {why}"))
-        };
         let fetched = tokio::time::timeout(CHECK_TIMEOUT, async {
-            let identity = self
-                .aggregator
-                .identity(cluster)
-                .ok_or_else(|| "the cluster has no front-proxy identity".to_owned())?;
-            let tls =
-                super::proxy::client_config(backend, &identity).map_err(|e| super::chain(&e))?;
             let checker = UserInfo {
                 username: "system:kube-aggregator".into(),
                 uid: String::new(),
@@ -211,25 +213,26 @@ impl Checker {
                 Bytes::new(),
                 &self.aggregator.timeouts(),
             )
-            .await
-            .map_err(|e| super::chain(&e))?;
+            .await?;
             let code = response.status();
             let body = Limited::new(response.into_body(), MAX_DISCOVERY_BYTES)
                 .collect()
                 .await
-                .map_err(|e| format!("reading the response: {e}"))?
+                .map_err(CheckError::Read)?
                 .to_bytes();
             if !code.is_success() {
-                return Err(format!("bad status from {url}: {}", code.as_u16()));
+                return Err(CheckError::Status(code.as_u16()));
             }
-            serde_json::from_slice::<Value>(&body)
-                .map_err(|e| format!("decoding the response: {e}"))
+            Ok(serde_json::from_slice::<Value>(&body)?)
         })
-        .await;
+        .await
+        .unwrap_or(Err(CheckError::Timeout(CHECK_TIMEOUT)));
         match fetched {
-            Ok(Ok(list)) => Verdict::Passed(list),
-            Ok(Err(why)) => failed(why),
-            Err(_) => failed(format!("no answer within {CHECK_TIMEOUT:?}")),
+            Ok(list) => Verdict::Passed(list),
+            Err(e) => Verdict::FailedDiscoveryCheck(format!(
+                "failing or missing response from {url}: {}",
+                super::chain(&e)
+            )),
         }
     }
 

@@ -6,14 +6,14 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
+use rcgen::{ExtendedKeyUsagePurpose, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use serde_json::{Value, json};
 
-use crate::store::{Store, StoreError};
+use crate::{
+    store::{Store, StoreError},
+    tls,
+};
 
 /// The common name of the client certificate (what `requestheader-allowed-names` lists).
 pub const CLIENT_NAME: &str = "front-proxy-client";
@@ -50,24 +50,10 @@ pub struct FrontProxy {
     pub client_key: Arc<PrivateKeyDer<'static>>,
 }
 
-fn ca_params() -> Result<CertificateParams, rcgen::Error> {
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, CA_NAME);
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    ca.not_before = rcgen::date_time_ymd(2025, 1, 1);
-    ca.not_after = rcgen::date_time_ymd(2035, 1, 1);
-    Ok(ca)
-}
-
 /// A new CA: its certificate and key, PEM, one after the other.
 fn new_ca() -> Result<String, rcgen::Error> {
     let key = KeyPair::generate()?;
-    let cert = ca_params()?.self_signed(&key)?;
+    let cert = tls::ca_params(CA_NAME)?.self_signed(&key)?;
     Ok(format!("{}{}", cert.pem(), key.serialize_pem()))
 }
 
@@ -79,18 +65,9 @@ fn client_of(ca_pem: &str) -> Result<FrontProxy, FrontProxyError> {
     let ca_key = KeyPair::from_pem(key_pem.trim_start()).map_err(FrontProxyError::Stored)?;
     // The CA's subject and key identifier follow from its parameters and key: the issuer
     // they make signs certificates that chain to the stored CA certificate.
-    let ca = ca_params()?;
+    let ca = tls::ca_params(CA_NAME)?;
     let issuer = Issuer::from_params(&ca, &ca_key);
-    let mut leaf = CertificateParams::new(Vec::<String>::new())?;
-    leaf.distinguished_name
-        .push(DnType::CommonName, CLIENT_NAME);
-    leaf.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    leaf.not_before = rcgen::date_time_ymd(2025, 1, 1);
-    leaf.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    let leaf = tls::leaf_params(CLIENT_NAME, Vec::new(), ExtendedKeyUsagePurpose::ClientAuth)?;
     let key = KeyPair::generate()?;
     let cert = leaf.signed_by(&key, &issuer)?;
     Ok(FrontProxy {

@@ -153,6 +153,39 @@ impl Aggregator {
     }
 }
 
+/// Why a backend cannot be reached before anything is sent.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreachable {
+    #[error(transparent)]
+    Service(#[from] services::ResolveError),
+    #[error("the cluster has no front-proxy identity")]
+    NoIdentity,
+    #[error("{}", chain(.0))]
+    Tls(#[from] proxy::ProxyError),
+}
+
+impl Aggregator {
+    /// Where `backend` is and how to talk to it: its Service's address, and the TLS
+    /// configuration that checks it and presents `cluster`'s front-proxy certificate.
+    pub async fn connection(
+        &self,
+        store: &crate::store::Store,
+        cluster: &str,
+        backend: &registry::Backend,
+    ) -> Result<(services::ServiceAddress, Arc<rustls::ClientConfig>), Unreachable> {
+        let identity = self.identity(cluster).ok_or(Unreachable::NoIdentity)?;
+        let addr = services::resolve(
+            store,
+            cluster,
+            &backend.namespace,
+            &backend.name,
+            backend.port,
+        )
+        .await?;
+        Ok((addr, proxy::client_config(backend, &identity)?))
+    }
+}
+
 /// A 503 naming the APIService, as kube-aggregator answers when its backend cannot be reached.
 fn unavailable(s: &ApiService, why: &str) -> ApiError {
     ApiError::new(
@@ -178,24 +211,9 @@ pub(crate) async fn forward(
     let Some(backend) = &s.backend else {
         return ApiError::not_found_path().into_response();
     };
-    let Some(identity) = st.aggregator.identity(cluster) else {
-        return unavailable(s, "the cluster has no front-proxy identity").into_response();
-    };
-    let addr = match services::resolve(
-        &st.store,
-        cluster,
-        &backend.namespace,
-        &backend.name,
-        backend.port,
-    )
-    .await
-    {
-        Ok(a) => a,
+    let (addr, tls) = match st.aggregator.connection(&st.store, cluster, backend).await {
+        Ok(c) => c,
         Err(e) => return unavailable(s, &e.to_string()).into_response(),
-    };
-    let tls = match proxy::client_config(backend, &identity) {
-        Ok(t) => t,
-        Err(e) => return unavailable(s, &chain(&e)).into_response(),
     };
     let target = match parts.uri.query() {
         Some(q) => format!("{path}?{q}"),

@@ -12,7 +12,7 @@ use super::{AUTHENTICATED, UserInfo};
 use crate::{
     api::{ApiState, Ctx, clusters::Served, json_response, status::ApiError},
     kubeconfig,
-    store::{ObjectKey, StoreError, TokenRecord, token_hash},
+    store::{ObjectKey, StoreError, token_hash, tokens::TokenRecord},
 };
 
 /// A token's lifetime when the request names none.
