@@ -761,6 +761,85 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
             .success()
     );
 
+    // Bound as an extension API server is (system:auth-delegator, and the reader of
+    // kube-system/extension-apiserver-authentication), the account delegates to the cluster:
+    // it reviews tokens and access, and reads whom to trust.
+    assert!(
+        !kubectl_as(
+            &a,
+            &token,
+            &["create", "-f", dir.path().join("tr.json").to_str().unwrap()]
+        )
+        .status
+        .success()
+    );
+    create(
+        &a,
+        dir.path(),
+        "delegator",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding", "metadata": {"name": "bot-auth-delegator"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bot", "namespace": "default"}]}),
+    );
+    create(
+        &a,
+        dir.path(),
+        "reader",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding", "metadata": {"name": "bot-auth-reader", "namespace": "kube-system"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bot", "namespace": "default"}]}),
+    );
+    let reviewed = wait_until("the account to review tokens", DEADLINE, || {
+        let out = kubectl_as(
+            &a,
+            &token,
+            &[
+                "create",
+                "-f",
+                dir.path().join("tr.json").to_str().unwrap(),
+                "-o",
+                "json",
+            ],
+        );
+        out.status
+            .success()
+            .then(|| json_of(&String::from_utf8_lossy(&out.stdout)))
+    });
+    assert_eq!(reviewed["status"]["user"]["username"], user);
+    assert!(
+        kubectl_as(
+            &a,
+            &token,
+            &[
+                "create",
+                "-f",
+                dir.path().join("sar1.json").to_str().unwrap()
+            ]
+        )
+        .status
+        .success()
+    );
+    let cm = kubectl_as(
+        &a,
+        &token,
+        &[
+            "get",
+            "configmap",
+            "-n",
+            "kube-system",
+            "extension-apiserver-authentication",
+        ],
+    );
+    assert!(
+        cm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cm.stderr)
+    );
+    let others = kubectl_as(&a, &token, &["get", "configmaps", "-n", "kube-system"]);
+    assert!(!others.status.success());
+
     // A token of one cluster is refused by another (401), even for a same-named account.
     let other = kubectl_as(&b, &token, &["get", "--raw", "/api"]);
     let stderr = String::from_utf8_lossy(&other.stderr);
