@@ -187,6 +187,12 @@ fn answer(
             "resources": [{"name": "widgets", "singularName": "widget", "namespaced": true,
                 "kind": "Widget", "verbs": ["get", "list", "watch"], "shortNames": ["wd"]}]}),
         ),
+        "/openapi/v3/apis/stand-in.gpustack.ai/v1" => json_body(
+            200,
+            json!({
+            "openapi": "3.0.0", "info": {"title": "stand-in", "version": "v1"}, "paths": {},
+            "components": {"schemas": {"ai.gpustack.stand-in.v1.Widget": {"type": "object"}}}}),
+        ),
         "/apis/stand-in.gpustack.ai/v1/namespaces/default/widgets"
         | "/apis/stand-in.gpustack.ai/v1/widgets"
             if query.contains("watch=true") || query.contains("watch=1") =>
@@ -361,6 +367,18 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
     // /apis/GROUP/VERSION itself comes from the backend.
     let list = json_of(&gw.kubectl_ok(&["get", "--raw", &format!("/apis/{GROUP}/v1")]));
     assert_eq!(list["resources"][0]["name"], "widgets");
+
+    // OpenAPI v3: the root names the group and version, and its document is the backend's.
+    let root = json_of(&gw.kubectl_ok(&["get", "--raw", "/openapi/v3"]));
+    let url = root["paths"][format!("apis/{GROUP}/v1")]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let doc = json_of(&gw.kubectl_ok(&["get", "--raw", &url]));
+    assert!(
+        doc["components"]["schemas"]["ai.gpustack.stand-in.v1.Widget"].is_object(),
+        "{doc}"
+    );
 
     // A list through the proxy, with the caller's identity and without its token.
     let out = json_of(&gw.kubectl_ok(&["get", "widgets", "-n", "default", "-o", "json"]));

@@ -466,7 +466,14 @@ async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, Api
             }
         }
         Route::OpenApiV2 => openapi::v2(ctx.header(header::ACCEPT), &defs()),
-        Route::OpenApiV3Root => ok(Some(openapi::v3_root(&defs()))),
+        Route::OpenApiV3Root => {
+            let mut doc = openapi::v3_root(&defs());
+            if !ctx.read_only {
+                let services = st.aggregator.services(&st.kinds, &ctx.cluster).await?;
+                aggregation::discovery::add_openapi_paths(&mut doc, &services);
+            }
+            ok(Some(doc))
+        }
         Route::OpenApiV3 { group, version } => {
             ok(openapi::v3_group_version(&defs(), &group, &version))
         }

@@ -238,6 +238,19 @@ pub fn arrange_aggregated(doc: &mut Value, services: &[ApiService], local: &[Res
     doc["items"] = Value::Array(items);
 }
 
+/// The OpenAPI v3 root (`/openapi/v3`) with each APIService backend's group and version, whose
+/// document the backend serves (the request is forwarded).
+pub fn add_openapi_paths(doc: &mut Value, services: &[ApiService]) {
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for s in services.iter().filter(|s| s.backend.is_some()) {
+        let key = format!("apis/{}/{}", s.group, s.version);
+        let url = format!("/openapi/v3/{key}");
+        paths.insert(key, json!({"serverRelativeURL": url}));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,5 +340,12 @@ mod tests {
         assert_eq!(example["versions"][0]["version"], "v1");
         assert_eq!(example["versions"][0]["resources"][0]["resource"], "things");
         assert_eq!(example["versions"][1]["resources"], json!([]));
+
+        let mut root = json!({"paths": {"api/v1": {}}});
+        add_openapi_paths(&mut root, &services);
+        assert_eq!(
+            root["paths"]["apis/example.com/v2"]["serverRelativeURL"],
+            "/openapi/v3/apis/example.com/v2"
+        );
     }
 }

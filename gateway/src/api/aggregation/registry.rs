@@ -72,9 +72,13 @@ pub fn parse(obj: &Value) -> Option<ApiService> {
     })
 }
 
-/// The group and version of an `/apis/GROUP/VERSION[/...]` path.
+/// The group and version of an `/apis/GROUP/VERSION[/...]` path, or of the OpenAPI v3
+/// document `/openapi/v3/apis/GROUP/VERSION` (which the backend serves too).
 pub fn group_version(path: &str) -> Option<(&str, &str)> {
-    let mut parts = path.strip_prefix("/apis/")?.splitn(3, '/');
+    let rest = path
+        .strip_prefix("/apis/")
+        .or_else(|| path.strip_prefix("/openapi/v3/apis/"))?;
+    let mut parts = rest.splitn(3, '/');
     let group = parts.next().filter(|g| !g.is_empty())?;
     let version = parts.next().filter(|v| !v.is_empty())?;
     Some((group, version))
@@ -123,6 +127,7 @@ mod tests {
         for p in [
             "/apis/worker.gpustack.ai/v1",
             "/apis/worker.gpustack.ai/v1/namespaces/a/things/b",
+            "/openapi/v3/apis/worker.gpustack.ai/v1",
         ] {
             assert!(route(&services, p).is_some(), "{p}");
         }
