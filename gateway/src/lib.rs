@@ -18,14 +18,17 @@
 //!   OpenAPI v2 (JSON and gnostic protobuf) and v3 documents and `Status` errors; and the gateway's own endpoints
 //!   ([`api::ops`]: the subscription API and `/metrics`).
 //!
-//! Admission webhooks are called on writes to embedded clusters ([`api::admission`]).
+//! Admission webhooks are called on writes to embedded clusters ([`api::admission`]). Requests
+//! are authenticated (the admin token, ServiceAccount tokens from TokenRequest) and authorized
+//! with RBAC ([`api::auth`]); APIServices with a service are served by their backends, as
+//! kube-aggregator serves them ([`api::aggregation`]).
 //!
-//! Not (yet) an API server in these respects: APIServices are stored but not proxied, CRD validation has no CEL rules, server-side apply guesses list
-//! shapes without schemas (custom kinds' lists are atomic, built-in kinds' lists of objects
-//! keyed by their strategic-merge keys), there is no RBAC (the admin token may do anything),
-//! built-in kinds have no real schemas (unknown fields in them are kept), and protobuf request
-//! bodies are read only for the kinds `kubectl create` sends (Namespace, ConfigMap, Secret,
-//! ServiceAccount).
+//! Not (yet) an API server in these respects: CRD validation has no CEL rules, server-side
+//! apply guesses list shapes without schemas (custom kinds' lists are atomic, built-in kinds'
+//! lists of objects keyed by their strategic-merge keys), there is no impersonation, no
+//! client-certificate authentication and no OpenAPI from aggregated APIs, built-in kinds have
+//! no real schemas (unknown fields in them are kept), and protobuf request bodies are read only
+//! for the kinds `kubectl create`, `kubectl create token` and `kubectl auth` send.
 
 pub mod api;
 pub mod hosting;

@@ -20,7 +20,17 @@ use tokio::{
 use tokio_rustls::TlsAcceptor;
 
 use crate::{
-    api::{self, ApiOptions, ApiState, clusters::ServedClusters, objects, resources},
+    api::{
+        self, ApiOptions, ApiState,
+        aggregation::{
+            Aggregator,
+            availability::Checker,
+            front_proxy::{self, FrontProxyError},
+        },
+        clusters::ServedClusters,
+        objects, resources,
+        stored_kinds::StoredKinds,
+    },
     hosting::{Hosting, HostingError},
     kubeconfig,
     mirror::{ConnMode, MirrorOptions, StatusBoard, SubscribeError, Subscriptions, Upstream},
@@ -115,6 +125,8 @@ pub enum GatewayError {
     Hosting(#[from] HostingError),
     #[error("starting the mirrors")]
     Subscribe(#[from] SubscribeError),
+    #[error("the front-proxy identity")]
+    FrontProxy(#[from] FrontProxyError),
     #[error("the token file {path}: {reason}")]
     TokenFile { path: PathBuf, reason: String },
 }
@@ -134,43 +146,132 @@ pub use crate::hosting::kubeconfig_path;
 /// The namespaces every cluster starts with.
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
-async fn ensure_namespaces(store: &Store, cluster: &str) -> Result<(), StoreError> {
+/// Creates `body` (of the built-in kind `plural`, in `namespace` if it is namespaced) unless it
+/// exists; `status` set as given.
+async fn ensure_object(
+    store: &Store,
+    cluster: &str,
+    plural: &str,
+    namespace: Option<&str>,
+    body: serde_json::Value,
+    status: Option<serde_json::Value>,
+) -> Result<(), StoreError> {
     let def = resources::builtins()
         .into_iter()
-        .find(|d| d.plural == "namespaces")
-        .expect("namespaces are built in");
-    for ns in INITIAL_NAMESPACES {
-        let key = ObjectKey {
-            cluster: cluster.into(),
-            group: String::new(),
-            resource: "namespaces".into(),
-            namespace: String::new(),
-            name: (*ns).into(),
-        };
-        if store.get(&key).await?.is_some() {
-            continue;
-        }
-        let uid = format!("{:032x}", rand::random::<u128>());
-        let mut obj = objects::prepare_create(
-            &def,
-            "v1",
-            None,
-            serde_json::json!({"metadata": {"name": ns}}),
-            &uid,
-            "",
-            jiff::Timestamp::now(),
-        )
-        .expect("initial namespaces are valid");
-        obj["status"] = serde_json::json!({"phase": "Active"});
-        match store
-            .commit(&key, Precondition::Absent, WriteOp::Put(obj))
-            .await
-        {
-            Ok(_) | Err(StoreError::AlreadyExists) => {}
-            Err(e) => return Err(e),
-        }
+        .find(|d| d.plural == plural)
+        .expect("initial objects are of built-in kinds");
+    let key = ObjectKey {
+        cluster: cluster.into(),
+        group: def.group.clone(),
+        resource: def.plural.clone(),
+        namespace: namespace.unwrap_or_default().into(),
+        name: body["metadata"]["name"].as_str().unwrap_or_default().into(),
+    };
+    if store.get(&key).await?.is_some() {
+        return Ok(());
     }
-    Ok(())
+    let mut obj = objects::prepare_create(
+        &def,
+        &def.versions[0],
+        namespace,
+        body,
+        &objects::new_uid(),
+        "",
+        jiff::Timestamp::now(),
+    )
+    .expect("initial objects are valid");
+    if let Some(status) = status {
+        obj["status"] = status;
+    }
+    match store
+        .commit(&key, Precondition::Absent, WriteOp::Put(obj))
+        .await
+    {
+        Ok(_) | Err(StoreError::AlreadyExists) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// What every cluster starts with: its namespaces, the `cluster-admin` and
+/// `system:auth-delegator` ClusterRoles and the `kube-system/extension-apiserver-authentication-reader`
+/// Role.
+async fn ensure_initial_objects(store: &Store, cluster: &str) -> Result<(), StoreError> {
+    for ns in INITIAL_NAMESPACES {
+        let body = serde_json::json!({"metadata": {"name": ns}});
+        let status = serde_json::json!({"phase": "Active"});
+        ensure_object(store, cluster, "namespaces", None, body, Some(status)).await?;
+    }
+    let cluster_admin = serde_json::json!({
+        "metadata": {"name": "cluster-admin",
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+        "rules": [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+            {"nonResourceURLs": ["*"], "verbs": ["*"]},
+        ],
+    });
+    ensure_object(store, cluster, "clusterroles", None, cluster_admin, None).await?;
+    // What an extension API server is bound to, to delegate authentication and authorization
+    // to the cluster and to read whom to trust (as kube-apiserver's bootstrap policy).
+    let auth_delegator = serde_json::json!({
+        "metadata": {"name": "system:auth-delegator",
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+        "rules": [
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+        ],
+    });
+    ensure_object(store, cluster, "clusterroles", None, auth_delegator, None).await?;
+    let reader = serde_json::json!({
+        "metadata": {"name": "extension-apiserver-authentication-reader", "namespace": "kube-system",
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"],
+            "resourceNames": ["extension-apiserver-authentication"]}],
+    });
+    ensure_object(store, cluster, "roles", Some("kube-system"), reader, None).await
+}
+
+/// Writes `kube-system/extension-apiserver-authentication` (what extension API servers trust)
+/// unless it already says so.
+async fn publish_authentication(
+    store: &Store,
+    cluster: &str,
+    client_ca: &str,
+    front_proxy_ca: &str,
+) -> Result<(), StoreError> {
+    let data = front_proxy::configmap_data(client_ca, front_proxy_ca);
+    let key = ObjectKey {
+        cluster: cluster.into(),
+        group: String::new(),
+        resource: "configmaps".into(),
+        namespace: "kube-system".into(),
+        name: front_proxy::CONFIGMAP.into(),
+    };
+    let wanted = serde_json::to_value(&data)?;
+    let (rv, mut current) = match store.get(&key).await? {
+        Some((_, current)) if current["data"] == wanted => return Ok(()),
+        Some(found) => found,
+        None => {
+            let body = front_proxy::configmap(&data);
+            return ensure_object(
+                store,
+                cluster,
+                "configmaps",
+                Some("kube-system"),
+                body,
+                None,
+            )
+            .await;
+        }
+    };
+    current["data"] = wanted;
+    match store
+        .commit(&key, Precondition::At(rv), WriteOp::Put(current))
+        .await
+    {
+        // Another writer got there first; the next start settles it.
+        Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// The `--token-file` token: read from the file, or a new random token written there (mode
@@ -254,7 +355,7 @@ impl Gateway {
             tracing::info!(kubeconfig = %path.display(), "the admin token's kubeconfig");
         }
         for cluster in &opts.clusters {
-            ensure_namespaces(&store, cluster).await?;
+            ensure_initial_objects(&store, cluster).await?;
             let path = hosting.host(cluster, false).await?;
             tracing::info!(cluster, kubeconfig = %path.display(), "embedded cluster ready");
         }
@@ -262,6 +363,12 @@ impl Gateway {
             Some(path) => Some(bind_unix(path)?),
             None => None,
         };
+        let aggregator = Aggregator::new(&opts.api.aggregation, opts.api.max_watch_timeout);
+        for cluster in &opts.clusters {
+            let identity = front_proxy::load(&store, cluster).await?;
+            publish_authentication(&store, cluster, &tls.ca_pem, &identity.ca_pem).await?;
+            aggregator.set_identity(cluster, identity);
+        }
         let registry = resources::Registry::new();
         let subscriptions = Subscriptions::new(
             hosting.clone(),
@@ -286,6 +393,8 @@ impl Gateway {
             subscriptions: subscriptions.clone(),
             metrics: Default::default(),
             watches: Default::default(),
+            kinds: StoredKinds::new(store.clone()),
+            aggregator: aggregator.clone(),
         };
         // Stored mirrors (with their CRDs) are served at once, before their upstreams answer.
         subscriptions.start(opts.upstreams.clone()).await?;
@@ -303,6 +412,20 @@ impl Gateway {
             store.clone(),
             opts.compaction.clone(),
             opts.clusters.clone(),
+        ));
+        let checker = tokio::spawn(
+            Checker {
+                store: store.clone(),
+                aggregator,
+                clusters: opts.clusters.clone(),
+                interval: opts.api.aggregation.check_interval,
+            }
+            .run(stop_rx.clone()),
+        );
+        let role_aggregation = tokio::spawn(api::auth::role_aggregation::run(
+            store.clone(),
+            opts.clusters.clone(),
+            stop_rx.clone(),
         ));
         let task_store = store.clone();
         let task_subscriptions = subscriptions.clone();
@@ -324,6 +447,8 @@ impl Gateway {
             let watches = task_store.clone();
             serve::serve(endpoints, limits, stop_rx, move || watches.end_watches()).await;
             compaction.abort();
+            checker.abort();
+            role_aggregation.abort();
             task_subscriptions.stop().await;
             task_store.close().await;
         });
@@ -382,6 +507,14 @@ async fn compact_periodically(store: Store, policy: Compaction, embedded: Vec<St
                 Ok(n) => tracing::debug!(cluster, expired = n, "expired events"),
                 Err(e) => tracing::warn!(cluster, error = %e, "expiring events failed"),
             }
+        }
+        match store
+            .expire_tokens(jiff::Timestamp::now().as_second())
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(expired = n, "forgot expired ServiceAccount tokens"),
+            Err(e) => tracing::warn!(error = %e, "forgetting expired tokens failed"),
         }
         if let Err(e) = store.compact(policy.keep).await {
             tracing::warn!(error = %e, "event log compaction failed");

@@ -10,6 +10,7 @@ use std::{
 };
 
 use gpustack_kube_rest::certs::ConfigError;
+pub use gpustack_kube_rest::certs::{ca_params, leaf_params};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {

@@ -238,6 +238,10 @@ pub struct WorkerGatewayArgs {
     /// watch answers 429.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_watches_per_token: u64,
+    /// How often embedded clusters check the backends of their APIServices (and set each one's
+    /// Available condition); a change to an APIService or Service is checked at once too.
+    #[arg(long, default_value_t = GoDuration::secs(10), value_name = "DURATION", value_parser = at_least_100ms)]
+    pub apiservice_check_interval: GoDuration,
     /// Open connections per listener (HTTPS, unix socket); past it, new clients wait in the
     /// kernel's backlog until one closes.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -544,6 +548,10 @@ fn parse_cluster_name(s: &str) -> Result<String, String> {
 
 fn at_least_1s(s: &str) -> Result<GoDuration, String> {
     duration_at_least(s, GoDuration::secs(1))
+}
+
+fn at_least_100ms(s: &str) -> Result<GoDuration, String> {
+    duration_at_least(s, GoDuration(std::time::Duration::from_millis(100)))
 }
 
 fn at_least_5s(s: &str) -> Result<GoDuration, String> {

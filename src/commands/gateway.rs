@@ -42,6 +42,7 @@ async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
     options.api.subscription_kubeconfig_dirs = args.subscription_kubeconfig_dir.clone();
     options.api.max_watches_per_token =
         usize::try_from(args.max_watches_per_token).unwrap_or(usize::MAX);
+    options.api.aggregation.check_interval = args.apiservice_check_interval.0;
     options.serving = ServingLimits {
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         setup_timeout: args.connection_setup_timeout.0,

@@ -29,12 +29,11 @@ pub struct Names<'a> {
     pub subject_alt_names: &'a [&'a str],
 }
 
-/// A fresh CA and a serving certificate it signed, valid 2025–2035.
-pub fn generate(names: &Names<'_>) -> Result<Generated, rcgen::Error> {
+/// A CA's parameters: named `common_name`, valid from 2025 to 2035.
+pub fn ca_params(common_name: &str) -> Result<CertificateParams, rcgen::Error> {
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, names.ca_common_name);
+    ca.distinguished_name.push(DnType::CommonName, common_name);
     ca.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -42,25 +41,45 @@ pub fn generate(names: &Names<'_>) -> Result<Generated, rcgen::Error> {
     ];
     ca.not_before = rcgen::date_time_ymd(2025, 1, 1);
     ca.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    Ok(ca)
+}
+
+/// A leaf certificate's parameters: named `common_name` with `dns_names`, for `purpose`
+/// (serving or client), valid from 2025 to 2035.
+pub fn leaf_params(
+    common_name: &str,
+    dns_names: Vec<String>,
+    purpose: ExtendedKeyUsagePurpose,
+) -> Result<CertificateParams, rcgen::Error> {
+    let mut leaf = CertificateParams::new(dns_names)?;
+    leaf.distinguished_name
+        .push(DnType::CommonName, common_name);
+    leaf.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    leaf.extended_key_usages = vec![purpose];
+    leaf.not_before = rcgen::date_time_ymd(2025, 1, 1);
+    leaf.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    Ok(leaf)
+}
+
+/// A fresh CA and a serving certificate it signed, valid 2025–2035.
+pub fn generate(names: &Names<'_>) -> Result<Generated, rcgen::Error> {
+    let ca = ca_params(names.ca_common_name)?;
     let ca_key = KeyPair::generate()?;
     let ca_cert = ca.self_signed(&ca_key)?;
-
-    let mut leaf = CertificateParams::new(Vec::<String>::new())?;
-    leaf.distinguished_name
-        .push(DnType::CommonName, names.common_name);
+    let mut leaf = leaf_params(
+        names.common_name,
+        Vec::new(),
+        ExtendedKeyUsagePurpose::ServerAuth,
+    )?;
     for name in names.subject_alt_names {
         leaf.subject_alt_names.push(match name.parse::<IpAddr>() {
             Ok(ip) => SanType::IpAddress(ip),
             Err(_) => SanType::DnsName((*name).try_into()?),
         });
     }
-    leaf.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    leaf.not_before = rcgen::date_time_ymd(2025, 1, 1);
-    leaf.not_after = rcgen::date_time_ymd(2035, 1, 1);
     let leaf_key = KeyPair::generate()?;
     let issuer = Issuer::from_params(&ca, &ca_key);
     let leaf_cert = leaf.signed_by(&leaf_key, &issuer)?;

@@ -1,7 +1,9 @@
 //! Just enough of Kubernetes' protobuf encoding to read the objects `kubectl create` sends for
 //! built-in kinds (kubectl's typed clients write `application/vnd.kubernetes.protobuf` and do
-//! not fall back to JSON): Namespace, ConfigMap, Secret and ServiceAccount. Other kinds, and
-//! fields not listed here, are refused or dropped; responses are always JSON.
+//! not fall back to JSON): Namespace, ConfigMap, Secret and ServiceAccount; and what
+//! `kubectl auth can-i`, `kubectl auth whoami` and `kubectl create token` send: the self
+//! reviews and TokenRequest. Other kinds, and fields not listed here, are refused or dropped;
+//! responses are always JSON.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Map, Value, json};
@@ -136,6 +138,57 @@ fn object_meta(b: &[u8]) -> Result<Value, String> {
     Ok(Value::Object(m))
 }
 
+/// The string fields of a message, by number, under the names given.
+fn strings_of(b: &[u8], names: &[(u64, &str)]) -> Result<Value, String> {
+    let mut o = Map::new();
+    for (n, f) in fields(b)? {
+        if let (Some((_, name)), Field::Bytes(x)) = (names.iter().find(|(k, _)| *k == n), f) {
+            o.insert((*name).into(), json!(string(x)?));
+        }
+    }
+    Ok(Value::Object(o))
+}
+
+/// `SelfSubjectAccessReviewSpec`.
+fn access_review_spec(b: &[u8]) -> Result<Value, String> {
+    let mut o = Map::new();
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => {
+                let names = [
+                    (1, "namespace"),
+                    (2, "verb"),
+                    (3, "group"),
+                    (4, "version"),
+                    (5, "resource"),
+                    (6, "subresource"),
+                    (7, "name"),
+                ];
+                o.insert("resourceAttributes".into(), strings_of(x, &names)?);
+            }
+            (2, Field::Bytes(x)) => {
+                let names = [(1, "path"), (2, "verb")];
+                o.insert("nonResourceAttributes".into(), strings_of(x, &names)?);
+            }
+            _ => {}
+        }
+    }
+    Ok(Value::Object(o))
+}
+
+/// `TokenRequestSpec`: audiences and expirationSeconds.
+fn token_request_spec(b: &[u8]) -> Result<Value, String> {
+    let mut o = Map::new();
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => push(&mut o, "audiences", json!(string(x)?)),
+            (4, Field::Varint(x)) => _ = o.insert("expirationSeconds".into(), json!(x as i64)),
+            _ => {}
+        }
+    }
+    Ok(Value::Object(o))
+}
+
 fn object(kind: &str, raw: &[u8]) -> Result<Value, String> {
     let mut o = Map::new();
     for (n, f) in fields(raw)? {
@@ -157,6 +210,15 @@ fn object(kind: &str, raw: &[u8]) -> Result<Value, String> {
             ("Secret", 3, Field::Bytes(x)) => _ = o.insert("type".into(), json!(string(x)?)),
             ("Secret", 4, Field::Bytes(x)) => insert_entry(&mut o, "stringData", x, false)?,
             ("Secret", 5, Field::Varint(x)) => _ = o.insert("immutable".into(), json!(x != 0)),
+            ("SelfSubjectAccessReview", 2, Field::Bytes(x)) => {
+                _ = o.insert("spec".into(), access_review_spec(x)?)
+            }
+            ("SelfSubjectRulesReview", 2, Field::Bytes(x)) => {
+                _ = o.insert("spec".into(), strings_of(x, &[(1, "namespace")])?)
+            }
+            ("TokenRequest", 2, Field::Bytes(x)) => {
+                _ = o.insert("spec".into(), token_request_spec(x)?)
+            }
             ("ServiceAccount", 4, Field::Varint(x)) => {
                 _ = o.insert("automountServiceAccountToken".into(), json!(x != 0))
             }
@@ -187,13 +249,22 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             _ => {}
         }
     }
-    if !matches!(
-        kind.as_str(),
-        "Namespace" | "ConfigMap" | "Secret" | "ServiceAccount"
-    ) || api_version != "v1"
-    {
+    let known = matches!(
+        (api_version.as_str(), kind.as_str()),
+        (
+            "v1",
+            "Namespace" | "ConfigMap" | "Secret" | "ServiceAccount"
+        ) | (
+            "authorization.k8s.io/v1",
+            "SelfSubjectAccessReview" | "SelfSubjectRulesReview"
+        ) | (
+            "authentication.k8s.io/v1",
+            "SelfSubjectReview" | "TokenRequest"
+        )
+    );
+    if !known {
         return Err(format!(
-            "protobuf bodies are accepted only for v1 Namespace, ConfigMap, Secret and ServiceAccount (got {api_version} {kind}); send JSON"
+            "protobuf bodies are accepted only for v1 Namespace, ConfigMap, Secret and ServiceAccount, the self reviews and TokenRequest (got {api_version} {kind}); send JSON"
         ));
     }
     let mut obj = object(&kind, raw.unwrap_or_default())?;
@@ -231,6 +302,36 @@ mod tests {
         assert_eq!(
             v,
             json!({"metadata": {"name": "cfg", "namespace": "ns", "labels": {"app": "web"}}, "data": {"k": "v"}, "apiVersion": "v1", "kind": "ConfigMap"})
+        );
+    }
+
+    #[test]
+    fn decodes_what_kubectl_auth_can_i_sends() {
+        let attrs = [field(1, b"default"), field(2, b"list"), field(5, b"pods")].concat();
+        let raw = field(2, &field(1, &attrs));
+        let type_meta = [
+            field(1, b"authorization.k8s.io/v1"),
+            field(2, b"SelfSubjectAccessReview"),
+        ]
+        .concat();
+        let body = [MAGIC.to_vec(), field(1, &type_meta), field(2, &raw)].concat();
+        let v = decode(&body).unwrap();
+        assert_eq!(
+            v["spec"]["resourceAttributes"],
+            json!({"namespace": "default", "verb": "list", "resource": "pods"})
+        );
+        let spec = [field(1, b"api"), vec![4 << 3, 0x90, 0x1c]].concat();
+        let type_meta = [
+            field(1, b"authentication.k8s.io/v1"),
+            field(2, b"TokenRequest"),
+        ]
+        .concat();
+        let raw = field(2, &spec);
+        let body = [MAGIC.to_vec(), field(1, &type_meta), field(2, &raw)].concat();
+        let v = decode(&body).unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"audiences": ["api"], "expirationSeconds": 3600})
         );
     }
 

@@ -503,6 +503,45 @@ const BUILTINS: &[Builtin] = &[
         fields: &[],
         status: false,
     },
+    Builtin {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SubjectAccessReview",
+        plural: "subjectaccessreviews",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        verbs: CREATE_ONLY,
+        columns: AGE_ONLY,
+        fields: &[],
+        status: false,
+    },
+    Builtin {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "LocalSubjectAccessReview",
+        plural: "localsubjectaccessreviews",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        verbs: CREATE_ONLY,
+        columns: AGE_ONLY,
+        fields: &[],
+        status: false,
+    },
+    Builtin {
+        group: "authentication.k8s.io",
+        version: "v1",
+        kind: "TokenReview",
+        plural: "tokenreviews",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        verbs: CREATE_ONLY,
+        columns: AGE_ONLY,
+        fields: &[],
+        status: false,
+    },
     // Stored schemalessly so that the operator's own manifests (RBAC, workloads) apply.
     Builtin {
         group: "rbac.authorization.k8s.io",
@@ -650,6 +689,10 @@ const BUILTINS: &[Builtin] = &[
 ];
 
 /// The built-in kinds every embedded cluster serves.
+/// Subresources of built-in kinds besides `status`: group, plural, name, verbs.
+const OTHER_SUBRESOURCES: &[(&str, &str, &str, &[&str])] =
+    &[("", "serviceaccounts", "token", CREATE_ONLY)];
+
 pub fn builtins() -> Vec<ResourceDef> {
     BUILTINS
         .iter()
@@ -669,11 +712,20 @@ pub fn builtins() -> Vec<ResourceDef> {
             short_names: strings(b.short),
             categories: strings(b.categories),
             verbs: strings(b.verbs),
-            subresources: if b.status {
-                vec![ResourceDef::status()]
-            } else {
-                Vec::new()
-            },
+            subresources: b
+                .status
+                .then(ResourceDef::status)
+                .into_iter()
+                .chain(
+                    OTHER_SUBRESOURCES
+                        .iter()
+                        .filter(|(g, p, _, _)| *g == b.group && *p == b.plural)
+                        .map(|(_, _, name, verbs)| Subresource {
+                            name: (*name).into(),
+                            verbs: strings(verbs),
+                        }),
+                )
+                .collect(),
             columns: b
                 .columns
                 .iter()

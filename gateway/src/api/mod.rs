@@ -2,13 +2,17 @@
 //! tables and OpenAPI documents over the [`crate::store`].
 
 pub mod admission;
+pub mod aggregation;
 pub mod apply;
+pub mod auth;
 pub mod clusters;
 pub mod conversion;
 mod handlers;
 pub mod objects;
 pub mod ops;
 pub mod patch;
+pub mod services;
+pub mod stored_kinds;
 pub mod strategic;
 pub mod validation;
 mod watch;
@@ -35,10 +39,11 @@ use axum::{
 use crate::registry::{self, Registry};
 use crate::{
     mirror::Subscriptions,
-    store::{Store, StoreError, token_hash},
+    store::{Store, StoreError},
 };
 use clusters::ServedClusters;
 use path::{Route, parse, split_cluster};
+use serde_json::Value;
 use status::ApiError;
 
 /// Tunables of the API surface.
@@ -57,6 +62,8 @@ pub struct ApiOptions {
     /// Directories whose kubeconfigs run-time subscriptions may name (`--data-dir` is always
     /// one; `--subscription-kubeconfig-dir` adds more).
     pub subscription_kubeconfig_dirs: Vec<std::path::PathBuf>,
+    /// APIService checks and proxying.
+    pub aggregation: aggregation::AggregationOptions,
 }
 
 impl Default for ApiOptions {
@@ -68,6 +75,7 @@ impl Default for ApiOptions {
             max_watches_per_token: 1000,
             max_body_bytes: MAX_BODY_BYTES,
             subscription_kubeconfig_dirs: Vec::new(),
+            aggregation: Default::default(),
         }
     }
 }
@@ -91,6 +99,9 @@ pub struct ApiState {
     pub metrics: ops::RequestMetrics,
     /// Open watches per caller, for [`ApiOptions::max_watches_per_token`].
     pub watches: watch::OpenWatches,
+    /// APIServices and RBAC objects, kept between requests.
+    pub kinds: stored_kinds::StoredKinds,
+    pub aggregator: aggregation::Aggregator,
 }
 
 impl ApiState {
@@ -176,6 +187,8 @@ impl PendingOwners {
 
 /// A request after routing and authentication.
 pub(crate) struct Ctx {
+    /// Who asked (authenticated).
+    pub user: auth::UserInfo,
     pub cluster: String,
     /// A mirror (or the fleet view): served read-only, and discovery says so.
     pub read_only: bool,
@@ -264,16 +277,48 @@ async fn answer(st: &ApiState, req: Request) -> Response {
         }
         return ApiError::not_found_path().into_response();
     };
-    let authorized = !st.require_token
-        || bearer(&parts.headers).is_some_and(|t| {
-            let hash = token_hash(t);
-            hash == served.token_hash || st.admin_token_hash.as_deref() == Some(hash.as_str())
-        });
-    if !authorized {
+    // Authentication: the owner-only unix socket is the admin; over HTTPS the bearer token
+    // says who the caller is.
+    let user = match bearer(&parts.headers) {
+        _ if !st.require_token => Some(auth::UserInfo::admin()),
+        Some(token) => match auth::tokens::authenticate(st, &cluster, &served, token).await {
+            Ok(found) => found.map(|(user, _)| user),
+            Err(e) => return e.into_response(),
+        },
+        None => None,
+    };
+    let Some(user) = user else {
         return ApiError::unauthorized().into_response();
-    }
+    };
     if route == Route::Health {
         return health(st, rest).await;
+    }
+    // Authorization (RBAC) of every request to an embedded cluster; a mirror's token only
+    // reads it.
+    if !served.read_only {
+        let query = parts.uri.query().unwrap_or_default();
+        let attributes = auth::request_attributes(&parts.method, &route, rest, query);
+        match auth::authorize(st, &cluster, &user, &attributes).await {
+            Ok(d) if d.allowed => {}
+            Ok(_) => return auth::forbidden(&user, &attributes).into_response(),
+            Err(e) => return e.into_response(),
+        }
+    }
+    // Under an APIService with a backend: forwarded (mirrors aggregate nothing).
+    let aggregated = if served.read_only || aggregation::registry::group_version(rest).is_none() {
+        None
+    } else {
+        match st.aggregator.services(&st.kinds, &cluster).await {
+            Ok(services) => aggregation::registry::route(&services, rest).cloned(),
+            Err(e) => return e.into_response(),
+        }
+    };
+    if let Some(service) = aggregated {
+        let body = match axum::body::to_bytes(body, st.options.max_body_bytes).await {
+            Ok(b) => b,
+            Err(_) => return too_large(),
+        };
+        return aggregation::forward(st, &cluster, &service, &user, parts, rest, body).await;
     }
     // A mirror changes only with its upstream.
     if served.read_only && !matches!(parts.method, Method::GET | Method::HEAD) {
@@ -288,6 +333,7 @@ async fn answer(st: &ApiState, req: Request) -> Response {
             .map(|q| q.0.into_iter().collect())
             .unwrap_or_default();
     let ctx = Ctx {
+        user,
         cluster,
         read_only: served.read_only,
         method: parts.method,
@@ -359,17 +405,76 @@ async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, Api
             defs
         }
     };
-    if let Some(answer) = gpustack_kube_rest::documents::answer(
-        &route,
-        ctx.header(header::ACCEPT),
-        &server_version(),
-        defs,
-    ) {
-        return answer;
-    }
+    let accept = ctx.header(header::ACCEPT).to_owned();
+    let ok = |v: Option<Value>| {
+        v.map(|v| json_response(StatusCode::OK, &v))
+            .ok_or_else(ApiError::not_found_path)
+    };
+    let discovery_form = |route: &Route| {
+        negotiate::for_discovery(
+            &accept,
+            matches!(route, Route::CoreVersions | Route::Groups),
+        )
+        .ok_or_else(|| ApiError::not_acceptable(&accept))
+    };
+    // Discovery and the OpenAPI root also list the APIServices' backends; the other documents
+    // are the toolkit's.
     match route {
+        Route::CoreVersions | Route::Groups | Route::Group(_) | Route::GroupVersion { .. } => {
+            let form = discovery_form(&route)?;
+            let local = defs();
+            let services = if ctx.read_only {
+                Vec::new()
+            } else {
+                st.aggregator.services(&st.kinds, &ctx.cluster).await?
+            };
+            let mut all = local.clone();
+            all.extend(st.aggregator.backend_defs(&ctx.cluster, &services));
+            use aggregation::discovery as agg;
+            match (form, route) {
+                (negotiate::Discovery::Aggregated(v), route) => {
+                    let core = route == Route::CoreVersions;
+                    let mut doc = discovery::aggregated(&all, core, v);
+                    if !core {
+                        agg::arrange_aggregated(&mut doc, &services, &local);
+                    }
+                    let ct = format!(
+                        "application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"
+                    );
+                    Ok((
+                        StatusCode::OK,
+                        [(header::CONTENT_TYPE, ct)],
+                        doc.to_string(),
+                    )
+                        .into_response())
+                }
+                (_, Route::CoreVersions) => ok(Some(discovery::core_versions())),
+                (_, Route::Groups) => {
+                    let mut doc = discovery::group_list(&all);
+                    agg::arrange_group_list(&mut doc, &services, &local);
+                    ok(Some(doc))
+                }
+                (_, Route::Group(g)) => ok(agg::arrange_group_doc(
+                    discovery::group(&all, &g),
+                    &g,
+                    &services,
+                )),
+                (_, Route::GroupVersion { group, version }) => {
+                    ok(discovery::resource_list(&local, &group, &version))
+                }
+                _ => Err(ApiError::not_found_path()),
+            }
+        }
+        Route::OpenApiV3Root => {
+            let mut doc = openapi::v3_root(&defs());
+            if !ctx.read_only {
+                let services = st.aggregator.services(&st.kinds, &ctx.cluster).await?;
+                aggregation::discovery::add_openapi_paths(&mut doc, &services);
+            }
+            ok(Some(doc))
+        }
         Route::Resource(p) => handlers::resource(st, ctx, p).await,
-        // Every document route was answered above.
-        _ => Err(ApiError::not_found_path()),
+        other => gpustack_kube_rest::documents::answer(&other, &accept, &server_version(), defs)
+            .unwrap_or_else(|| Err(ApiError::not_found_path())),
     }
 }

@@ -62,6 +62,23 @@ pub fn validate_name(name: &str, label_only: bool) -> Result<(), String> {
     }
 }
 
+/// A path segment (the RBAC kinds' names, such as `system:auth-delegator`): not `.` or `..`,
+/// without `/` or `%`.
+pub fn validate_path_segment(name: &str) -> Result<(), String> {
+    let why = match name {
+        "" => Some("must not be empty".to_owned()),
+        "." | ".." => Some(format!("may not be '{name}'")),
+        _ => ["/", "%"]
+            .iter()
+            .find(|c| name.contains(**c))
+            .map(|c| format!("may not contain '{c}'")),
+    };
+    match why {
+        Some(why) => Err(format!("metadata.name: Invalid value: \"{name}\": {why}")),
+        None => Ok(()),
+    }
+}
+
 /// Checks `kind` and `apiVersion` against the URL, filling them in when absent.
 pub fn check_type(def: &ResourceDef, version: &str, obj: &mut Value) -> Result<(), ApiError> {
     let Some(map) = obj.as_object_mut() else {
@@ -139,8 +156,12 @@ pub fn prepare_create(
             }
         },
     };
-    validate_name(&name, def.kind == "Namespace")
-        .map_err(|m| ApiError::invalid(&kind, &name, m))?;
+    if def.group == "rbac.authorization.k8s.io" {
+        validate_path_segment(&name)
+    } else {
+        validate_name(&name, def.kind == "Namespace")
+    }
+    .map_err(|m| ApiError::invalid(&kind, &name, m))?;
     meta.insert("name".into(), json!(name));
     meta.insert("uid".into(), json!(uid));
     meta.insert("creationTimestamp".into(), json!(rfc3339(now)));
@@ -323,6 +344,17 @@ pub fn name_suffix() -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn rbac_names_are_path_segments() {
+        assert!(validate_path_segment("system:auth-delegator").is_ok());
+        assert!(validate_path_segment("Mixed_Case").is_ok());
+        for bad in ["", ".", "..", "a/b", "a%2f"] {
+            assert!(validate_path_segment(bad).is_err(), "{bad}");
+        }
+        assert!(validate_name("system:auth-delegator", false).is_err());
+    }
+
     use super::*;
     use crate::registry::{builtins, from_crd};
 

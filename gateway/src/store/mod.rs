@@ -6,11 +6,13 @@
 //! `synchronous=FULL`, so an acknowledged write survives a crash.
 
 mod clusters;
+mod credentials;
 mod expiry;
 pub use clusters::token_hash;
 mod mirror;
 mod read;
 mod subscriptions;
+pub mod tokens;
 mod write;
 
 use std::{path::Path, sync::Arc, time::Duration};

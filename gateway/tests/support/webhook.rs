@@ -68,29 +68,14 @@ impl WebhookServer {
     /// and `hooks.default.svc` (the name a Service `hooks` in `default` is called by).
     pub async fn start() -> WebhookServer {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca_key = KeyPair::generate().unwrap();
-        let ca_cert = ca.self_signed(&ca_key).unwrap();
-        let mut leaf =
-            CertificateParams::new(vec!["localhost".to_owned(), "hooks.default.svc".to_owned()])
-                .unwrap();
-        leaf.subject_alt_names
-            .push(SanType::IpAddress([127, 0, 0, 1].into()));
-        let leaf_key = KeyPair::generate().unwrap();
-        let leaf_cert = leaf
-            .signed_by(&leaf_key, &Issuer::from_params(&ca, &ca_key))
-            .unwrap();
+        let (ca_pem, cert, key) = serving_certificate(&["localhost", "hooks.default.svc"]);
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_no_client_auth()
-        .with_single_cert(
-            vec![CertificateDer::from(leaf_cert.der().to_vec())],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
-        )
+        .with_single_cert(vec![cert], key)
         .unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -135,11 +120,35 @@ impl WebhookServer {
         });
         WebhookServer {
             addr,
-            ca_pem: ca_cert.pem(),
+            ca_pem,
             reviews,
             task,
         }
     }
+}
+
+/// A new CA and a serving certificate it signs for `names` and 127.0.0.1: the CA (PEM), the
+/// certificate and its key.
+pub fn serving_certificate(
+    names: &[&str],
+) -> (String, CertificateDer<'static>, PrivateKeyDer<'static>) {
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let mut leaf =
+        CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+    leaf.subject_alt_names
+        .push(SanType::IpAddress([127, 0, 0, 1].into()));
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf_cert = leaf
+        .signed_by(&leaf_key, &Issuer::from_params(&ca, &ca_key))
+        .unwrap();
+    (
+        ca_cert.pem(),
+        CertificateDer::from(leaf_cert.der().to_vec()),
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+    )
 }
 
 fn respond(path: &str, review: &Value) -> Value {

@@ -28,7 +28,6 @@ pub use matching::{Attributes, Hook, Operation};
 
 use super::{
     ApiState, Ctx,
-    objects::name_of,
     patch::{self, PatchKind},
     selectors::labels_of,
     status::ApiError,
@@ -356,7 +355,22 @@ async fn exchange(
             name,
             port,
             path,
-        } => resolve(st, &ctx.cluster, &namespace, &name, port, path).await?,
+        } => {
+            let a = super::services::resolve(&st.store, &ctx.cluster, &namespace, &name, port)
+                .await
+                .map_err(|e| e.to_string())?;
+            let path = if path.starts_with('/') {
+                path
+            } else {
+                format!("/{path}")
+            };
+            client::Address {
+                host: a.host,
+                port: a.port,
+                path,
+                server_name: a.server_name,
+            }
+        }
     };
     let ca = hook
         .ca_bundle
@@ -367,56 +381,4 @@ async fn exchange(
     let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
     let answer = client::post(&addr, ca, body, hook.timeout).await?;
     matching::read_response(&answer, &uid, hook.mutating)
-}
-
-/// Where Service `namespace/name` is reached: its `externalName`, else its `clusterIP`; its
-/// certificate must name `NAME.NAMESPACE.svc`, as in Kubernetes.
-async fn resolve(
-    st: &ApiState,
-    cluster: &str,
-    namespace: &str,
-    name: &str,
-    port: u16,
-    path: String,
-) -> Result<client::Address, String> {
-    let key = ObjectKey {
-        cluster: cluster.to_owned(),
-        group: String::new(),
-        resource: "services".into(),
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-    };
-    let (_, svc) = st
-        .store
-        .get(&key)
-        .await
-        .map_err(|e| format!("reading service {namespace}/{name}: {e}"))?
-        .ok_or_else(|| format!("service \"{name}\" not found in namespace \"{namespace}\""))?;
-    let spec = &svc["spec"];
-    let host = spec
-        .get("externalName")
-        .and_then(Value::as_str)
-        .filter(|h| !h.is_empty())
-        .or_else(|| {
-            spec.get("clusterIP")
-                .and_then(Value::as_str)
-                .filter(|ip| !ip.is_empty() && *ip != "None")
-        })
-        .ok_or_else(|| {
-            format!(
-                "service {namespace}/{} has neither an externalName nor a clusterIP",
-                name_of(&svc)
-            )
-        })?;
-    let path = if path.starts_with('/') {
-        path
-    } else {
-        format!("/{path}")
-    };
-    Ok(client::Address {
-        host: host.to_owned(),
-        port,
-        path,
-        server_name: format!("{name}.{namespace}.svc"),
-    })
 }

@@ -115,6 +115,8 @@ pub(super) fn blocks(dependent: &Value, owner_uid: &str) -> bool {
 /// beyond what each write states.
 pub(super) fn collector_ctx(cluster: &str) -> Ctx {
     Ctx {
+        // The collector is the cluster's own: internal writes are not authorized.
+        user: crate::api::auth::UserInfo::admin(),
         cluster: cluster.to_owned(),
         read_only: false,
         method: Method::DELETE,

@@ -1,0 +1,168 @@
+//! The review kinds, answered and never stored: TokenReview, SubjectAccessReview,
+//! LocalSubjectAccessReview, and the self reviews (`kubectl auth can-i`, `kubectl auth
+//! whoami`), all from the same authentication and RBAC the requests themselves go through.
+
+use axum::{http::StatusCode, response::Response};
+use serde_json::{Value, json};
+
+use super::{
+    UserInfo, load_policy,
+    rbac::{self, Attributes},
+    tokens,
+};
+use crate::{
+    api::{ApiState, Ctx, json_response, objects, status::ApiError},
+    registry::ResourceDef,
+};
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+/// The attributes a review's spec asks about; `namespace` overrides the spec's (a
+/// LocalSubjectAccessReview's own namespace).
+pub fn attributes_of(spec: &Value, namespace: Option<&str>) -> Result<Attributes, ApiError> {
+    if let Some(r) = spec.get("resourceAttributes").filter(|r| r.is_object()) {
+        return Ok(Attributes::Resource {
+            verb: text(&r["verb"]),
+            group: text(&r["group"]),
+            resource: text(&r["resource"]),
+            subresource: text(&r["subresource"]),
+            namespace: namespace.map_or_else(|| text(&r["namespace"]), str::to_owned),
+            name: text(&r["name"]),
+        });
+    }
+    if let Some(n) = spec.get("nonResourceAttributes").filter(|r| r.is_object()) {
+        return Ok(Attributes::NonResource {
+            verb: text(&n["verb"]),
+            path: text(&n["path"]),
+        });
+    }
+    Err(ApiError::new(
+        422,
+        "Invalid",
+        "spec: Invalid value: exactly one of nonResourceAttributes or resourceAttributes must be specified",
+    ))
+}
+
+/// The user a SubjectAccessReview asks about.
+fn subject_of(spec: &Value) -> UserInfo {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(String::from))
+            .collect()
+    };
+    UserInfo {
+        username: text(&spec["user"]),
+        uid: text(&spec["uid"]),
+        groups: strings(&spec["groups"]),
+        extra: spec["extra"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), strings(v)))
+            .collect(),
+    }
+}
+
+async fn access_status(
+    st: &ApiState,
+    cluster: &str,
+    user: &UserInfo,
+    a: &Attributes,
+) -> Result<Value, ApiError> {
+    let decision = super::authorize(st, cluster, user, a).await?;
+    Ok(json!({"allowed": decision.allowed, "reason": decision.reason}))
+}
+
+/// Answers a review of `def` at `version` (in `namespace` for a LocalSubjectAccessReview).
+pub(crate) async fn answer(
+    st: &ApiState,
+    ctx: &Ctx,
+    def: &ResourceDef,
+    version: &str,
+    namespace: Option<&str>,
+    mut obj: Value,
+) -> Result<Response, ApiError> {
+    objects::check_type(def, version, &mut obj)?;
+    let spec = obj["spec"].clone();
+    let cluster = ctx.cluster.as_str();
+    obj["status"] = match def.kind.as_str() {
+        "SelfSubjectAccessReview" => {
+            access_status(st, cluster, &ctx.user, &attributes_of(&spec, None)?).await?
+        }
+        "SubjectAccessReview" => {
+            access_status(
+                st,
+                cluster,
+                &subject_of(&spec),
+                &attributes_of(&spec, None)?,
+            )
+            .await?
+        }
+        "LocalSubjectAccessReview" => {
+            let ns = namespace.unwrap_or_default();
+            if let Some(given) = spec["resourceAttributes"]["namespace"].as_str()
+                && given != ns
+            {
+                return Err(ApiError::bad_request(format!(
+                    "spec.resourceAttributes.namespace must match metadata.namespace: \"{given}\" != \"{ns}\""
+                )));
+            }
+            access_status(
+                st,
+                cluster,
+                &subject_of(&spec),
+                &attributes_of(&spec, Some(ns))?,
+            )
+            .await?
+        }
+        "SelfSubjectRulesReview" => {
+            let policy = load_policy(st, cluster).await?;
+            let ns = spec["namespace"].as_str().unwrap_or_default();
+            let (resource, non_resource) = rbac::rules_of(&policy.view(), &ctx.user, ns);
+            json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false})
+        }
+        "TokenReview" => token_review(st, ctx, &spec).await?,
+        // SelfSubjectReview.
+        _ => json!({"userInfo": ctx.user.to_json()}),
+    };
+    Ok(json_response(StatusCode::CREATED, &obj))
+}
+
+async fn token_review(st: &ApiState, ctx: &Ctx, spec: &Value) -> Result<Value, ApiError> {
+    let token = spec["token"].as_str().unwrap_or_default();
+    let refused = |error: &str| json!({"authenticated": false, "user": {}, "error": error});
+    let served = st.served.get(&ctx.cluster);
+    let found = match served {
+        Some(served) if !token.is_empty() => {
+            tokens::authenticate(st, &ctx.cluster, &served, token).await?
+        }
+        _ => None,
+    };
+    let Some((user, audiences)) = found else {
+        return Ok(refused("invalid bearer token"));
+    };
+    let wanted: Vec<&str> = spec["audiences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let granted: Vec<&String> = if wanted.is_empty() {
+        audiences.iter().collect()
+    } else {
+        audiences
+            .iter()
+            .filter(|a| wanted.contains(&a.as_str()))
+            .collect()
+    };
+    if granted.is_empty() {
+        return Ok(refused(
+            "token audiences are invalid for the target audiences",
+        ));
+    }
+    Ok(json!({"authenticated": true, "user": user.to_json(), "audiences": granted}))
+}
