@@ -714,6 +714,80 @@ fn missing_node_name_is_one_line_and_exit_2() {
     assert!(err.contains("KUBERNETES_NODE_NAME"), "{err}");
 }
 
+fn wait_registered(kubelet: &Kubelet, resource: &str) {
+    wait_until(&format!("{resource} to register"), DEADLINE, || {
+        kubelet
+            .registered_resources()
+            .iter()
+            .any(|r| r == resource)
+            .then_some(())
+    });
+}
+
+/// What a container was answered, as the sliced tests compare it.
+struct Answer {
+    uid: String,
+    reply: gpustack_proto::deviceplugin::v1beta1::ContainerAllocateResponse,
+}
+
+impl Answer {
+    fn envs(&self) -> std::collections::BTreeMap<&str, &str> {
+        self.reply
+            .envs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+
+    fn mounts(&self) -> Vec<(String, String, bool)> {
+        self.reply
+            .mounts
+            .iter()
+            .map(|m| (m.host_path.clone(), m.container_path.clone(), m.read_only))
+            .collect()
+    }
+
+    fn nodes(&self) -> Vec<&str> {
+        self.reply
+            .devices
+            .iter()
+            .map(|d| d.host_path.as_str())
+            .collect()
+    }
+}
+
+/// Creates Pod `name` with `limits` and allocates token `id` on `socket` for it (retried until
+/// the plugin has the card).
+fn sliced_allocate(
+    (gw, kubelet, dir): (&GatewayProcess, &Kubelet, &Path),
+    name: &str,
+    limits: &[(&str, &str)],
+    socket: &str,
+    id: &str,
+) -> Answer {
+    let uid = pod(gw, dir, name, limits);
+    let mut reply = wait_until(&format!("a sliced Allocate of {id}"), DEADLINE, || {
+        kubelet.allocate(socket, &[id.to_owned()]).ok()
+    });
+    Answer {
+        uid,
+        reply: reply.container_responses.remove(0),
+    }
+}
+
+/// Waits for the ledger to hold `card` sliced, deletes Pod `name`, waits for the card to be
+/// free again; answers the entry as it was charged.
+fn charged_then_released(gw: &GatewayProcess, name: &str, card: &str) -> Value {
+    let entry = wait_until("the ledger entry", DEADLINE, || {
+        ledger_entry(gw, card).filter(|e| e["mode"] == 3)
+    });
+    gw.kubectl_ok(&["delete", "pod", name, "--wait=false"]);
+    wait_until("the slice to be released", DEADLINE, || {
+        ledger_entry(gw, card).filter(|e| e["mode"] == 0)
+    });
+    entry
+}
+
 #[test]
 fn amd_sliced_allocation_gets_every_variable_mount_and_node() {
     let dir = tempfile::tempdir().unwrap();
@@ -722,35 +796,19 @@ fn amd_sliced_allocation_gets_every_variable_mount_and_node() {
     gpustack_tests::machines::amd::seed_node(&tree);
     let kubelet = Kubelet::start(&dir.path().join("kubelet"));
     let _agent = Agent::start_on(tree.root(), "amd", &[], &kubelet, &gw, dir.path(), &[]);
-    wait_until("the AMD plugins to register", DEADLINE, || {
-        kubelet
-            .registered_resources()
-            .contains(&"amd.com/gpu.sliced".to_owned())
-            .then_some(())
-    });
+    wait_registered(&kubelet, "amd.com/gpu.sliced");
     let card = "GPU-5c88007d760374f3";
-    let id = format!("radeon-rx-7800-xt:{card}:0000");
-    let uid = pod(
-        &gw,
-        dir.path(),
+    let got = sliced_allocate(
+        (&gw, &kubelet, dir.path()),
         "vrocm",
         &[
             ("amd.com/gpu.sliced", "1"),
             ("amd.com/gpu.sliced.cores-percentage", "50"),
             ("amd.com/gpu.sliced.memory-mib", "4096"),
         ],
+        "amd.sliced.sock",
+        &format!("radeon-rx-7800-xt:{card}:0000"),
     );
-    let reply = wait_until("a sliced Allocate on the AMD card", DEADLINE, || {
-        kubelet
-            .allocate("amd.sliced.sock", std::slice::from_ref(&id))
-            .ok()
-    });
-    let c = &reply.container_responses[0];
-    let envs: std::collections::BTreeMap<&str, &str> = c
-        .envs
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     let want: std::collections::BTreeMap<&str, &str> = [
         ("AMD_VISIBLE_DEVICES", "none"),
         ("HSA_CU_MASK", "0:0-29"),
@@ -760,36 +818,17 @@ fn amd_sliced_allocation_gets_every_variable_mount_and_node() {
         ("VROCM_LEDGER_PATH", "/var/run/vrocm/ledger"),
     ]
     .into();
-    assert_eq!(envs, want);
+    assert_eq!(got.envs(), want);
+    let uid = &got.uid;
     let lib = "/var/lib/gpustack/operator/lib/amd";
-    let mounts: Vec<(String, String, bool)> = c
-        .mounts
-        .iter()
-        .map(|m| (m.host_path.clone(), m.container_path.clone(), m.read_only))
-        .collect();
+    let ro = |file: &str, at: &str| (format!("{lib}/{file}"), at.to_owned(), true);
     assert_eq!(
-        mounts,
+        got.mounts(),
         [
-            (
-                format!("{lib}/ld.so.preload"),
-                "/etc/ld.so.preload".to_owned(),
-                true
-            ),
-            (
-                format!("{lib}/libvrocm.so"),
-                "/usr/local/vrocm/libvrocm.so".to_owned(),
-                true
-            ),
-            (
-                format!("{lib}/rocm-monitor"),
-                "/usr/local/vrocm/rocm-monitor".to_owned(),
-                true
-            ),
-            (
-                format!("{lib}/rocm-cumask-check"),
-                "/usr/local/vrocm/rocm-cumask-check".to_owned(),
-                true
-            ),
+            ro("ld.so.preload", "/etc/ld.so.preload"),
+            ro("libvrocm.so", "/usr/local/vrocm/libvrocm.so"),
+            ro("rocm-monitor", "/usr/local/vrocm/rocm-monitor"),
+            ro("rocm-cumask-check", "/usr/local/vrocm/rocm-cumask-check"),
             (
                 format!("/var/lib/gpustack/operator/pods/{uid}/c-main/run/vrocm"),
                 "/var/run/vrocm".to_owned(),
@@ -797,16 +836,14 @@ fn amd_sliced_allocation_gets_every_variable_mount_and_node() {
             ),
         ]
     );
-    let nodes: Vec<&str> = c.devices.iter().map(|d| d.host_path.as_str()).collect();
-    assert_eq!(nodes, ["/dev/kfd", "/dev/dri/card1", "/dev/dri/renderD128"]);
-    let entry = wait_until("the AMD ledger entry", DEADLINE, || {
-        ledger_entry(&gw, card).filter(|e| e["mode"] == 3)
-    });
-    assert_eq!(entry["allocated"], D / 2);
-    gw.kubectl_ok(&["delete", "pod", "vrocm", "--wait=false"]);
-    wait_until("the AMD slice to be released", DEADLINE, || {
-        ledger_entry(&gw, card).filter(|e| e["mode"] == 0)
-    });
+    assert_eq!(
+        got.nodes(),
+        ["/dev/kfd", "/dev/dri/card1", "/dev/dri/renderD128"]
+    );
+    assert_eq!(
+        charged_then_released(&gw, "vrocm", card)["allocated"],
+        D / 2
+    );
 }
 
 #[test]
@@ -826,36 +863,20 @@ fn thead_sliced_allocation_gets_every_variable_mount_and_node() {
         dir.path(),
         &[],
     );
-    wait_until("the T-Head plugins to register", DEADLINE, || {
-        kubelet
-            .registered_resources()
-            .contains(&"alibabacloud.com/ppu.sliced".to_owned())
-            .then_some(())
-    });
+    wait_registered(&kubelet, "alibabacloud.com/ppu.sliced");
     // Card 0 has minor number 1 (the driver's probe order differs from HGML's).
     let card = thead::PPUS[0].uuid;
-    let id = format!("ppu-zw810e:{card}:0000");
-    let uid = pod(
-        &gw,
-        dir.path(),
+    let got = sliced_allocate(
+        (&gw, &kubelet, dir.path()),
         "vppu",
         &[
             ("alibabacloud.com/ppu.sliced", "1"),
             ("alibabacloud.com/ppu.sliced.cores-percentage", "10"),
             ("alibabacloud.com/ppu.sliced.memory-percentage", "25"),
         ],
+        "thead.sliced.sock",
+        &format!("ppu-zw810e:{card}:0000"),
     );
-    let reply = wait_until("a sliced Allocate on the PPU", DEADLINE, || {
-        kubelet
-            .allocate("thead.sliced.sock", std::slice::from_ref(&id))
-            .ok()
-    });
-    let c = &reply.container_responses[0];
-    let envs: std::collections::BTreeMap<&str, &str> = c
-        .envs
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     let want: std::collections::BTreeMap<&str, &str> = [
         ("HGGC_DEVICE_MEMORY_LIMIT_0", "24576"),
         ("HGGC_DEVICE_SM_LIMIT", "10"),
@@ -863,17 +884,12 @@ fn thead_sliced_allocation_gets_every_variable_mount_and_node() {
         ("LIBHGGC_LOG_LEVEL", "1"),
     ]
     .into();
-    assert_eq!(envs, want);
+    assert_eq!(got.envs(), want);
     let lib = "/var/lib/gpustack/operator/lib/thead";
-    let work = format!("/var/lib/gpustack/operator/pods/{uid}/c-main");
-    let mounts: Vec<(String, String, bool)> = c
-        .mounts
-        .iter()
-        .map(|m| (m.host_path.clone(), m.container_path.clone(), m.read_only))
-        .collect();
+    let work = format!("/var/lib/gpustack/operator/pods/{}/c-main", got.uid);
     let ro = |file: &str, at: &str| (format!("{lib}/{file}"), at.to_owned(), true);
     assert_eq!(
-        mounts,
+        got.mounts(),
         [
             ro("ld.so.preload", "/etc/ld.so.preload"),
             ro("hgml_dlsym_hook.so", "/usr/local/vppu/hgml_dlsym_hook.so"),
@@ -887,19 +903,11 @@ fn thead_sliced_allocation_gets_every_variable_mount_and_node() {
         ]
     );
     assert!(node.root.join(&work[1..]).join("run/vppu").is_dir());
-    let nodes: Vec<&str> = c.devices.iter().map(|d| d.host_path.as_str()).collect();
     assert_eq!(
-        nodes,
+        got.nodes(),
         ["/dev/alixpu_ppu1", "/dev/alixpu", "/dev/alixpu_ctl"]
     );
-    let entry = wait_until("the PPU ledger entry", DEADLINE, || {
-        ledger_entry(&gw, card).filter(|e| e["mode"] == 3)
-    });
-    assert_eq!(entry["allocated"], D / 4, "{entry}");
-    gw.kubectl_ok(&["delete", "pod", "vppu", "--wait=false"]);
-    wait_until("the PPU slice to be released", DEADLINE, || {
-        ledger_entry(&gw, card).filter(|e| e["mode"] == 0)
-    });
+    assert_eq!(charged_then_released(&gw, "vppu", card)["allocated"], D / 4);
 }
 
 /// The driver's MIG instances as the NVML stand-in keeps them (beside its fixture).
