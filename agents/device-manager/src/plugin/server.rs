@@ -437,25 +437,16 @@ impl Plugin {
             id: made.id.clone(),
         };
         let undo = |why: Status| {
-            let (root, env, m) = (
+            let destroyed = partitions::destroy_blocking(
                 self.shared.root.clone(),
                 self.shared.env.clone(),
-                marker.clone(),
+                marker.manufacturer,
+                marker.accelerator.clone(),
+                (marker.gpu_instance, marker.compute_instance),
             );
             let dir = self.shared.root.path(target.work_dir);
             async move {
-                let _ = tokio::task::spawn_blocking(move || {
-                    let lookup = |k: &str| env(k);
-                    partitions::destroy(
-                        &root,
-                        &lookup,
-                        m.manufacturer,
-                        &m.accelerator,
-                        m.gpu_instance,
-                        m.compute_instance,
-                    )
-                })
-                .await;
+                let _ = destroyed.await;
                 let _ = std::fs::remove_file(dir.join(partition::MARKER_FILE));
                 why
             }

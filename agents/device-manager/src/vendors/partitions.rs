@@ -43,6 +43,8 @@ pub enum PartitionError {
     NoCard(String),
     #[error(transparent)]
     Nvml(#[from] InstanceError),
+    #[error("the partition task failed: {0}")]
+    Task(String),
 }
 
 impl PartitionError {
@@ -136,4 +138,28 @@ pub fn destroy(
         }),
         other => Err(PartitionError::Unsupported(other)),
     }
+}
+
+/// [`destroy`] on a blocking thread (the library's calls block), for the async callers: an
+/// `Allocate` undoing a partition it made, and the reclaim loop.
+pub async fn destroy_blocking(
+    root: SystemRoot,
+    env: crate::serve::Env,
+    manufacturer: Manufacturer,
+    accelerator: String,
+    (gpu_instance, compute_instance): (u32, u32),
+) -> Result<(), PartitionError> {
+    tokio::task::spawn_blocking(move || {
+        let lookup = |k: &str| env(k);
+        destroy(
+            &root,
+            &lookup,
+            manufacturer,
+            &accelerator,
+            gpu_instance,
+            compute_instance,
+        )
+    })
+    .await
+    .map_err(|e| PartitionError::Task(e.to_string()))?
 }
