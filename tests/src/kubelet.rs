@@ -211,6 +211,15 @@ impl Kubelet {
         });
     }
 
+    /// Forgets a Pod's assignments, as the kubelet does once the Pod is gone.
+    pub fn unassign(&self, namespace: &str, pod: &str) {
+        self.recorder
+            .pods
+            .lock()
+            .unwrap()
+            .retain(|p| !(p.namespace == namespace && p.name == pod));
+    }
+
     /// Restarts the registration side: sockets in `device-plugins/` removed, `kubelet.sock`
     /// served anew, the registration record cleared.
     pub fn restart(&mut self) {

@@ -190,6 +190,18 @@ fn set_ecc(fixture: &Path, card: usize, errors: u64) {
     std::fs::rename(tmp, fixture).unwrap();
 }
 
+/// The compute processes NVML lists on `card`: (host PID, MiB).
+fn set_processes(fixture: &Path, card: usize, list: &[(u32, u64)]) {
+    let mut f: Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    f["devices"][card]["processes"] = list
+        .iter()
+        .map(|(pid, mib)| serde_json::json!({"pid": pid, "usedMemoryMib": mib}))
+        .collect();
+    let tmp = fixture.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec(&f).unwrap()).unwrap();
+    std::fs::rename(tmp, fixture).unwrap();
+}
+
 #[test]
 fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
     let dir = tempfile::tempdir().unwrap();
@@ -363,6 +375,50 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
     assert_eq!(entry["remaining"], D / 2);
     assert_eq!(entry["allocatedSlices"], 1);
 
+    // The snapshot's per-slice view of the sliced card: the slice's process (its Pod named by
+    // its cgroup) and a host process that belongs to no Pod, as NVML lists them.
+    set_processes(&node.nvml_fixture, 0, &[(4242, 2048), (4343, 100)]);
+    let host = |pid: u32, cgroup: &str| {
+        let dir = node.root.join(format!("proc/{pid}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cgroup"), cgroup).unwrap();
+    };
+    host(
+        4242,
+        &format!(
+            "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-0123.scope\n",
+            uid.replace('-', "_")
+        ),
+    );
+    host(4343, "0::/system.slice/dcgm.service\n");
+    let slices = wait_until("the per-slice view", DEADLINE, || {
+        let snap: Value = serde_json::from_str(&agent.get("/monitor/snapshot")?).ok()?;
+        snap.get("slices")
+            .filter(|s| s["devices"][0]["rows"]["Returned"] == 2)
+            .cloned()
+    });
+    assert_eq!(slices["schemaVersion"], 1);
+    assert_eq!(
+        slices["usages"],
+        serde_json::json!([{
+            "manufacturer": "nvidia",
+            "podUID": uid,
+            "container": "main",
+            "deviceID": H100_GPUS[0].uuid,
+            "memoryUsedMiB": 2048,
+        }])
+    );
+    assert_eq!(
+        slices["devices"],
+        serde_json::json!([{
+            "manufacturer": "nvidia",
+            "deviceID": H100_GPUS[0].uuid,
+            "coresReason": "unsupported",
+            "rows": {"Returned": 2, "Attributed": 1, "NonInstance": 1, "Unreadable": 0, "Ambiguous": 0},
+            "readsTruncated": false,
+        }])
+    );
+
     // The card held sliced turns unhealthy for the exclusive plugin.
     next_list_where(&exclusive, DEADLINE, "card 0 held sliced", |l| {
         l[0].health == "Unhealthy"
@@ -486,6 +542,24 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
         "{py}"
     );
 
+    // A Pod deleted right after its grant, with no Allocate in between, frees its card: its
+    // reservation goes with it.
+    for name in ["again", "after"] {
+        pod(&gw, dir.path(), name, &[("nvidia.com/gpu", "1")]);
+        kubelet.assign("default", name, "main", "nvidia.com/gpu", &[token(4, 0)]);
+        kubelet
+            .allocate("nvidia.exclusive.sock", &[token(4, 0)])
+            .unwrap_or_else(|e| panic!("exclusive Allocate for {name}: {e}"));
+        wait_until("the ledger to charge card 4", DEADLINE, || {
+            ledger_entry(&gw, H100_GPUS[4].uuid).filter(|e| e["mode"] == 1)
+        });
+        gw.kubectl_ok(&["delete", "pod", name, "--wait=false"]);
+        kubelet.unassign("default", name);
+        wait_until("card 4 to be released", DEADLINE, || {
+            ledger_entry(&gw, H100_GPUS[4].uuid).filter(|e| e["mode"] == 0)
+        });
+    }
+
     // Deleting the sliced Pod releases its charge and reclaims its work directory.
     gw.kubectl_ok(&["delete", "pod", "sliced", "--wait=false"]);
     wait_until("the slice to be released", DEADLINE, || {
@@ -504,6 +578,10 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
     assert!(metrics.contains(&format!(r#"gpustack_container_accelerator_memory_total_mib{{container="main",id="{}",index="2",manufacturer="nvidia",mode="exclusive",namespace="default",node="{NODE}",pod="whole"}} 81559"#, H100_GPUS[2].uuid)), "{metrics}");
     let snap: Value = serde_json::from_str(&agent.get("/monitor/snapshot").unwrap()).unwrap();
     assert_eq!(snap["periodSeconds"], 1);
+    assert!(
+        snap.get("slices").is_none(),
+        "no card is sliced now: {snap}"
+    );
     assert_eq!(
         snap["groups"][0]["accelerators"].as_array().unwrap().len(),
         8
@@ -636,6 +714,80 @@ fn missing_node_name_is_one_line_and_exit_2() {
     assert!(err.contains("KUBERNETES_NODE_NAME"), "{err}");
 }
 
+fn wait_registered(kubelet: &Kubelet, resource: &str) {
+    wait_until(&format!("{resource} to register"), DEADLINE, || {
+        kubelet
+            .registered_resources()
+            .iter()
+            .any(|r| r == resource)
+            .then_some(())
+    });
+}
+
+/// What a container was answered, as the sliced tests compare it.
+struct Answer {
+    uid: String,
+    reply: gpustack_proto::deviceplugin::v1beta1::ContainerAllocateResponse,
+}
+
+impl Answer {
+    fn envs(&self) -> std::collections::BTreeMap<&str, &str> {
+        self.reply
+            .envs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+
+    fn mounts(&self) -> Vec<(String, String, bool)> {
+        self.reply
+            .mounts
+            .iter()
+            .map(|m| (m.host_path.clone(), m.container_path.clone(), m.read_only))
+            .collect()
+    }
+
+    fn nodes(&self) -> Vec<&str> {
+        self.reply
+            .devices
+            .iter()
+            .map(|d| d.host_path.as_str())
+            .collect()
+    }
+}
+
+/// Creates Pod `name` with `limits` and allocates token `id` on `socket` for it (retried until
+/// the plugin has the card).
+fn sliced_allocate(
+    (gw, kubelet, dir): (&GatewayProcess, &Kubelet, &Path),
+    name: &str,
+    limits: &[(&str, &str)],
+    socket: &str,
+    id: &str,
+) -> Answer {
+    let uid = pod(gw, dir, name, limits);
+    let mut reply = wait_until(&format!("a sliced Allocate of {id}"), DEADLINE, || {
+        kubelet.allocate(socket, &[id.to_owned()]).ok()
+    });
+    Answer {
+        uid,
+        reply: reply.container_responses.remove(0),
+    }
+}
+
+/// Waits for the ledger to hold `card` sliced, deletes Pod `name`, waits for the card to be
+/// free again; answers the entry as it was charged.
+fn charged_then_released(gw: &GatewayProcess, name: &str, card: &str) -> Value {
+    let entry = wait_until("the ledger entry", DEADLINE, || {
+        ledger_entry(gw, card).filter(|e| e["mode"] == 3)
+    });
+    gw.kubectl_ok(&["delete", "pod", name, "--wait=false"]);
+    wait_until("the slice to be released", DEADLINE, || {
+        ledger_entry(gw, card).filter(|e| e["mode"] == 0)
+    });
+    entry
+}
+
 #[test]
 fn amd_sliced_allocation_gets_every_variable_mount_and_node() {
     let dir = tempfile::tempdir().unwrap();
@@ -644,35 +796,19 @@ fn amd_sliced_allocation_gets_every_variable_mount_and_node() {
     gpustack_tests::machines::amd::seed_node(&tree);
     let kubelet = Kubelet::start(&dir.path().join("kubelet"));
     let _agent = Agent::start_on(tree.root(), "amd", &[], &kubelet, &gw, dir.path(), &[]);
-    wait_until("the AMD plugins to register", DEADLINE, || {
-        kubelet
-            .registered_resources()
-            .contains(&"amd.com/gpu.sliced".to_owned())
-            .then_some(())
-    });
+    wait_registered(&kubelet, "amd.com/gpu.sliced");
     let card = "GPU-5c88007d760374f3";
-    let id = format!("radeon-rx-7800-xt:{card}:0000");
-    let uid = pod(
-        &gw,
-        dir.path(),
+    let got = sliced_allocate(
+        (&gw, &kubelet, dir.path()),
         "vrocm",
         &[
             ("amd.com/gpu.sliced", "1"),
             ("amd.com/gpu.sliced.cores-percentage", "50"),
             ("amd.com/gpu.sliced.memory-mib", "4096"),
         ],
+        "amd.sliced.sock",
+        &format!("radeon-rx-7800-xt:{card}:0000"),
     );
-    let reply = wait_until("a sliced Allocate on the AMD card", DEADLINE, || {
-        kubelet
-            .allocate("amd.sliced.sock", std::slice::from_ref(&id))
-            .ok()
-    });
-    let c = &reply.container_responses[0];
-    let envs: std::collections::BTreeMap<&str, &str> = c
-        .envs
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     let want: std::collections::BTreeMap<&str, &str> = [
         ("AMD_VISIBLE_DEVICES", "none"),
         ("HSA_CU_MASK", "0:0-29"),
@@ -682,36 +818,17 @@ fn amd_sliced_allocation_gets_every_variable_mount_and_node() {
         ("VROCM_LEDGER_PATH", "/var/run/vrocm/ledger"),
     ]
     .into();
-    assert_eq!(envs, want);
+    assert_eq!(got.envs(), want);
+    let uid = &got.uid;
     let lib = "/var/lib/gpustack/operator/lib/amd";
-    let mounts: Vec<(String, String, bool)> = c
-        .mounts
-        .iter()
-        .map(|m| (m.host_path.clone(), m.container_path.clone(), m.read_only))
-        .collect();
+    let ro = |file: &str, at: &str| (format!("{lib}/{file}"), at.to_owned(), true);
     assert_eq!(
-        mounts,
+        got.mounts(),
         [
-            (
-                format!("{lib}/ld.so.preload"),
-                "/etc/ld.so.preload".to_owned(),
-                true
-            ),
-            (
-                format!("{lib}/libvrocm.so"),
-                "/usr/local/vrocm/libvrocm.so".to_owned(),
-                true
-            ),
-            (
-                format!("{lib}/rocm-monitor"),
-                "/usr/local/vrocm/rocm-monitor".to_owned(),
-                true
-            ),
-            (
-                format!("{lib}/rocm-cumask-check"),
-                "/usr/local/vrocm/rocm-cumask-check".to_owned(),
-                true
-            ),
+            ro("ld.so.preload", "/etc/ld.so.preload"),
+            ro("libvrocm.so", "/usr/local/vrocm/libvrocm.so"),
+            ro("rocm-monitor", "/usr/local/vrocm/rocm-monitor"),
+            ro("rocm-cumask-check", "/usr/local/vrocm/rocm-cumask-check"),
             (
                 format!("/var/lib/gpustack/operator/pods/{uid}/c-main/run/vrocm"),
                 "/var/run/vrocm".to_owned(),
@@ -719,16 +836,78 @@ fn amd_sliced_allocation_gets_every_variable_mount_and_node() {
             ),
         ]
     );
-    let nodes: Vec<&str> = c.devices.iter().map(|d| d.host_path.as_str()).collect();
-    assert_eq!(nodes, ["/dev/kfd", "/dev/dri/card1", "/dev/dri/renderD128"]);
-    let entry = wait_until("the AMD ledger entry", DEADLINE, || {
-        ledger_entry(&gw, card).filter(|e| e["mode"] == 3)
-    });
-    assert_eq!(entry["allocated"], D / 2);
-    gw.kubectl_ok(&["delete", "pod", "vrocm", "--wait=false"]);
-    wait_until("the AMD slice to be released", DEADLINE, || {
-        ledger_entry(&gw, card).filter(|e| e["mode"] == 0)
-    });
+    assert_eq!(
+        got.nodes(),
+        ["/dev/kfd", "/dev/dri/card1", "/dev/dri/renderD128"]
+    );
+    assert_eq!(
+        charged_then_released(&gw, "vrocm", card)["allocated"],
+        D / 2
+    );
+}
+
+#[test]
+fn thead_sliced_allocation_gets_every_variable_mount_and_node() {
+    use gpustack_tests::machines::thead;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = cluster(dir.path());
+    let node = thead::zw810e_node(&dir.path().join("host"));
+    let kubelet = Kubelet::start(&dir.path().join("kubelet"));
+    let fixture = [(thead::FIXTURE_ENV, node.hgml_fixture.as_path())];
+    let _agent = Agent::start_on(
+        &node.root,
+        "thead",
+        &fixture,
+        &kubelet,
+        &gw,
+        dir.path(),
+        &[],
+    );
+    wait_registered(&kubelet, "alibabacloud.com/ppu.sliced");
+    // Card 0 has minor number 1 (the driver's probe order differs from HGML's).
+    let card = thead::PPUS[0].uuid;
+    let got = sliced_allocate(
+        (&gw, &kubelet, dir.path()),
+        "vppu",
+        &[
+            ("alibabacloud.com/ppu.sliced", "1"),
+            ("alibabacloud.com/ppu.sliced.cores-percentage", "10"),
+            ("alibabacloud.com/ppu.sliced.memory-percentage", "25"),
+        ],
+        "thead.sliced.sock",
+        &format!("ppu-zw810e:{card}:0000"),
+    );
+    let want: std::collections::BTreeMap<&str, &str> = [
+        ("HGGC_DEVICE_MEMORY_LIMIT_0", "24576"),
+        ("HGGC_DEVICE_SM_LIMIT", "10"),
+        ("HGGC_LEDGER_PATH", "/var/run/vppu/ledger"),
+        ("LIBHGGC_LOG_LEVEL", "1"),
+    ]
+    .into();
+    assert_eq!(got.envs(), want);
+    let lib = "/var/lib/gpustack/operator/lib/thead";
+    let work = format!("/var/lib/gpustack/operator/pods/{}/c-main", got.uid);
+    let ro = |file: &str, at: &str| (format!("{lib}/{file}"), at.to_owned(), true);
+    assert_eq!(
+        got.mounts(),
+        [
+            ro("ld.so.preload", "/etc/ld.so.preload"),
+            ro("hgml_dlsym_hook.so", "/usr/local/vppu/hgml_dlsym_hook.so"),
+            ro("hggc_quota.so", "/usr/local/vppu/hggc_quota.so"),
+            ro("ppu-monitor", "/usr/local/vppu/ppu-monitor"),
+            (
+                format!("{work}/run/vppu"),
+                "/var/run/vppu".to_owned(),
+                false
+            ),
+        ]
+    );
+    assert!(node.root.join(&work[1..]).join("run/vppu").is_dir());
+    assert_eq!(
+        got.nodes(),
+        ["/dev/alixpu_ppu1", "/dev/alixpu", "/dev/alixpu_ctl"]
+    );
+    assert_eq!(charged_then_released(&gw, "vppu", card)["allocated"], D / 4);
 }
 
 /// The driver's MIG instances as the NVML stand-in keeps them (beside its fixture).
@@ -916,20 +1095,27 @@ spec:
                     type: string
 "#;
 
+/// `gpustack_device_manager_monitor_passes_total` from the agent's `/metrics`.
+fn monitor_passes(agent: &Agent) -> Option<u64> {
+    agent.get("/metrics")?.lines().find_map(|l| {
+        l.strip_prefix("gpustack_device_manager_monitor_passes_total ")?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+fn node_labels(gw: &GatewayProcess) -> Option<Value> {
+    json(gw, &["get", "node", NODE, "-o", "json"]).map(|n| n["metadata"]["labels"].clone())
+}
+
 #[test]
-fn labels_go_to_nfd_where_served_and_kubelet_identification_can_be_off() {
+fn labels_move_from_the_node_to_nfd_once_served_and_kubelet_identification_can_be_off() {
     let dir = tempfile::tempdir().unwrap();
     let gw = cluster(dir.path());
-    let crd = dir.path().join("nfd.yaml");
-    std::fs::write(&crd, NODE_FEATURE_CRD).unwrap();
-    gw.kubectl_ok(&["apply", "-f", &crd.display().to_string()]);
     gw.kubectl_ok(&["create", "namespace", "gpustack-system"]);
-    wait_until("the NodeFeature kind to be served", DEADLINE, || {
-        gw.kubectl(&["get", "nodefeatures", "-A"])
-            .status
-            .success()
-            .then_some(())
-    });
+    // A label of someone else's on the Node, which no cleanup may touch.
+    gw.kubectl_ok(&["label", "node", NODE, "team=infra"]);
     let node = nvidia::hgx_h100_node(&dir.path().join("host"));
     let kubelet = Kubelet::start(&dir.path().join("kubelet"));
     let fixture = [
@@ -939,7 +1125,7 @@ fn labels_go_to_nfd_where_served_and_kubelet_identification_can_be_off() {
             Path::new("false"),
         ),
     ];
-    let _agent = Agent::start_on(
+    let agent = Agent::start_on(
         &node.root,
         "nvidia",
         &fixture,
@@ -948,7 +1134,16 @@ fn labels_go_to_nfd_where_served_and_kubelet_identification_can_be_off() {
         dir.path(),
         &[],
     );
+    let count_key = format!("acceleratable.feature.gpustack.ai/nvidia-{GROUP}.count");
+    // Without NFD the labels go on the Node itself.
+    wait_until("the labels on the Node", DEADLINE, || {
+        node_labels(&gw).filter(|l| l[&count_key] == "7")
+    });
 
+    // NFD installed: the labels go to its NodeFeature, and the ones on the Node are removed.
+    let crd = dir.path().join("nfd.yaml");
+    std::fs::write(&crd, NODE_FEATURE_CRD).unwrap();
+    gw.kubectl_ok(&["apply", "-f", &crd.display().to_string()]);
     let name = format!("{NODE}-gpustack-device-manager");
     let nf = wait_until("the NodeFeature", DEADLINE, || {
         json(
@@ -966,25 +1161,40 @@ fn labels_go_to_nfd_where_served_and_kubelet_identification_can_be_off() {
     });
     let labels = &nf["spec"]["labels"];
     assert_eq!(labels["feature.gpustack.ai/acceleratable"], "true", "{nf}");
-    assert_eq!(
-        labels[format!("acceleratable.feature.gpustack.ai/nvidia-{GROUP}.count")],
-        "7"
-    );
+    assert_eq!(labels[&count_key], "7");
     assert_eq!(
         nf["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"],
         NODE
     );
     assert_eq!(nf["metadata"]["ownerReferences"][0]["kind"], "Node");
-    // The Devices spec is written as before; the Node itself carries none of our labels.
+    let left = wait_until("the Node's own labels to be removed", DEADLINE, || {
+        node_labels(&gw).filter(|l| {
+            l.as_object().is_some_and(|m| {
+                !m.keys()
+                    .any(|k| k.contains("feature.gpustack.ai") || k.contains("acceleratable"))
+            })
+        })
+    });
+    assert_eq!(left["team"], "infra", "{left}");
     wait_until("the Devices spec", DEADLINE, || devices(&gw));
-    let node_labels =
-        json(&gw, &["get", "node", NODE, "-o", "json"]).unwrap()["metadata"]["labels"].clone();
-    assert!(
-        node_labels
-            .get("feature.gpustack.ai/acceleratable")
-            .is_none(),
-        "{node_labels}"
-    );
+
+    // What NFD's master then writes on the Node (its own field manager) stays: the cleanup is
+    // not repeated against it on later passes.
+    gw.kubectl_ok(&[
+        "label",
+        "node",
+        NODE,
+        "--field-manager=nfd-master",
+        "feature.gpustack.ai/acceleratable=true",
+        &format!("{count_key}=7"),
+    ]);
+    let now = wait_until("the pass counter", DEADLINE, || monitor_passes(&agent));
+    wait_until("two more passes", DEADLINE, || {
+        monitor_passes(&agent).filter(|c| *c >= now + 2)
+    });
+    let kept = node_labels(&gw).unwrap();
+    assert_eq!(kept["feature.gpustack.ai/acceleratable"], "true", "{kept}");
+    assert_eq!(kept[&count_key], "7", "{kept}");
 
     // With kubelet identification off, the pod-resources answer is not asked: the oldest
     // pending Pod gets the grant even though the kubelet assigned the device to another.

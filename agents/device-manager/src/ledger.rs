@@ -315,6 +315,50 @@ fn fold(entry: &mut AcceleratorAllocation, charge: &AcceleratorAllocation) {
     }
 }
 
+/// Ledgers for the allocation tests: one Pod per charge.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use gpustack_api::devices::{
+        AcceleratorAllocation, DevicesGroup, DevicesSpec, DevicesStatus, DevicesStatusGroup,
+    };
+
+    use super::{ContainerAllocation, Ledger, PodAllocations, PodCharges, rebuild};
+
+    /// The ledger of `groups` with Pod `p<i>` (container `main`) holding `charges[i]` on the
+    /// first group.
+    pub fn holding(groups: Vec<DevicesGroup>, charges: Vec<AcceleratorAllocation>) -> Ledger {
+        let (id, manufacturer) = (groups[0].id.clone(), groups[0].manufacturer);
+        let pods: Vec<PodCharges> = charges
+            .into_iter()
+            .enumerate()
+            .map(|(i, charge)| {
+                let mut allocations = PodAllocations::new();
+                allocations.insert(
+                    "main".into(),
+                    ContainerAllocation {
+                        devices: DevicesStatus {
+                            groups: vec![DevicesStatusGroup {
+                                id: id.clone(),
+                                manufacturer,
+                                accelerators: vec![charge],
+                            }],
+                        },
+                        device_ids: vec![],
+                    },
+                );
+                PodCharges {
+                    namespace: "ns".into(),
+                    name: format!("p{i}"),
+                    uid: format!("u{i}"),
+                    finished: false,
+                    allocations,
+                }
+            })
+            .collect();
+        rebuild(&DevicesSpec { groups }, &pods, true)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use gpustack_api::devices::{Accelerator, DevicesGroup, PhysicalSliced, PhysicalSlicedProfile};

@@ -79,10 +79,24 @@ pub struct Device {
     pub temperature: Option<u32>,
     #[serde(default)]
     pub power_usage_mw: Option<u32>,
+    /// The compute processes on the card (`nvmlDeviceGetComputeRunningProcesses_v3`); absent
+    /// answers `NVML_ERROR_NOT_SUPPORTED`.
+    #[serde(default)]
+    pub processes: Option<Vec<Process>>,
     /// IXML's `ixmlDeviceGetHealth` bitmask (`ixmlHealth*` flags, 0 = OK); absent on NVIDIA
     /// fixtures, where the call does not exist.
     #[serde(default)]
     pub health: Option<u64>,
+}
+
+/// One process with a compute context on a card, as `nvidia-smi` lists it: host PID and the
+/// card memory it holds (absent: NVML's "not available", as under some drivers).
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Process {
+    pub pid: u32,
+    #[serde(default)]
+    pub used_memory_mib: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy)]

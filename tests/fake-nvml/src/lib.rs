@@ -773,6 +773,60 @@ pub extern "C" fn ixmlDeviceGetHealth(device: NvmlDevice, health: *mut c_ulonglo
     with_device(device, |d| supported(d.health, |h| put(health, h)))
 }
 
+/// `nvmlProcessInfo_v2_t` (nvml.h; what `nvmlProcessInfo_t` is since the `_v3` calls).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct NvmlProcessInfo {
+    pub pid: c_uint,
+    pub used_gpu_memory: c_ulonglong,
+    pub gpu_instance_id: c_uint,
+    pub compute_instance_id: c_uint,
+}
+
+/// nvml.h's `NVML_VALUE_NOT_AVAILABLE` (-1) as each field holds it.
+const NOT_AVAILABLE_U64: c_ulonglong = c_ulonglong::MAX;
+const NOT_AVAILABLE_U32: c_uint = c_uint::MAX;
+
+/// `nvmlDeviceGetComputeRunningProcesses_v3`: with `infos` null or `count` too small, the count
+/// needed and `NVML_ERROR_INSUFFICIENT_SIZE` (success when there are none).
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut NvmlProcessInfo,
+) -> NvmlReturn {
+    if count.is_null() {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    with_device(device, |d| {
+        let Some(list) = &d.processes else {
+            return NVML_ERROR_NOT_SUPPORTED;
+        };
+        // SAFETY: non-null, and nvml.h makes the caller pass a readable and writable count.
+        let room = unsafe { count.read() } as usize;
+        let needed = list.len() as c_uint;
+        if list.is_empty() {
+            return put(count, 0);
+        }
+        if infos.is_null() || room < list.len() {
+            put(count, needed);
+            return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        for (i, p) in list.iter().enumerate() {
+            // SAFETY: the caller promises `room` writable records and `i < list.len() <= room`.
+            unsafe {
+                infos.add(i).write(NvmlProcessInfo {
+                    pid: p.pid,
+                    used_gpu_memory: p.used_memory_mib.map_or(NOT_AVAILABLE_U64, |m| m * MIB),
+                    gpu_instance_id: NOT_AVAILABLE_U32,
+                    compute_instance_id: NOT_AVAILABLE_U32,
+                })
+            };
+        }
+        put(count, needed)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -783,6 +837,7 @@ mod tests {
         // padding after `version`.
         assert_eq!(size_of::<NvmlPciInfo>(), 68);
         assert_eq!(size_of::<NvmlMemoryV2>(), 40);
+        assert_eq!(size_of::<NvmlProcessInfo>(), 24);
         assert_eq!(NVML_MEMORY_V2, 40 | (2 << 24));
         // v1 layouts served to IXML callers: 16 + 9 * 4 bytes, and three counters.
         assert_eq!(size_of::<NvmlPciInfoV1>(), 52);

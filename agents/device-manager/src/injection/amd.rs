@@ -44,9 +44,19 @@ pub(crate) fn inject_hygon(ctx: &Context<'_>, out: &mut Injection) -> Result<(),
     }
 }
 
-/// `/dev/kfd` once, then each card's DRM card and render nodes.
+/// `/dev/kfd` once, then each card's DRM nodes.
 fn drm_nodes(ctx: &Context<'_>, out: &mut Injection) -> Result<(), InjectionError> {
-    out.device("/dev/kfd");
+    drm_nodes_with(ctx, out, "/dev/kfd")
+}
+
+/// The `control` node once, then each card's DRM card and render nodes (`physicalIndexes`
+/// `[card, render]`): AMD's and Hygon's layout, and MetaX's with its own control node.
+pub(crate) fn drm_nodes_with(
+    ctx: &Context<'_>,
+    out: &mut Injection,
+    control: &str,
+) -> Result<(), InjectionError> {
+    out.device(control);
     for g in ctx.grants {
         let p = &g.accelerator.physical_indexes;
         let card = p

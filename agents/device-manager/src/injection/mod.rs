@@ -6,13 +6,14 @@
 //! [`Injection::work_dirs`]); preflight starts its probe containers from the same value.
 //!
 //! Per manufacturer, one file: [`nvidia`] (and Iluvatar's HAMi-core slicing, which is the same
-//! shim), [`amd`] (and Hygon's nodes, the same DRM layout), [`ascend`], [`others`] (Cambricon,
-//! MetaX, MThreads, T-Head).
+//! shim), [`amd`] (and Hygon's nodes, the same DRM layout), [`ascend`], [`thead`], [`others`]
+//! (Cambricon, MetaX, MThreads).
 
 pub mod amd;
 pub mod ascend;
 pub mod nvidia;
 pub mod others;
+pub mod thead;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -205,7 +206,7 @@ pub fn inject(request: &Request<'_>, node: &NodeFacts) -> Result<Injection, Inje
         Manufacturer::Cambricon => others::inject_cambricon(&ctx, &mut out)?,
         Manufacturer::Metax => others::inject_metax(&ctx, &mut out)?,
         Manufacturer::Mthreads => others::inject_mthreads(&ctx, &mut out)?,
-        Manufacturer::Thead => others::inject_thead(&ctx, &mut out)?,
+        Manufacturer::Thead => thead::inject(&ctx, &mut out)?,
     }
     out.mounts.dedup();
     out.devices.dedup();
@@ -253,6 +254,24 @@ impl Context<'_> {
     /// Accelerator indexes, comma-joined.
     pub fn indexes(&self) -> String {
         join(self.grants.iter().map(|g| g.accelerator.index.to_string()))
+    }
+
+    /// Each grant's first physical index (the card's device-node number), in grant order; a
+    /// card without one is refused, never answered with a neighbour's node.
+    pub fn first_physical(&self, what: &'static str) -> Result<Vec<u32>, InjectionError> {
+        self.grants
+            .iter()
+            .map(|g| {
+                g.accelerator
+                    .physical_indexes
+                    .first()
+                    .copied()
+                    .ok_or_else(|| InjectionError::MissingPhysicalIndex {
+                        id: g.accelerator.id.clone(),
+                        what,
+                    })
+            })
+            .collect()
     }
 
     pub fn single(&self, manufacturer: Manufacturer) -> Result<&Grant<'_>, InjectionError> {

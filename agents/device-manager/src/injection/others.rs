@@ -1,12 +1,12 @@
-//! Cambricon, MetaX, MThreads and T-Head: whole-card modes as the reference table gives them,
-//! and MThreads' sliced variables (the one sliced row of these four that needs no device I/O).
+//! Cambricon, MetaX and MThreads: whole-card modes as the reference table gives them, and
+//! MThreads' sliced variables (the one sliced row of these three that needs no device I/O).
+//! T-Head is in [`super::thead`].
 //!
 //! | mfr | exclusive, shared, visibility | sliced |
 //! |---|---|---|
 //! | cambricon | `/dev/cambricon_ctl` + `/dev/cambricon_dev<i>`, `CAMBRICON_VISIBLE_DEVICES=<i,…>` | not built (sMLU instances are created through cnDev) |
 //! | metax | `/dev/mxcd` + `/dev/dri/card<N>` + `/dev/dri/renderD<M>` | not built (sGPU quota is written to sysfs) |
 //! | mthreads | `MTHREADS_VISIBLE_DEVICES=<index,…>` (the `mthreads` runtime adds nodes) | adds `MTHREADS_QOS_MEMORY_LIMIT` (bytes), `MTHREADS_QOS_COMPUTING_POWER_WEIGHT` (cores %, a weight) |
-//! | thead | `/dev/alixpu_ppu<minor>` + the shared `/dev/alixpu` and `/dev/alixpu_ctl` | not built |
 
 use gpustack_api::{Manufacturer, devices::AllocationMode};
 
@@ -19,22 +19,6 @@ fn whole_card(mode: AllocationMode) -> bool {
     )
 }
 
-fn first_physical(ctx: &Context<'_>, what: &'static str) -> Result<Vec<u32>, InjectionError> {
-    ctx.grants
-        .iter()
-        .map(|g| {
-            g.accelerator
-                .physical_indexes
-                .first()
-                .copied()
-                .ok_or_else(|| InjectionError::MissingPhysicalIndex {
-                    id: g.accelerator.id.clone(),
-                    what,
-                })
-        })
-        .collect()
-}
-
 pub(crate) fn inject_cambricon(
     ctx: &Context<'_>,
     out: &mut Injection,
@@ -42,7 +26,7 @@ pub(crate) fn inject_cambricon(
     if !whole_card(ctx.mode) {
         return Err(ctx.unsupported(Manufacturer::Cambricon));
     }
-    let cards = first_physical(ctx, "its /dev/cambricon_dev node")?;
+    let cards = ctx.first_physical("its /dev/cambricon_dev node")?;
     out.device("/dev/cambricon_ctl");
     for i in &cards {
         out.device(format!("/dev/cambricon_dev{i}"));
@@ -58,21 +42,7 @@ pub(crate) fn inject_metax(ctx: &Context<'_>, out: &mut Injection) -> Result<(),
     if !whole_card(ctx.mode) {
         return Err(ctx.unsupported(Manufacturer::Metax));
     }
-    out.device("/dev/mxcd");
-    for g in ctx.grants {
-        let p = &g.accelerator.physical_indexes;
-        let card = p
-            .first()
-            .ok_or_else(|| InjectionError::MissingPhysicalIndex {
-                id: g.accelerator.id.clone(),
-                what: "its /dev/dri/card node",
-            })?;
-        out.device(format!("/dev/dri/card{card}"));
-        if let Some(render) = p.get(1) {
-            out.device(format!("/dev/dri/renderD{render}"));
-        }
-    }
-    Ok(())
+    super::amd::drm_nodes_with(ctx, out, "/dev/mxcd")
 }
 
 pub(crate) fn inject_mthreads(
@@ -100,26 +70,11 @@ pub(crate) fn inject_mthreads(
     }
 }
 
-pub(crate) fn inject_thead(ctx: &Context<'_>, out: &mut Injection) -> Result<(), InjectionError> {
-    if !whole_card(ctx.mode) {
-        return Err(ctx.unsupported(Manufacturer::Thead));
-    }
-    let minors = first_physical(ctx, "its /dev/alixpu_ppu node")?;
-    for m in minors {
-        out.device(format!("/dev/alixpu_ppu{m}"));
-    }
-    out.device("/dev/alixpu");
-    out.device("/dev/alixpu_ctl");
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
 
-    use gpustack_api::devices::AllocationMode::{
-        Exclusive, Partitioned, Shared, Sliced, Visibility,
-    };
+    use gpustack_api::devices::AllocationMode::{Exclusive, Partitioned, Shared, Sliced};
 
     use super::super::{fixtures::*, *};
 
@@ -172,18 +127,6 @@ mod tests {
         );
         assert!(x.envs.is_empty());
 
-        let t = run(Manufacturer::Thead, Visibility, None).unwrap();
-        assert_eq!(
-            paths(&t),
-            [
-                "/dev/alixpu_ppu0",
-                "/dev/alixpu_ppu1",
-                "/dev/alixpu",
-                "/dev/alixpu_ctl"
-            ]
-        );
-        assert!(t.envs.is_empty());
-
         let mt = run(Manufacturer::Mthreads, Exclusive, None).unwrap();
         assert_eq!(mt.envs, envs(&[("MTHREADS_VISIBLE_DEVICES", "0,1")]));
         assert!(mt.devices.is_empty());
@@ -216,11 +159,7 @@ mod tests {
             cores_percentage: 50,
             memory_mib: 1,
         });
-        for m in [
-            Manufacturer::Cambricon,
-            Manufacturer::Metax,
-            Manufacturer::Thead,
-        ] {
+        for m in [Manufacturer::Cambricon, Manufacturer::Metax] {
             let err = run(m, Sliced, half).unwrap_err();
             assert_eq!(err.to_string(), format!("{m} has no sliced injection"));
         }

@@ -291,10 +291,9 @@ fn slice_units(ask: &SliceAsk, slice: Option<SliceLimits>) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use gpustack_api::devices::{DevicesSpec, LogicalSliced};
+    use gpustack_api::devices::LogicalSliced;
 
     use super::*;
-    use crate::ledger::{PodAllocations, PodCharges, rebuild};
 
     const D: u64 = UNITS_PER_ACCELERATOR;
 
@@ -318,40 +317,16 @@ mod tests {
     }
 
     fn ledger_with(held: &[(&str, AllocationMode, u64)]) -> Ledger {
-        let g = groups();
-        let pods: Vec<PodCharges> = held
+        let charges = held
             .iter()
-            .enumerate()
-            .map(|(i, (id, mode, units))| {
-                let mut allocations = PodAllocations::new();
-                allocations.insert(
-                    "main".into(),
-                    ContainerAllocation {
-                        devices: gpustack_api::devices::DevicesStatus {
-                            groups: vec![DevicesStatusGroup {
-                                id: "h100".into(),
-                                manufacturer: Manufacturer::Nvidia,
-                                accelerators: vec![AcceleratorAllocation {
-                                    id: (*id).into(),
-                                    mode: *mode,
-                                    allocated: *units,
-                                    ..AcceleratorAllocation::default()
-                                }],
-                            }],
-                        },
-                        device_ids: vec![],
-                    },
-                );
-                PodCharges {
-                    namespace: "ns".into(),
-                    name: format!("p{i}"),
-                    uid: format!("u{i}"),
-                    finished: false,
-                    allocations,
-                }
+            .map(|(id, mode, units)| AcceleratorAllocation {
+                id: (*id).into(),
+                mode: *mode,
+                allocated: *units,
+                ..AcceleratorAllocation::default()
             })
             .collect();
-        rebuild(&DevicesSpec { groups: g }, &pods, true)
+        crate::ledger::fixtures::holding(groups(), charges)
     }
 
     fn ids(list: &[&str]) -> Vec<String> {

@@ -6,7 +6,9 @@
 //! - [`partition`]: which card and slot a partitioned request gets (pure), and its marker.
 //! - [`server`]: the gRPC service, pod identification, reservation and annotation.
 //! - [`register`]: registration, and re-registration when the kubelet restarts.
+//! - [`activity`]: when allocations run, so that the status writer keeps out of their way.
 
+pub mod activity;
 pub mod decide;
 pub mod partition;
 pub mod register;

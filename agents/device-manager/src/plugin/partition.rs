@@ -178,10 +178,9 @@ pub const MARKER_FILE: &str = "partition.json";
 
 #[cfg(test)]
 mod tests {
-    use gpustack_api::devices::{Accelerator, DevicesSpec, PhysicalSliced};
+    use gpustack_api::devices::{Accelerator, PhysicalSliced};
 
     use super::*;
-    use crate::ledger::{PodAllocations, PodCharges, rebuild};
 
     fn profile(name: &str, compute: u32, memory: u32, starts: &[u32]) -> PhysicalSlicedProfile {
         PhysicalSlicedProfile {
@@ -224,44 +223,21 @@ mod tests {
     }
 
     fn holding(slots: &[(&str, &str, u32, u32)]) -> Ledger {
-        let pods: Vec<PodCharges> = slots
+        let charges = slots
             .iter()
-            .enumerate()
-            .map(|(i, (card, name, start, length))| {
-                let mut allocations = PodAllocations::new();
-                allocations.insert(
-                    "main".into(),
-                    ContainerAllocation {
-                        devices: DevicesStatus {
-                            groups: vec![DevicesStatusGroup {
-                                id: "a100".into(),
-                                manufacturer: Manufacturer::Nvidia,
-                                accelerators: vec![AcceleratorAllocation {
-                                    id: (*card).into(),
-                                    mode: AllocationMode::Partitioned,
-                                    allocated: 1,
-                                    allocated_physical_profile: (*name).into(),
-                                    allocated_physical_placements: vec![Placement {
-                                        start: *start,
-                                        length: *length,
-                                    }],
-                                    ..AcceleratorAllocation::default()
-                                }],
-                            }],
-                        },
-                        device_ids: vec![],
-                    },
-                );
-                PodCharges {
-                    namespace: "ns".into(),
-                    name: format!("p{i}"),
-                    uid: format!("u{i}"),
-                    finished: false,
-                    allocations,
-                }
+            .map(|(card, name, start, length)| AcceleratorAllocation {
+                id: (*card).into(),
+                mode: AllocationMode::Partitioned,
+                allocated: 1,
+                allocated_physical_profile: (*name).into(),
+                allocated_physical_placements: vec![Placement {
+                    start: *start,
+                    length: *length,
+                }],
+                ..AcceleratorAllocation::default()
             })
             .collect();
-        rebuild(&DevicesSpec { groups: groups() }, &pods, true)
+        crate::ledger::fixtures::holding(groups(), charges)
     }
 
     #[test]

@@ -62,6 +62,8 @@ pub struct Shared {
     /// (pod UID, container) → the charge written but not yet seen back in the Pod list.
     pub reservations: Mutex<BTreeMap<(String, String), PodCharges>>,
     pub allocate_lock: tokio::sync::Mutex<()>,
+    /// Allocations in flight and the last one's end (the status writer waits for a lull).
+    pub activity: Arc<super::activity::Activity>,
     pub pod_resources: register::PodResourcesClient,
     pub node: NodeFacts,
     /// Host directory of per-container work directories.
@@ -108,6 +110,16 @@ impl Gates {
 }
 
 impl Shared {
+    /// Drops the reservations of a Pod that is gone (its deletion was watched): a Pod deleted
+    /// before the next `Allocate` cleaned its reservation up would otherwise charge its card
+    /// for the life of the process.
+    pub fn forget_pod(&self, uid: &str) {
+        self.reservations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(r_uid, _), _| r_uid != uid);
+    }
+
     /// The ledger with the reservations the Pod list does not show yet.
     fn effective(&self, state: &NodeState) -> (Vec<PodCharges>, Ledger) {
         let mut pods = state.pods.clone();
@@ -166,15 +178,21 @@ impl Plugin {
         tokens::tokens(&state.groups, self.manufacturer, self.mode, &state.ledger)
     }
 
-    /// Finds the Pod and container this request is for.
-    async fn identify(&self, device_ids: &[String]) -> Result<(Pod, String), Status> {
+    /// Finds the Pod and container this request is for; answers too how long the kubelet's
+    /// pod-resources call took (a phase of the `allocated` debug line).
+    async fn identify(
+        &self,
+        device_ids: &[String],
+    ) -> Result<(Pod, String, std::time::Duration), Status> {
         let resource = self.resource_name();
         let wanted: BTreeSet<&str> = device_ids.iter().map(String::as_str).collect();
+        let asked = std::time::Instant::now();
         let lookup = if self.shared.gates.identify_by_kubelet {
             self.shared.pod_resources.list().await
         } else {
             Ok(Vec::new())
         };
+        let kubelet = asked.elapsed();
         match lookup {
             Ok(list) => {
                 for pod in list {
@@ -188,24 +206,33 @@ impl Plugin {
                                     == wanted
                         });
                         if holds {
-                            let api: Api<Pod> = Api::namespaced(
-                                self.shared.pods.clone().into_client(),
-                                &pod.namespace,
-                            );
-                            let found = api.get(&pod.name).await.map_err(|e| {
-                                Status::unavailable(format!(
-                                    "reading Pod {}/{}: {e}",
-                                    pod.namespace, pod.name
-                                ))
-                            })?;
-                            return Ok((found, ctr.name.clone()));
+                            let found = self.pod(&pod.namespace, &pod.name).await?;
+                            return Ok((found, ctr.name.clone(), kubelet));
                         }
                     }
                 }
             }
             Err(e) => tracing::debug!("pod-resources lookup failed, matching pending Pods: {e}"),
         }
-        self.pending_match(&resource, device_ids.len()).await
+        let (pod, container) = self.pending_match(&resource, device_ids.len()).await?;
+        Ok((pod, container, kubelet))
+    }
+
+    /// The Pod the kubelet named: the watched copy (no round trip on the allocation path),
+    /// else a read (a Pod created a moment ago may not have reached the watch).
+    async fn pod(&self, namespace: &str, name: &str) -> Result<Pod, Status> {
+        let watched = self.shared.state.borrow().objects.iter().find_map(|p| {
+            (p.metadata.namespace.as_deref() == Some(namespace)
+                && p.metadata.name.as_deref() == Some(name))
+            .then(|| Pod::clone(p))
+        });
+        if let Some(pod) = watched {
+            return Ok(pod);
+        }
+        let api: Api<Pod> = Api::namespaced(self.shared.pods.clone().into_client(), namespace);
+        api.get(name)
+            .await
+            .map_err(|e| Status::unavailable(format!("reading Pod {namespace}/{name}: {e}")))
     }
 
     /// The oldest pending Pod on this node with a container asking for `count` of `resource`
@@ -253,7 +280,7 @@ impl Plugin {
         device_ids: &[String],
     ) -> Result<ContainerAllocateResponse, Status> {
         let started = std::time::Instant::now();
-        let (pod, container) = self.identify(device_ids).await?;
+        let (pod, container, kubelet) = self.identify(device_ids).await?;
         let identified = started.elapsed();
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -347,6 +374,8 @@ impl Plugin {
         tracing::debug!(
             pod = %format!("{namespace}/{name}"),
             container,
+            resource = %self.resource_name(),
+            kubelet_us = kubelet.as_micros() as u64,
             identify_us = identified.as_micros() as u64,
             decide_us = (decided - identified).as_micros() as u64,
             annotate_us = (started.elapsed() - decided).as_micros() as u64,
@@ -408,25 +437,16 @@ impl Plugin {
             id: made.id.clone(),
         };
         let undo = |why: Status| {
-            let (root, env, m) = (
+            let destroyed = partitions::destroy_blocking(
                 self.shared.root.clone(),
                 self.shared.env.clone(),
-                marker.clone(),
+                marker.manufacturer,
+                marker.accelerator.clone(),
+                (marker.gpu_instance, marker.compute_instance),
             );
             let dir = self.shared.root.path(target.work_dir);
             async move {
-                let _ = tokio::task::spawn_blocking(move || {
-                    let lookup = |k: &str| env(k);
-                    partitions::destroy(
-                        &root,
-                        &lookup,
-                        m.manufacturer,
-                        &m.accelerator,
-                        m.gpu_instance,
-                        m.compute_instance,
-                    )
-                })
-                .await;
+                let _ = destroyed.await;
                 let _ = std::fs::remove_file(dir.join(partition::MARKER_FILE));
                 why
             }
@@ -591,7 +611,8 @@ fn pick_pending<'a>(
             continue;
         }
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let granted = annotation(pod);
+        // Parsed only for a Pod that asks for the resource at all.
+        let mut granted = None;
         let Some(spec) = &pod.spec else { continue };
         for ctr in &spec.containers {
             let asks = ctr
@@ -601,7 +622,9 @@ fn pick_pending<'a>(
                 .and_then(|l| l.get(resource))
                 .and_then(|q| q.0.parse::<usize>().ok());
             if asks == Some(count)
-                && !granted.contains_key(&ctr.name)
+                && !granted
+                    .get_or_insert_with(|| annotation(pod))
+                    .contains_key(&ctr.name)
                 && !reserved.contains(&(uid.clone(), ctr.name.clone()))
             {
                 candidates.push((pod, ctr.name.clone()));
@@ -804,6 +827,7 @@ impl DevicePlugin for Plugin {
         &self,
         request: Request<AllocateRequest>,
     ) -> Result<Response<AllocateResponse>, Status> {
+        let _busy = self.shared.activity.begin();
         let _held = self.shared.allocate_lock.lock().await;
         let mut replies = Vec::new();
         for req in request.into_inner().container_requests {

@@ -27,6 +27,9 @@ pub struct MonitorSnapshot {
     pub timestamp: Timestamp,
     pub period_seconds: u64,
     pub groups: Vec<MetricsGroup>,
+    /// The per-slice view, where a card is carved into slices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slices: Option<super::slices::Slices>,
 }
 
 /// What the handlers read.

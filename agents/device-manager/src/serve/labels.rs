@@ -87,6 +87,36 @@ pub fn owned_label(key: &str, manufacturers: &[Manufacturer]) -> bool {
         })
 }
 
+/// The change to the Node's labels that leaves exactly `want` of this agent's labels there:
+/// `Some(value)` sets a key, `None` removes one. Only keys of `ours` are removed, and only
+/// where `removable` allows (the NFD cleanup removes only what this agent's field manager
+/// wrote); the shared marker stays while another manufacturer's label is on the Node.
+pub fn node_label_patch(
+    have: &BTreeMap<String, String>,
+    mut want: BTreeMap<String, String>,
+    ours: &[Manufacturer],
+    removable: impl Fn(&str) -> bool,
+) -> BTreeMap<String, Option<String>> {
+    let others_remain = have
+        .keys()
+        .any(|k| owned_label(k, &Manufacturer::ALL) && !owned_label(k, ours) && k != ACCELERATABLE);
+    if want.is_empty() && others_remain {
+        want.insert(ACCELERATABLE.into(), "true".into());
+    }
+    let mut patch = BTreeMap::new();
+    for k in have.keys() {
+        if owned_label(k, ours) && !want.contains_key(k) && removable(k) {
+            patch.insert(k.clone(), None);
+        }
+    }
+    for (k, v) in want {
+        if have.get(&k) != Some(&v) {
+            patch.insert(k, Some(v));
+        }
+    }
+    patch
+}
+
 /// `current` with the groups of `ours` replaced by `detected`, in canonical order
 /// (manufacturer, then first accelerator index).
 pub fn align_groups(
@@ -174,6 +204,60 @@ mod tests {
             "1"
         );
         assert!(node_labels(&[]).is_empty());
+    }
+
+    #[test]
+    fn label_patch_removes_only_ours_and_keeps_the_marker_for_others() {
+        let have: BTreeMap<String, String> = [
+            ("feature.gpustack.ai/acceleratable", "true"),
+            ("acceleratable.feature.gpustack.ai/nvidia", "true"),
+            ("acceleratable.feature.gpustack.ai/nvidia-h100.count", "8"),
+            ("kubernetes.io/os", "linux"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let ours = [Manufacturer::Nvidia];
+        let all = node_label_patch(&have, BTreeMap::new(), &ours, |_| true);
+        let removed: Vec<&str> = all.keys().map(String::as_str).collect();
+        assert_eq!(
+            removed,
+            [
+                "acceleratable.feature.gpustack.ai/nvidia",
+                "acceleratable.feature.gpustack.ai/nvidia-h100.count",
+                "feature.gpustack.ai/acceleratable"
+            ]
+        );
+        assert!(all.values().all(Option::is_none));
+        // Only what `removable` allows.
+        let some = node_label_patch(&have, BTreeMap::new(), &ours, |k| k.ends_with(".count"));
+        assert_eq!(
+            some,
+            [(
+                "acceleratable.feature.gpustack.ai/nvidia-h100.count".to_owned(),
+                None
+            )]
+            .into()
+        );
+        // Another manufacturer's label keeps the marker; a wanted value is set.
+        let mut with_amd = have.clone();
+        with_amd.insert(
+            "acceleratable.feature.gpustack.ai/amd".into(),
+            "true".into(),
+        );
+        let kept = node_label_patch(&with_amd, BTreeMap::new(), &ours, |_| true);
+        assert!(!kept.contains_key("feature.gpustack.ai/acceleratable"));
+        assert!(!kept.contains_key("acceleratable.feature.gpustack.ai/amd"));
+        let want = [(
+            "acceleratable.feature.gpustack.ai/nvidia-h100.count".to_owned(),
+            "7".to_owned(),
+        )]
+        .into();
+        let set = node_label_patch(&have, want, &ours, |_| true);
+        assert_eq!(
+            set["acceleratable.feature.gpustack.ai/nvidia-h100.count"],
+            Some("7".to_owned())
+        );
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //!
 //! Loops, each owning its state and talking through watch channels:
 //! - detection + monitor, every `--monitor-period`: the Node's accelerator labels, the
-//!   `Devices` spec, the in-memory sample behind `/monitor/snapshot` and the gauges;
-//! - the ledger: Pods on this node (a watch) → `Devices.status` ([`crate::ledger`]), the state
-//!   every device plugin reads, and reclaiming work directories of Pods that are gone;
+//!   `Devices` spec, the in-memory sample behind `/monitor/snapshot` (with the per-slice view
+//!   of [`slices`] where a card is sliced) and the gauges;
+//! - the ledger: Pods on this node (a watch) → the state every device plugin reads and the
+//!   `Devices.status` ([`crate::ledger`]), written by [`status`] once allocations pause, and
+//!   reclaiming work directories of Pods that are gone;
 //! - the device plugins ([`plugins`]): served, registered, re-registered on kubelet restart;
 //! - HTTPS ([`http`]).
 //!
@@ -16,6 +18,8 @@ pub mod metrics;
 pub mod objects;
 pub mod plugins;
 pub mod reclaim;
+pub mod slices;
+pub mod status;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -126,7 +130,34 @@ pub async fn run(
     }));
     let snapshot = Arc::new(RwLock::new(None));
 
-    let mut tasks = Vec::new();
+    let activity = Arc::new(crate::plugin::activity::Activity::default());
+    let shared = Arc::new(Shared {
+        node_name: config.node_name.clone(),
+        pods: Api::all(client.clone()),
+        state: state_rx.clone(),
+        reservations: Mutex::new(BTreeMap::new()),
+        allocate_lock: tokio::sync::Mutex::new(()),
+        activity: activity.clone(),
+        pod_resources: register::PodResourcesClient::new(register::pod_resources_socket(
+            &config.kube_socket,
+        )),
+        node: config.node.clone(),
+        pods_dir: config.pods_dir.clone(),
+        root: root.clone(),
+        env: env.clone(),
+        gates: server::Gates::from_env(|k| env(k)),
+    });
+    let (status_tx, status_rx) = watch::channel(None);
+    let mut tasks = vec![tokio::spawn(status::run(
+        status::Target {
+            client: client.clone(),
+            node: config.node_name.clone(),
+            ours: config.manufacturers.clone(),
+        },
+        activity,
+        status_rx,
+        stop_rx.clone(),
+    ))];
     tasks.push(tokio::spawn(http::serve(
         listener,
         tls,
@@ -155,25 +186,14 @@ pub async fn run(
         config.clone(),
         client.clone(),
         reclaim::Reclaimer::new(root.clone(), env.clone(), config.pods_dir.clone()),
+        LedgerOutputs {
+            state: state_tx,
+            status: status_tx,
+            shared: shared.clone(),
+        },
         spec_rx.clone(),
-        state_tx,
         stop_rx.clone(),
     )));
-    let shared = Arc::new(Shared {
-        node_name: config.node_name.clone(),
-        pods: Api::all(client.clone()),
-        state: state_rx,
-        reservations: Mutex::new(BTreeMap::new()),
-        allocate_lock: tokio::sync::Mutex::new(()),
-        pod_resources: register::PodResourcesClient::new(register::pod_resources_socket(
-            &config.kube_socket,
-        )),
-        node: config.node.clone(),
-        pods_dir: config.pods_dir.clone(),
-        root,
-        env: env.clone(),
-        gates: server::Gates::from_env(|k| env(k)),
-    });
     let plan = config
         .manufacturers
         .iter()
@@ -236,12 +256,15 @@ async fn detect_loop(
             _ = tick.tick() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
+        let pass_started = std::time::Instant::now();
         let (root2, env2, opts2) = (root.clone(), env.clone(), opts.clone());
-        let Ok((report, sample)) = tokio::task::spawn_blocking(move || {
+        let carved = carved_cards(&out.state.borrow(), &config.manufacturers);
+        let Ok((report, sample, slices)) = tokio::task::spawn_blocking(move || {
             let env = |k: &str| env2(k);
             (
                 detect::detect(&root2, &env, &opts2),
                 detect::monitor(&root2, &env, &opts2),
+                sample_slices(&root2, &env, carved),
             )
         })
         .await
@@ -301,9 +324,71 @@ async fn detect_loop(
             timestamp: Timestamp::now_local(),
             period_seconds: config.monitor_period.as_secs_f64().ceil() as u64,
             groups: sample.items,
+            slices,
         });
         out.metrics.pass_done();
+        tracing::debug!(
+            pass_us = pass_started.elapsed().as_micros() as u64,
+            "monitor pass done"
+        );
     }
+}
+
+/// The NVIDIA cards the ledger holds sliced, each with the containers holding its slices.
+fn carved_cards(state: &NodeState, ours: &[Manufacturer]) -> Vec<(String, Vec<(String, String)>)> {
+    if !ours.contains(&Manufacturer::Nvidia) {
+        return Vec::new();
+    }
+    state
+        .ledger
+        .status
+        .groups
+        .iter()
+        .filter(|g| g.manufacturer == Manufacturer::Nvidia)
+        .flat_map(|g| &g.accelerators)
+        .filter(|a| a.mode == gpustack_api::devices::AllocationMode::Sliced)
+        .map(|a| {
+            let held = slices::holders(&state.pods, Manufacturer::Nvidia, &a.id);
+            (a.id.clone(), held)
+        })
+        .collect()
+}
+
+/// The per-slice view of the carved cards: their processes through NVML, each process's Pod
+/// through its cgroup under the system root. `None` when no card is carved.
+fn sample_slices(
+    root: &SystemRoot,
+    env: &dyn Fn(&str) -> Option<String>,
+    carved: Vec<(String, Vec<(String, String)>)>,
+) -> Option<slices::Slices> {
+    if carved.is_empty() {
+        return None;
+    }
+    let ids: Vec<String> = carved.iter().map(|(id, _)| id.clone()).collect();
+    let rows = match crate::vendors::partitions::load_nvml(root, env) {
+        Ok((nvml, _)) => crate::vendors::nvidia::processes::list(&nvml, &ids),
+        Err(_) => ids
+            .iter()
+            .map(|id| slices::CardRows {
+                accelerator: id.clone(),
+                rows: Err(slices::Reason::TransientDriverError),
+            })
+            .collect(),
+    };
+    let cards: Vec<(slices::CardRows, Vec<(String, String)>)> = rows
+        .into_iter()
+        .zip(carved.into_iter().map(|(_, held)| held))
+        .collect();
+    Some(slices::attribute(
+        Manufacturer::Nvidia,
+        &cards,
+        |pid| match std::fs::read_to_string(root.path(format!("/proc/{pid}/cgroup"))) {
+            Ok(text) => {
+                slices::pod_of_cgroup(&text).map_or(slices::Owner::NotAPod, slices::Owner::Pod)
+            }
+            Err(_) => slices::Owner::Unreadable,
+        },
+    ))
 }
 
 /// Logs each card that turned unhealthy (with the reason its detector checks, which the
@@ -333,10 +418,13 @@ fn log_health_changes(
 }
 
 /// Where the accelerator labels go: NFD's `NodeFeature` once the kind is served (checked each
-/// pass until it is), else the Node itself.
+/// pass until it is), else the Node itself. Once they go to the `NodeFeature`, the labels this
+/// agent wrote on the Node itself are removed (NFD's master puts its own there).
 #[derive(Default)]
 struct LabelsOut {
     node_feature: bool,
+    /// The labels written on the Node before NFD was served have been removed.
+    direct_removed: bool,
     /// What the last `NodeFeature` apply sent (an unchanged set is not applied again).
     applied: Option<BTreeMap<String, String>>,
 }
@@ -365,6 +453,18 @@ impl LabelsOut {
                 groups,
             )
             .await;
+        }
+        if !self.direct_removed {
+            let removed =
+                objects::remove_direct_labels(client, &config.node_name, &config.manufacturers)
+                    .await?;
+            if removed > 0 {
+                tracing::info!(
+                    removed,
+                    "removed the accelerator labels this agent wrote on the Node (NFD's NodeFeature carries them now)"
+                );
+            }
+            self.direct_removed = true;
         }
         let want = labels::node_labels(groups);
         if self.applied.as_ref() == Some(&want) {
@@ -398,13 +498,23 @@ fn charges(pod: &Pod) -> PodCharges {
     }
 }
 
+/// Where the ledger loop's results go.
+struct LedgerOutputs {
+    /// What every plugin reads.
+    state: watch::Sender<Arc<NodeState>>,
+    /// The status to write ([`status::run`] writes it once allocations pause).
+    status: watch::Sender<Option<gpustack_api::devices::DevicesStatus>>,
+    /// The plugins' reservations, dropped for Pods watched deleted.
+    shared: Arc<Shared>,
+}
+
 /// Watches the Pods on this node and keeps the ledger, its status and the plugins' state.
 async fn ledger_loop(
     config: Config,
     client: Client,
     mut reclaimer: reclaim::Reclaimer,
+    out: LedgerOutputs,
     mut spec: watch::Receiver<Option<Vec<DevicesGroup>>>,
-    state: watch::Sender<Arc<NodeState>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let api: Api<Pod> = Api::all(client.clone());
@@ -413,14 +523,17 @@ async fn ledger_loop(
     let mut pods: BTreeMap<String, (PodCharges, Arc<Pod>)> = BTreeMap::new();
     let mut listing: BTreeMap<String, (PodCharges, Arc<Pod>)> = BTreeMap::new();
     let mut synced = false;
-    let mut written: Option<gpustack_api::devices::DevicesStatus> = None;
     let mut retry = tokio::time::interval(Duration::from_secs(1));
     loop {
         let mut reclaim_now: Option<BTreeSet<String>> = None;
         tokio::select! {
             ev = events.next() => match ev {
                 Some(Ok(watcher::Event::Apply(p))) => { let c = charges(&p); pods.insert(c.uid.clone(), (c, Arc::new(p))); }
-                Some(Ok(watcher::Event::Delete(p))) => { pods.remove(p.metadata.uid.as_deref().unwrap_or_default()); }
+                Some(Ok(watcher::Event::Delete(p))) => {
+                    let uid = p.metadata.uid.as_deref().unwrap_or_default();
+                    pods.remove(uid);
+                    out.shared.forget_pod(uid);
+                }
                 Some(Ok(watcher::Event::Init)) => listing.clear(),
                 Some(Ok(watcher::Event::InitApply(p))) => { let c = charges(&p); listing.insert(c.uid.clone(), (c, Arc::new(p))); }
                 Some(Ok(watcher::Event::InitDone)) => { pods = std::mem::take(&mut listing); synced = true; }
@@ -458,25 +571,17 @@ async fn ledger_loop(
             tracing::warn!("ledger: {c}");
         }
         let status = ledger.status.clone();
-        state.send_replace(Arc::new(NodeState {
+        out.state.send_replace(Arc::new(NodeState {
             groups,
             pods: list,
             objects,
             ledger,
             release_finished: config.release_finished,
         }));
-        if written.as_ref() != Some(&status) {
-            match objects::publish_status(
-                &client,
-                &config.node_name,
-                &config.manufacturers,
-                &status,
-            )
-            .await
-            {
-                Ok(()) => written = Some(status),
-                Err(e) => tracing::warn!("writing the Devices status: {e}"),
-            }
-        }
+        out.status.send_if_modified(|cur| {
+            let changed = cur.as_ref() != Some(&status);
+            *cur = Some(status);
+            changed
+        });
     }
 }

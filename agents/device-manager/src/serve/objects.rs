@@ -7,7 +7,10 @@ use gpustack_api::{
     Manufacturer,
     devices::{Devices, DevicesGroup, DevicesSpec, DevicesStatus},
 };
-use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::OwnerReference};
+use k8s_openapi::{
+    api::core::v1::Node,
+    apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, OwnerReference},
+};
 use kube::{
     Client,
     api::{
@@ -16,9 +19,9 @@ use kube::{
     },
 };
 use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::labels::{align_groups, node_labels, owned_label};
+use super::labels::{align_groups, node_label_patch, node_labels};
 
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "gpustack-device-manager";
@@ -92,17 +95,17 @@ pub async fn publish_spec(
     Ok(())
 }
 
-/// Replaces this agent's groups in `Devices.status` (a missing object is left for the spec
-/// writer to create).
+/// Replaces this agent's groups in `Devices.status`; `false` when the object does not exist
+/// yet (the spec writer creates it: try again later).
 pub async fn publish_status(
     client: &Client,
     node: &str,
     ours: &[Manufacturer],
     status: &DevicesStatus,
-) -> Result<(), kube::Error> {
+) -> Result<bool, kube::Error> {
     let api: Api<Devices> = Api::all(client.clone());
     let Some(current) = api.get_opt(node).await? else {
-        return Ok(());
+        return Ok(false);
     };
     let mut groups: Vec<_> = current
         .status
@@ -125,7 +128,7 @@ pub async fn publish_status(
         )
         .await?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Sets the accelerator labels on the Node and removes stale ones of this agent.
@@ -141,38 +144,64 @@ pub async fn publish_labels(
         return Ok(());
     };
     let have = current.metadata.labels.unwrap_or_default();
-    let mut want = node_labels(detected);
-    // Another agent's manufacturers keep the shared marker label.
-    if want.is_empty()
-        && have.keys().any(|k| {
-            owned_label(k, &Manufacturer::ALL)
-                && !owned_label(k, ours)
-                && k != gpustack_api::labels::ACCELERATABLE
-        })
-    {
-        want.insert(gpustack_api::labels::ACCELERATABLE.into(), "true".into());
+    let patch = node_label_patch(&have, node_labels(detected), ours, |_| true);
+    patch_labels(&api, node, patch).await
+}
+
+/// Removes from the Node the labels of `ours` that this agent wrote there itself (its field
+/// manager owns them), once NFD's `NodeFeature` carries the labels instead; labels NFD's
+/// master or anyone else wrote stay. Answers how many were removed.
+pub async fn remove_direct_labels(
+    client: &Client,
+    node: &str,
+    ours: &[Manufacturer],
+) -> Result<usize, kube::Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    let Some(current) = api.get_opt(node).await? else {
+        return Ok(0);
+    };
+    let written = labels_owned_by(&current.metadata.managed_fields, FIELD_MANAGER);
+    let have = current.metadata.labels.unwrap_or_default();
+    let patch = node_label_patch(&have, BTreeMap::new(), ours, |k| written.contains(k));
+    let removed = patch.values().filter(|v| v.is_none()).count();
+    patch_labels(&api, node, patch).await?;
+    Ok(removed)
+}
+
+async fn patch_labels(
+    api: &Api<Node>,
+    node: &str,
+    patch: BTreeMap<String, Option<String>>,
+) -> Result<(), kube::Error> {
+    if patch.is_empty() {
+        return Ok(());
     }
-    let mut patch = Map::new();
-    for k in have
-        .keys()
-        .filter(|k| owned_label(k, ours) && !want.contains_key(*k))
-    {
-        patch.insert(k.clone(), Value::Null);
-    }
-    for (k, v) in &want {
-        if have.get(k) != Some(v) {
-            patch.insert(k.clone(), Value::String(v.clone()));
-        }
-    }
-    if !patch.is_empty() {
-        api.patch(
-            node,
-            &params(),
-            &Patch::Merge(json!({"metadata": {"labels": patch}})),
-        )
-        .await?;
-    }
+    let labels: Map<String, Value> = patch
+        .into_iter()
+        .map(|(k, v)| (k, v.map_or(Value::Null, Value::String)))
+        .collect();
+    api.patch(
+        node,
+        &params(),
+        &Patch::Merge(json!({"metadata": {"labels": labels}})),
+    )
+    .await?;
     Ok(())
+}
+
+/// The label keys `manager`'s `Update` entries own (`f:metadata` → `f:labels` → `f:<key>`).
+fn labels_owned_by(entries: &Option<Vec<ManagedFieldsEntry>>, manager: &str) -> BTreeSet<String> {
+    entries
+        .iter()
+        .flatten()
+        .filter(|e| {
+            e.manager.as_deref() == Some(manager) && e.operation.as_deref() == Some("Update")
+        })
+        .filter_map(|e| e.fields_v1.as_ref())
+        .filter_map(|f| f.0.pointer("/f:metadata/f:labels")?.as_object())
+        .flat_map(|labels| labels.keys().filter_map(|k| k.strip_prefix("f:")))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// NFD's group/version and kind.
@@ -264,6 +293,29 @@ pub async fn publish_node_feature(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_owned_by_reads_the_update_entries_of_one_manager() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
+        let entry = |manager: &str, op: &str, keys: &[&str]| {
+            let labels: Map<String, Value> =
+                keys.iter().map(|k| (format!("f:{k}"), json!({}))).collect();
+            ManagedFieldsEntry {
+                manager: Some(manager.into()),
+                operation: Some(op.into()),
+                fields_v1: Some(FieldsV1(json!({"f:metadata": {"f:labels": labels}}))),
+                ..ManagedFieldsEntry::default()
+            }
+        };
+        let entries = Some(vec![
+            entry(FIELD_MANAGER, "Update", &["a", "b"]),
+            entry("nfd-master", "Update", &["c"]),
+            entry(FIELD_MANAGER, "Apply", &["d"]),
+        ]);
+        let got = labels_owned_by(&entries, FIELD_MANAGER);
+        assert_eq!(got, ["a".to_owned(), "b".to_owned()].into());
+        assert!(labels_owned_by(&None, FIELD_MANAGER).is_empty());
+    }
 
     #[test]
     fn node_feature_shape() {

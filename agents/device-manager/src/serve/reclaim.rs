@@ -97,24 +97,19 @@ impl Reclaimer {
     async fn destroy_partitions(&mut self, uid: &str, dir: &Path) -> bool {
         let mut done = true;
         for marker in markers(dir) {
-            let (root, env, m) = (self.root.clone(), self.env.clone(), marker.clone());
-            let result = tokio::task::spawn_blocking(move || {
-                let lookup = |k: &str| env(k);
-                partitions::destroy(
-                    &root,
-                    &lookup,
-                    m.manufacturer,
-                    &m.accelerator,
-                    m.gpu_instance,
-                    m.compute_instance,
-                )
-            })
+            let result = partitions::destroy_blocking(
+                self.root.clone(),
+                self.env.clone(),
+                marker.manufacturer,
+                marker.accelerator.clone(),
+                (marker.gpu_instance, marker.compute_instance),
+            )
             .await;
             match result {
-                Ok(Ok(())) => {
+                Ok(()) => {
                     tracing::info!(pod_uid = %uid, partition = %marker.id, card = %marker.accelerator, "destroyed the partition of a Pod that is gone")
                 }
-                Ok(Err(e)) => {
+                Err(e) => {
                     done = false;
                     let n = self.failures.entry(uid.to_owned()).or_default();
                     *n += 1;
@@ -125,10 +120,6 @@ impl Reclaimer {
                     } else {
                         tracing::warn!(pod_uid = %uid, partition = %marker.id, "destroying the partition: {e}");
                     }
-                }
-                Err(e) => {
-                    done = false;
-                    tracing::error!(pod_uid = %uid, "the partition reclaim task failed: {e}");
                 }
             }
         }

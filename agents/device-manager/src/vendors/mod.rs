@@ -7,7 +7,7 @@ mod cambricon;
 mod iluvatar;
 mod metax;
 mod mthreads;
-mod nvidia;
+pub(crate) mod nvidia;
 pub mod partitions;
 mod thead;
 

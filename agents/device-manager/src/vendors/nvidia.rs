@@ -30,6 +30,7 @@ mod facts;
 mod gpu_instances;
 pub(crate) mod mig_instances;
 mod mig_profiles;
+pub mod processes;
 
 use std::ffi::OsStr;
 

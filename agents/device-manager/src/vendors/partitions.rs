@@ -43,6 +43,8 @@ pub enum PartitionError {
     NoCard(String),
     #[error(transparent)]
     Nvml(#[from] InstanceError),
+    #[error("the partition task failed: {0}")]
+    Task(String),
 }
 
 impl PartitionError {
@@ -59,6 +61,27 @@ fn with_nvidia_card<T>(
     accelerator: &str,
     f: impl FnOnce(&nvml_wrapper::Nvml, &nvml_wrapper::Device<'_>) -> Result<T, PartitionError>,
 ) -> Result<T, PartitionError> {
+    let (nvml, path) = load_nvml(root, env)?;
+    let count = nvml.device_count().map_err(|e| PartitionError::Load {
+        library: path,
+        message: e.to_string(),
+    })?;
+    for index in 0..count {
+        let Ok(device) = nvml.device_by_index(index) else {
+            continue;
+        };
+        if device.uuid().is_ok_and(|u| u == accelerator) {
+            return f(&nvml, &device);
+        }
+    }
+    Err(PartitionError::NoCard(accelerator.to_owned()))
+}
+
+/// NVML loaded and initialised from under `root`, and the path it was loaded from.
+pub fn load_nvml(
+    root: &SystemRoot,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(nvml_wrapper::Nvml, String), PartitionError> {
     let spec = Manufacturer::Nvidia.spec();
     let path = match library::locate(root, spec, env) {
         Some(Located::Path(p)) => p.into_os_string(),
@@ -72,19 +95,7 @@ fn with_nvidia_card<T>(
             library: path.to_string_lossy().into_owned(),
             message: e.to_string(),
         })?;
-    let count = nvml.device_count().map_err(|e| PartitionError::Load {
-        library: path.to_string_lossy().into_owned(),
-        message: e.to_string(),
-    })?;
-    for index in 0..count {
-        let Ok(device) = nvml.device_by_index(index) else {
-            continue;
-        };
-        if device.uuid().is_ok_and(|u| u == accelerator) {
-            return f(&nvml, &device);
-        }
-    }
-    Err(PartitionError::NoCard(accelerator.to_owned()))
+    Ok((nvml, path.to_string_lossy().into_owned()))
 }
 
 /// Makes the partition of `request`.
@@ -127,4 +138,28 @@ pub fn destroy(
         }),
         other => Err(PartitionError::Unsupported(other)),
     }
+}
+
+/// [`destroy`] on a blocking thread (the library's calls block), for the async callers: an
+/// `Allocate` undoing a partition it made, and the reclaim loop.
+pub async fn destroy_blocking(
+    root: SystemRoot,
+    env: crate::serve::Env,
+    manufacturer: Manufacturer,
+    accelerator: String,
+    (gpu_instance, compute_instance): (u32, u32),
+) -> Result<(), PartitionError> {
+    tokio::task::spawn_blocking(move || {
+        let lookup = |k: &str| env(k);
+        destroy(
+            &root,
+            &lookup,
+            manufacturer,
+            &accelerator,
+            gpu_instance,
+            compute_instance,
+        )
+    })
+    .await
+    .map_err(|e| PartitionError::Task(e.to_string()))?
 }

@@ -1,0 +1,358 @@
+//! The per-slice view of `/monitor/snapshot` (devices.md §6, `slices`, schema version 1).
+//!
+//! On a card carved into logical slices, the processes the vendor library lists on the card are
+//! attributed to the containers holding its slices: a process's host PID names its Pod through
+//! `/proc/<pid>/cgroup` (the kubelet's `pod<uid>` cgroup), and the ledger says which container
+//! of that Pod holds a slice of the card. One row that cannot be attributed (its cgroup
+//! unreadable, or two containers of its Pod holding the card) blanks the card's usages, with the
+//! reason, rather than charging a guess. A process of no Pod counts as `NonInstance`.
+//!
+//! Pure: [`attribute`] takes what was read; [`pod_of_cgroup`] parses one cgroup file. The reads
+//! are the monitor pass's.
+
+use std::collections::BTreeMap;
+
+use gpustack_api::{Manufacturer, devices::AllocationMode};
+use serde::Serialize;
+
+use crate::ledger::PodCharges;
+
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Slices {
+    pub schema_version: u32,
+    pub truncated: bool,
+    pub usages: Vec<SliceUsage>,
+    pub devices: Vec<SliceDevice>,
+}
+
+/// What one container's slice of one card uses.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SliceUsage {
+    pub manufacturer: Manufacturer,
+    #[serde(rename = "podUID")]
+    pub pod_uid: String,
+    pub container: String,
+    #[serde(rename = "deviceID")]
+    pub device_id: String,
+    #[serde(rename = "memoryUsedMiB", skip_serializing_if = "Option::is_none")]
+    pub memory_used_mib: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cores_utilization_percent: Option<u32>,
+}
+
+/// How one carved card's rows were read and attributed.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SliceDevice {
+    pub manufacturer: Manufacturer,
+    #[serde(rename = "deviceID")]
+    pub device_id: String,
+    /// Why no memory figure is given for the card's slices (absent when one is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_reason: Option<Reason>,
+    /// Why no compute figure is given (per-process utilization is not read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cores_reason: Option<Reason>,
+    pub rows: Rows,
+    pub reads_truncated: bool,
+}
+
+#[derive(Serialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase")]
+pub struct Rows {
+    pub returned: u32,
+    pub attributed: u32,
+    pub non_instance: u32,
+    pub unreadable: u32,
+    pub ambiguous: u32,
+}
+
+/// Why a figure is missing (devices.md §6).
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    Unsupported,
+    Permission,
+    TransientDriverError,
+    InvalidData,
+}
+
+/// One process the library listed on a card.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessRow {
+    pub pid: u32,
+    /// `None`: the library could not say.
+    pub memory_used_mib: Option<u64>,
+}
+
+/// Whose a host PID is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    Pod(String),
+    NotAPod,
+    Unreadable,
+}
+
+/// A carved card: its id and what the library answered for it.
+pub struct CardRows {
+    pub accelerator: String,
+    pub rows: Result<Vec<ProcessRow>, Reason>,
+}
+
+/// The containers holding a slice of `accelerator` (pod UID, container), from the ledger's
+/// Pods; finished Pods hold nothing.
+pub fn holders(pods: &[PodCharges], m: Manufacturer, accelerator: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for pod in pods.iter().filter(|p| !p.finished) {
+        for (container, a) in &pod.allocations {
+            let holds = a
+                .devices
+                .groups
+                .iter()
+                .filter(|g| g.manufacturer == m)
+                .flat_map(|g| &g.accelerators)
+                .any(|x| x.id == accelerator && x.mode == AllocationMode::Sliced);
+            if holds {
+                out.push((pod.uid.clone(), container.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The view of `cards` (each with its holders from [`holders`]).
+pub fn attribute(
+    m: Manufacturer,
+    cards: &[(CardRows, Vec<(String, String)>)],
+    owner_of: impl Fn(u32) -> Owner,
+) -> Slices {
+    let mut usages = Vec::new();
+    let mut devices = Vec::new();
+    for (card, held) in cards {
+        let mut device = SliceDevice {
+            manufacturer: m,
+            device_id: card.accelerator.clone(),
+            memory_reason: None,
+            cores_reason: Some(Reason::Unsupported),
+            rows: Rows::default(),
+            reads_truncated: false,
+        };
+        let rows = match &card.rows {
+            Ok(rows) => rows,
+            Err(reason) => {
+                device.memory_reason = Some(*reason);
+                devices.push(device);
+                continue;
+            }
+        };
+        let mut used: BTreeMap<(String, String), Option<u64>> =
+            held.iter().map(|h| (h.clone(), Some(0))).collect();
+        for row in rows {
+            device.rows.returned += 1;
+            let uid = match owner_of(row.pid) {
+                Owner::Unreadable => {
+                    device.rows.unreadable += 1;
+                    continue;
+                }
+                Owner::NotAPod => {
+                    device.rows.non_instance += 1;
+                    continue;
+                }
+                Owner::Pod(uid) => uid,
+            };
+            let mut of_pod = held.iter().filter(|(u, _)| *u == uid);
+            match (of_pod.next(), of_pod.next()) {
+                (None, _) => device.rows.non_instance += 1,
+                (Some(_), Some(_)) => device.rows.ambiguous += 1,
+                (Some(h), None) => {
+                    device.rows.attributed += 1;
+                    let slot = used.entry(h.clone()).or_insert(Some(0));
+                    *slot = match (*slot, row.memory_used_mib) {
+                        (Some(a), Some(b)) => Some(a + b),
+                        _ => None,
+                    };
+                }
+            }
+        }
+        if device.rows.unreadable > 0 {
+            device.memory_reason = Some(Reason::Permission);
+        } else if device.rows.ambiguous > 0 {
+            device.memory_reason = Some(Reason::InvalidData);
+        } else {
+            usages.extend(
+                used.into_iter()
+                    .map(|((pod_uid, container), mib)| SliceUsage {
+                        manufacturer: m,
+                        pod_uid,
+                        container,
+                        device_id: card.accelerator.clone(),
+                        memory_used_mib: mib,
+                        cores_utilization_percent: None,
+                    }),
+            );
+        }
+        devices.push(device);
+    }
+    Slices {
+        schema_version: 1,
+        truncated: false,
+        usages,
+        devices,
+    }
+}
+
+/// The Pod UID in a `/proc/<pid>/cgroup` file: the kubelet's `pod<uid>` cgroup, as the
+/// cgroupfs driver names it (`/kubepods/burstable/pod<uid>/<container>`) or the systemd one
+/// (`kubepods-burstable-pod<uid with _>.slice`). `None`: not a Pod's process.
+pub fn pod_of_cgroup(text: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|l| l.splitn(3, ':').nth(2))
+        .flat_map(|path| path.split('/'))
+        .find_map(|segment| {
+            let name = segment.strip_suffix(".slice").unwrap_or(segment);
+            let uid = name.rsplit_once("-pod").map_or_else(
+                || name.strip_prefix("pod"),
+                |(prefix, uid)| prefix.starts_with("kubepods").then_some(uid),
+            )?;
+            let uid = uid.replace('_', "-");
+            (uid.len() == 36 && uid.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
+                .then_some(uid)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UID_A: &str = "0a1b2c3d-0000-4000-8000-00000000000a";
+    const UID_B: &str = "0a1b2c3d-0000-4000-8000-00000000000b";
+
+    #[test]
+    fn cgroup_paths_of_both_drivers() {
+        let systemd = format!(
+            "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-abc.scope\n",
+            UID_A.replace('-', "_")
+        );
+        assert_eq!(pod_of_cgroup(&systemd).as_deref(), Some(UID_A));
+        let cgroupfs = format!("12:memory:/kubepods/besteffort/pod{UID_B}/abc\n0::/\n");
+        assert_eq!(pod_of_cgroup(&cgroupfs).as_deref(), Some(UID_B));
+        let guaranteed = format!(
+            "0::/kubepods.slice/kubepods-pod{}.slice/x",
+            UID_A.replace('-', "_")
+        );
+        assert_eq!(pod_of_cgroup(&guaranteed).as_deref(), Some(UID_A));
+        assert_eq!(pod_of_cgroup("0::/system.slice/sshd.service\n"), None);
+        assert_eq!(pod_of_cgroup("0::/user.slice/podman-pod1.slice\n"), None);
+    }
+
+    fn rows(list: &[(u32, Option<u64>)]) -> Result<Vec<ProcessRow>, Reason> {
+        Ok(list
+            .iter()
+            .map(|&(pid, memory_used_mib)| ProcessRow {
+                pid,
+                memory_used_mib,
+            })
+            .collect())
+    }
+
+    fn held(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(u, c)| ((*u).to_owned(), (*c).to_owned()))
+            .collect()
+    }
+
+    fn owners(pid: u32) -> Owner {
+        match pid {
+            1 | 2 => Owner::Pod(UID_A.into()),
+            3 => Owner::Pod(UID_B.into()),
+            4 => Owner::NotAPod,
+            _ => Owner::Unreadable,
+        }
+    }
+
+    #[test]
+    fn processes_are_summed_per_holding_container() {
+        let cards = vec![(
+            CardRows {
+                accelerator: "GPU-0".into(),
+                rows: rows(&[(1, Some(100)), (2, Some(50)), (4, Some(7))]),
+            },
+            held(&[(UID_A, "main"), (UID_B, "side")]),
+        )];
+        let got = attribute(Manufacturer::Nvidia, &cards, owners);
+        let figures: Vec<(&str, &str, Option<u64>)> = got
+            .usages
+            .iter()
+            .map(|u| (u.pod_uid.as_str(), u.container.as_str(), u.memory_used_mib))
+            .collect();
+        // A holder with no process uses nothing, measured.
+        assert_eq!(
+            figures,
+            [(UID_A, "main", Some(150)), (UID_B, "side", Some(0))]
+        );
+        let d = &got.devices[0];
+        assert_eq!(
+            d.rows,
+            Rows {
+                returned: 3,
+                attributed: 2,
+                non_instance: 1,
+                ..Rows::default()
+            }
+        );
+        assert_eq!(
+            (d.memory_reason, d.cores_reason),
+            (None, Some(Reason::Unsupported))
+        );
+        let json = serde_json::to_value(&got).unwrap();
+        assert_eq!(json["schemaVersion"], 1);
+        assert_eq!(json["usages"][0]["podUID"], UID_A);
+        assert_eq!(json["usages"][0]["memoryUsedMiB"], 150);
+        assert!(json["usages"][0].get("coresUtilizationPercent").is_none());
+        assert_eq!(json["devices"][0]["rows"]["NonInstance"], 1);
+        assert_eq!(json["devices"][0]["coresReason"], "unsupported");
+    }
+
+    #[test]
+    fn one_unattributable_row_blanks_the_card() {
+        let unreadable = (
+            CardRows {
+                accelerator: "GPU-0".into(),
+                rows: rows(&[(1, Some(100)), (9, Some(5))]),
+            },
+            held(&[(UID_A, "main")]),
+        );
+        let ambiguous = (
+            CardRows {
+                accelerator: "GPU-1".into(),
+                rows: rows(&[(1, Some(100))]),
+            },
+            held(&[(UID_A, "main"), (UID_A, "side")]),
+        );
+        let failed = (
+            CardRows {
+                accelerator: "GPU-2".into(),
+                rows: Err(Reason::Unsupported),
+            },
+            held(&[(UID_B, "main")]),
+        );
+        let got = attribute(
+            Manufacturer::Nvidia,
+            &[unreadable, ambiguous, failed],
+            owners,
+        );
+        assert!(got.usages.is_empty(), "{:?}", got.usages);
+        let reasons: Vec<Option<Reason>> = got.devices.iter().map(|d| d.memory_reason).collect();
+        assert_eq!(
+            reasons,
+            [
+                Some(Reason::Permission),
+                Some(Reason::InvalidData),
+                Some(Reason::Unsupported)
+            ]
+        );
+        assert_eq!(got.devices[1].rows.ambiguous, 1);
+    }
+}
