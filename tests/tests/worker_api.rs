@@ -486,3 +486,202 @@ async fn kube_rs_crud_and_watch_on_v1_devices() {
     api.delete("rs-node", &Default::default()).await.unwrap();
     assert!(api.get_opt("rs-node").await.unwrap().is_none());
 }
+
+/// `kubeconfig` with its user's token replaced by `token`, written to `path`.
+fn with_token(kubeconfig: &std::path::Path, token: &str, path: &std::path::Path) {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let mut doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    doc["users"][0]["user"]["token"] = serde_yaml_ng::Value::String(token.to_owned());
+    std::fs::write(path, serde_yaml_ng::to_string(&doc).unwrap()).unwrap();
+}
+
+fn kubectl_as(
+    kubeconfig: &std::path::Path,
+    cache: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    gpustack_tests::embedded::kubectl_with(
+        &[
+            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--cache-dir={}", cache.display()),
+        ],
+        args,
+    )
+    .output()
+    .unwrap()
+}
+
+/// A kube client on the worker's endpoint with no credentials, sending `headers`.
+async fn anonymous_client(
+    worker: &WorkerProcess,
+    headers: &[(&'static str, &'static str)],
+) -> kube::Client {
+    let mut config = kube::Config::new(
+        format!("https://127.0.0.1:{}", worker.port)
+            .parse()
+            .unwrap(),
+    );
+    config.accept_invalid_certs = true;
+    config.headers = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                http::HeaderName::from_static(k),
+                http::HeaderValue::from_static(v),
+            )
+        })
+        .collect();
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn through_the_aggregator_with_delegated_authentication_and_authorization() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = gpustack_tests::embedded::free_port();
+    let gw = GatewayProcess::start_with(
+        &tmp.path().join("gw"),
+        "one",
+        port,
+        &["--embedded-cluster=one", "--apiservice-check-interval=1s"],
+    );
+    let wdir = tmp.path().join("worker");
+    let audit = wdir.join("audit.log");
+    let audit_flag = format!("--audit-log-path={}", audit.display());
+    let worker = WorkerProcess::start(&gw, &wdir, &[audit_flag.as_str()], &[]);
+    let cache = tmp.path().join("cache");
+
+    // The cluster's admin, through the aggregation: the worker trusts the front proxy's headers.
+    let file = write(
+        &wdir,
+        "agg.yaml",
+        &device_yaml("agg-node", "worker.gpustack.ai/v1"),
+    );
+    wait_until("the aggregated API to answer the admin", DEADLINE, || {
+        gw.kubectl(&["create", "-f", &file])
+            .status
+            .success()
+            .then_some(())
+    });
+    let listed = gw.kubectl_ok(&["get", "devices.v1.worker.gpustack.ai"]);
+    assert!(
+        listed.contains("agg-node") && listed.contains("MANUFACTURER"),
+        "{listed}"
+    );
+
+    // A ServiceAccount with no bindings: refused by the cluster and by the worker itself.
+    gw.kubectl_ok(&["create", "serviceaccount", "reader", "-n", "default"]);
+    let token = gw.kubectl_ok(&["create", "token", "reader", "-n", "default"]);
+    let token = token.trim();
+    let sa_cluster = tmp.path().join("sa-cluster.kubeconfig");
+    with_token(&gw.kubeconfig(), token, &sa_cluster);
+    let sa_worker = worker.kubeconfig_with_token("sa-worker", token);
+    let denied = kubectl_as(
+        &sa_cluster,
+        &cache,
+        &["get", "devices.v1.worker.gpustack.ai"],
+    );
+    assert!(!denied.status.success());
+    assert!(
+        String::from_utf8_lossy(&denied.stderr).contains("forbidden"),
+        "{}",
+        String::from_utf8_lossy(&denied.stderr)
+    );
+    let denied = kubectl_as(&sa_worker, &cache, &["get", "devices"]);
+    let err = String::from_utf8_lossy(&denied.stderr);
+    assert!(
+        err.contains("User \"system:serviceaccount:default:reader\" cannot list resource \"devices\" in API group \"worker.gpustack.ai\""),
+        "the worker asks the cluster (SubjectAccessReview) and refuses: {err}"
+    );
+
+    // Granted: both paths answer once the denial's cache time has passed.
+    // Sent as JSON: `kubectl create clusterrole` would send a protobuf body, which embedded
+    // clusters accept for only a few kinds.
+    let rbac = write(
+        &wdir,
+        "rbac.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: devices-reader\nrules:\n- apiGroups: [worker.gpustack.ai]\n  resources: [devices]\n  verbs: [get, list, watch]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: reader-devices\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: devices-reader\nsubjects:\n- kind: ServiceAccount\n  name: reader\n  namespace: default\n",
+    );
+    gw.kubectl_ok(&["create", "-f", &rbac]);
+    for kubeconfig in [&sa_cluster, &sa_worker] {
+        let out = wait_until(
+            "the binding to take effect",
+            Duration::from_secs(45),
+            || {
+                let out = kubectl_as(
+                    kubeconfig,
+                    &cache,
+                    &["get", "devices.v1.worker.gpustack.ai", "-o", "name"],
+                );
+                out.status
+                    .success()
+                    .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+            },
+        );
+        assert!(out.contains("agg-node"), "{out}");
+    }
+    // Only what was granted: no settings for the reader.
+    let out = kubectl_as(&sa_worker, &cache, &["get", "settings", "-n", NS]);
+    assert!(!out.status.success(), "settings were not granted");
+
+    // No credentials at all: 401. Forged front-proxy headers without its certificate: not
+    // believed, so still 401.
+    let api: Api<DynamicObject> =
+        Api::all_with(anonymous_client(&worker, &[]).await, &devices_v1());
+    let e = api.list(&Default::default()).await.unwrap_err();
+    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 401), "{e}");
+    let forged = anonymous_client(
+        &worker,
+        &[
+            ("x-remote-user", "admin"),
+            ("x-remote-group", "system:masters"),
+        ],
+    )
+    .await;
+    let api: Api<DynamicObject> = Api::all_with(forged, &devices_v1());
+    let e = api.list(&Default::default()).await.unwrap_err();
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 401),
+        "forged headers: {e}"
+    );
+
+    // Every request left an audit line with its user; the token never did.
+    let lines = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        lines.lines().any(
+            |l| l.contains("\"username\":\"system:serviceaccount:default:reader\"")
+                && l.contains("\"code\":403")
+        ),
+        "{lines}"
+    );
+    assert!(!lines.contains(token), "no token in the audit log");
+
+    // The worker goes away: the APIService turns unavailable and requests answer 503; it
+    // comes back: available again.
+    let wport = worker.port;
+    assert!(worker.stop().success());
+    let available = |want: &str| {
+        wait_until(&format!("APIService Available={want}"), DEADLINE, || {
+            let s = gw.kubectl_ok(&[
+                "get",
+                "apiservice",
+                "v1.worker.gpustack.ai",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+            ]);
+            (s == want).then_some(())
+        })
+    };
+    available("False");
+    let out = gw.kubectl(&["get", "devices.v1.worker.gpustack.ai"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && (err.contains("503")
+                || err.contains("ServiceUnavailable")
+                || err.contains("unavailable")),
+        "{err}"
+    );
+    let _back = WorkerProcess::start_on(&gw, &wdir, wport, &[], &[]);
+    available("True");
+    gw.kubectl_ok(&["get", "devices.v1.worker.gpustack.ai", "agg-node"]);
+}

@@ -95,7 +95,7 @@ async fn handle(State(server): State<Arc<ApiServer>>, req: Request) -> Response 
         .check(peer, &parts.headers, &parts.method, &path, watch)
         .await
     {
-        Err(e) => Err((identity::User::default(), e)),
+        Err(denied) => Err((denied.user.unwrap_or_default(), denied.error)),
         Ok(user) => {
             let asked = Asked {
                 method: parts.method.clone(),

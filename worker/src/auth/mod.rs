@@ -35,6 +35,19 @@ fn anonymous_admin() -> User {
     }
 }
 
+/// A refused request: the error to answer, and who asked when that is known (for the audit).
+#[derive(Debug)]
+pub struct Denied {
+    pub user: Option<User>,
+    pub error: ApiError,
+}
+
+impl From<ApiError> for Denied {
+    fn from(error: ApiError) -> Self {
+        Denied { user: None, error }
+    }
+}
+
 impl Auth {
     /// The caller, if allowed to do what the request asks.
     pub async fn check(
@@ -44,7 +57,7 @@ impl Auth {
         method: &Method,
         path: &str,
         watch: bool,
-    ) -> Result<User, ApiError> {
+    ) -> Result<User, Denied> {
         let Auth::Delegated { reviews, trust } = self else {
             return Ok(anonymous_admin());
         };
@@ -60,7 +73,11 @@ impl Auth {
         if allowed {
             Ok(user)
         } else {
-            Err(forbidden(&user, &attrs, &reason))
+            let error = forbidden(&user, &attrs, &reason);
+            Err(Denied {
+                user: Some(user),
+                error,
+            })
         }
     }
 
