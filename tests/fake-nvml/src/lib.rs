@@ -795,6 +795,15 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut NvmlProcessInfo,
 ) -> NvmlReturn {
+    running_processes(device, count, infos)
+}
+
+/// The body of `nvmlDeviceGetComputeRunningProcesses_v3` (private, as every pointer writer here).
+fn running_processes(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut NvmlProcessInfo,
+) -> NvmlReturn {
     if count.is_null() {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
