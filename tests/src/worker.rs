@@ -144,6 +144,10 @@ impl WorkerProcess {
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("worker.log")).unwrap_or_default()
     }

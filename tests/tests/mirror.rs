@@ -113,6 +113,19 @@ fn wait_names(hub: &GatewayProcess, cluster: &str, want: &[&str]) {
     );
 }
 
+/// Waits until `cluster` is Ready with `n` mirrored Devices: counts are recounted at most once a
+/// second per kind, so a status can be Ready a moment before its count catches up.
+fn wait_ready_with_devices(hub: &GatewayProcess, cluster: &str, n: usize) -> Value {
+    wait_until(
+        &format!("{cluster} Ready with {n} Devices"),
+        DEADLINE,
+        || {
+            let w = worker(hub, cluster);
+            (w["phase"] == "Ready" && w["counts"]["Devices.worker.gpustack.ai"] == n).then_some(w)
+        },
+    )
+}
+
 #[test]
 fn hub_mirrors_two_upstreams_read_only_and_follows_their_changes() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,12 +133,10 @@ fn hub_mirrors_two_upstreams_read_only_and_follows_their_changes() {
     let west = upstream(dir.path(), "west", &["w-1"]);
     let hub = mirror(dir.path(), &[&east, &west]);
 
-    let e = wait_phase(&hub, "east", "Ready");
-    assert_eq!(e["counts"]["Devices.worker.gpustack.ai"], 2, "{e}");
+    let e = wait_ready_with_devices(&hub, "east", 2);
     assert!(e["lastSyncTime"].is_string(), "{e}");
     assert!(e["lastError"].is_null(), "{e}");
-    let w = wait_phase(&hub, "west", "Ready");
-    assert_eq!(w["counts"]["Devices.worker.gpustack.ai"], 1, "{w}");
+    let w = wait_ready_with_devices(&hub, "west", 1);
     // Nodes are served (built in) but there are none; every default kind is mirrored.
     assert_eq!(w["counts"]["Node"], 0, "{w}");
 
@@ -317,8 +328,7 @@ fn restarted_hub_serves_its_stored_mirror_and_its_relist_sweeps_what_vanished() 
     // East's fresh list replaces what the hub had: e-1 is swept, e-5 appears.
     wait_names(&hub, "east", &["e-2", "e-5"]);
     wait_names(&hub, "_fleet", &["east.e-2", "east.e-5", "west.w-1"]);
-    let e = wait_phase(&hub, "east", "Ready");
-    assert_eq!(e["counts"]["Devices.worker.gpustack.ai"], 2, "{e}");
+    wait_ready_with_devices(&hub, "east", 2);
 }
 
 #[test]
@@ -382,9 +392,8 @@ fn kind_installed_upstream_after_the_hub_started_is_mirrored_once_served() {
     wait_until("the late kind to be mirrored", DEADLINE, || {
         (try_names(&hub, "east", &[]).ok()? == ["late-1"]).then_some(())
     });
-    let e = wait_phase(&hub, "east", "Ready");
+    let e = wait_ready_with_devices(&hub, "east", 1);
     assert_eq!(e["notServed"], serde_json::json!([]), "{e}");
-    assert_eq!(e["counts"]["Devices.worker.gpustack.ai"], 1, "{e}");
 }
 
 // ---- kube-rs clients: over HTTPS with the hub's kubeconfigs, over its unix socket ----

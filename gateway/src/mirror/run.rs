@@ -123,12 +123,13 @@ impl Mirror {
         loop {
             missing.retain(|k| !served.iter().any(|(m, _, _)| m == k));
             let newly = !served.is_empty() || watched.is_empty();
-            for (kind, resource, caps) in served {
-                self.register(&client, &resource, &caps).await;
+            for (kind, resource, caps) in &served {
+                self.register(&client, resource, caps).await;
                 watched.push(kind.label());
-                tasks.spawn(self.clone().watch(client.clone(), kind, resource));
             }
             let not_served: Vec<String> = missing.iter().map(MirroredKind::label).collect();
+            // The kinds to sync are recorded before their watches start: a list that completes
+            // first would otherwise count against an empty set and report Ready too early.
             if newly {
                 if !not_served.is_empty() {
                     tracing::warn!(upstream = %name, kinds = ?not_served, "the upstream does not serve these kinds (yet); checking again later");
@@ -140,6 +141,9 @@ impl Mirror {
                         not_served,
                     },
                 );
+            }
+            for (kind, resource, _) in served {
+                tasks.spawn(self.clone().watch(client.clone(), kind, resource));
             }
             if missing.is_empty() {
                 break;
