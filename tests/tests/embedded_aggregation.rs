@@ -263,15 +263,12 @@ async fn client_of(gw: &GatewayProcess) -> Client {
     Client::try_from(config).unwrap()
 }
 
-fn start_gateway(dir: &std::path::Path, name: &str) -> GatewayProcess {
+fn start_gateway(dir: &std::path::Path, name: &str, extra: &[&str]) -> GatewayProcess {
     let data = dir.join(name);
     let cluster = format!("--embedded-cluster={name}");
-    GatewayProcess::start_with(
-        &data,
-        name,
-        free_port(),
-        &[&cluster, "--apiservice-check-interval=200ms"],
-    )
+    let mut args = vec![cluster.as_str(), "--apiservice-check-interval=200ms"];
+    args.extend_from_slice(extra);
+    GatewayProcess::start_with(&data, name, free_port(), &args)
 }
 
 #[test]
@@ -279,7 +276,8 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let gw = start_gateway(dir.path(), "demo");
+    // One watch per token: proxied watches count too.
+    let gw = start_gateway(dir.path(), "demo", &["--max-watches-per-token=1"]);
 
     // The cluster publishes what an extension API server needs to trust it.
     let cm = json_of(&gw.kubectl_ok(&[
@@ -446,6 +444,30 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
             WatchEvent::Added(w) => assert_eq!(w.metadata.name.as_deref(), Some("w1")),
             other => panic!("unexpected event {other:?}"),
         }
+        // The token's one watch is open: another is refused (429; asked with kubectl, which
+        // does not retry it as kube-rs does), until this one ends.
+        let flags = gw.kubectl_flags();
+        let path = format!("/apis/{GROUP}/v1/namespaces/default/widgets?watch=true");
+        let refused = tokio::task::spawn_blocking(move || {
+            gpustack_tests::embedded::kubectl_with(&flags, &["get", "--raw", &path])
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("too many open watches"), "{stderr}");
+        drop(events);
+        let mut again = api
+            .watch(&WatchParams::default().timeout(60), "0")
+            .await
+            .unwrap()
+            .boxed();
+        let event = tokio::time::timeout(Duration::from_secs(20), again.try_next()).await;
+        assert!(
+            matches!(event, Ok(Ok(Some(WatchEvent::Added(_))))),
+            "{event:?}"
+        );
     });
 
     // A ServiceAccount is authorized before anything is forwarded, and the backend sees it.
@@ -620,8 +642,8 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let a = start_gateway(dir.path(), "alpha");
-    let b = start_gateway(dir.path(), "beta");
+    let a = start_gateway(dir.path(), "alpha", &[]);
+    let b = start_gateway(dir.path(), "beta", &[]);
     for gw in [&a, &b] {
         gw.kubectl_ok(&["create", "serviceaccount", "bot", "-n", "default"]);
     }
