@@ -662,6 +662,18 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
         assert!(answer["status"]["expirationTimestamp"].is_string());
         answer["status"]["token"].as_str().unwrap().to_owned()
     });
+    // kubectl sends its TokenRequest as protobuf: the duration is read from it.
+    let short = json_of(&a.kubectl_ok(&[
+        "create",
+        "token",
+        "bot",
+        "-n",
+        "default",
+        "--duration=20m",
+        "-o",
+        "json",
+    ]));
+    assert_eq!(short["spec"]["expirationSeconds"], 1200, "{short}");
     let second = a.kubectl_ok(&["create", "token", "bot", "-n", "default"]);
     let second = second.trim();
     assert!(!second.is_empty() && second != token);
@@ -793,6 +805,19 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
     );
     assert_eq!(String::from_utf8_lossy(&can.stdout).trim(), "yes");
     assert_eq!(sar("sar2", "default")["status"]["allowed"], true);
+    // What the account may do, as `kubectl auth can-i --list` asks (SelfSubjectRulesReview).
+    let rules = kubectl_as(&a, &token, &["auth", "can-i", "--list", "-n", "default"]);
+    let listed = String::from_utf8_lossy(&rules.stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("pods ") && l.contains("[get list watch]")),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("selfsubjectaccessreviews.authorization.k8s.io"),
+        "{listed}"
+    );
     let elsewhere = kubectl_as(&a, &token, &["get", "pods", "-n", "kube-system"]);
     assert!(String::from_utf8_lossy(&elsewhere.stderr).contains("forbidden"));
     assert!(
