@@ -755,6 +755,24 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
             .success()
     );
 
+    // The default `view` role aggregates its parts, as on any cluster.
+    wait_until(
+        "the default view ClusterRole to get its rules",
+        DEADLINE,
+        || {
+            let role = json_of(&a.kubectl_ok(&["get", "clusterrole", "view", "-o", "json"]));
+            role["rules"]
+                .as_array()?
+                .iter()
+                .any(|r| {
+                    r["resources"]
+                        .as_array()
+                        .is_some_and(|rs| rs.contains(&json!("pods")))
+                })
+                .then_some(())
+        },
+    );
+
     // An aggregated ClusterRole gets the rules of those it selects; a RoleBinding to it lets
     // the account list pods in its namespace, and nowhere else.
     create(
