@@ -923,6 +923,31 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
     let others = kubectl_as(&a, &token, &["get", "configmaps", "-n", "kube-system"]);
     assert!(!others.status.success());
 
+    // A token for another audience is not for the cluster's API, but TokenReview answers it for
+    // that audience.
+    let other = json_of(&a.kubectl_ok(&[
+        "create",
+        "token",
+        "bot",
+        "-n",
+        "default",
+        "--audience=worker.example",
+        "-o",
+        "json",
+    ]));
+    let other_token = other["status"]["token"].as_str().unwrap();
+    let refused = kubectl_as(&a, other_token, &["get", "--raw", "/api"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("Unauthorized"));
+    let review = create(
+        &a,
+        dir.path(),
+        "tr-aud",
+        &json!({"apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenReview", "spec": {"token": other_token, "audiences": ["worker.example"]}}),
+    );
+    assert_eq!(review["status"]["authenticated"], true, "{review}");
+    assert_eq!(review["status"]["audiences"], json!(["worker.example"]));
+
     // A token of one cluster is refused by another (401), even for a same-named account.
     let other = kubectl_as(&b, &token, &["get", "--raw", "/api"]);
     let stderr = String::from_utf8_lossy(&other.stderr);
