@@ -192,42 +192,21 @@ async fn ensure_object(
     }
 }
 
-/// What every cluster starts with: its namespaces, the `cluster-admin` and
-/// `system:auth-delegator` ClusterRoles and the `kube-system/extension-apiserver-authentication-reader`
-/// Role.
+/// What every cluster starts with: its namespaces and the default RBAC objects
+/// ([`api::auth::defaults`]).
 async fn ensure_initial_objects(store: &Store, cluster: &str) -> Result<(), StoreError> {
     for ns in INITIAL_NAMESPACES {
         let body = serde_json::json!({"metadata": {"name": ns}});
         let status = serde_json::json!({"phase": "Active"});
         ensure_object(store, cluster, "namespaces", None, body, Some(status)).await?;
     }
-    let cluster_admin = serde_json::json!({
-        "metadata": {"name": "cluster-admin",
-            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-        "rules": [
-            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-            {"nonResourceURLs": ["*"], "verbs": ["*"]},
-        ],
-    });
-    ensure_object(store, cluster, "clusterroles", None, cluster_admin, None).await?;
-    // What an extension API server is bound to, to delegate authentication and authorization
-    // to the cluster and to read whom to trust (as kube-apiserver's bootstrap policy).
-    let auth_delegator = serde_json::json!({
-        "metadata": {"name": "system:auth-delegator",
-            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-        "rules": [
-            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
-            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
-        ],
-    });
-    ensure_object(store, cluster, "clusterroles", None, auth_delegator, None).await?;
-    let reader = serde_json::json!({
-        "metadata": {"name": "extension-apiserver-authentication-reader", "namespace": "kube-system",
-            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"],
-            "resourceNames": ["extension-apiserver-authentication"]}],
-    });
-    ensure_object(store, cluster, "roles", Some("kube-system"), reader, None).await
+    for role in api::auth::defaults::cluster_roles() {
+        ensure_object(store, cluster, "clusterroles", None, role, None).await?;
+    }
+    for (namespace, role) in api::auth::defaults::roles() {
+        ensure_object(store, cluster, "roles", Some(namespace), role, None).await?;
+    }
+    Ok(())
 }
 
 /// Writes `kube-system/extension-apiserver-authentication` (what extension API servers trust)

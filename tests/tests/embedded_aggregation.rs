@@ -263,15 +263,12 @@ async fn client_of(gw: &GatewayProcess) -> Client {
     Client::try_from(config).unwrap()
 }
 
-fn start_gateway(dir: &std::path::Path, name: &str) -> GatewayProcess {
+fn start_gateway(dir: &std::path::Path, name: &str, extra: &[&str]) -> GatewayProcess {
     let data = dir.join(name);
     let cluster = format!("--embedded-cluster={name}");
-    GatewayProcess::start_with(
-        &data,
-        name,
-        free_port(),
-        &[&cluster, "--apiservice-check-interval=200ms"],
-    )
+    let mut args = vec![cluster.as_str(), "--apiservice-check-interval=200ms"];
+    args.extend_from_slice(extra);
+    GatewayProcess::start_with(&data, name, free_port(), &args)
 }
 
 #[test]
@@ -279,7 +276,8 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let gw = start_gateway(dir.path(), "demo");
+    // One watch per token: proxied watches count too.
+    let gw = start_gateway(dir.path(), "demo", &["--max-watches-per-token=1"]);
 
     // The cluster publishes what an extension API server needs to trust it.
     let cm = json_of(&gw.kubectl_ok(&[
@@ -446,6 +444,30 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
             WatchEvent::Added(w) => assert_eq!(w.metadata.name.as_deref(), Some("w1")),
             other => panic!("unexpected event {other:?}"),
         }
+        // The token's one watch is open: another is refused (429; asked with kubectl, which
+        // does not retry it as kube-rs does), until this one ends.
+        let flags = gw.kubectl_flags();
+        let path = format!("/apis/{GROUP}/v1/namespaces/default/widgets?watch=true");
+        let refused = tokio::task::spawn_blocking(move || {
+            gpustack_tests::embedded::kubectl_with(&flags, &["get", "--raw", &path])
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("too many open watches"), "{stderr}");
+        drop(events);
+        let mut again = api
+            .watch(&WatchParams::default().timeout(60), "0")
+            .await
+            .unwrap()
+            .boxed();
+        let event = tokio::time::timeout(Duration::from_secs(20), again.try_next()).await;
+        assert!(
+            matches!(event, Ok(Ok(Some(WatchEvent::Added(_))))),
+            "{event:?}"
+        );
     });
 
     // A ServiceAccount is authorized before anything is forwarded, and the backend sees it.
@@ -620,8 +642,8 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let a = start_gateway(dir.path(), "alpha");
-    let b = start_gateway(dir.path(), "beta");
+    let a = start_gateway(dir.path(), "alpha", &[]);
+    let b = start_gateway(dir.path(), "beta", &[]);
     for gw in [&a, &b] {
         gw.kubectl_ok(&["create", "serviceaccount", "bot", "-n", "default"]);
     }
@@ -640,6 +662,18 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
         assert!(answer["status"]["expirationTimestamp"].is_string());
         answer["status"]["token"].as_str().unwrap().to_owned()
     });
+    // kubectl sends its TokenRequest as protobuf: the duration is read from it.
+    let short = json_of(&a.kubectl_ok(&[
+        "create",
+        "token",
+        "bot",
+        "-n",
+        "default",
+        "--duration=20m",
+        "-o",
+        "json",
+    ]));
+    assert_eq!(short["spec"]["expirationSeconds"], 1200, "{short}");
     let second = a.kubectl_ok(&["create", "token", "bot", "-n", "default"]);
     let second = second.trim();
     assert!(!second.is_empty() && second != token);
@@ -721,6 +755,24 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
             .success()
     );
 
+    // The default `view` role aggregates its parts, as on any cluster.
+    wait_until(
+        "the default view ClusterRole to get its rules",
+        DEADLINE,
+        || {
+            let role = json_of(&a.kubectl_ok(&["get", "clusterrole", "view", "-o", "json"]));
+            role["rules"]
+                .as_array()?
+                .iter()
+                .any(|r| {
+                    r["resources"]
+                        .as_array()
+                        .is_some_and(|rs| rs.contains(&json!("pods")))
+                })
+                .then_some(())
+        },
+    );
+
     // An aggregated ClusterRole gets the rules of those it selects; a RoleBinding to it lets
     // the account list pods in its namespace, and nowhere else.
     create(
@@ -771,6 +823,19 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
     );
     assert_eq!(String::from_utf8_lossy(&can.stdout).trim(), "yes");
     assert_eq!(sar("sar2", "default")["status"]["allowed"], true);
+    // What the account may do, as `kubectl auth can-i --list` asks (SelfSubjectRulesReview).
+    let rules = kubectl_as(&a, &token, &["auth", "can-i", "--list", "-n", "default"]);
+    let listed = String::from_utf8_lossy(&rules.stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("pods ") && l.contains("[get list watch]")),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("selfsubjectaccessreviews.authorization.k8s.io"),
+        "{listed}"
+    );
     let elsewhere = kubectl_as(&a, &token, &["get", "pods", "-n", "kube-system"]);
     assert!(String::from_utf8_lossy(&elsewhere.stderr).contains("forbidden"));
     assert!(
@@ -857,6 +922,31 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
     );
     let others = kubectl_as(&a, &token, &["get", "configmaps", "-n", "kube-system"]);
     assert!(!others.status.success());
+
+    // A token for another audience is not for the cluster's API, but TokenReview answers it for
+    // that audience.
+    let other = json_of(&a.kubectl_ok(&[
+        "create",
+        "token",
+        "bot",
+        "-n",
+        "default",
+        "--audience=worker.example",
+        "-o",
+        "json",
+    ]));
+    let other_token = other["status"]["token"].as_str().unwrap();
+    let refused = kubectl_as(&a, other_token, &["get", "--raw", "/api"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("Unauthorized"));
+    let review = create(
+        &a,
+        dir.path(),
+        "tr-aud",
+        &json!({"apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenReview", "spec": {"token": other_token, "audiences": ["worker.example"]}}),
+    );
+    assert_eq!(review["status"]["authenticated"], true, "{review}");
+    assert_eq!(review["status"]["audiences"], json!(["worker.example"]));
 
     // A token of one cluster is refused by another (401), even for a same-named account.
     let other = kubectl_as(&b, &token, &["get", "--raw", "/api"]);

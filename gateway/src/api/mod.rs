@@ -282,7 +282,10 @@ async fn answer(st: &ApiState, req: Request) -> Response {
     let user = match bearer(&parts.headers) {
         _ if !st.require_token => Some(auth::UserInfo::admin()),
         Some(token) => match auth::tokens::authenticate(st, &cluster, &served, token).await {
-            Ok(found) => found.map(|(user, _)| user),
+            // A token for other audiences (asked for by a TokenRequest) is not for this API.
+            Ok(found) => found
+                .filter(|(_, audiences)| audiences.iter().any(|a| a == auth::tokens::API_AUDIENCE))
+                .map(|(user, _)| user),
             Err(e) => return e.into_response(),
         },
         None => None,

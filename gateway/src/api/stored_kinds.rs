@@ -10,7 +10,7 @@ use std::{
 use serde_json::Value;
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
-use crate::store::{Store, StoreError, StoredEvent};
+use crate::store::{ObjectKey, Precondition, Store, StoreError, StoredEvent, WriteOp};
 
 /// (cluster, group, resource).
 type Kind = (String, String, String);
@@ -100,5 +100,40 @@ impl StoredKinds {
             e.lists.insert(kind, items.clone());
         }
         Ok(items)
+    }
+}
+
+/// Replaces `read` (an object of `group`/`resource` in `cluster`, as it was read) with
+/// `updated`, unless it changed or went since it was read (that change brings another pass of
+/// whatever computed `updated`); whether it was written.
+pub async fn replace_as_read(
+    store: &Store,
+    cluster: &str,
+    (group, resource): (&str, &str),
+    read: &Value,
+    updated: Value,
+) -> Result<bool, StoreError> {
+    let meta = &read["metadata"];
+    let Some(rv) = meta["resourceVersion"]
+        .as_str()
+        .and_then(|r| r.parse::<u64>().ok())
+    else {
+        return Ok(false);
+    };
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let key = ObjectKey {
+        cluster: cluster.to_owned(),
+        group: group.to_owned(),
+        resource: resource.to_owned(),
+        namespace: text(&meta["namespace"]),
+        name: text(&meta["name"]),
+    };
+    match store
+        .commit(&key, Precondition::At(rv), WriteOp::Put(updated))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(StoreError::Conflict { .. } | StoreError::NotFound) => Ok(false),
+        Err(e) => Err(e),
     }
 }

@@ -84,18 +84,27 @@ impl Drop for WatchSlot {
     }
 }
 
-pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
-    let caller = super::bearer(&ctx.headers)
+/// A watch slot for the caller of a request with `headers` (its token; the unix socket's
+/// owner without one), or 429 when it holds [`super::ApiOptions::max_watches_per_token`].
+pub(crate) fn claim_slot(
+    st: &ApiState,
+    headers: &axum::http::HeaderMap,
+) -> Result<WatchSlot, ApiError> {
+    let caller = super::bearer(headers)
         .map(crate::store::token_hash)
         .unwrap_or_default();
     let max = st.options.max_watches_per_token;
-    let slot = st.watches.claim(&caller, max).ok_or_else(|| {
+    st.watches.claim(&caller, max).ok_or_else(|| {
         ApiError::new(
             429,
             "TooManyRequests",
             format!("too many open watches for this token (at most {max}); close some and retry"),
         )
-    })?;
+    })
+}
+
+pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
+    let slot = claim_slot(st, &ctx.headers)?;
     let filter = Filter::from_ctx(ctx, t)?;
     let accept = ctx.header(header::ACCEPT);
     let representation =

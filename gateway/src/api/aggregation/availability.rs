@@ -22,10 +22,10 @@ use super::{
 use crate::{
     api::{
         auth::{MASTERS, UserInfo},
-        objects::rv_of,
         services::ResolveError,
+        stored_kinds::replace_as_read,
     },
-    store::{ObjectKey, Precondition, Store, StoreError, WriteOp},
+    store::{ObjectKey, Store, StoreError},
 };
 
 /// The largest discovery document read from a backend.
@@ -243,30 +243,11 @@ impl Checker {
         let Some(status) = updated_status(&obj["status"], verdict, &now.to_string()) else {
             return Ok(());
         };
-        let Some(rv) = rv_of(obj).and_then(|r| r.parse::<u64>().ok()) else {
-            return Ok(());
-        };
         let mut updated = obj.clone();
         updated["status"] = status;
-        let key = ObjectKey {
-            cluster: cluster.to_owned(),
-            group: GROUP.into(),
-            resource: RESOURCE.into(),
-            namespace: String::new(),
-            name: obj["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-        };
-        match self
-            .store
-            .commit(&key, Precondition::At(rv), WriteOp::Put(updated))
+        replace_as_read(&self.store, cluster, (GROUP, RESOURCE), obj, updated)
             .await
-        {
-            // Changed meanwhile: the change wakes the next check.
-            Ok(_) | Err(StoreError::Conflict { .. } | StoreError::NotFound) => Ok(()),
-            Err(e) => Err(e),
-        }
+            .map(|_| ())
     }
 }
 

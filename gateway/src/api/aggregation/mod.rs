@@ -215,6 +215,15 @@ pub(crate) async fn forward(
         Ok(c) => c,
         Err(e) => return unavailable(s, &e.to_string()).into_response(),
     };
+    let query = parts.uri.query().unwrap_or_default();
+    let slot = if proxy::is_watch(&parts.method, path, query) {
+        match super::watch::claim_slot(st, &parts.headers) {
+            Ok(slot) => Some(slot),
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        None
+    };
     let target = match parts.uri.query() {
         Some(q) => format!("{path}?{q}"),
         None => path.to_owned(),
@@ -222,7 +231,7 @@ pub(crate) async fn forward(
     let headers = proxy::forwarded_headers(&parts.headers, user);
     let timeouts = st.aggregator.timeouts();
     match proxy::send(&addr, tls, parts.method, &target, headers, body, &timeouts).await {
-        Ok(r) => proxy::respond(r),
+        Ok(r) => proxy::respond(r, slot),
         Err(e) => {
             tracing::debug!(apiservice = %s.name, error = %chain(&e), "proxying failed");
             unavailable(s, &format!("error trying to reach service: {}", chain(&e))).into_response()

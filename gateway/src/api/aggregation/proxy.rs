@@ -292,11 +292,40 @@ pub async fn send(
         .map_err(ProxyError::Http)
 }
 
+/// A response body that holds `G` (a watch slot) until it is dropped.
+struct Holding<G> {
+    body: Incoming,
+    _held: G,
+}
+
+impl<G: Unpin> hyper::body::Body for Holding<G> {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, hyper::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// The backend's response as the caller's: hop-by-hop headers dropped, the body streamed
-/// through chunk by chunk.
-pub fn respond(response: hyper::Response<Incoming>) -> Response {
+/// through chunk by chunk, `held` kept until the body is done or dropped.
+pub fn respond<G: Unpin + Send + 'static>(
+    response: hyper::Response<Incoming>,
+    held: G,
+) -> Response {
     let (parts, body) = response.into_parts();
-    let mut out = Response::new(Body::new(body));
+    let mut out = Response::new(Body::new(Holding { body, _held: held }));
     *out.status_mut() = parts.status;
     for (name, value) in &parts.headers {
         if !hop_by_hop(name) || name == header::CONTENT_LENGTH {
@@ -306,10 +335,32 @@ pub fn respond(response: hyper::Response<Incoming>) -> Response {
     out
 }
 
+/// Whether a request is a watch (counted against the caller's open watches).
+pub fn is_watch(method: &Method, path: &str, query: &str) -> bool {
+    *method == Method::GET
+        && (path.split('/').nth(4) == Some("watch")
+            || query
+                .split('&')
+                .any(|kv| matches!(kv, "watch=true" | "watch=1" | "watch=True")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn watches_are_recognized() {
+        let p = "/apis/example.com/v1/namespaces/a/things";
+        assert!(is_watch(&Method::GET, p, "watch=true&timeoutSeconds=5"));
+        assert!(is_watch(
+            &Method::GET,
+            "/apis/example.com/v1/watch/things",
+            ""
+        ));
+        assert!(!is_watch(&Method::GET, p, "watch=false"));
+        assert!(!is_watch(&Method::POST, p, "watch=true"));
+    }
 
     #[test]
     fn the_callers_identity_replaces_what_it_claimed() {

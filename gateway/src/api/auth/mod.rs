@@ -2,6 +2,7 @@
 //! what it asks ([`rbac`], over the cluster's stored RBAC objects); the review kinds that ask
 //! the same questions ([`reviews`]).
 
+pub mod defaults;
 pub mod rbac;
 pub mod reviews;
 pub mod role_aggregation;

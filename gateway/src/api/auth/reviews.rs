@@ -166,3 +166,39 @@ async fn token_review(st: &ApiState, ctx: &Ctx, spec: &Value) -> Result<Value, A
     }
     Ok(json!({"authenticated": true, "user": user.to_json(), "audiences": granted}))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn review_specs_become_attributes() {
+        let spec = json!({"user": "u", "groups": ["g"], "extra": {"k": ["v"]},
+            "resourceAttributes": {"namespace": "a", "verb": "get", "resource": "pods", "name": "p"}});
+        let Attributes::Resource {
+            namespace, verb, ..
+        } = attributes_of(&spec, None).unwrap()
+        else {
+            panic!("a resource request");
+        };
+        assert_eq!((namespace.as_str(), verb.as_str()), ("a", "get"));
+        // A LocalSubjectAccessReview's namespace is its own.
+        let Attributes::Resource { namespace, .. } = attributes_of(&spec, Some("b")).unwrap()
+        else {
+            panic!("a resource request");
+        };
+        assert_eq!(namespace, "b");
+        let who = subject_of(&spec);
+        assert_eq!(
+            (who.username.as_str(), who.groups.as_slice()),
+            ("u", &["g".to_owned()][..])
+        );
+        assert_eq!(who.extra["k"], ["v"]);
+        let path = json!({"nonResourceAttributes": {"path": "/metrics", "verb": "get"}});
+        assert!(matches!(
+            attributes_of(&path, None),
+            Ok(Attributes::NonResource { .. })
+        ));
+        assert_eq!(attributes_of(&json!({}), None).unwrap_err().code, 422);
+    }
+}

@@ -8,8 +8,8 @@ use tokio::sync::{broadcast::error::RecvError, watch};
 
 use super::rbac::aggregated_rules;
 use crate::{
-    api::objects::rv_of,
-    store::{ObjectKey, Precondition, Store, StoreError, WriteOp},
+    api::stored_kinds::replace_as_read,
+    store::{Store, StoreError},
 };
 
 const GROUP: &str = "rbac.authorization.k8s.io";
@@ -60,29 +60,9 @@ async fn settle_once(store: &Store, cluster: &str) -> Result<(), StoreError> {
         if role.get("rules") == Some(&rules) {
             continue;
         }
-        let Some(rv) = rv_of(role).and_then(|r| r.parse::<u64>().ok()) else {
-            continue;
-        };
         let mut updated = role.clone();
         updated["rules"] = rules;
-        let key = ObjectKey {
-            cluster: cluster.to_owned(),
-            group: GROUP.into(),
-            resource: RESOURCE.into(),
-            namespace: String::new(),
-            name: role["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-        };
-        match store
-            .commit(&key, Precondition::At(rv), WriteOp::Put(updated))
-            .await
-        {
-            // Changed meanwhile: that change brings another pass.
-            Ok(_) | Err(StoreError::Conflict { .. } | StoreError::NotFound) => {}
-            Err(e) => return Err(e),
-        }
+        replace_as_read(store, cluster, (GROUP, RESOURCE), role, updated).await?;
     }
     Ok(())
 }

@@ -1,0 +1,169 @@
+//! The RBAC objects every cluster starts with, as kube-apiserver's bootstrap policy writes
+//! them (for the kinds an embedded cluster serves): `cluster-admin`; the user-facing `admin`,
+//! `edit` and `view`, aggregated from the ClusterRoles labelled
+//! `rbac.authorization.k8s.io/aggregate-to-{admin,edit,view}` (the `system:aggregate-to-*`
+//! ones below, and whatever an installer adds); `system:auth-delegator`; and the Role
+//! `kube-system/extension-apiserver-authentication-reader`. Pure data.
+
+use serde_json::{Value, json};
+
+const BOOTSTRAP: &str = "kubernetes.io/bootstrapping";
+
+fn role(name: &str, labels: Value, body: Value) -> Value {
+    let mut labels = labels;
+    labels[BOOTSTRAP] = json!("rbac-defaults");
+    let mut role = json!({"metadata": {"name": name, "labels": labels}});
+    for (k, v) in body.as_object().into_iter().flatten() {
+        role[k] = v.clone();
+    }
+    role
+}
+
+fn aggregating(name: &str) -> Value {
+    let selector = format!("rbac.authorization.k8s.io/aggregate-to-{name}");
+    role(
+        name,
+        json!({}),
+        json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {selector: "true"}}]},
+            "rules": []}),
+    )
+}
+
+fn aggregated_into(into: &str, rules: Value) -> Value {
+    let label = format!("rbac.authorization.k8s.io/aggregate-to-{into}");
+    role(
+        &format!("system:aggregate-to-{into}"),
+        json!({label: "true"}),
+        json!({"rules": rules}),
+    )
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+
+/// The default ClusterRoles.
+pub fn cluster_roles() -> Vec<Value> {
+    let core_read = json!([
+        "configmaps",
+        "endpoints",
+        "persistentvolumeclaims",
+        "pods",
+        "pods/status",
+        "replicationcontrollers",
+        "services",
+        "services/status",
+        "serviceaccounts",
+        "events",
+        "namespaces",
+        "namespaces/status",
+        "limitranges",
+        "resourcequotas"
+    ]);
+    let apps = json!([
+        "deployments",
+        "deployments/status",
+        "daemonsets",
+        "daemonsets/status",
+        "replicasets",
+        "replicasets/status",
+        "statefulsets",
+        "statefulsets/status"
+    ]);
+    let batch = json!(["jobs", "jobs/status", "cronjobs", "cronjobs/status"]);
+    let core_write = json!([
+        "configmaps",
+        "persistentvolumeclaims",
+        "pods",
+        "replicationcontrollers",
+        "services",
+        "serviceaccounts",
+        "secrets"
+    ]);
+    vec![
+        role(
+            "cluster-admin",
+            json!({}),
+            json!({"rules": [
+                {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                {"nonResourceURLs": ["*"], "verbs": ["*"]},
+            ]}),
+        ),
+        aggregating("admin"),
+        aggregating("edit"),
+        aggregating("view"),
+        aggregated_into(
+            "view",
+            json!([
+                {"apiGroups": [""], "resources": core_read, "verbs": READ},
+                {"apiGroups": ["apps"], "resources": apps, "verbs": READ},
+                {"apiGroups": ["batch"], "resources": batch, "verbs": READ},
+            ]),
+        ),
+        aggregated_into(
+            "edit",
+            json!([
+                {"apiGroups": [""], "resources": core_write, "verbs": WRITE},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": READ},
+                {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+                {"apiGroups": ["apps"], "resources": ["deployments", "daemonsets", "replicasets", "statefulsets"], "verbs": WRITE},
+                {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": WRITE},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            ]),
+        ),
+        aggregated_into(
+            "admin",
+            json!([
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["*"]},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+            ]),
+        ),
+        role(
+            "system:auth-delegator",
+            json!({}),
+            json!({"rules": [
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+            ]}),
+        ),
+    ]
+}
+
+/// The default Roles, each with its namespace.
+pub fn roles() -> Vec<(&'static str, Value)> {
+    let mut reader = role(
+        "extension-apiserver-authentication-reader",
+        json!({}),
+        json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"],
+            "verbs": ["get", "list", "watch"],
+            "resourceNames": ["extension-apiserver-authentication"]}]}),
+    );
+    reader["metadata"]["namespace"] = json!("kube-system");
+    vec![("kube-system", reader)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::auth::rbac::aggregated_rules;
+
+    #[test]
+    fn admin_edit_and_view_aggregate_their_parts() {
+        let roles = cluster_roles();
+        let named = |n: &str| roles.iter().find(|r| r["metadata"]["name"] == n).unwrap();
+        let view = aggregated_rules(named("view"), &roles).unwrap();
+        assert!(
+            view.iter()
+                .any(|r| r["resources"].as_array().unwrap().contains(&json!("pods")))
+        );
+        let edit = aggregated_rules(named("edit"), &roles).unwrap();
+        assert!(edit.iter().any(|r| r["verbs"] == json!(WRITE)));
+        // Names are unique.
+        let mut names: Vec<&str> = roles
+            .iter()
+            .map(|r| r["metadata"]["name"].as_str().unwrap())
+            .collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), roles.len());
+    }
+}
