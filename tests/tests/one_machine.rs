@@ -137,14 +137,44 @@ fn one_machine_registers_this_machine_and_keeps_it_across_restarts() {
     assert_eq!(node["status"]["capacity"]["memory"], "65536000Ki");
     assert_eq!(node["metadata"]["labels"]["kubernetes.io/os"], "linux");
     let uid = node["metadata"]["uid"].clone();
-    // The worker's install happened in the same cluster.
-    wait_until("the worker's APIServices", DEADLINE, || {
+    // The worker's API, through the cluster's aggregation, as the README says to try.
+    let listed = wait_until("devices through the aggregated API", DEADLINE, || {
         kubectl(
             &kubeconfig,
             &cache,
-            &["get", "apiservice", "v1.worker.gpustack.ai"],
+            &["get", "devices.v1.worker.gpustack.ai"],
         )
+        .filter(|out| out.contains(HOST))
     });
+    eprintln!(
+        "one-machine start to `kubectl get devices` answering: {:?}",
+        started.elapsed()
+    );
+    let header: Vec<&str> = listed.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "MANUFACTURER", "PRODUCT", "AGE"],
+        "{listed}"
+    );
+    assert!(listed.contains("AMD Radeon RX 7800 XT"), "{listed}");
+    // explain (the worker's OpenAPI, through the cluster) and describe.
+    let explain = ["explain", "devices", "--api-version=worker.gpustack.ai/v1"];
+    let explained = kubectl(&kubeconfig, &cache, &explain).unwrap();
+    assert!(
+        explained.contains("KIND:       Devices") && explained.contains("spec\t<Object>"),
+        "{explained}"
+    );
+    let explained = kubectl(&kubeconfig, &cache, &["explain", "settings.spec.value"]).unwrap();
+    assert!(explained.contains("write-only"), "{explained}");
+    let described = kubectl(&kubeconfig, &cache, &["describe", "devs", HOST]).unwrap();
+    assert!(
+        described.contains("API Version:  worker.gpustack.ai/v1")
+            && described.contains("Kind:         Devices"),
+        "{described}"
+    );
+    let set = ["get", "set", "-n", "gpustack-system", "image-pull-policy"];
+    let set = kubectl(&kubeconfig, &cache, &set).unwrap();
+    assert!(set.contains("IfNotPresent"), "{set}");
 
     assert!(w.stop().success(), "Ctrl-C stops it cleanly");
     let w = OneMachine::start(tree.root(), &data, api_port, port);
