@@ -164,20 +164,32 @@ pub async fn run(
         path => Some(Audit::open(path)?),
     };
     let ready = Arc::new(AtomicBool::new(false));
+    let defs = resources::all();
     let server = Arc::new(ApiServer {
         client: client.clone(),
         views: resources::views(),
         settings: Settings {
             client: client.clone(),
             namespace: ns.clone(),
+            def: resources::settings(),
         },
         auth,
         audit,
         cors: Cors::new(&config.cors_allowed_origins),
-        metrics: Metrics::new(),
+        metrics: Metrics::new(defs.iter().map(|d| d.plural.clone()).collect()),
+        defs,
         ready: ready.clone(),
     });
 
+    // Listening before the install creates the APIServices: the cluster checks them at once,
+    // and a first check that finds nobody would leave the API unavailable until the next one.
+    let tcp = TcpListener::bind(config.bind)
+        .await
+        .map_err(|source| WorkerError::Listen {
+            addr: config.bind,
+            source,
+        })?;
+    tracing::info!(address = %config.bind, "serving the worker API");
     let objects = install::desired(&ns, &reach, &material.ca_pem);
     let installer = {
         let (client, ns, mut stop) = (client.clone(), ns.clone(), stop.clone());
@@ -205,13 +217,6 @@ pub async fn run(
         })
     };
 
-    let tcp = TcpListener::bind(config.bind)
-        .await
-        .map_err(|source| WorkerError::Listen {
-            addr: config.bind,
-            source,
-        })?;
-    tracing::info!(address = %config.bind, "serving the worker API");
     let endpoint = Endpoint {
         listener: Listener::Tls {
             tcp,

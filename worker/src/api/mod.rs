@@ -40,6 +40,8 @@ use views::{Asked, View};
 /// Everything a request needs.
 pub struct ApiServer {
     pub client: kube::Client,
+    /// Everything served, described once (building the views' schemas is not free).
+    pub defs: Vec<gpustack_kube_rest::resource::ResourceDef>,
     pub views: Vec<View>,
     pub settings: settings::Settings,
     pub auth: Auth,
@@ -148,7 +150,9 @@ async fn serve(
     body: Body,
 ) -> Result<Response, ApiError> {
     let accept = asked.accept().to_owned();
-    if let Some(answer) = documents::answer(&route, &accept, &server_version(), resources::all) {
+    if let Some(answer) =
+        documents::answer(&route, &accept, &server_version(), || server.defs.clone())
+    {
         return answer;
     }
     let Route::Resource(p) = route else {

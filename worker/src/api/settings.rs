@@ -32,6 +32,8 @@ use crate::settings::{
 pub struct Settings {
     pub client: kube::Client,
     pub namespace: String,
+    /// The `settings` description (see [`super::resources::settings`]).
+    pub def: gpustack_kube_rest::resource::ResourceDef,
 }
 
 fn query_param<'a>(q: Option<&'a str>, key: &str) -> Option<&'a str> {
@@ -59,7 +61,7 @@ impl Settings {
         asked: Asked,
         body: Bytes,
     ) -> Result<Response, ApiError> {
-        let def = super::resources::settings();
+        let def = &self.def;
         let accept = asked.accept();
         let representation = negotiate::for_resource(accept, asked.method == Method::GET)
             .ok_or_else(|| ApiError::not_acceptable(accept))?;
@@ -85,14 +87,14 @@ impl Settings {
                     Vec::new()
                 };
                 let meta = json!({"resourceVersion": meta.resource_version});
-                let list = list::render(&def, "v1", representation, include, items, meta);
+                let list = list::render(def, "v1", representation, include, items, meta);
                 Ok(json_response(StatusCode::OK, &list))
             }
             (&Method::GET, Some(name)) => {
                 let obj = self.get(name, here).await?;
                 Ok(json_response(
                     StatusCode::OK,
-                    &render_one(&def, representation, include, obj),
+                    &render_one(def, representation, include, obj),
                 ))
             }
             (&Method::PUT | &Method::PATCH, Some(name)) => {
@@ -180,8 +182,7 @@ impl Settings {
         include: IncludeObject,
         here: bool,
     ) -> Response {
-        let def = super::resources::settings();
-        let framer = Framer::new(def, "v1", representation, include);
+        let framer = Framer::new(self.def.clone(), "v1", representation, include);
         let namespace = self.namespace.clone();
         let mut last: Option<BTreeMap<String, String>> = None;
         let events = store::watch(&self.client, &self.namespace).map(move |ev| {
