@@ -185,25 +185,24 @@ async fn main() {
     let interval = Duration::from_secs_f64(1.0 / rate as f64);
     let began = Instant::now();
     let mut ticker = tokio::time::interval(interval);
-    let mut pending = futures::stream::FuturesUnordered::new();
+    // Each write runs as its own task, so its acknowledgement is timed when its response
+    // arrives, not when this loop next looks.
+    let mut pending = Vec::with_capacity(writes);
     for i in 0..writes {
         ticker.tick().await;
         let api = direct.clone();
         let name = format!("node-{:05}", i % n);
-        pending.push(async move {
+        pending.push(tokio::spawn(async move {
             let tick = i.to_string();
             let patch = json!({"metadata": {"labels": {"tick": tick}}});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .expect("patch");
             (format!("{name}/{tick}"), Instant::now())
-        });
-        while let Some(Some(done)) = futures::FutureExt::now_or_never(pending.next()) {
-            acked.push(done);
-        }
+        }));
     }
-    while let Some(done) = pending.next().await {
-        acked.push(done);
+    for p in pending {
+        acked.push(p.await.expect("write task"));
     }
     let achieved = writes as f64 / began.elapsed().as_secs_f64();
     let _ = poll(Duration::from_secs(10), || {
