@@ -147,6 +147,19 @@ pub async fn handle(
             answer.into_body(),
         ));
     }
+    if status.is_success() && representation == Representation::Json {
+        // Plain JSON is passed through as it streams, with only the version rewritten: a
+        // large list is never held whole (parsing it doubled the time and held it in memory).
+        let from = format!("\"apiVersion\":\"{}\"", view.storage_api_version());
+        let to = format!("\"apiVersion\":\"{}\"", view.served_api_version());
+        let body = rewrite_stream(answer.into_body().into_data_stream(), from, to);
+        return Ok((
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from_stream(body),
+        )
+            .into_response());
+    }
     let bytes = read_bounded(answer.into_body(), MAX_ANSWER)
         .await
         .map_err(|e| unavailable(view, &e))?;
@@ -252,6 +265,64 @@ fn unavailable(view: &View, why: &str) -> ApiError {
             view.def.plural, view.def.group
         ),
     )
+}
+
+/// Replaces every `from` with `to` in a byte stream, also where `from` spans two chunks (the
+/// last `from.len() - 1` bytes of a chunk wait for the next one).
+fn rewrite_stream<S, E>(
+    stream: S,
+    from: String,
+    to: String,
+) -> impl futures::Stream<Item = Result<Bytes, E>> + Send
+where
+    S: futures::Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
+    E: Send + 'static,
+{
+    let keep = from.len().saturating_sub(1);
+    futures::stream::unfold(
+        (stream, Vec::<u8>::new(), false),
+        move |(mut stream, mut pending, done)| {
+            let (from, to) = (from.clone(), to.clone());
+            async move {
+                if done {
+                    return None;
+                }
+                match stream.next().await {
+                    Some(Ok(chunk)) => {
+                        pending.extend_from_slice(&chunk);
+                        let (out, rest) =
+                            replace_all(&pending, from.as_bytes(), to.as_bytes(), keep);
+                        Some((Ok(Bytes::from(out)), (stream, rest, false)))
+                    }
+                    Some(Err(e)) => Some((Err(e), (stream, pending, true))),
+                    None => {
+                        let (out, _) = replace_all(&pending, from.as_bytes(), to.as_bytes(), 0);
+                        Some((Ok(Bytes::from(out)), (stream, Vec::new(), true)))
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// `buf` with every `from` replaced, split into what can be sent and the last `keep` bytes
+/// (which may start a `from` the next chunk completes).
+fn replace_all(buf: &[u8], from: &[u8], to: &[u8], keep: usize) -> (Vec<u8>, Vec<u8>) {
+    let mut out = Vec::with_capacity(buf.len());
+    let mut i = 0;
+    while i < buf.len() {
+        if buf[i..].starts_with(from) {
+            out.extend_from_slice(to);
+            i += from.len();
+        } else if buf.len() - i <= keep && from.starts_with(&buf[i..]) {
+            // A possible start of `from` at the end: held back.
+            return (out, buf[i..].to_vec());
+        } else {
+            out.push(buf[i]);
+            i += 1;
+        }
+    }
+    (out, Vec::new())
 }
 
 /// Reads a whole body, refusing one over `max` bytes.
@@ -419,6 +490,30 @@ mod tests {
         assert_eq!(to_storage(&v, &patch, None).unwrap(), patch);
         let deep = Bytes::from("[".repeat(200) + &"]".repeat(200));
         assert!(to_storage(&v, &deep, None).is_err());
+    }
+
+    #[tokio::test]
+    async fn versions_are_rewritten_across_chunk_boundaries() {
+        let from = "\"apiVersion\":\"g/v1alpha1\"".to_owned();
+        let to = "\"apiVersion\":\"g/v1\"".to_owned();
+        let text =
+            r#"{"apiVersion":"g/v1alpha1","items":[{"apiVersion":"g/v1alpha1","x":"apiVersion"}]}"#;
+        for split in 0..text.len() {
+            let chunks: Vec<Result<Bytes, String>> = vec![
+                Ok(Bytes::copy_from_slice(&text.as_bytes()[..split])),
+                Ok(Bytes::copy_from_slice(&text.as_bytes()[split..])),
+            ];
+            let out: Vec<u8> =
+                rewrite_stream(futures::stream::iter(chunks), from.clone(), to.clone())
+                    .map(|c| c.unwrap().to_vec())
+                    .concat()
+                    .await;
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                r#"{"apiVersion":"g/v1","items":[{"apiVersion":"g/v1","x":"apiVersion"}]}"#,
+                "split at {split}"
+            );
+        }
     }
 
     #[tokio::test]
