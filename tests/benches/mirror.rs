@@ -43,9 +43,8 @@ use gpustack_tests::{
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
-    Api, Client, Config,
+    Api, Client,
     api::{ApiResource, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams},
-    config::{KubeConfigOptions, Kubeconfig},
 };
 use serde_json::Value;
 
@@ -122,15 +121,7 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-async fn client(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).expect("kubeconfig parses");
-    Client::try_from(
-        Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .expect("kube config"),
-    )
-    .expect("kube client")
-}
+use bench::client;
 
 /// Starts a `worker-gateway` process (blocking: it waits for kubectl to reach it).
 fn launch(data: &Path, cluster: &str, args: &[&str]) -> GatewayProcess {

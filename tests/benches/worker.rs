@@ -21,7 +21,6 @@
 
 use std::{
     collections::HashMap,
-    path::Path,
     process::Stdio,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
@@ -34,12 +33,11 @@ use gpustack_tests::{
     worker::WorkerProcess,
 };
 use kube::{
-    Api, Client, Config,
+    Api,
     api::{
         ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
         WatchParams,
     },
-    config::{KubeConfigOptions, Kubeconfig},
     core::GroupVersionKind,
 };
 use serde_json::json;
@@ -51,15 +49,7 @@ fn devices(version: &str) -> ApiResource {
     )
 }
 
-async fn client(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).expect("kubeconfig parses");
-    Client::try_from(
-        Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .expect("kube config"),
-    )
-    .expect("kube client")
-}
+use bench::client;
 
 async fn timed_list(api: &Api<DynamicObject>) -> (Duration, usize) {
     let start = Instant::now();

@@ -126,6 +126,16 @@ impl Figure {
     }
 }
 
+/// A kube client from a kubeconfig file.
+pub async fn client(kubeconfig: &std::path::Path) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig parses");
+    let options = kube::config::KubeConfigOptions::default();
+    let config = kube::Config::from_custom_kubeconfig(kc, &options)
+        .await
+        .expect("kube config");
+    kube::Client::try_from(config).expect("kube client")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,17 @@ use crate::{
     status::ApiError,
 };
 
+/// An aggregated discovery document (`apidiscovery.k8s.io` version `v`) with its content type.
+pub fn aggregated_response(doc: &Value, v: &str) -> Response {
+    let ct = format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList");
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, ct)],
+        doc.to_string(),
+    )
+        .into_response()
+}
+
 /// The answer to `route` when it names a document; `None` for resource routes (and paths that
 /// name nothing), which the caller serves. `defs` is called only when a document needs it.
 pub fn answer(
@@ -36,18 +47,10 @@ pub fn answer(
             let top = matches!(route, Route::CoreVersions | Route::Groups);
             match negotiate::for_discovery(accept, top) {
                 None => Err(ApiError::not_acceptable(accept)),
-                Some(negotiate::Discovery::Aggregated(v)) => {
-                    let doc = discovery::aggregated(&defs(), *route == Route::CoreVersions, v);
-                    let ct = format!(
-                        "application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"
-                    );
-                    Ok((
-                        StatusCode::OK,
-                        [(header::CONTENT_TYPE, ct)],
-                        doc.to_string(),
-                    )
-                        .into_response())
-                }
+                Some(negotiate::Discovery::Aggregated(v)) => Ok(aggregated_response(
+                    &discovery::aggregated(&defs(), *route == Route::CoreVersions, v),
+                    v,
+                )),
                 Some(_) => match route {
                     Route::CoreVersions => ok(Some(discovery::core_versions())),
                     Route::Groups => ok(Some(discovery::group_list(&defs()))),

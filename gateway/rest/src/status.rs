@@ -151,6 +151,49 @@ pub fn qualified(group: &str, resource: &str) -> String {
     }
 }
 
+/// A resource request, as a denial names it.
+pub struct ResourceRequest<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub subresource: &'a str,
+    /// Empty at the cluster scope.
+    pub namespace: &'a str,
+    /// Empty for collections.
+    pub name: &'a str,
+}
+
+impl ResourceRequest<'_> {
+    /// kube-apiserver's 403 message when `user` may not make this request.
+    pub fn forbidden_message(&self, user: &str) -> String {
+        let (verb, group, resource) = (self.verb, self.group, self.resource);
+        let what = qualified(group, resource);
+        let object = if self.name.is_empty() {
+            what
+        } else {
+            format!("{what} \"{}\"", self.name)
+        };
+        let res = if self.subresource.is_empty() {
+            resource.to_owned()
+        } else {
+            format!("{resource}/{}", self.subresource)
+        };
+        let scope = if self.namespace.is_empty() {
+            "at the cluster scope".to_owned()
+        } else {
+            format!("in the namespace \"{}\"", self.namespace)
+        };
+        format!(
+            "{object} is forbidden: User \"{user}\" cannot {verb} resource \"{res}\" in API group \"{group}\" {scope}"
+        )
+    }
+}
+
+/// kube-apiserver's 403 message for a path that names no resource.
+pub fn forbidden_path_message(user: &str, verb: &str, path: &str) -> String {
+    format!("forbidden: User \"{user}\" cannot {verb} path \"{path}\"")
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

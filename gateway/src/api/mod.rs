@@ -441,15 +441,7 @@ async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, Api
                     if !core {
                         agg::arrange_aggregated(&mut doc, &services, &local);
                     }
-                    let ct = format!(
-                        "application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"
-                    );
-                    Ok((
-                        StatusCode::OK,
-                        [(header::CONTENT_TYPE, ct)],
-                        doc.to_string(),
-                    )
-                        .into_response())
+                    Ok(gpustack_kube_rest::documents::aggregated_response(&doc, v))
                 }
                 (_, Route::CoreVersions) => ok(Some(discovery::core_versions())),
                 (_, Route::Groups) => {

@@ -15,7 +15,7 @@ use gpustack_kube_rest::{
     path::ResourcePath,
     response::json_response,
     status::ApiError,
-    table::{self, IncludeObject},
+    table::IncludeObject,
     watch::{Framer, error_event},
 };
 use serde_json::{Value, json};
@@ -94,7 +94,7 @@ impl Settings {
                 let obj = self.get(name, here).await?;
                 Ok(json_response(
                     StatusCode::OK,
-                    &render_one(def, representation, include, obj),
+                    &super::views::represent(def, "v1", representation, include, obj),
                 ))
             }
             (&Method::PUT | &Method::PATCH, Some(name)) => {
@@ -235,26 +235,4 @@ fn refused(verb: &str) -> ApiError {
             "settings cannot be {verb}d: the catalog decides which settings exist; change one with kubectl patch or apply"
         ),
     )
-}
-
-fn render_one(
-    def: &gpustack_kube_rest::resource::ResourceDef,
-    representation: Representation,
-    include: IncludeObject,
-    obj: Value,
-) -> Value {
-    match representation {
-        Representation::Json => obj,
-        Representation::Metadata => table::partial_object_metadata(&obj),
-        Representation::Table => {
-            let rv = obj["metadata"]["resourceVersion"].clone();
-            table::table(
-                def,
-                &[obj],
-                include,
-                json!({"resourceVersion": rv}),
-                jiff::Timestamp::now(),
-            )
-        }
-    }
 }

@@ -190,8 +190,20 @@ fn render(
     v: Value,
     status: StatusCode,
 ) -> Response {
+    let out = represent(&view.def, &view.served, representation, include, v);
+    json_response(status, &out)
+}
+
+/// An object or a list (already at `version`) in the representation the client asked for.
+pub fn represent(
+    def: &ResourceDef,
+    version: &str,
+    representation: Representation,
+    include: IncludeObject,
+    v: Value,
+) -> Value {
     let is_list = v.get("items").is_some_and(Value::is_array);
-    let out = match (representation, is_list) {
+    match (representation, is_list) {
         (Representation::Json, _) => v,
         (_, true) => {
             let meta = v.get("metadata").cloned().unwrap_or_else(|| json!({}));
@@ -202,14 +214,7 @@ fn render(
                 },
                 _ => Vec::new(),
             };
-            list::render(
-                &view.def,
-                &view.served,
-                representation,
-                include,
-                items,
-                meta,
-            )
+            list::render(def, version, representation, include, items, meta)
         }
         (Representation::Table, false) => {
             let rv = v
@@ -217,7 +222,7 @@ fn render(
                 .cloned()
                 .unwrap_or(json!(""));
             table::table(
-                &view.def,
+                def,
                 &[v],
                 include,
                 json!({"resourceVersion": rv}),
@@ -225,8 +230,7 @@ fn render(
             )
         }
         (Representation::Metadata, false) => table::partial_object_metadata(&v),
-    };
-    json_response(status, &out)
+    }
 }
 
 /// A request body at the storage version. JSON and YAML bodies (objects, merge and apply

@@ -110,7 +110,7 @@ impl Auth {
     }
 }
 
-/// kube-apiserver's wording of a denial.
+/// kube-apiserver's wording of a denial, with the authorizer's reason.
 fn forbidden(user: &User, attrs: &Attributes, reason: &str) -> ApiError {
     let mut message = match attrs {
         Attributes::Resource {
@@ -121,32 +121,18 @@ fn forbidden(user: &User, attrs: &Attributes, reason: &str) -> ApiError {
             namespace,
             name,
             ..
-        } => {
-            let res = if subresource.is_empty() {
-                resource.clone()
-            } else {
-                format!("{resource}/{subresource}")
-            };
-            let what = gpustack_kube_rest::status::qualified(group, resource);
-            let subject = if name.is_empty() {
-                what
-            } else {
-                format!("{what} \"{name}\"")
-            };
-            let scope = if namespace.is_empty() {
-                "at the cluster scope".to_owned()
-            } else {
-                format!("in the namespace \"{namespace}\"")
-            };
-            format!(
-                "{subject} is forbidden: User \"{}\" cannot {verb} resource \"{res}\" in API group \"{group}\" {scope}",
-                user.name
-            )
+        } => gpustack_kube_rest::status::ResourceRequest {
+            verb,
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
         }
-        Attributes::NonResource { verb, path } => format!(
-            "forbidden: User \"{}\" cannot {verb} path \"{path}\"",
-            user.name
-        ),
+        .forbidden_message(&user.name),
+        Attributes::NonResource { verb, path } => {
+            gpustack_kube_rest::status::forbidden_path_message(&user.name, verb, path)
+        }
     };
     if !reason.is_empty() {
         message.push_str(": ");

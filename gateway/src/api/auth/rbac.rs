@@ -262,10 +262,9 @@ pub fn authorize(policy: &Policy<'_>, user: &UserInfo, a: &Attributes) -> Decisi
 /// kube-apiserver's 403 message for a denied request.
 pub fn forbidden_message(user: &UserInfo, a: &Attributes) -> String {
     match a {
-        Attributes::NonResource { verb, path } => format!(
-            "forbidden: User \"{}\" cannot {verb} path \"{path}\"",
-            user.username
-        ),
+        Attributes::NonResource { verb, path } => {
+            gpustack_kube_rest::status::forbidden_path_message(&user.username, verb, path)
+        }
         Attributes::Resource {
             verb,
             group,
@@ -273,32 +272,15 @@ pub fn forbidden_message(user: &UserInfo, a: &Attributes) -> String {
             subresource,
             namespace,
             name,
-        } => {
-            let qualified = if group.is_empty() {
-                resource.clone()
-            } else {
-                format!("{resource}.{group}")
-            };
-            let object = if name.is_empty() {
-                qualified
-            } else {
-                format!("{qualified} \"{name}\"")
-            };
-            let res = if subresource.is_empty() {
-                resource.clone()
-            } else {
-                format!("{resource}/{subresource}")
-            };
-            let scope = if namespace.is_empty() {
-                "at the cluster scope".to_owned()
-            } else {
-                format!("in the namespace \"{namespace}\"")
-            };
-            format!(
-                "{object} is forbidden: User \"{}\" cannot {verb} resource \"{res}\" in API group \"{group}\" {scope}",
-                user.username
-            )
+        } => gpustack_kube_rest::status::ResourceRequest {
+            verb,
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
         }
+        .forbidden_message(&user.username),
     }
 }
 
