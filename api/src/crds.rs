@@ -18,6 +18,20 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     ]
 }
 
+/// The Kueue kinds the worker uses, for clusters where Kueue is not installed (embedded
+/// clusters and tests); never installed over a real Kueue.
+pub fn kueue() -> Vec<CustomResourceDefinition> {
+    use crate::kueue::*;
+    vec![
+        ResourceFlavor::crd(),
+        ClusterQueue::crd(),
+        LocalQueue::crd(),
+        AdmissionCheck::crd(),
+        Topology::crd(),
+        Workload::crd(),
+    ]
+}
+
 /// The manifest file name of a CRD: `<plural>.<group>.yaml`.
 pub fn file_name(crd: &CustomResourceDefinition) -> String {
     format!("{}.yaml", crd.metadata.name.as_deref().unwrap_or("unnamed"))

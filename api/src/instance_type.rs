@@ -9,6 +9,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::devices::AcceleratorSlicedDetail;
+
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "worker.gpustack.ai",
@@ -108,4 +110,39 @@ pub struct InstanceTypeStatus {
     pub phase: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase_message: Option<String>,
+    /// The pool's hardware, as its flavors describe it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<InstanceTypeDetail>,
+}
+
+/// What one card of the pool is: the facts the flavors note, and its slicing capacity.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceTypeDetail {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manufacturer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+    /// VRAM of one card as a quantity (`80Gi`, or `81559Mi` when not whole GiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<String>,
+    /// Per card: how many logical slices it hosts and which partition profiles it offers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliced_detail: Option<AcceleratorSlicedDetail>,
+}
+
+impl InstanceTypeDetail {
+    /// VRAM of one card in MiB, from `memory` (`<n>Gi` or `<n>Mi`).
+    pub fn memory_mib(&self) -> Option<u64> {
+        let m = self.memory.as_deref()?;
+        if let Some(gi) = m.strip_suffix("Gi") {
+            gi.parse::<u64>().ok().map(|g| g * 1024)
+        } else {
+            m.strip_suffix("Mi")?.parse().ok()
+        }
+    }
 }
