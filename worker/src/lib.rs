@@ -11,6 +11,7 @@
 pub mod api;
 pub mod audit;
 pub mod auth;
+pub mod controllers;
 pub mod install;
 pub mod local_node;
 pub mod names;
