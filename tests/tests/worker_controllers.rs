@@ -635,7 +635,13 @@ async fn the_chain_follows_nodes_cards_settings_and_namespaces() {
         it.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Inactive")
     })
     .await;
-    assert!(!names(&flavors).await.contains(&h100_flavor(8)));
+    eventually("the H100 flavor retired", &w, || async {
+        let n = names(&flavors).await;
+        (!n.contains(&h100_flavor(8)))
+            .then_some(())
+            .ok_or_else(|| format!("{n:?}"))
+    })
+    .await;
     let team = queue_is(&w, &cqs, "team-h100", &[]).await;
     assert_eq!(team.spec.stop_policy.as_deref(), Some("HoldAndDrain"));
 }
@@ -706,16 +712,25 @@ async fn a_second_worker_takes_over_when_the_leader_dies() {
     put(&c, &Machine::gpu("gpu-b", H100, 8)).await;
     queue_is(&second, &cqs, NVIDIA_IT, &[(h100_flavor(8), 16 * M)]).await;
     let lqs: Api<LocalQueue> = Api::namespaced(c.clone(), "default");
-    let all = lqs.list(&ListParams::default()).await.unwrap().items;
-    let unique: BTreeSet<String> = all.iter().map(|q| q.name_any()).collect();
-    assert_eq!(all.len(), unique.len());
-    assert_eq!(
-        unique,
-        names(&cqs).await.iter().map(|q| local_queue(q)).collect()
-    );
     let flavors: Api<ResourceFlavor> = Api::all(c.clone());
-    assert_eq!(
-        names(&flavors).await,
-        BTreeSet::from([h100_flavor(8), cpu_flavor(96)])
-    );
+    eventually(
+        "one LocalQueue per queue and one flavor per identity",
+        &second,
+        || async {
+            let all = lqs
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items;
+            let unique: BTreeSet<String> = all.iter().map(|q| q.name_any()).collect();
+            let want: BTreeSet<String> = names(&cqs).await.iter().map(|q| local_queue(q)).collect();
+            let rfs = names(&flavors).await;
+            let ok = all.len() == unique.len()
+                && unique == want
+                && rfs == BTreeSet::from([h100_flavor(8), cpu_flavor(96)]);
+            ok.then_some(())
+                .ok_or_else(|| format!("{unique:?} want {want:?}; flavors {rfs:?}"))
+        },
+    )
+    .await;
 }
