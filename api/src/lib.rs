@@ -17,6 +17,7 @@ pub mod manufacturer;
 pub mod model_artifact;
 pub mod model_store;
 pub mod monitor;
+pub mod nfd;
 pub mod time;
 pub mod yaml;
 

@@ -228,3 +228,38 @@ impl Machine {
         json!({"status": {"groups": [{"id": p.id, "manufacturer": p.manufacturer, "accelerators": cards}]}})
     }
 }
+
+/// NFD's `NodeFeature` kind, as its chart installs it (the fields the agent writes), standing in
+/// for NFD itself, which cannot run here: with the kind served the agents write their labels there
+/// for NFD's master to put on the Node.
+pub const NODE_FEATURE_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: nodefeatures.nfd.k8s-sigs.io
+spec:
+  group: nfd.k8s-sigs.io
+  names:
+    kind: NodeFeature
+    listKind: NodeFeatureList
+    plural: nodefeatures
+    singular: nodefeature
+  scope: Namespaced
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                features:
+                  type: object
+                  x-kubernetes-preserve-unknown-fields: true
+                labels:
+                  type: object
+                  additionalProperties:
+                    type: string
+"#;

@@ -1060,41 +1060,6 @@ fn partitioned_allocation_makes_a_mig_instance_until_the_pod_is_deleted() {
     );
 }
 
-/// NFD's `NodeFeature` kind, as its chart installs it (the fields the agent writes), standing in
-/// for NFD itself, which cannot run here: with the kind served the agent writes its labels there
-/// for NFD's master to put on the Node.
-const NODE_FEATURE_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: nodefeatures.nfd.k8s-sigs.io
-spec:
-  group: nfd.k8s-sigs.io
-  names:
-    kind: NodeFeature
-    listKind: NodeFeatureList
-    plural: nodefeatures
-    singular: nodefeature
-  scope: Namespaced
-  versions:
-    - name: v1alpha1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              properties:
-                features:
-                  type: object
-                  x-kubernetes-preserve-unknown-fields: true
-                labels:
-                  type: object
-                  additionalProperties:
-                    type: string
-"#;
-
 /// `gpustack_device_manager_monitor_passes_total` from the agent's `/metrics`.
 fn monitor_passes(agent: &Agent) -> Option<u64> {
     agent.get("/metrics")?.lines().find_map(|l| {
@@ -1142,7 +1107,7 @@ fn labels_move_from_the_node_to_nfd_once_served_and_kubelet_identification_can_b
 
     // NFD installed: the labels go to its NodeFeature, and the ones on the Node are removed.
     let crd = dir.path().join("nfd.yaml");
-    std::fs::write(&crd, NODE_FEATURE_CRD).unwrap();
+    std::fs::write(&crd, gpustack_tests::inventory::NODE_FEATURE_CRD).unwrap();
     gw.kubectl_ok(&["apply", "-f", &crd.display().to_string()]);
     let name = format!("{NODE}-gpustack-device-manager");
     let nf = wait_until("the NodeFeature", DEADLINE, || {

@@ -795,3 +795,65 @@ async fn a_second_worker_takes_over_when_the_leader_dies() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn where_nfd_runs_the_feature_labels_go_to_a_node_feature() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
+    let crd = tmp.path().join("nodefeature-crd.yaml");
+    std::fs::write(&crd, gpustack_tests::inventory::NODE_FEATURE_CRD).unwrap();
+    gw.kubectl_ok(&["apply", "-f", crd.to_str().unwrap()]);
+    let w = WorkerProcess::start(&gw, &tmp.path().join("worker"), &["--disable-auths"], &[]);
+    let c = client(&gw).await;
+    put(&c, &Machine::gpu("gpu-a", H100, 8)).await;
+    let resource = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("nfd.k8s-sigs.io", "v1alpha1", "NodeFeature"),
+        "nodefeatures",
+    );
+    let features: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(c.clone(), "gpustack-system", &resource);
+    let labels = eventually("the worker's NodeFeature", &w, || async {
+        let nf = features
+            .get("gpu-a-gpustack-worker")
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(nf.data["spec"]["labels"].clone())
+    })
+    .await;
+    assert_eq!(labels["gpustack.ai/managed"], "true");
+    assert_eq!(labels["general.feature.gpustack.ai/amd-epyc-7r32"], "true");
+    assert_eq!(
+        labels["general.feature.gpustack.ai/amd-epyc-7r32.count"],
+        "96"
+    );
+    let nodes: Api<Node> = Api::all(c.clone());
+    let node = eventually("the fit labels on the Node", &w, || async {
+        let n = nodes.get("gpu-a").await.map_err(|e| e.to_string())?;
+        n.labels()
+            .contains_key("shared-free-cards.fit.gpustack.ai/nvidia-h100-80gb-hbm3")
+            .then_some(n.clone())
+            .ok_or_else(|| format!("{:?}", n.labels()))
+    })
+    .await;
+    assert!(
+        !node.labels().contains_key("gpustack.ai/managed"),
+        "feature labels reach the Node through NFD, not from the worker"
+    );
+    // NFD's master (which cannot run here) puts them on the Node; the chain follows.
+    let as_nfd = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a", "labels": labels}});
+    nodes
+        .patch(
+            "gpu-a",
+            &PatchParams::apply("nfd-master").force(),
+            &Patch::Apply(as_nfd),
+        )
+        .await
+        .unwrap();
+    let cqs: Api<ClusterQueue> = Api::all(c.clone());
+    queue_is(&w, &cqs, NVIDIA_IT, &[(h100_flavor(8), 8 * M)]).await;
+    let after = features.get("gpu-a-gpustack-worker").await.unwrap();
+    assert_eq!(
+        after.data["spec"]["labels"], labels,
+        "the worker does not fight NFD's copy"
+    );
+}

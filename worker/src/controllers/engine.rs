@@ -16,6 +16,7 @@ use gpustack_api::{
     instance_type::InstanceType,
     kueue::{AdmissionCheck, ClusterQueue, LocalQueue, ResourceFlavor, Topology, Workload},
     labels::{CONTROLLED, MANAGED, TOPOLOGY_PROFILE},
+    nfd,
 };
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::{
@@ -296,6 +297,48 @@ fn check_active(store: &Store<AdmissionCheck>) -> bool {
     })
 }
 
+/// Whether the cluster serves NFD's `NodeFeature` kind.
+async fn nfd_served(client: &kube::Client) -> bool {
+    let gv = format!("{}/{}", nfd::GROUP, nfd::VERSION);
+    match client.list_api_group_resources(&gv).await {
+        Ok(list) => list.resources.iter().any(|r| r.kind == nfd::KIND),
+        Err(_) => false,
+    }
+}
+
+/// Applies the node's `NodeFeature` `<node>-gpustack-worker` with `labels` when it differs;
+/// whether it wrote.
+async fn publish_features(
+    client: &kube::Client,
+    namespace: &str,
+    node: &Node,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool, kube::Error> {
+    let node_name = node.name_any();
+    let name = format!("{node_name}-gpustack-worker");
+    let resource = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(nfd::GROUP, nfd::VERSION, nfd::KIND),
+        nfd::PLURAL,
+    );
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &resource);
+    let current = api.get_opt(&name).await?;
+    let have = current.as_ref().map(|o| o.data["spec"]["labels"].clone());
+    if have.as_ref() == Some(&json!(labels)) {
+        return Ok(false);
+    }
+    let body = nfd::node_feature(
+        &name,
+        &node_name,
+        namespace,
+        node.metadata.uid.as_deref(),
+        labels,
+    );
+    api.patch(&name, &apply_params(), &Patch::Apply(body))
+        .await?;
+    Ok(true)
+}
+
 /// Brings one node's labels, its Devices' profile label and its capacity to what they should be.
 async fn reconcile_node(
     client: &kube::Client,
@@ -303,6 +346,7 @@ async fn reconcile_node(
     name: &str,
     settings: &ChainSettings,
     resolve: &Resolve,
+    (nfd, system_namespace): (bool, &str),
 ) -> Result<u32, kube::Error> {
     let Some(node) = stores.nodes.get(&ObjectRef::new(name)) else {
         return Ok(0);
@@ -313,14 +357,31 @@ async fn reconcile_node(
     let others = owned_keys(&node.metadata, None, &["metadata", "labels"], |m| {
         m != MANAGER
     });
-    let managed_by_others = others
-        .contains(MANAGED)
-        .then(|| labels.get(MANAGED).map(String::as_str).unwrap_or(""));
-    let want = node_labels::desired(&facts, devices.as_deref(), managed_by_others, settings);
+    // Where NFD runs, its master owns the Node's feature labels: only a value other than
+    // `true` there is an admin's choice.
+    let managed_by_others = if nfd {
+        labels
+            .get(MANAGED)
+            .map(String::as_str)
+            .filter(|v| *v != "true")
+    } else {
+        others
+            .contains(MANAGED)
+            .then(|| labels.get(MANAGED).map(String::as_str).unwrap_or(""))
+    };
+    let mut want = node_labels::desired(&facts, devices.as_deref(), managed_by_others, settings);
+    let mut writes = 0;
+    if nfd {
+        let features: BTreeMap<String, String> = want
+            .extract_if(.., |k, _| node_labels::feature_label(k))
+            .collect();
+        if publish_features(client, system_namespace, &node, &features).await? {
+            writes += 1;
+        }
+    }
     let ours = owned_keys(&node.metadata, None, &["metadata", "labels"], |m| {
         m == MANAGER
     });
-    let mut writes = 0;
     let nodes: Api<Node> = Api::all(client.clone());
     let stale = ours.iter().any(|k| !want.contains_key(k));
     if stale || want.iter().any(|(k, v)| labels.get(k) != Some(v)) {
@@ -570,6 +631,8 @@ pub async fn run(ctx: Context) {
         tracing::warn!("admission checks: {e}");
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
+    // NFD may be installed later: asked again with every retry tick.
+    let mut nfd = nfd_served(client).await;
     let mut settings_rx = ctx.settings.clone();
     let mut dirty_nodes: BTreeSet<String> = BTreeSet::new();
     let (mut chain_due, mut workloads_due) = (false, true);
@@ -599,7 +662,10 @@ pub async fn run(ctx: Context) {
                 first_change.get_or_insert_with(tokio::time::Instant::now);
                 continue;
             }
-            _ = retry.tick() => workloads_due = true,
+            _ = retry.tick() => {
+                workloads_due = true;
+                nfd = nfd_served(client).await;
+            }
             _ = quiet => {}
         }
         if dirty_nodes.is_empty() && !chain_due && !workloads_due {
@@ -609,7 +675,16 @@ pub async fn run(ctx: Context) {
         let settings = settings_rx.borrow().clone();
         let mut writes = 0usize;
         for name in std::mem::take(&mut dirty_nodes) {
-            match reconcile_node(client, &stores, &name, &settings, ctx.resolve.as_ref()).await {
+            match reconcile_node(
+                client,
+                &stores,
+                &name,
+                &settings,
+                ctx.resolve.as_ref(),
+                (nfd, &ctx.system_namespace),
+            )
+            .await
+            {
                 Ok(n) => writes += n as usize,
                 Err(e) => tracing::warn!("node {name}: {e}"),
             }

@@ -53,6 +53,12 @@ pub fn fit(devices: &Devices) -> BTreeMap<String, (u64, u64)> {
     out
 }
 
+/// Whether `key` is one of the node's feature labels (§1.1): where NFD runs they travel in the
+/// worker's `NodeFeature` rather than on the Node.
+pub fn feature_label(key: &str) -> bool {
+    key == MANAGED || key == CPU_ONLY || key.starts_with(GENERAL_PREFIX)
+}
+
 /// The labels the worker wants on the node. `managed_by_others` is the value of
 /// `gpustack.ai/managed` when someone else set it: an admin's choice wins.
 pub fn desired(

@@ -204,12 +204,10 @@ fn labels_owned_by(entries: &Option<Vec<ManagedFieldsEntry>>, manager: &str) -> 
         .collect()
 }
 
-/// NFD's group/version and kind.
-pub const NODE_FEATURE_GROUP: &str = "nfd.k8s-sigs.io";
-pub const NODE_FEATURE_VERSION: &str = "v1alpha1";
-pub const NODE_FEATURE_KIND: &str = "NodeFeature";
-/// The label NFD reads to know which node a `NodeFeature` describes.
-pub const NFD_NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";
+pub use gpustack_api::nfd::{
+    GROUP as NODE_FEATURE_GROUP, KIND as NODE_FEATURE_KIND, NODE_NAME_LABEL as NFD_NODE_NAME_LABEL,
+    VERSION as NODE_FEATURE_VERSION,
+};
 
 /// The node's `NodeFeature` name: `<node>-gpustack-device-manager`.
 pub fn node_feature_name(node: &str) -> String {
@@ -228,30 +226,14 @@ pub async fn node_feature_served(client: &Client) -> Result<bool, kube::Error> {
     }
 }
 
-/// The `NodeFeature` object carrying `labels` for `node` (owned by the Node when `node_uid`
-/// is known).
+/// The agent's `NodeFeature` object carrying `labels` for `node`.
 pub fn node_feature(
     node: &str,
     namespace: &str,
     node_uid: Option<&str>,
     labels: &BTreeMap<String, String>,
 ) -> serde_json::Value {
-    let mut meta = json!({
-        "name": node_feature_name(node),
-        "namespace": namespace,
-        "labels": {NFD_NODE_NAME_LABEL: node},
-    });
-    if let Some(uid) = node_uid {
-        meta["ownerReferences"] = json!([{
-            "apiVersion": "v1", "kind": "Node", "name": node, "uid": uid,
-        }]);
-    }
-    json!({
-        "apiVersion": format!("{NODE_FEATURE_GROUP}/{NODE_FEATURE_VERSION}"),
-        "kind": NODE_FEATURE_KIND,
-        "metadata": meta,
-        "spec": {"labels": labels},
-    })
+    gpustack_api::nfd::node_feature(&node_feature_name(node), node, namespace, node_uid, labels)
 }
 
 /// The field manager of the `NodeFeature` apply: one per manufacturer set, since every
