@@ -11,7 +11,7 @@ use gpustack_api::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::{Resolve, node_facts::NodeFacts};
+use super::{Resolve, ledger, node_facts::NodeFacts};
 
 /// Whether the capacity pool `key` is offered (a positive quantity).
 fn offered(capacity: &BTreeMap<String, Quantity>, key: &str) -> bool {
@@ -131,39 +131,14 @@ pub fn desired(
                 (partitioned.len() as u64 * UNITS_PER_ACCELERATOR).to_string(),
             );
             let mut profiles: BTreeMap<String, i64> = BTreeMap::new();
-            for (g, card) in &partitioned {
-                let ledger = devices
-                    .status
-                    .as_ref()
-                    .and_then(|s| {
-                        s.groups
-                            .iter()
-                            .find(|l| l.id == g.id && l.manufacturer == g.manufacturer)
-                    })
-                    .and_then(|l| l.accelerators.iter().find(|a| a.id == card.id))
-                    .filter(|a| {
-                        !a.remaining_profiles.is_empty() || !a.allocated_profiles.is_empty()
-                    });
-                for p in &card
-                    .status
-                    .physical_sliced
-                    .as_ref()
-                    .map_or(&[][..], |p| p.profiles.as_slice())
-                    .to_vec()
-                {
-                    let count = match ledger {
-                        Some(a) => {
-                            let pick = |list: &[gpustack_api::devices::ProfileAllocation]| {
-                                list.iter()
-                                    .find(|x| x.name == p.name)
-                                    .map_or(0, |x| i64::from(x.count))
-                            };
-                            pick(&a.allocated_profiles) + pick(&a.remaining_profiles)
-                        }
-                        // Until the ledger is written, the card's static ceiling.
-                        None => i64::from(p.count),
-                    };
-                    *profiles.entry(profile_spelling(m, &p.name)).or_default() += count;
+            let cards = ledger::cards(devices);
+            for c in cards
+                .iter()
+                .filter(|c| c.group.manufacturer == m && c.partitioned() && !c.unhealthy())
+            {
+                for (name, (allocated, remaining)) in &c.profiles {
+                    *profiles.entry(profile_spelling(m, name)).or_default() +=
+                        i64::from(*allocated) + i64::from(*remaining);
                 }
             }
             for (name, count) in profiles {

@@ -6,15 +6,19 @@ use std::collections::BTreeMap;
 
 use gpustack_api::{
     devices::{
-        AcceleratorAllocation, AcceleratorSlicedDetail, AllocationMode, Devices, DevicesGroup,
-        PhysicalSlicedDetail, ProfileCapacity, UNITS_PER_ACCELERATOR,
+        AcceleratorSlicedDetail, AllocationMode, Devices, DevicesGroup, PhysicalSlicedDetail,
+        ProfileCapacity, UNITS_PER_ACCELERATOR,
     },
     instance_type::{CapacityView, InstanceType, InstanceTypeDetail, InstanceTypeStatus},
     kueue::{ClusterQueue, ResourceFlavor},
     labels::NOTE_PREFIX,
 };
 
-use super::{node_facts::NodeFacts, queues};
+use super::{
+    ledger::{self, Card},
+    node_facts::NodeFacts,
+    queues,
+};
 use crate::names::local_queue_name;
 
 /// Units of one share (a tenth of a card) and of one VRAM percent.
@@ -45,69 +49,38 @@ struct Views {
     unhealthy: Vec<String>,
 }
 
-fn free(a: Option<&AcceleratorAllocation>) -> (AllocationMode, u64, u32) {
-    match a {
-        Some(a) => (a.mode, a.remaining, a.allocated_slices.unwrap_or(0)),
-        None => (AllocationMode::None, UNITS_PER_ACCELERATOR, 0),
-    }
-}
-
-/// Adds one node's cards of `group` to the views.
-fn add_node(views: &mut Views, node: &str, group: &DevicesGroup, ledger: &[AcceleratorAllocation]) {
+/// Adds one node's cards of the pool's group to the views.
+fn add_node(views: &mut Views, node: &str, cards: &[&Card]) {
     let (mut node_whole, mut node_shared) = (0i64, 0i64);
-    for card in &group.accelerators {
-        if card.status.unhealthy {
-            views.unhealthy.push(format!("{node}/{}", card.id));
+    for c in cards {
+        if c.unhealthy() {
+            views.unhealthy.push(format!("{node}/{}", c.card.id));
             continue;
         }
-        let (mode, remaining, slices) = free(ledger.iter().find(|a| a.id == card.id));
-        if let Some(p) = &card.status.physical_sliced {
-            let a = ledger.iter().find(|a| a.id == card.id);
-            let offered = i64::from(p.count);
-            let left = match a {
-                Some(a) if !a.remaining_profiles.is_empty() || !a.allocated_profiles.is_empty() => {
-                    a.remaining_profiles
-                        .iter()
-                        .map(|r| i64::from(r.count))
-                        .max()
-                        .unwrap_or(0)
-                }
-                _ => offered,
+        if let Some(p) = &c.card.status.physical_sliced {
+            let left = if c.profiles.is_empty() {
+                0
+            } else {
+                c.profiles
+                    .values()
+                    .map(|(_, r)| i64::from(*r))
+                    .max()
+                    .unwrap_or(0)
             };
-            views.partitioned.capacity += offered;
+            views.partitioned.capacity += i64::from(p.count);
             views.partitioned.remaining += left;
             views.partitioned.once_max_request =
                 views.partitioned.once_max_request.max(i64::from(left > 0));
-            for prof in &p.profiles {
-                let remaining = a
-                    .filter(|a| {
-                        !a.remaining_profiles.is_empty() || !a.allocated_profiles.is_empty()
-                    })
-                    .map(|a| {
-                        a.remaining_profiles
-                            .iter()
-                            .find(|r| r.name == prof.name)
-                            .map_or(0, |r| r.count)
-                    })
-                    .unwrap_or(prof.count);
-                *views
-                    .remaining_profiles
-                    .entry(prof.name.clone())
-                    .or_default() += i64::from(remaining);
-                let allocated = a
-                    .and_then(|a| a.allocated_profiles.iter().find(|r| r.name == prof.name))
-                    .map_or(0, |r| r.count);
-                *views
-                    .allocated_profiles
-                    .entry(prof.name.clone())
-                    .or_default() += i64::from(allocated);
+            for (name, (allocated, remaining)) in &c.profiles {
+                *views.remaining_profiles.entry(name.clone()).or_default() += i64::from(*remaining);
+                *views.allocated_profiles.entry(name.clone()).or_default() += i64::from(*allocated);
             }
             continue;
         }
+        let (mode, remaining) = (c.mode, c.remaining);
         views.exclusive.capacity += 1;
         views.shared.capacity += 10;
-        let untouched = mode == AllocationMode::None && remaining >= UNITS_PER_ACCELERATOR;
-        if untouched {
+        if mode == AllocationMode::None && remaining >= UNITS_PER_ACCELERATOR {
             views.exclusive.remaining += 1;
             node_whole += 1;
         }
@@ -117,10 +90,9 @@ fn add_node(views: &mut Views, node: &str, group: &DevicesGroup, ledger: &[Accel
                 node_shared += 1;
             }
         }
-        if let Some(l) = &card.status.logical_sliced {
+        if c.card.status.logical_sliced.is_some() {
             views.sliced.capacity += 100;
-            let room = (slices as i32) < l.count;
-            if matches!(mode, AllocationMode::None | AllocationMode::Sliced) && room {
+            if matches!(mode, AllocationMode::None | AllocationMode::Sliced) && c.free_slot() {
                 let pct = (remaining / PERCENT) as i64;
                 views.sliced.remaining += pct;
                 views.sliced.once_max_request = views.sliced.once_max_request.max(pct);
@@ -129,27 +101,6 @@ fn add_node(views: &mut Views, node: &str, group: &DevicesGroup, ledger: &[Accel
     }
     views.exclusive.once_max_request = views.exclusive.once_max_request.max(node_whole);
     views.shared.once_max_request = views.shared.once_max_request.max(node_shared);
-}
-
-/// The group of a node's Devices that is the pool's hardware (`<manufacturer>-<id>`).
-fn pool_group<'a>(devices: &'a Devices, key: &str) -> Option<&'a DevicesGroup> {
-    devices
-        .spec
-        .groups
-        .iter()
-        .find(|g| format!("{}-{}", g.manufacturer.as_str(), g.id) == key)
-}
-
-fn ledger<'a>(devices: &'a Devices, group: &DevicesGroup) -> &'a [AcceleratorAllocation] {
-    devices
-        .status
-        .as_ref()
-        .and_then(|s| {
-            s.groups
-                .iter()
-                .find(|g| g.id == group.id && g.manufacturer == group.manufacturer)
-        })
-        .map_or(&[], |g| g.accelerators.as_slice())
 }
 
 /// One card's slicing capacity, from the first healthy card of the pool.
@@ -225,11 +176,12 @@ pub fn status(pool: &Pool) -> InstanceTypeStatus {
         let Some(devices) = pool.devices.get(&node.name) else {
             continue;
         };
-        let Some(group) = pool_group(devices, &key) else {
-            continue;
-        };
-        sample_group.get_or_insert(group);
-        add_node(&mut views, &node.name, group, ledger(devices, group));
+        let all = ledger::cards(devices);
+        let ours: Vec<&Card> = all.iter().filter(|c| c.key() == key).collect();
+        if let Some(first) = ours.first() {
+            sample_group.get_or_insert(first.group);
+        }
+        add_node(&mut views, &node.name, &ours);
     }
     cpu.remaining = cpu.capacity;
     let (phase, held) = queues::phase(pool.queue);

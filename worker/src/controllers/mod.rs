@@ -13,6 +13,7 @@ pub mod engine;
 pub mod flavors;
 pub mod it_status;
 pub mod leader;
+pub mod ledger;
 pub mod node_devices;
 pub mod node_facts;
 pub mod node_labels;

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 
 use gpustack_api::{
     Manufacturer,
-    devices::{AcceleratorAllocation, AllocationMode, Devices, UNITS_PER_ACCELERATOR},
+    devices::{AllocationMode, Devices, UNITS_PER_ACCELERATOR},
     kueue::{PodSet, PodSetAssignment, Workload},
     labels::HOSTNAME,
 };
 use k8s_openapi::api::core::v1::PodSpec;
 
-use super::{Resolve, capacity::profile_spelling};
+use super::{Resolve, capacity::profile_spelling, ledger};
 
 pub const READY: &str = "Ready";
 pub const RETRY: &str = "Retry";
@@ -116,45 +116,22 @@ struct Card {
 }
 
 fn cards(devices: &Devices) -> Vec<Card> {
-    let mut out = Vec::new();
-    for g in &devices.spec.groups {
-        let ledger = devices.status.as_ref().and_then(|s| {
-            s.groups
+    ledger::cards(devices)
+        .into_iter()
+        .filter(|c| !c.unhealthy())
+        .map(|c| Card {
+            manufacturer: c.group.manufacturer,
+            mode: c.mode,
+            remaining: c.remaining,
+            free_slot: c.free_slot(),
+            sliceable: c.card.status.logical_sliced.is_some() && !c.partitioned(),
+            profiles: c
+                .profiles
                 .iter()
-                .find(|l| l.id == g.id && l.manufacturer == g.manufacturer)
-        });
-        for c in g.accelerators.iter().filter(|c| !c.status.unhealthy) {
-            let a: Option<&AcceleratorAllocation> =
-                ledger.and_then(|l| l.accelerators.iter().find(|a| a.id == c.id));
-            let slots = c.status.logical_sliced.as_ref().map_or(0, |l| l.count);
-            let used = a.and_then(|a| a.allocated_slices).unwrap_or(0) as i32;
-            let profiles = match (&c.status.physical_sliced, a) {
-                (Some(_), Some(a))
-                    if !a.remaining_profiles.is_empty() || !a.allocated_profiles.is_empty() =>
-                {
-                    a.remaining_profiles
-                        .iter()
-                        .map(|p| (profile_spelling(g.manufacturer, &p.name), p.count))
-                        .collect()
-                }
-                (Some(p), _) => p
-                    .profiles
-                    .iter()
-                    .map(|p| (profile_spelling(g.manufacturer, &p.name), p.count))
-                    .collect(),
-                _ => BTreeMap::new(),
-            };
-            out.push(Card {
-                manufacturer: g.manufacturer,
-                mode: a.map_or(AllocationMode::None, |a| a.mode),
-                remaining: a.map_or(UNITS_PER_ACCELERATOR, |a| a.remaining),
-                free_slot: used < slots,
-                sliceable: c.status.logical_sliced.is_some() && c.status.physical_sliced.is_none(),
-                profiles,
-            });
-        }
-    }
-    out
+                .map(|(name, (_, left))| (profile_spelling(c.group.manufacturer, name), *left))
+                .collect(),
+        })
+        .collect()
 }
 
 /// Holds `n` unpartitioned cards that `eligible` accepts; how many were eligible when too few.

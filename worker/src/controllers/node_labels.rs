@@ -12,7 +12,7 @@ use gpustack_api::{
     },
 };
 
-use super::{chain_settings::ChainSettings, node_facts::NodeFacts};
+use super::{chain_settings::ChainSettings, ledger, node_facts::NodeFacts};
 
 /// Units a card must have free to host one more share.
 const SHARE: u64 = UNITS_PER_ACCELERATOR / 10;
@@ -20,35 +20,18 @@ const SHARE: u64 = UNITS_PER_ACCELERATOR / 10;
 /// Per accelerator group of the node: the most free units on one sliceable card that still
 /// has a slot, and how many cards have a free share.
 pub fn fit(devices: &Devices) -> BTreeMap<String, (u64, u64)> {
-    let mut out = BTreeMap::new();
-    for group in &devices.spec.groups {
-        let key = format!("{}-{}", group.manufacturer.as_str(), group.id);
-        let ledger = devices.status.as_ref().and_then(|s| {
-            s.groups
-                .iter()
-                .find(|g| g.id == group.id && g.manufacturer == group.manufacturer)
-        });
-        let (mut max_units, mut shared) = (0u64, 0u64);
-        for card in group.accelerators.iter().filter(|c| !c.status.unhealthy) {
-            let alloc = ledger.and_then(|l| l.accelerators.iter().find(|a| a.id == card.id));
-            let (mode, remaining, slices) = alloc
-                .map_or((AllocationMode::None, UNITS_PER_ACCELERATOR, 0), |a| {
-                    (a.mode, a.remaining, a.allocated_slices.unwrap_or(0))
-                });
-            if card.status.physical_sliced.is_some() {
-                continue;
-            }
-            if let Some(l) = &card.status.logical_sliced
-                && matches!(mode, AllocationMode::None | AllocationMode::Sliced)
-                && (slices as i32) < l.count
-            {
-                max_units = max_units.max(remaining);
-            }
-            if matches!(mode, AllocationMode::None | AllocationMode::Shared) && remaining >= SHARE {
-                shared += 1;
-            }
+    let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for c in ledger::cards(devices) {
+        let entry = out.entry(c.key()).or_default();
+        if c.unhealthy() || c.partitioned() {
+            continue;
         }
-        out.insert(key, (max_units, shared));
+        if c.free_slot() && matches!(c.mode, AllocationMode::None | AllocationMode::Sliced) {
+            entry.0 = entry.0.max(c.remaining);
+        }
+        if matches!(c.mode, AllocationMode::None | AllocationMode::Shared) && c.remaining >= SHARE {
+            entry.1 += 1;
+        }
     }
     out
 }
