@@ -550,11 +550,8 @@ async fn the_chain_follows_nodes_cards_settings_and_namespaces() {
     )
     .await;
     let secrets: Api<Secret> = Api::namespaced(c.clone(), "gpustack-system");
-    let flip = |v: &str| {
-        use base64::Engine;
-        let encoded = base64::engine::general_purpose::STANDARD.encode(v);
-        json!({"data": {"instance-type-mixed-on-node": encoded}})
-    };
+    // Written as people write Secrets: `stringData`, which the cluster folds into `data`.
+    let flip = |v: &str| json!({"stringData": {"instance-type-mixed-on-node": v}});
     secrets
         .patch(
             "gpustack-settings",

@@ -113,6 +113,31 @@ pub fn check_type(def: &ResourceDef, version: &str, obj: &mut Value) -> Result<(
     Ok(())
 }
 
+/// A Secret's `stringData` folded into `data` (base64), as Kubernetes does on every write:
+/// `stringData` is write-only and wins over `data` for the same key.
+fn fold_string_data(def: &ResourceDef, obj: &mut Value) {
+    use base64::Engine;
+    if !def.group.is_empty() || def.kind != "Secret" {
+        return;
+    }
+    let Some(Value::Object(strings)) = obj.as_object_mut().and_then(|o| o.remove("stringData"))
+    else {
+        return;
+    };
+    let data = obj
+        .as_object_mut()
+        .map(|o| o.entry("data").or_insert_with(|| json!({})));
+    if let Some(Value::Object(data)) = data {
+        for (k, v) in strings {
+            let text = v.as_str().unwrap_or_default();
+            data.insert(
+                k,
+                json!(base64::engine::general_purpose::STANDARD.encode(text)),
+            );
+        }
+    }
+}
+
 /// Everything a new object gets: name (from `generateName` if needed), namespace, uid,
 /// creationTimestamp, generation 1. Status is dropped for custom kinds with a status
 /// subresource.
@@ -126,6 +151,7 @@ pub fn prepare_create(
     now: jiff::Timestamp,
 ) -> Result<Value, ApiError> {
     check_type(def, version, &mut obj)?;
+    fold_string_data(def, &mut obj);
     let kind = def.kind.clone();
     let meta = meta_mut(&mut obj);
     if def.namespaced {
@@ -212,6 +238,7 @@ pub fn prepare_update(
     status_endpoint: bool,
 ) -> Result<Value, ApiError> {
     check_type(def, version, &mut new)?;
+    fold_string_data(def, &mut new);
     let name = name_of(current).to_owned();
     let new_name = name_of(&new).to_owned();
     if !new_name.is_empty() && new_name != name {
@@ -510,6 +537,19 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn secret_string_data_is_folded_into_data() {
+        let def = builtins()
+            .into_iter()
+            .find(|d| d.plural == "secrets")
+            .unwrap();
+        let obj = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "new"}});
+        let made = prepare_create(&def, "v1", Some("default"), obj, "u", "x", now()).unwrap();
+        assert_eq!(made["data"], json!({"a": "eA==", "b": "bmV3"}));
+        assert!(made.get("stringData").is_none());
     }
 
     #[test]
