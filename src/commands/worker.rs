@@ -35,6 +35,7 @@ fn config(args: &WorkerArgs) -> run::Config {
             drain_timeout: Duration::from_secs(10),
             ..Limits::default()
         },
+        model_manager_service_account: args.model_manager_service_account.clone(),
     }
 }
 

@@ -46,6 +46,8 @@ pub struct Config {
     /// cluster reaches it on loopback, a real one through its Pods).
     pub reach: Option<Reach>,
     pub limits: Limits,
+    /// The only service account that may write NodeModelStore status.
+    pub model_manager_service_account: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +68,8 @@ pub enum WorkerError {
     },
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
+    #[error(transparent)]
+    Admission(#[from] crate::admission::server::StartError),
     #[error("asking the cluster its version: {0}")]
     Version(#[source] kube::Error),
 }
@@ -181,6 +185,17 @@ pub async fn run(
         ready: ready.clone(),
     });
 
+    let webhooks = crate::admission::Admission::start(
+        client.clone(),
+        &crate::admission::Options {
+            system_namespace: ns.clone(),
+            model_manager_service_account: config.model_manager_service_account.clone(),
+        },
+        server.metrics.registry(),
+        |var| std::env::var(var).ok(),
+        stop.clone(),
+    )?;
+
     // Listening before the install creates the APIServices: the cluster checks them at once,
     // and a first check that finds nobody would leave the API unavailable until the next one.
     let tcp = TcpListener::bind(config.bind)
@@ -222,7 +237,7 @@ pub async fn run(
             tcp,
             tls: TlsAcceptor::from(tls),
         },
-        router: api::router(server),
+        router: api::router(server).merge(crate::admission::router(webhooks)),
     };
     serve::serve(vec![endpoint], config.limits, stop, || {}).await;
     installer.abort();

@@ -28,7 +28,8 @@ pub fn default(it: &Value) -> Value {
         *labels = json!({});
     }
     labels[gpustack_api::labels::ACCELERATABLE] = json!(acceleratable.to_string());
-    if !name.is_empty() {
+    // The controllers may have named the entrance already; a default never overrides them.
+    if !name.is_empty() && labels.get(QUEUE_ENTRANCE).is_none() {
         labels[QUEUE_ENTRANCE] = json!(names::local_queue_name(&name));
     }
     out
@@ -162,8 +163,12 @@ mod tests {
             kept["metadata"]["labels"]["feature.gpustack.ai/acceleratable"],
             "false"
         );
-        // Defaulting twice changes nothing more.
+        // Defaulting twice changes nothing more; an entrance already named is kept.
         assert_eq!(default(&out), out);
+        let named = default(
+            &json!({"metadata": {"name": "x", "labels": {QUEUE_ENTRANCE: "q"}}, "spec": {}}),
+        );
+        assert_eq!(named["metadata"]["labels"][QUEUE_ENTRANCE], "q");
     }
 
     #[test]
