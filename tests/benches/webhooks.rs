@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use gpustack_tests::{
     bench::{self, Figure, env_usize, median, percentile},
     embedded::{GatewayProcess, free_port},
-    worker::WorkerProcess,
+    worker::{WorkerProcess, local_queue_name as entrance},
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
@@ -32,16 +32,6 @@ use kube::{
     core::GroupVersionKind,
 };
 use serde_json::json;
-
-/// The LocalQueue name fronting ClusterQueue `name` (FNV-1a 64, as the worker names it).
-fn entrance(name: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("gpustack-fnv64-{h:016x}")
-}
 
 fn pod(name: &str, queue: Option<&str>) -> Pod {
     let mut p = json!({

@@ -7,24 +7,13 @@ mod webhook;
 
 use gpustack_tests::{
     embedded::{DEADLINE, GatewayProcess, wait_until},
-    worker::WorkerProcess,
+    worker::{WorkerProcess, local_queue_name as entrance},
 };
 use serde_json::{Value, json};
 
 const IT: &str = "instancetypes.v1alpha1.worker.gpustack.ai";
 const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
 const SLICED: &str = "nvidia.com/gpu.sliced";
-
-/// The LocalQueue name fronting ClusterQueue `name`, computed here independently
-/// (`gpustack-fnv64-` and the FNV-1a 64 of the name).
-fn entrance(name: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("gpustack-fnv64-{h:016x}")
-}
 
 struct Cluster {
     dir: tempfile::TempDir,
