@@ -64,6 +64,23 @@ impl Cluster {
         self.refused(name, &pod(name, Some(queue), limits))
     }
 
+    /// Writes one setting straight into the Settings Secret.
+    fn setting(&self, name: &str, value: &str) {
+        use base64::Engine;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+        let patch = json!({"data": {name: encoded}}).to_string();
+        self.gw.kubectl_ok(&[
+            "patch",
+            "secret",
+            "-n",
+            "gpustack-system",
+            "gpustack-settings",
+            "--type=merge",
+            "-p",
+            &patch,
+        ]);
+    }
+
     fn get_json(&self, args: &[&str]) -> Value {
         let mut all = args.to_vec();
         all.extend(["-o", "json"]);
@@ -125,6 +142,16 @@ fn pod_with(name: &str, queue: Option<&str>, containers: Value, init: Value) -> 
         p["metadata"]["labels"][QUEUE_LABEL] = json!(q);
     }
     p
+}
+
+/// Asserts that kubectl's error output `err` says `what`.
+#[track_caller]
+fn says(err: &str, what: impl AsRef<str>) {
+    assert!(
+        err.contains(what.as_ref()),
+        "expected {:?} in:\n{err}",
+        what.as_ref()
+    );
 }
 
 /// The value of `gpustack_worker_admission_total` with these labels, if it was counted.
@@ -199,7 +226,10 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
         &json!({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "InstanceType", "metadata": {"name": "bad"},
                 "spec": {"acceleratable": true, "os": "linux", "arch": "amd64", "unitResources": {"cpu": "1", "ram": "16gi"}, "localStorage": "1Gi"}}),
     );
-    assert!(err.contains("admission webhook \"instancetype.validation.worker.gpustack.ai\" denied the request: InstanceType \"bad\" is invalid: [spec.acceleratorGroup: Required value: an acceleratable instance type needs its accelerator group (<manufacturer>-<groupID>), spec.unitResources.ram: Invalid value: \"16gi\": must be a positive whole number of Gi, like 16Gi]"), "{err}");
+    says(
+        &err,
+        "admission webhook \"instancetype.validation.worker.gpustack.ai\" denied the request: InstanceType \"bad\" is invalid: [spec.acceleratorGroup: Required value: an acceleratable instance type needs its accelerator group (<manufacturer>-<groupID>), spec.unitResources.ram: Invalid value: \"16gi\": must be a positive whole number of Gi, like 16Gi]",
+    );
     let err = c.gw.kubectl_err(&[
         "patch",
         IT,
@@ -208,9 +238,9 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
         "-p",
         r#"{"spec":{"os":"windows"}}"#,
     ]);
-    assert!(
-        err.contains("spec: Forbidden: is immutable except displayName, description and inactive"),
-        "{err}"
+    says(
+        &err,
+        "spec: Forbidden: is immutable except displayName, description and inactive",
     );
     c.gw.kubectl_ok(&[
         "patch",
@@ -421,22 +451,23 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
         &q,
         json!({SLICED: "1", "nvidia.com/gpu.sliced.memory-mib": "90000"}),
     );
-    assert!(
-        err.contains("admission webhook \"pod.mutation.worker.gpustack.ai\" denied the request"),
-        "{err}"
+    says(
+        &err,
+        "admission webhook \"pod.mutation.worker.gpustack.ai\" denied the request",
     );
-    assert!(
-        err.contains(
-            "nvidia.com/gpu.sliced.memory-mib must not exceed the per-card VRAM (81920 MiB)"
-        ),
-        "{err}"
+    says(
+        &err,
+        "nvidia.com/gpu.sliced.memory-mib must not exceed the per-card VRAM (81920 MiB)",
     );
     let err = c.refused_pod(
         "no-profile",
         &q,
         json!({"nvidia.com/gpu.partitioned": "1", "nvidia.com/gpu.partitioned.mig-7g.80gb": "1"}),
     );
-    assert!(err.contains("partition profile \"mig-7g.80gb\" is not offered by the target pool (instance type h100)"), "{err}");
+    says(
+        &err,
+        "partition profile \"mig-7g.80gb\" is not offered by the target pool (instance type h100)",
+    );
     let err = c.refused(
         "no-pool",
         &pod(
@@ -445,9 +476,9 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
             sliced_pct("1"),
         ),
     );
-    assert!(
-        err.contains("no instance type fronts local queue gpustack-fnv64-0000000000000000"),
-        "{err}"
+    says(
+        &err,
+        "no instance type fronts local queue gpustack-fnv64-0000000000000000",
     );
     c.instance_type("fresh", None);
     let err = c.refused_pod(
@@ -455,10 +486,7 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
         &entrance("fresh"),
         json!({SLICED: "1", "nvidia.com/gpu.sliced.memory-mib": "100"}),
     );
-    assert!(
-        err.contains("Error from server (ServiceUnavailable)"),
-        "{err}"
-    );
+    says(&err, "Error from server (ServiceUnavailable)");
     assert!(
         err.contains(
             "instance type fresh is not ready yet (the card's memory is not known); retry"
@@ -686,16 +714,7 @@ fn workloads_are_pinned_and_failure_policies_hold_when_the_worker_is_down() {
     assert_eq!(workload_expressions(&c, "wl-other"), Value::Null);
 
     // Off with the setting (the worker follows the Settings Secret).
-    c.gw.kubectl_ok(&[
-        "patch",
-        "secret",
-        "-n",
-        "gpustack-system",
-        "gpustack-settings",
-        "--type=merge",
-        "-p",
-        r#"{"data":{"workload-fit-affinity":"ZmFsc2U="}}"#,
-    ]);
+    c.setting("workload-fit-affinity", "false");
     wait_until("the fit pin to be off", DEADLINE, || {
         let name = format!(
             "wl-off-{}",
@@ -718,13 +737,104 @@ fn workloads_are_pinned_and_failure_policies_hold_when_the_worker_is_down() {
         &q,
         json!({SLICED: "1", "nvidia.com/gpu.sliced.memory-percentage": "10"}),
     );
-    assert!(
-        err.contains("failed calling webhook \"pod.mutation.worker.gpustack.ai\""),
-        "{err}"
+    says(
+        &err,
+        "failed calling webhook \"pod.mutation.worker.gpustack.ai\"",
     );
     c.create_ok(
         "wl-down",
         &workload("wl-down", &q, json!({"nvidia.com/gpu.shared": "2"})),
     );
     assert_eq!(workload_expressions(&c, "wl-down"), Value::Null);
+}
+
+fn instance(name: &str, resources: Value, privileged: bool) -> Value {
+    json!({
+        "apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Instance",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"instanceType": "h100", "resources": resources, "privileged": privileged},
+    })
+}
+
+#[test]
+fn instances_fit_their_pool_and_privileges_follow_the_settings() {
+    let c = Cluster::start();
+    let _worker = c.worker();
+    let mut status = h100_status("h100");
+    status["accelerator"] = json!({"onceMaxRequest": 8, "remaining": 8, "capacity": 8});
+    status["acceleratorSliced"] = json!({"onceMaxRequest": 100, "remaining": 800, "capacity": 800});
+    c.instance_type("h100", Some(status));
+
+    // Defaulted: a slice is one card with all its cores' time.
+    c.create_ok(
+        "slice",
+        &instance(
+            "slice",
+            json!({"acceleratorSlicedMemoryPercentage": 25}),
+            false,
+        ),
+    );
+    let got = c.get_json(&["get", "instances.v1alpha1.worker.gpustack.ai", "slice"]);
+    assert_eq!(
+        got["spec"]["resources"],
+        json!({"accelerator": 1, "acceleratorSlicedCoresPercentage": 100, "acceleratorSlicedMemoryPercentage": 25})
+    );
+    c.create_ok(
+        "two",
+        &instance("two", json!({"accelerator": 2, "ram": "128Gi"}), false),
+    );
+
+    let denied =
+        "admission webhook \"instance.validation.worker.gpustack.ai\" denied the request: Instance";
+    let cases = [
+        (
+            "both",
+            json!({"acceleratorSlicedMemoryPercentage": 25, "acceleratorPartitionedProfile": "1g.10gb"}),
+            false,
+            "spec.resources.acceleratorPartitionedProfile: Forbidden: a hardware partition and a logical slice percentage are mutually exclusive",
+        ),
+        (
+            "unoffered",
+            json!({"acceleratorPartitionedProfile": "7g.80gb"}),
+            false,
+            "partition profile \"7g.80gb\" is not offered by instance type h100; offered: [1g.10gb, 3g.40gb]",
+        ),
+        (
+            "too-many",
+            json!({"accelerator": 9}),
+            false,
+            "spec.resources.accelerator: Invalid value: \"9\": must be from 1 to the pool's capacity of 8 cards",
+        ),
+        (
+            "too-much-ram",
+            json!({"accelerator": 1, "ram": "65Gi"}),
+            false,
+            "spec.resources.ram: Invalid value: \"65Gi\": must not exceed the unit's memory times the units taken",
+        ),
+        (
+            "privileged",
+            json!({"accelerator": 1}),
+            true,
+            "spec.privileged: Forbidden: privileged instances are not allowed (setting instance-privileged-allowed)",
+        ),
+    ];
+    for (name, resources, privileged, message) in &cases {
+        let err = c.refused(name, &instance(name, resources.clone(), *privileged));
+        assert!(
+            err.contains(&format!("{denied} \"{name}\" is invalid: ")),
+            "{name}: {err}"
+        );
+        assert!(err.contains(message), "{name}: {err}");
+    }
+
+    // Allowed once the setting says so (the worker follows the Settings Secret).
+    c.setting("instance-privileged-allowed", "true");
+    wait_until("privileged instances to be allowed", DEADLINE, || {
+        c.create(
+            "privileged",
+            &instance("privileged", json!({"accelerator": 1}), true),
+        )
+        .0
+        .then_some(())
+    });
 }

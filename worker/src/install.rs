@@ -257,7 +257,7 @@ mod tests {
                 .iter()
                 .filter(|k| **k == "CustomResourceDefinition")
                 .count(),
-            4
+            5
         );
         let apis: Vec<&Desired> = objs
             .iter()

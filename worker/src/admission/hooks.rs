@@ -9,16 +9,20 @@ pub enum Hook {
     PodValidate,
     InstanceTypeMutate,
     InstanceTypeValidate,
+    InstanceMutate,
+    InstanceValidate,
     WorkloadMutate,
     ModelStoreStatus,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 6] = [
+    pub const ALL: [Hook; 8] = [
         Hook::PodMutate,
         Hook::PodValidate,
         Hook::InstanceTypeMutate,
         Hook::InstanceTypeValidate,
+        Hook::InstanceMutate,
+        Hook::InstanceValidate,
         Hook::WorkloadMutate,
         Hook::ModelStoreStatus,
     ];
@@ -29,6 +33,8 @@ impl Hook {
             Hook::PodValidate => "/validate-gpustack-worker-core-v1-pod",
             Hook::InstanceTypeMutate => "/mutate-worker-gpustack-ai-v1alpha1-instancetype",
             Hook::InstanceTypeValidate => "/validate-worker-gpustack-ai-v1alpha1-instancetype",
+            Hook::InstanceMutate => "/mutate-worker-gpustack-ai-v1alpha1-instance",
+            Hook::InstanceValidate => "/validate-worker-gpustack-ai-v1alpha1-instance",
             Hook::WorkloadMutate => "/mutate-kueue-x-k8s-io-v1beta2-workload",
             Hook::ModelStoreStatus => "/validate-worker-gpustack-ai-v1alpha1-nodemodelstore-status",
         }
@@ -41,6 +47,8 @@ impl Hook {
             Hook::PodValidate => "pod.validation.worker.gpustack.ai",
             Hook::InstanceTypeMutate => "instancetype.mutation.worker.gpustack.ai",
             Hook::InstanceTypeValidate => "instancetype.validation.worker.gpustack.ai",
+            Hook::InstanceMutate => "instance.mutation.worker.gpustack.ai",
+            Hook::InstanceValidate => "instance.validation.worker.gpustack.ai",
             Hook::WorkloadMutate => "workload.mutation.worker.gpustack.ai",
             Hook::ModelStoreStatus => "nodemodelstore-status.validation.worker.gpustack.ai",
         }
@@ -49,7 +57,10 @@ impl Hook {
     pub fn mutating(self) -> bool {
         matches!(
             self,
-            Hook::PodMutate | Hook::InstanceTypeMutate | Hook::WorkloadMutate
+            Hook::PodMutate
+                | Hook::InstanceTypeMutate
+                | Hook::InstanceMutate
+                | Hook::WorkloadMutate
         )
     }
 
@@ -84,6 +95,9 @@ impl Hook {
             }),
             Hook::InstanceTypeMutate | Hook::InstanceTypeValidate => json!({
                 "rules": rule(group, "v1alpha1", "instancetypes", &["CREATE", "UPDATE"], "Cluster"),
+            }),
+            Hook::InstanceMutate | Hook::InstanceValidate => json!({
+                "rules": rule(group, "v1alpha1", "instances", &["CREATE", "UPDATE"], "Namespaced"),
             }),
             Hook::WorkloadMutate => json!({
                 "rules": rule(gpustack_api::kueue::GROUP, gpustack_api::kueue::VERSION, "workloads", &["CREATE", "UPDATE"], "Namespaced"),
@@ -210,10 +224,10 @@ mod tests {
             pod["objectSelector"]["matchExpressions"][0]["operator"],
             "Exists"
         );
-        assert_eq!(mutation["webhooks"].as_array().unwrap().len(), 3);
-        assert_eq!(validation["webhooks"].as_array().unwrap().len(), 3);
+        assert_eq!(mutation["webhooks"].as_array().unwrap().len(), 4);
+        assert_eq!(validation["webhooks"].as_array().unwrap().len(), 4);
         assert_eq!(
-            validation["webhooks"][2]["rules"][0]["resources"],
+            validation["webhooks"][3]["rules"][0]["resources"],
             json!(["nodemodelstores/status"])
         );
     }

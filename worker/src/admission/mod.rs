@@ -3,12 +3,13 @@
 //! defaulting and validation, the Workload fit pin and the NodeModelStore status guard.
 //!
 //! The rules are pure functions over plain types ([`pod_requests`], [`pod_validate`],
-//! [`pod_mutate`], [`instance_type`], [`workload_pin`], [`model_store_guard`]); what a webhook
+//! [`pod_mutate`], [`instance_type`], [`instance`], [`workload_pin`], [`model_store_guard`]); what a webhook
 //! decides is a [`verdict`], named by one [`reasons::Reason`]. [`server`] answers the reviews
 //! on the worker's HTTPS port; [`hooks`] lists what is served and registered.
 
 pub mod affinity;
 pub mod hooks;
+pub mod instance;
 pub mod instance_type;
 pub mod metrics;
 pub mod model_store_guard;

@@ -58,6 +58,13 @@ impl Quantity {
             .flatten()
     }
 
+    /// The amount `n` times over.
+    pub fn times(self, n: i64) -> Option<Self> {
+        self.nanos
+            .checked_mul(i128::from(n))
+            .map(|nanos| Quantity { nanos })
+    }
+
     /// Whether the amount is exactly `n`.
     pub fn is(self, n: i64) -> bool {
         self.nanos == i128::from(n) * NANO

@@ -40,7 +40,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::{
     hooks::Hook,
-    instance_type as it_rules,
+    instance as instance_rules, instance_type as it_rules,
     metrics::{self, AdmissionMetrics},
     model_store_guard::{self, Writer},
     pod_mutate::{self, Pool},
@@ -207,11 +207,65 @@ impl Admission {
         Ok(listed.items.into_iter().next())
     }
 
-    fn fit_affinity(&self) -> bool {
+    /// Whether a boolean setting is on (its default when the Secret does not say).
+    fn setting_on(&self, name: &str) -> bool {
         let values = self.settings.borrow();
-        settings::catalog::find("workload-fit-affinity")
-            .map(|d| settings::view::value_of(&values, d) != "false")
-            .unwrap_or(true)
+        settings::catalog::find(name)
+            .is_some_and(|d| settings::view::value_of(&values, d) == "true")
+    }
+
+    fn fit_affinity(&self) -> bool {
+        self.setting_on("workload-fit-affinity")
+    }
+
+    async fn instance(&self, req: &AdmissionRequest<DynamicObject>, object: &Value) -> Decision {
+        let spec = match serde_json::from_value::<gpustack_api::instance::InstanceSpec>(
+            object["spec"].clone(),
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                return Decision::Deny(Refusal::bad_request(
+                    Reason::MalformedReview,
+                    format!("reading the Instance: {e}"),
+                ));
+            }
+        };
+        let cached = self
+            .pools
+            .state()
+            .into_iter()
+            .find(|it| it.metadata.name.as_deref() == Some(spec.instance_type.as_str()));
+        let pool = match cached {
+            Some(it) => Some((*it).clone()),
+            None if spec.instance_type.is_empty() => None,
+            None => match Api::<InstanceType>::all(self.client.clone())
+                .get_opt(&spec.instance_type)
+                .await
+            {
+                Ok(it) => it,
+                Err(e) => {
+                    return Decision::Deny(Refusal::retry(
+                        Reason::LookupFailed,
+                        format!(
+                            "instance type {} could not be read ({e}); retry",
+                            spec.instance_type
+                        ),
+                    ));
+                }
+            },
+        };
+        let allowed = instance_rules::Privileges {
+            privileged: self.setting_on("instance-privileged-allowed"),
+            host_path: self.setting_on("instance-host-path-volume-allowed"),
+        };
+        match Refusal::invalid(
+            "Instance",
+            &name_of(req, object),
+            instance_rules::validate(&spec, pool.as_ref(), allowed),
+        ) {
+            Some(r) => Decision::Deny(r),
+            None => Decision::Allow(Reason::Admitted),
+        }
     }
 
     async fn decide(
@@ -234,6 +288,10 @@ impl Admission {
                 Decision::Mutate(Reason::Defaulted, it_rules::default(object))
             }
             Hook::InstanceTypeValidate => instance_type(req, object),
+            Hook::InstanceMutate => {
+                Decision::Mutate(Reason::Defaulted, instance_rules::default(object))
+            }
+            Hook::InstanceValidate => self.instance(req, object).await,
             Hook::WorkloadMutate => self.workload(req, object).await,
             Hook::ModelStoreStatus => self.model_store_status(req).await,
         }
