@@ -20,3 +20,35 @@ pub const MODEL_CSI_DRIVER: &str = "model.csi.gpustack.ai";
 /// API groups.
 pub const WORKER_GROUP: &str = "worker.gpustack.ai";
 pub const GPUSTACK_GROUP: &str = "gpustack.ai";
+
+/// Node feature labels of the CPU: `<prefix><cpu manufacturer>`, `<prefix><gKey>` and
+/// `<prefix><gKey>.count`.
+pub const GENERAL_PREFIX: &str = "general.feature.gpustack.ai/";
+/// On CPU-only nodes while pools do not mix (`instance-type-mixed-on-node=false`).
+pub const CPU_ONLY: &str = "feature.gpustack.ai/cpu-only";
+/// The node's topology profile (`fnv64-<hash>`), also on its `Devices` and flavors.
+pub const TOPOLOGY_PROFILE: &str = "topology.gpustack.ai/profile";
+/// Fit labels on the Node, per accelerator group: the most free units on one sliceable card,
+/// and how many cards have a free share.
+pub const FIT_SLICED_PREFIX: &str = "sliced-max-free-units.fit.gpustack.ai/";
+pub const FIT_SHARED_PREFIX: &str = "shared-free-cards.fit.gpustack.ai/";
+/// What derived an object: `nodes` (flavors) or `instancetypes` (queues).
+pub const RESOURCE_TYPE: &str = "resource.gpustack.ai/type";
+/// Annotation prefix of the facts a flavor notes about its hardware.
+pub const NOTE_PREFIX: &str = "note.gpustack.ai/";
+/// On an InstanceType: the LocalQueue name Pods use to reach it.
+pub const QUEUE_ENTRANCE: &str = "schedule.gpustack.ai/queue-entrance";
+/// On a LocalQueue: the full name of its ClusterQueue.
+pub const QUEUE: &str = "schedule.gpustack.ai/queue";
+/// On an InstanceType the worker derived from nodes.
+pub const DERIVED_FROM_NODE: &str = "schedule.gpustack.ai/derived-from-node";
+/// On a ClusterQueue held only because it has no flavors yet.
+pub const EMPTY_PLAN_HOLD: &str = "topology.gpustack.ai/empty-plan-hold";
+/// Finalizer of the objects whose teardown the worker runs.
+pub const CONTROLLED: &str = "gpustack.ai/controlled";
+/// Well-known node labels.
+pub const OS: &str = "kubernetes.io/os";
+pub const ARCH: &str = "kubernetes.io/arch";
+pub const HOSTNAME: &str = "kubernetes.io/hostname";
+/// Credits of one whole accelerator in Kueue's quota (equal to the unit grid).
+pub const CREDITS_PREFIX: &str = "credits.gpustack.ai/";

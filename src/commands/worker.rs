@@ -4,7 +4,11 @@
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use gpustack_kube_rest::serve::Limits;
-use gpustack_worker::{auth::delegated::Ttls, install, names, run};
+use gpustack_worker::{
+    auth::delegated::Ttls,
+    controllers::{engine::Tuning, leader::LeaseConfig},
+    install, names, run,
+};
 use tokio::sync::watch;
 
 use super::{
@@ -36,7 +40,27 @@ fn config(args: &WorkerArgs) -> run::Config {
             ..Limits::default()
         },
         model_manager_service_account: args.model_manager_service_account.clone(),
+        controllers: run::ControllersConfig {
+            election: args.leader.kube_leader_election.then(|| LeaseConfig {
+                namespace: String::new(),
+                name: args.leader.kube_leader_election_id.clone(),
+                identity: identity(),
+                lease_duration: args.leader.kube_leader_lease.0,
+                renew_deadline: args.leader.kube_leader_renew_timeout.0,
+                retry_period: Duration::from_secs(2),
+            }),
+            tuning: Tuning::default(),
+        },
     }
+}
+
+/// This replica's name in the Lease: the Pod's name where there is one, else the host, with
+/// the process id so two processes on one host differ.
+fn identity() -> String {
+    let host = std::env::var("KUBERNETES_POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "worker".to_owned());
+    format!("{host}_{}", std::process::id())
 }
 
 pub fn run(args: WorkerArgs) -> ExitCode {

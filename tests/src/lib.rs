@@ -5,6 +5,7 @@ pub mod bench;
 pub mod docker;
 pub mod embedded;
 pub mod hub;
+pub mod inventory;
 pub mod kubelet;
 pub mod machines;
 pub mod prometheus;

@@ -61,7 +61,13 @@ pub fn desired(system_namespace: &str, reach: &Reach, ca_pem: &str) -> Vec<Desir
             "metadata": {"name": system_namespace, "labels": labels},
         }),
     }];
-    for crd in gpustack_api::crds::all() {
+    // An embedded cluster has no Kueue: the worker brings the Kueue kinds it reads and writes.
+    // On a real cluster Kueue owns them and they are never touched.
+    let kueue = match reach {
+        Reach::Loopback { .. } => gpustack_api::crds::kueue(),
+        Reach::Pods { .. } => Vec::new(),
+    };
+    for crd in gpustack_api::crds::all().into_iter().chain(kueue) {
         out.push(Desired {
             resource: resource(
                 "apiextensions.k8s.io",

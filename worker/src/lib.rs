@@ -12,6 +12,7 @@ pub mod admission;
 pub mod api;
 pub mod audit;
 pub mod auth;
+pub mod controllers;
 pub mod install;
 pub mod local_node;
 pub mod names;

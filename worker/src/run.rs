@@ -46,8 +46,18 @@ pub struct Config {
     /// cluster reaches it on loopback, a real one through its Pods).
     pub reach: Option<Reach>,
     pub limits: Limits,
+    /// How the controllers run: election, tuning.
+    pub controllers: ControllersConfig,
     /// The only service account that may write NodeModelStore status.
     pub model_manager_service_account: String,
+}
+
+/// The controllers' part of the configuration.
+#[derive(Clone, Debug)]
+pub struct ControllersConfig {
+    /// `None` runs them without leader election.
+    pub election: Option<crate::controllers::leader::LeaseConfig>,
+    pub tuning: crate::controllers::engine::Tuning,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -232,6 +242,23 @@ pub async fn run(
         })
     };
 
+    let controllers = {
+        let mut election = config.controllers.election.clone();
+        if let Some(e) = election.as_mut() {
+            e.namespace = ns.clone();
+        }
+        let cfg = crate::controllers::Config {
+            system_namespace: ns.clone(),
+            election,
+            resolve: std::sync::Arc::new(|m: gpustack_api::Manufacturer| {
+                m.resolve(|v| std::env::var(v).ok())
+            }),
+            tuning: config.controllers.tuning.clone(),
+            counters: Default::default(),
+        };
+        tokio::spawn(crate::controllers::run(client.clone(), cfg, stop.clone()))
+    };
+
     let endpoint = Endpoint {
         listener: Listener::Tls {
             tcp,
@@ -241,5 +268,7 @@ pub async fn run(
     };
     serve::serve(vec![endpoint], config.limits, stop, || {}).await;
     installer.abort();
+    // The controllers hand the Lease over on stop; give them the moment it takes.
+    let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;
     Ok(())
 }

@@ -1,0 +1,721 @@
+//! The worker's controllers end to end: the real `worker` binary against an embedded cluster,
+//! fed Nodes and `Devices` shaped like real GPU machines (tests/src/inventory.rs), building the
+//! Kueue chain and keeping it true as nodes, cards, settings and namespaces change.
+
+use std::{collections::BTreeSet, future::Future, time::Duration};
+
+use gpustack_api::{
+    instance_type::InstanceType,
+    kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology, Workload},
+};
+use gpustack_tests::{
+    embedded::GatewayProcess,
+    inventory::{A100_MIG, H100, Machine, RX7800XT},
+    worker::WorkerProcess,
+};
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{Namespace, Node, Secret},
+};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(60);
+const M: u64 = 1_600_000;
+
+/// FNV-1a 64, written here independently of the code under test.
+fn fnv1a(text: &str) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    format!("{h:016x}")
+}
+
+fn local_queue(cq: &str) -> String {
+    format!("gpustack-fnv64-{}", fnv1a(cq))
+}
+
+fn hostname_profile() -> String {
+    format!("fnv64-{}", fnv1a("kubernetes.io/hostname"))
+}
+
+/// Polls `check` until it gives a value, failing after `WAIT` with the last observation.
+async fn eventually<T, F, Fut>(what: &str, worker: &WorkerProcess, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let start = std::time::Instant::now();
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(last) if start.elapsed() > WAIT => {
+                panic!(
+                    "timed out waiting for {what}; last seen: {last}\nworker log:\n{}",
+                    worker.log()
+                )
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+async fn client(gw: &GatewayProcess) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(gw.kubeconfig()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// Writes the machine as the kubelet and the device manager would.
+async fn put(c: &kube::Client, m: &Machine) {
+    let nodes: Api<Node> = Api::all(c.clone());
+    let pp = PatchParams::apply("kubelet-stand-in").force();
+    nodes
+        .patch(&m.name, &pp, &Patch::Apply(m.node()))
+        .await
+        .unwrap();
+    let mut status = m.node_status();
+    status["apiVersion"] = json!("v1");
+    status["kind"] = json!("Node");
+    nodes
+        .patch_status(&m.name, &pp, &Patch::Apply(status))
+        .await
+        .unwrap();
+    let devices: Api<kube::api::DynamicObject> = Api::all_with(c.clone(), &devices_resource());
+    devices
+        .patch(
+            &m.name,
+            &PatchParams::apply("device-manager-stand-in").force(),
+            &Patch::Apply(m.devices()),
+        )
+        .await
+        .unwrap();
+}
+
+async fn set_ledger(c: &kube::Client, m: &Machine, taken: u32) {
+    let devices: Api<kube::api::DynamicObject> = Api::all_with(c.clone(), &devices_resource());
+    devices
+        .patch_status(
+            &m.name,
+            &PatchParams::default(),
+            &Patch::Merge(m.ledger(taken)),
+        )
+        .await
+        .unwrap();
+}
+
+async fn remove(c: &kube::Client, name: &str) {
+    Api::<Node>::all(c.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let devices: Api<kube::api::DynamicObject> = Api::all_with(c.clone(), &devices_resource());
+    devices
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+fn devices_resource() -> kube::core::ApiResource {
+    kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("worker.gpustack.ai", "v1alpha1", "Devices"),
+        "devices",
+    )
+}
+
+async fn names<K>(api: &Api<K>) -> BTreeSet<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .map(|l| l.items.iter().map(|o| o.name_any()).collect())
+        .unwrap_or_default()
+}
+
+fn quota(cq: &ClusterQueue) -> Vec<(String, String)> {
+    cq.spec
+        .resource_groups
+        .iter()
+        .flat_map(|g| g.flavors.iter())
+        .flat_map(|f| {
+            f.resources
+                .iter()
+                .map(move |r| (f.name.clone(), r.nominal_quota.0.clone()))
+        })
+        .collect()
+}
+
+const NVIDIA_IT: &str = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64";
+const CPU_IT: &str = "gpustack--generic-linux-amd64";
+
+fn h100_flavor(per_node: u32) -> String {
+    format!(
+        "gpustack--amd-epyc-7r32--nvidia-h100-80gb-hbm3-linux-amd64-{per_node}d-{}",
+        hostname_profile()
+    )
+}
+
+fn cpu_flavor(cores: u32) -> String {
+    format!(
+        "gpustack--amd-epyc-7r32-linux-amd64-{cores}c-{}",
+        hostname_profile()
+    )
+}
+
+/// The queue's flavors and quotas, once they equal `want`.
+async fn queue_is(
+    w: &WorkerProcess,
+    cqs: &Api<ClusterQueue>,
+    name: &str,
+    want: &[(String, u64)],
+) -> ClusterQueue {
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(f, q)| (f.clone(), q.to_string()))
+        .collect();
+    eventually(
+        &format!("clusterqueue {name} quota {want:?}"),
+        w,
+        || async {
+            let cq = cqs.get(name).await.map_err(|e| e.to_string())?;
+            (quota(&cq) == want)
+                .then_some(cq.clone())
+                .ok_or_else(|| format!("{:?} ({:?})", quota(&cq), cq.spec.stop_policy))
+        },
+    )
+    .await
+}
+
+async fn status_of(
+    w: &WorkerProcess,
+    its: &Api<InstanceType>,
+    name: &str,
+    check: impl Fn(&InstanceType) -> bool,
+) -> InstanceType {
+    eventually(&format!("instancetype {name} status"), w, || async {
+        let it = its.get(name).await.map_err(|e| e.to_string())?;
+        check(&it)
+            .then_some(it.clone())
+            .ok_or_else(|| format!("{:?}", it.status))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_chain_follows_nodes_cards_settings_and_namespaces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
+    let w = WorkerProcess::start(&gw, &tmp.path().join("worker"), &["--disable-auths"], &[]);
+    let c = client(&gw).await;
+    let flavors: Api<ResourceFlavor> = Api::all(c.clone());
+    let its: Api<InstanceType> = Api::all(c.clone());
+    let cqs: Api<ClusterQueue> = Api::all(c.clone());
+    let nodes: Api<Node> = Api::all(c.clone());
+
+    // First node joins: onboarded, labelled, its capacity profiled, one pool each for the
+    // cards and the CPUs.
+    let mut a = Machine::gpu("gpu-a", H100, 8);
+    put(&c, &a).await;
+    let node = eventually("gpu-a onboarded", &w, || async {
+        let n = nodes.get("gpu-a").await.map_err(|e| e.to_string())?;
+        let cap = n
+            .status
+            .as_ref()
+            .and_then(|s| s.capacity.clone())
+            .unwrap_or_default();
+        let ok = n.labels().get("gpustack.ai/managed").map(String::as_str) == Some("true")
+            && cap.contains_key("nvidia.com/gpu.sliced.units");
+        ok.then_some(n.clone())
+            .ok_or_else(|| format!("{:?} {:?}", n.labels(), cap.keys()))
+    })
+    .await;
+    let labels = node.labels();
+    assert_eq!(labels["general.feature.gpustack.ai/amd"], "true");
+    assert_eq!(labels["general.feature.gpustack.ai/amd-epyc-7r32"], "true");
+    assert_eq!(
+        labels["general.feature.gpustack.ai/amd-epyc-7r32.count"],
+        "96"
+    );
+    assert_eq!(labels["topology.gpustack.ai/profile"], hostname_profile());
+    assert_eq!(
+        labels["sliced-max-free-units.fit.gpustack.ai/nvidia-h100-80gb-hbm3"],
+        M.to_string()
+    );
+    assert_eq!(
+        labels["shared-free-cards.fit.gpustack.ai/nvidia-h100-80gb-hbm3"],
+        "8"
+    );
+    let cap = node.status.unwrap().capacity.unwrap();
+    assert_eq!(cap["nvidia.com/gpu.sliced.units"].0, (8 * M).to_string());
+    assert_eq!(cap["nvidia.com/gpu.sliced.memory-percentage"].0, "800");
+    assert_eq!(
+        cap["nvidia.com/gpu.sliced.memory-mib"].0,
+        (8 * 81920).to_string()
+    );
+    assert_eq!(cap["nvidia.com/gpu.sliced.cores-percentage"].0, "800");
+
+    queue_is(&w, &cqs, NVIDIA_IT, &[(h100_flavor(8), 8 * M)]).await;
+    queue_is(&w, &cqs, CPU_IT, &[(cpu_flavor(96), 96)]).await;
+    assert_eq!(
+        names(&flavors).await,
+        BTreeSet::from([h100_flavor(8), cpu_flavor(96)])
+    );
+    let rf = flavors.get(&h100_flavor(8)).await.unwrap();
+    assert_eq!(
+        rf.labels()["acceleratable.feature.gpustack.ai/nvidia-h100-80gb-hbm3.capacity"],
+        "8"
+    );
+    assert_eq!(
+        rf.spec.node_labels["acceleratable.feature.gpustack.ai/nvidia-h100-80gb-hbm3.count"],
+        "8"
+    );
+    assert_eq!(
+        rf.spec.topology_name.as_deref(),
+        Some(format!("gpustack-{}", hostname_profile()).as_str())
+    );
+    assert_eq!(
+        rf.annotations()["note.gpustack.ai/product"],
+        "NVIDIA-H100-80GB-HBM3"
+    );
+    let topologies: Api<Topology> = Api::all(c.clone());
+    assert!(
+        names(&topologies)
+            .await
+            .contains(&format!("gpustack-{}", hostname_profile()))
+    );
+    let it = status_of(&w, &its, NVIDIA_IT, |it| {
+        it.status
+            .as_ref()
+            .and_then(|s| s.accelerator.as_ref())
+            .is_some_and(|v| v.capacity == 8)
+    })
+    .await;
+    let st = it.status.unwrap();
+    assert_eq!(
+        st.entrance.as_deref(),
+        Some(local_queue(NVIDIA_IT).as_str())
+    );
+    assert_eq!(st.phase.as_deref(), Some("Active"));
+    let ex = st.accelerator.unwrap();
+    assert_eq!((ex.once_max_request, ex.remaining, ex.capacity), (8, 8, 8));
+    let sl = st.accelerator_sliced.unwrap();
+    assert_eq!(
+        (sl.once_max_request, sl.remaining, sl.capacity),
+        (100, 800, 800)
+    );
+    assert_eq!(st.accelerator_shared.unwrap().capacity, 80);
+    assert_eq!(st.detail.unwrap().memory.as_deref(), Some("80Gi"));
+    assert_eq!(
+        it.metadata.labels.unwrap()["schedule.gpustack.ai/queue-entrance"],
+        local_queue(NVIDIA_IT)
+    );
+    assert!(
+        it.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"gpustack.ai/controlled".to_owned())
+    );
+    let cq = cqs.get(NVIDIA_IT).await.unwrap();
+    let checks: Vec<String> = cq
+        .spec
+        .admission_checks_strategy
+        .unwrap()
+        .admission_checks
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(
+        checks,
+        ["gpustack-node-devices", "gpustack-model-deployment-joint"]
+    );
+    assert_eq!(cq.spec.stop_policy.as_deref(), Some("None"));
+    assert_eq!(
+        cq.spec.resource_groups[0].covered_resources,
+        ["credits.gpustack.ai/nvidia"]
+    );
+    let lqs: Api<LocalQueue> = Api::namespaced(c.clone(), "default");
+    let lq = eventually("the default namespace's local queues", &w, || async {
+        lqs.get(&local_queue(NVIDIA_IT))
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    assert_eq!(lq.spec.cluster_queue, NVIDIA_IT);
+    assert_eq!(lq.metadata.owner_references.unwrap()[0].name, NVIDIA_IT);
+
+    // A second identical node: one flavor, twice the quota.
+    let b = Machine::gpu("gpu-b", H100, 8);
+    put(&c, &b).await;
+    queue_is(&w, &cqs, NVIDIA_IT, &[(h100_flavor(8), 16 * M)]).await;
+
+    // A card breaks: the node counts 7 (in its own flavor), the pool says why.
+    let mut broken = b.clone();
+    broken.unhealthy = vec![7];
+    put(&c, &broken).await;
+    queue_is(
+        &w,
+        &cqs,
+        NVIDIA_IT,
+        &[(h100_flavor(7), 7 * M), (h100_flavor(8), 8 * M)],
+    )
+    .await;
+    let it = status_of(&w, &its, NVIDIA_IT, |it| {
+        it.status
+            .as_ref()
+            .and_then(|s| s.accelerator.as_ref())
+            .is_some_and(|v| v.capacity == 15)
+    })
+    .await;
+    let msg = it.status.unwrap().phase_message.unwrap_or_default();
+    assert!(msg.contains("unhealthy") && msg.contains("gpu-b"), "{msg}");
+    // ...and recovers.
+    put(&c, &b).await;
+    queue_is(&w, &cqs, NVIDIA_IT, &[(h100_flavor(8), 16 * M)]).await;
+    eventually("the 7-card flavor retired", &w, || async {
+        let n = names(&flavors).await;
+        (!n.contains(&h100_flavor(7)))
+            .then_some(())
+            .ok_or_else(|| format!("{n:?}"))
+    })
+    .await;
+
+    // Cordoned: its quota leaves, the reason shows; uncordoned: it returns.
+    cordon(&nodes, "gpu-b", true).await;
+    queue_is(&w, &cqs, NVIDIA_IT, &[(h100_flavor(8), 8 * M)]).await;
+    let it = status_of(&w, &its, NVIDIA_IT, |it| {
+        it.status
+            .as_ref()
+            .and_then(|s| s.phase_message.as_ref())
+            .is_some_and(|m| m.contains("cordoned"))
+    })
+    .await;
+    assert_eq!(it.status.unwrap().accelerator.unwrap().capacity, 8);
+    cordon(&nodes, "gpu-b", false).await;
+    queue_is(&w, &cqs, NVIDIA_IT, &[(h100_flavor(8), 16 * M)]).await;
+
+    // A different product joins: its own pool and queue, metered in AMD credits.
+    let amd = Machine::gpu("amd-a", RX7800XT, 2);
+    put(&c, &amd).await;
+    let amd_it = "gpustack--amd-radeon-rx-7800-xt-linux-amd64";
+    let amd_flavor = format!(
+        "gpustack--amd-epyc-7r32--amd-radeon-rx-7800-xt-linux-amd64-2d-{}",
+        hostname_profile()
+    );
+    let cq = queue_is(&w, &cqs, amd_it, &[(amd_flavor, 2 * M)]).await;
+    assert_eq!(
+        cq.spec.resource_groups[0].covered_resources,
+        ["credits.gpustack.ai/amd"]
+    );
+
+    // MIG on: partitioned capacity keys and profiles.
+    let mig = Machine::gpu("mig-a", A100_MIG, 2);
+    put(&c, &mig).await;
+    let node = eventually("mig-a partition capacity", &w, || async {
+        let n = nodes.get("mig-a").await.map_err(|e| e.to_string())?;
+        let cap = n
+            .status
+            .as_ref()
+            .and_then(|s| s.capacity.clone())
+            .unwrap_or_default();
+        cap.contains_key("nvidia.com/gpu.partitioned.units")
+            .then_some(cap)
+            .ok_or_else(|| "no keys yet".to_owned())
+    })
+    .await;
+    assert_eq!(
+        node["nvidia.com/gpu.partitioned.units"].0,
+        (2 * M).to_string()
+    );
+    assert_eq!(node["nvidia.com/gpu.partitioned.mig-1g.5gb"].0, "14");
+    assert_eq!(node["nvidia.com/gpu.partitioned.mig-3g.20gb"].0, "4");
+    let mig_it = "gpustack--nvidia-a100-sxm4-40gb-linux-amd64";
+    let it = status_of(&w, &its, mig_it, |it| {
+        it.status
+            .as_ref()
+            .and_then(|s| s.accelerator_partitioned.as_ref())
+            .is_some()
+    })
+    .await;
+    let st = it.status.unwrap();
+    assert_eq!(st.accelerator_partitioned.unwrap().capacity, 14);
+    assert_eq!(st.remaining_profiles["1g.5gb"], 14);
+    assert!(
+        st.accelerator.is_none(),
+        "a partitioned card counts in one view only"
+    );
+
+    // A deleted derived InstanceType is authored again; an admin's own is kept and queued.
+    let uid = its.get(amd_it).await.unwrap().uid();
+    its.delete(amd_it, &DeleteParams::default()).await.unwrap();
+    eventually("the amd instance type re-authored", &w, || async {
+        let it = its.get(amd_it).await.map_err(|e| e.to_string())?;
+        (it.uid() != uid && it.metadata.deletion_timestamp.is_none())
+            .then_some(())
+            .ok_or_else(|| "same object".to_owned())
+    })
+    .await;
+    let admin: InstanceType = serde_json::from_value(json!({
+        "apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "InstanceType",
+        "metadata": {"name": "team-h100"},
+        "spec": {"displayName": "Team H100", "acceleratable": true, "acceleratorGroup": "nvidia-h100-80gb-hbm3",
+                 "generalGroup": "generic", "os": "linux", "arch": "amd64",
+                 "unitResources": {"cpu": "8", "ram": "64Gi"}, "localStorage": "200Gi"},
+    }))
+    .unwrap();
+    its.create(&PostParams::default(), &admin).await.unwrap();
+    queue_is(&w, &cqs, "team-h100", &[(h100_flavor(8), 16 * M)]).await;
+    assert_eq!(
+        its.get("team-h100")
+            .await
+            .unwrap()
+            .spec
+            .display_name
+            .as_deref(),
+        Some("Team H100")
+    );
+
+    // A namespace gets a LocalQueue per queue, and loses them with it.
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let team_lqs: Api<LocalQueue> = Api::namespaced(c.clone(), "team-a");
+    let want: BTreeSet<String> = names(&cqs).await.iter().map(|q| local_queue(q)).collect();
+    eventually("team-a's local queues", &w, || async {
+        let have = names(&team_lqs).await;
+        (have == want)
+            .then_some(())
+            .ok_or_else(|| format!("{have:?} want {want:?}"))
+    })
+    .await;
+    let system_lqs: Api<LocalQueue> = Api::namespaced(c.clone(), "gpustack-system");
+    assert!(
+        names(&system_lqs).await.is_empty(),
+        "the system namespace gets no LocalQueue"
+    );
+    namespaces
+        .delete("team-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("team-a's local queues gone", &w, || async {
+        let have = names(&team_lqs).await;
+        have.is_empty()
+            .then_some(())
+            .ok_or_else(|| format!("{have:?}"))
+    })
+    .await;
+
+    // Settings take effect without a restart: pools stop mixing, so GPU nodes leave the CPU
+    // pool and only CPU-only nodes feed it.
+    let cpu = Machine::cpu_only("cpu-a", 32);
+    put(&c, &cpu).await;
+    queue_is(
+        &w,
+        &cqs,
+        CPU_IT,
+        &[(cpu_flavor(32), 32), (cpu_flavor(96), 4 * 96)],
+    )
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), "gpustack-system");
+    let flip = |v: &str| {
+        use base64::Engine;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(v);
+        json!({"data": {"instance-type-mixed-on-node": encoded}})
+    };
+    secrets
+        .patch(
+            "gpustack-settings",
+            &PatchParams::default(),
+            &Patch::Merge(flip("false")),
+        )
+        .await
+        .unwrap();
+    queue_is(&w, &cqs, CPU_IT, &[(cpu_flavor(32), 32)]).await;
+    let rf = flavors.get(&cpu_flavor(32)).await.unwrap();
+    assert_eq!(rf.spec.node_labels["feature.gpustack.ai/cpu-only"], "true");
+    eventually("cpu-a labelled cpu-only", &w, || async {
+        let n = nodes.get("cpu-a").await.map_err(|e| e.to_string())?;
+        (n.labels()
+            .get("feature.gpustack.ai/cpu-only")
+            .map(String::as_str)
+            == Some("true"))
+        .then_some(())
+        .ok_or_else(|| format!("{:?}", n.labels()))
+    })
+    .await;
+    secrets
+        .patch(
+            "gpustack-settings",
+            &PatchParams::default(),
+            &Patch::Merge(flip("true")),
+        )
+        .await
+        .unwrap();
+    queue_is(
+        &w,
+        &cqs,
+        CPU_IT,
+        &[(cpu_flavor(32), 32), (cpu_flavor(96), 4 * 96)],
+    )
+    .await;
+
+    // The node-devices check: Ready when the assigned node has the cards, Retry naming the
+    // podset when they are taken, Ready again once they free.
+    let workloads: Api<Workload> = Api::namespaced(c.clone(), "default");
+    let wl: Workload = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "train"},
+        "spec": {"queueName": local_queue(NVIDIA_IT), "podSets": [{"name": "trainer", "count": 1, "template": {"spec": {
+            "containers": [{"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}}]},
+    }))
+    .unwrap();
+    workloads.create(&PostParams::default(), &wl).await.unwrap();
+    let reserve = json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": "2026-12-03T00:00:00Z"}],
+            "admission": {"clusterQueue": NVIDIA_IT, "podSetAssignments": [{"name": "trainer", "count": 1,
+                "flavors": {"credits.gpustack.ai/nvidia": h100_flavor(8)},
+                "topologyAssignment": {"levels": ["kubernetes.io/hostname"], "domains": [{"values": ["gpu-a"], "count": 1}]}}]},
+            "admissionChecks": [{"name": "gpustack-node-devices", "state": "Pending", "message": "", "lastTransitionTime": "2026-12-03T00:00:00Z"}],
+        },
+    });
+    workloads
+        .patch_status(
+            "train",
+            &PatchParams::apply("kueue-stand-in").force(),
+            &Patch::Apply(reserve),
+        )
+        .await
+        .unwrap();
+    let verdict = |want: &'static str| {
+        let workloads = workloads.clone();
+        async move {
+            let wl = workloads.get("train").await.map_err(|e| e.to_string())?;
+            let check = wl.status.as_ref().and_then(|s| {
+                s.admission_checks
+                    .iter()
+                    .find(|c| c.name == "gpustack-node-devices")
+                    .cloned()
+            });
+            match check {
+                Some(c) if c.state == want => Ok(c.message),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    };
+    eventually("the check Ready", &w, || verdict("Ready")).await;
+    set_ledger(&c, &a, 6).await;
+    let msg = eventually("the check Retry", &w, || verdict("Retry")).await;
+    assert!(
+        msg.contains("trainer") && msg.contains("gpu-a") && msg.contains("2 free"),
+        "{msg}"
+    );
+    set_ledger(&c, &a, 0).await;
+    eventually("the check Ready again", &w, || verdict("Ready")).await;
+
+    // Nodes removed: the flavor goes, the queue is held and drained with no quota, the pool
+    // says so; the queue itself stays.
+    a.unhealthy.clear();
+    remove(&c, "gpu-a").await;
+    remove(&c, "gpu-b").await;
+    let cq = queue_is(&w, &cqs, NVIDIA_IT, &[]).await;
+    assert_eq!(cq.spec.stop_policy.as_deref(), Some("HoldAndDrain"));
+    status_of(&w, &its, NVIDIA_IT, |it| {
+        it.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Inactive")
+    })
+    .await;
+    assert!(!names(&flavors).await.contains(&h100_flavor(8)));
+    let team = queue_is(&w, &cqs, "team-h100", &[]).await;
+    assert_eq!(team.spec.stop_policy.as_deref(), Some("HoldAndDrain"));
+}
+
+async fn cordon(nodes: &Api<Node>, name: &str, on: bool) {
+    let patch = json!({"spec": {"unschedulable": on}});
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Who holds the worker's Lease.
+async fn holder(c: &kube::Client) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(c.clone(), "gpustack-system");
+    leases
+        .get_opt("worker.gpustack.ai")
+        .await
+        .ok()
+        .flatten()?
+        .spec?
+        .holder_identity
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_worker_takes_over_when_the_leader_dies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
+    let args = [
+        "--disable-auths",
+        "--kube-leader-lease=6s",
+        "--kube-leader-renew-timeout=5s",
+    ];
+    let first = WorkerProcess::start(&gw, &tmp.path().join("w1"), &args, &[]);
+    let c = client(&gw).await;
+    let leader = eventually("a leader", &first, || async {
+        holder(&c).await.ok_or_else(|| "none".to_owned())
+    })
+    .await;
+    let pid = first.pid().unwrap();
+    assert!(leader.ends_with(&format!("_{pid}")), "{leader}");
+    let second = WorkerProcess::start(&gw, &tmp.path().join("w2"), &args, &[]);
+    let cqs: Api<ClusterQueue> = Api::all(c.clone());
+    put(&c, &Machine::gpu("gpu-a", H100, 8)).await;
+    queue_is(&first, &cqs, NVIDIA_IT, &[(h100_flavor(8), 8 * M)]).await;
+    assert_eq!(
+        holder(&c).await.as_deref(),
+        Some(leader.as_str()),
+        "the follower did not take the lease"
+    );
+
+    // The leader dies without handing over; the follower waits out the lease and converges.
+    let killed = std::time::Instant::now();
+    drop(first);
+    let second_pid = second.pid().unwrap();
+    eventually("the second worker leading", &second, || async {
+        let h = holder(&c).await.unwrap_or_default();
+        h.ends_with(&format!("_{second_pid}"))
+            .then_some(())
+            .ok_or(h)
+    })
+    .await;
+    assert!(
+        killed.elapsed() < Duration::from_secs(6 + 2 + 5),
+        "took over in {:?}",
+        killed.elapsed()
+    );
+    put(&c, &Machine::gpu("gpu-b", H100, 8)).await;
+    queue_is(&second, &cqs, NVIDIA_IT, &[(h100_flavor(8), 16 * M)]).await;
+    let lqs: Api<LocalQueue> = Api::namespaced(c.clone(), "default");
+    let all = lqs.list(&ListParams::default()).await.unwrap().items;
+    let unique: BTreeSet<String> = all.iter().map(|q| q.name_any()).collect();
+    assert_eq!(all.len(), unique.len());
+    assert_eq!(
+        unique,
+        names(&cqs).await.iter().map(|q| local_queue(q)).collect()
+    );
+    let flavors: Api<ResourceFlavor> = Api::all(c.clone());
+    assert_eq!(
+        names(&flavors).await,
+        BTreeSet::from([h100_flavor(8), cpu_flavor(96)])
+    );
+}

@@ -1,0 +1,321 @@
+//! The Kueue chain as one level-based plan (worker.md §2): from the observed nodes, ledgers,
+//! InstanceTypes and queues, the writes that bring flavors, derived InstanceTypes, queues,
+//! LocalQueues, Topologies and InstanceType statuses to what they should be. Only differences
+//! are planned, so a change on one node touches the few objects that depend on it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gpustack_api::{
+    devices::Devices,
+    instance_type::{InstanceType, InstanceTypeStatus},
+    kueue::{
+        ClusterQueue, LocalQueue, LocalQueueSpec, ResourceFlavor, Topology, TopologyLevel,
+        TopologySpec,
+    },
+    labels::{CONTROLLED, HOSTNAME, NOTE_PREFIX, QUEUE, RESOURCE_TYPE},
+};
+use k8s_openapi::{api::core::v1::Namespace, apimachinery::pkg::apis::meta::v1::OwnerReference};
+use kube::{Resource, api::ObjectMeta};
+
+use super::{
+    chain_settings::ChainSettings,
+    flavors::{self, DesiredFlavor, matches},
+    it_status::{self, Pool},
+    node_facts::{NodeFacts, hostname_profile},
+    queues,
+};
+use crate::names::local_queue_name;
+
+/// Namespaces that never get LocalQueues (besides the worker's own).
+const RESERVED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
+
+/// What the chain observes.
+pub struct Snapshot<'a> {
+    pub nodes: &'a [NodeFacts],
+    pub devices: &'a BTreeMap<String, Devices>,
+    pub flavors: &'a BTreeMap<String, ResourceFlavor>,
+    pub instance_types: &'a BTreeMap<String, InstanceType>,
+    pub queues: &'a BTreeMap<String, ClusterQueue>,
+    /// `(namespace, name)` of every LocalQueue.
+    pub local_queues: &'a BTreeSet<(String, String)>,
+    pub namespaces: &'a [Namespace],
+    pub topologies: &'a BTreeMap<String, Topology>,
+    pub node_devices_active: bool,
+    pub system_namespace: &'a str,
+    pub settings: &'a ChainSettings,
+}
+
+/// One write of the plan.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    ApplyFlavor(ResourceFlavor),
+    CreateInstanceType(Box<InstanceType>),
+    AddFinalizer(String),
+    ApplyQueue(Box<ClusterQueue>),
+    DeleteQueue(String),
+    RemoveFinalizer(String),
+    ApplyStatus(String, Box<InstanceTypeStatus>),
+    CreateLocalQueue(LocalQueue),
+    ApplyTopology(Topology),
+    DeleteTopology(String),
+    DeleteFlavor(String),
+}
+
+impl Write {
+    /// `verb kind/name`, for logs and tests.
+    pub fn describe(&self) -> String {
+        let name = |m: &ObjectMeta| m.name.clone().unwrap_or_default();
+        match self {
+            Write::ApplyFlavor(f) => format!("apply resourceflavor/{}", name(&f.metadata)),
+            Write::CreateInstanceType(i) => format!("create instancetype/{}", name(&i.metadata)),
+            Write::AddFinalizer(n) => format!("finalize instancetype/{n}"),
+            Write::ApplyQueue(q) => format!("apply clusterqueue/{}", name(&q.metadata)),
+            Write::DeleteQueue(n) => format!("delete clusterqueue/{n}"),
+            Write::RemoveFinalizer(n) => format!("release instancetype/{n}"),
+            Write::ApplyStatus(n, _) => format!("status instancetype/{n}"),
+            Write::CreateLocalQueue(q) => format!(
+                "create localqueue/{}/{}",
+                q.metadata.namespace.clone().unwrap_or_default(),
+                name(&q.metadata)
+            ),
+            Write::ApplyTopology(t) => format!("apply topology/{}", name(&t.metadata)),
+            Write::DeleteTopology(n) => format!("delete topology/{n}"),
+            Write::DeleteFlavor(n) => format!("delete resourceflavor/{n}"),
+        }
+    }
+}
+
+/// Whether `have` already carries every label and note of `want`, and its spec.
+fn flavor_current(have: &ResourceFlavor, want: &ResourceFlavor) -> bool {
+    let sub = |h: &Option<BTreeMap<String, String>>, w: &Option<BTreeMap<String, String>>| {
+        matches(
+            h.as_ref().unwrap_or(&BTreeMap::new()),
+            w.as_ref().unwrap_or(&BTreeMap::new()),
+        )
+    };
+    let notes = |m: &ObjectMeta| -> BTreeMap<String, String> {
+        m.annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with(NOTE_PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    have.spec == want.spec
+        && sub(&have.metadata.labels, &want.metadata.labels)
+        && notes(&have.metadata) == notes(&want.metadata)
+}
+
+fn queue_current(have: &ClusterQueue, want: &ClusterQueue) -> bool {
+    let labels_ok = matches(
+        have.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+        want.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+    );
+    let marker = |q: &ClusterQueue| {
+        q.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(gpustack_api::labels::EMPTY_PLAN_HOLD).cloned())
+    };
+    have.spec == want.spec && labels_ok && marker(have) == marker(want)
+}
+
+fn has_finalizer(it: &InstanceType) -> bool {
+    it.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == CONTROLLED)
+}
+
+/// The hostname-only Topology every profile without a `TopologySource` uses.
+fn hostname_topology(profile: &str) -> Topology {
+    Topology {
+        metadata: ObjectMeta {
+            name: Some(format!("gpustack-{profile}")),
+            labels: Some(BTreeMap::from([(
+                RESOURCE_TYPE.to_owned(),
+                "nodes".to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        spec: TopologySpec {
+            levels: vec![TopologyLevel {
+                node_label: HOSTNAME.to_owned(),
+            }],
+        },
+    }
+}
+
+fn local_queue(cq: &ClusterQueue, namespace: &str) -> Option<LocalQueue> {
+    let name = cq.metadata.name.clone()?;
+    let owner = OwnerReference {
+        api_version: ClusterQueue::api_version(&()).into_owned(),
+        kind: ClusterQueue::kind(&()).into_owned(),
+        name: name.clone(),
+        uid: cq.metadata.uid.clone()?,
+        controller: Some(true),
+        block_owner_deletion: None,
+    };
+    Some(LocalQueue {
+        metadata: ObjectMeta {
+            name: Some(local_queue_name(&name)),
+            namespace: Some(namespace.to_owned()),
+            annotations: Some(BTreeMap::from([(QUEUE.to_owned(), name.clone())])),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: LocalQueueSpec {
+            cluster_queue: name,
+            stop_policy: None,
+        },
+    })
+}
+
+/// The pool's nodes: those counted in its flavors, and those with its hardware that are not.
+fn pool_nodes<'a>(
+    it: &InstanceType,
+    pool: &[&ResourceFlavor],
+    desired: &BTreeMap<String, DesiredFlavor>,
+    nodes: &'a [NodeFacts],
+) -> (Vec<&'a NodeFacts>, Vec<&'a NodeFacts>) {
+    let counted: BTreeSet<&str> = pool
+        .iter()
+        .filter_map(|f| desired.get(f.metadata.name.as_deref()?))
+        .flat_map(|d| d.nodes.iter().map(String::as_str))
+        .collect();
+    let members = nodes
+        .iter()
+        .filter(|n| counted.contains(n.name.as_str()))
+        .collect();
+    let lost = match &it.spec.accelerator_group {
+        Some(key) => nodes
+            .iter()
+            .filter(|n| n.managed && !n.available() && n.accelerators.iter().any(|a| &a.key == key))
+            .collect(),
+        None => Vec::new(),
+    };
+    (members, lost)
+}
+
+pub fn plan(s: &Snapshot) -> Vec<Write> {
+    let settings = s.settings;
+    let desired = flavors::desired_flavors(s.nodes, settings);
+    let mut writes = Vec::new();
+    for (name, d) in &desired {
+        if s.flavors
+            .get(name)
+            .is_none_or(|have| !flavor_current(have, &d.flavor))
+        {
+            writes.push(Write::ApplyFlavor(d.flavor.clone()));
+        }
+    }
+    if settings.derived_from_node {
+        let mut planned = BTreeSet::new();
+        for d in desired.values() {
+            if let Some(it) = flavors::derived_instance_type(&d.flavor, settings) {
+                let name = it.metadata.name.clone().unwrap_or_default();
+                if !s.instance_types.contains_key(&name) && planned.insert(name) {
+                    writes.push(Write::CreateInstanceType(Box::new(it)));
+                }
+            }
+        }
+    }
+    let live: Vec<ResourceFlavor> = desired.values().map(|d| d.flavor.clone()).collect();
+    for (name, it) in s.instance_types {
+        let current = s.queues.get(name);
+        if it.metadata.deletion_timestamp.is_some() {
+            match current {
+                Some(q) if q.metadata.deletion_timestamp.is_none() => {
+                    writes.push(Write::DeleteQueue(name.clone()))
+                }
+                Some(_) => {}
+                None if has_finalizer(it) => writes.push(Write::RemoveFinalizer(name.clone())),
+                None => {}
+            }
+            continue;
+        }
+        if !has_finalizer(it) {
+            writes.push(Write::AddFinalizer(name.clone()));
+        }
+        let pool = queues::pool_flavors(it, &live, settings.aware_cpu_manufacturer);
+        let want = queues::desired_queue(it, &pool, current, s.node_devices_active, settings);
+        if current.is_none_or(|have| !queue_current(have, &want)) {
+            writes.push(Write::ApplyQueue(Box::new(want.clone())));
+        }
+        // The status reads the queue as it will be after this pass.
+        let (members, lost) = pool_nodes(it, &pool, &desired, s.nodes);
+        let queue_view = ClusterQueue {
+            status: current.and_then(|c| c.status.clone()),
+            ..want
+        };
+        let status = it_status::status(&Pool {
+            it,
+            flavors: pool,
+            nodes: members,
+            lost_nodes: lost,
+            devices: s.devices,
+            queue: &queue_view,
+        });
+        if it.status.as_ref() != Some(&status) {
+            writes.push(Write::ApplyStatus(name.clone(), Box::new(status)));
+        }
+    }
+    for (name, cq) in s.queues {
+        if cq.metadata.deletion_timestamp.is_some() || !s.instance_types.contains_key(name) {
+            continue;
+        }
+        for ns in s.namespaces {
+            let Some(ns_name) = ns.metadata.name.as_deref() else {
+                continue;
+            };
+            let terminating = ns.metadata.deletion_timestamp.is_some();
+            if terminating
+                || ns_name == s.system_namespace
+                || RESERVED_NAMESPACES.contains(&ns_name)
+            {
+                continue;
+            }
+            if !s
+                .local_queues
+                .contains(&(ns_name.to_owned(), local_queue_name(name)))
+                && let Some(lq) = local_queue(cq, ns_name)
+            {
+                writes.push(Write::CreateLocalQueue(lq));
+            }
+        }
+    }
+    let hostname = hostname_profile();
+    let wanted_topologies: BTreeSet<String> = desired
+        .values()
+        .filter_map(|d| d.flavor.spec.topology_name.clone())
+        .collect();
+    let hostname_name = format!("gpustack-{hostname}");
+    if wanted_topologies.contains(&hostname_name) && !s.topologies.contains_key(&hostname_name) {
+        writes.push(Write::ApplyTopology(hostname_topology(&hostname)));
+    }
+    for (name, t) in s.topologies {
+        let ours = t
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(RESOURCE_TYPE))
+            .is_some_and(|v| v == "nodes");
+        if ours && !wanted_topologies.contains(name) {
+            writes.push(Write::DeleteTopology(name.clone()));
+        }
+    }
+    // Retired last: the queues above no longer name them.
+    for (name, f) in s.flavors {
+        let ours = f
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(RESOURCE_TYPE))
+            .is_some_and(|v| v == "nodes");
+        if ours && !desired.contains_key(name) {
+            writes.push(Write::DeleteFlavor(name.clone()));
+        }
+    }
+    writes
+}

@@ -1,0 +1,75 @@
+//! The settings the controllers read, as one typed snapshot of the Settings Secret. A setting
+//! missing from the Secret (or unreadable) falls back to the catalog's default, so a half-seeded
+//! Secret never flips behaviour.
+
+use std::collections::BTreeMap;
+
+use crate::settings::catalog::CATALOG;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainSettings {
+    /// Nodes are onboarded by hand (`gpustack.ai/managed` is not written).
+    pub node_management_manual: bool,
+    /// Accelerated nodes also serve the CPU pools.
+    pub mixed_on_node: bool,
+    /// InstanceTypes are derived from nodes (and the node-devices check guards their queues).
+    pub derived_from_node: bool,
+    /// A queue that loses all its flavors drains what it admitted.
+    pub drain_when_no_flavors: bool,
+    /// Pools are also told apart by CPU model.
+    pub aware_cpu_manufacturer: bool,
+    /// Workloads are pinned to nodes whose fit labels say they can host them.
+    pub workload_fit_affinity: bool,
+}
+
+impl Default for ChainSettings {
+    fn default() -> Self {
+        Self::from_values(&BTreeMap::new())
+    }
+}
+
+impl ChainSettings {
+    pub fn from_values(values: &BTreeMap<String, String>) -> Self {
+        let flag = |name: &str| {
+            let default = CATALOG
+                .iter()
+                .find(|d| d.name == name)
+                .map(|d| d.default)
+                .unwrap_or("false");
+            values
+                .get(name)
+                .and_then(|v| v.trim().parse::<bool>().ok())
+                .unwrap_or(default == "true")
+        };
+        Self {
+            node_management_manual: flag("node-management-manual"),
+            mixed_on_node: flag("instance-type-mixed-on-node"),
+            derived_from_node: flag("instance-type-derived-from-node"),
+            drain_when_no_flavors: flag("instance-type-drain-when-no-flavors"),
+            aware_cpu_manufacturer: flag("instance-type-aware-cpu-manufacturer"),
+            workload_fit_affinity: flag("workload-fit-affinity"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_catalog_and_values_override_them() {
+        let d = ChainSettings::default();
+        assert!(!d.node_management_manual && d.mixed_on_node && d.derived_from_node);
+        assert!(d.drain_when_no_flavors && !d.aware_cpu_manufacturer && d.workload_fit_affinity);
+        let v = BTreeMap::from([
+            ("instance-type-mixed-on-node".to_owned(), "false".to_owned()),
+            ("node-management-manual".to_owned(), "not-a-bool".to_owned()),
+        ]);
+        let s = ChainSettings::from_values(&v);
+        assert!(!s.mixed_on_node);
+        assert!(
+            !s.node_management_manual,
+            "an unreadable value keeps the default"
+        );
+    }
+}

@@ -1,0 +1,637 @@
+//! The controllers' IO: reflectors keep an in-memory view of what the chain reads, every change
+//! marks what it affects dirty, and three loops write: one per changed node (labels, capacity),
+//! one for the chain (coalesced: a burst of node changes is one plan), one for the Workloads
+//! awaiting the node-devices check. All writes are server-side applies with the worker's field
+//! manager, made only when the plan says something differs.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::Duration,
+};
+
+use futures::StreamExt;
+use gpustack_api::{
+    devices::Devices,
+    instance_type::InstanceType,
+    kueue::{AdmissionCheck, ClusterQueue, LocalQueue, ResourceFlavor, Topology, Workload},
+    labels::{CONTROLLED, MANAGED, TOPOLOGY_PROFILE},
+};
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::{
+    Resource, ResourceExt,
+    api::{Api, DeleteParams, Patch, PatchParams, PostParams},
+    runtime::{
+        WatchStreamExt, reflector,
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
+};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+
+use super::{
+    Resolve, capacity,
+    chain::{self, Write},
+    chain_settings::ChainSettings,
+    node_devices, node_facts, node_labels,
+    ownership::{MANAGER, owned_keys},
+    queues::{JOINT_CHECK, JOINT_CONTROLLER, NODE_DEVICES_CHECK, NODE_DEVICES_CONTROLLER},
+};
+
+/// How long the loop sleeps when nothing is pending (a change wakes it at once).
+const IDLE: Duration = Duration::from_secs(3600);
+
+/// Field manager of the node-devices verdicts (as the reference names it).
+const CHECK_MANAGER: &str = "gpustack-node-devices";
+
+/// What a change makes stale.
+#[derive(Debug)]
+enum Dirty {
+    Node(String),
+    Chain,
+    Workloads,
+}
+
+/// Tuning of the loops.
+#[derive(Clone, Debug)]
+pub struct Tuning {
+    /// A plan waits this long after the last change before it runs (bursts coalesce)...
+    pub quiet: Duration,
+    /// ...but never longer than this after the first.
+    pub max_delay: Duration,
+    /// Workloads in `Retry` are checked again this often.
+    pub retry_every: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Self {
+            quiet: Duration::from_millis(200),
+            max_delay: Duration::from_secs(2),
+            retry_every: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Counts of what the loops wrote, for logs and benchmarks.
+#[derive(Default, Debug)]
+pub struct Counters {
+    pub plans: std::sync::atomic::AtomicU64,
+    pub writes: std::sync::atomic::AtomicU64,
+}
+
+struct Stores {
+    nodes: Store<Node>,
+    devices: Store<Devices>,
+    flavors: Store<ResourceFlavor>,
+    instance_types: Store<InstanceType>,
+    queues: Store<ClusterQueue>,
+    local_queues: Store<LocalQueue>,
+    namespaces: Store<Namespace>,
+    topologies: Store<Topology>,
+    checks: Store<AdmissionCheck>,
+    workloads: Store<Workload>,
+}
+
+/// Changes that only the chain reads.
+fn chain_dirty<K>(_: &K) -> Vec<Dirty> {
+    vec![Dirty::Chain]
+}
+
+/// Starts a reflector of `K` whose every event sends `dirty(&object)`.
+fn reflect<K>(
+    api: Api<K>,
+    tx: mpsc::UnboundedSender<Dirty>,
+    dirty: impl Fn(&K) -> Vec<Dirty> + Send + 'static,
+) -> (Store<K>, tokio::task::JoinHandle<()>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
+                    for d in dirty(&o) {
+                        let _ = tx.send(d);
+                    }
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let _ = tx.send(Dirty::Chain);
+                    let _ = tx.send(Dirty::Workloads);
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!("watch {}: {e}", K::plural(&Default::default())),
+            }
+        }
+    });
+    (reader, task)
+}
+
+fn map_of<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> BTreeMap<String, K> {
+    store
+        .state()
+        .iter()
+        .map(|o| (o.name_any(), K::clone(o)))
+        .collect()
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(MANAGER).force()
+}
+
+/// Body of an apply: the typed object as JSON with its apiVersion and kind.
+fn body<K: Resource<DynamicType = ()> + Serialize>(obj: &K) -> serde_json::Value {
+    let mut v = serde_json::to_value(obj).unwrap_or_default();
+    v["apiVersion"] = json!(K::api_version(&()));
+    v["kind"] = json!(K::kind(&()));
+    v
+}
+
+async fn execute(client: &kube::Client, w: &Write) -> Result<(), kube::Error> {
+    let pp = apply_params();
+    let name_of = |m: &kube::api::ObjectMeta| m.name.clone().unwrap_or_default();
+    match w {
+        Write::ApplyFlavor(f) => {
+            Api::<ResourceFlavor>::all(client.clone())
+                .patch(&name_of(&f.metadata), &pp, &Patch::Apply(body(f)))
+                .await?;
+        }
+        Write::CreateInstanceType(it) => {
+            let api = Api::<InstanceType>::all(client.clone());
+            match api.create(&PostParams::default(), it.as_ref()).await {
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                r => {
+                    r?;
+                }
+            }
+        }
+        Write::AddFinalizer(name) | Write::RemoveFinalizer(name) => {
+            let api = Api::<InstanceType>::all(client.clone());
+            let it = api.get(name).await?;
+            let mut finalizers: Vec<String> = it
+                .finalizers()
+                .iter()
+                .filter(|f| *f != CONTROLLED)
+                .cloned()
+                .collect();
+            if matches!(w, Write::AddFinalizer(_)) {
+                finalizers.push(CONTROLLED.to_owned());
+            }
+            // The read version guards the list against a concurrent writer.
+            let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": it.resource_version()}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await?;
+        }
+        Write::ApplyQueue(q) => {
+            Api::<ClusterQueue>::all(client.clone())
+                .patch(&name_of(&q.metadata), &pp, &Patch::Apply(body(q.as_ref())))
+                .await?;
+        }
+        Write::DeleteQueue(name) => {
+            Api::<ClusterQueue>::all(client.clone())
+                .delete(name, &DeleteParams::default())
+                .await
+                .map(drop)
+                .or_else(not_found)?;
+        }
+        Write::ApplyStatus(name, status) => {
+            let patch = json!({
+                "apiVersion": InstanceType::api_version(&()),
+                "kind": InstanceType::kind(&()),
+                "status": status,
+            });
+            Api::<InstanceType>::all(client.clone())
+                .patch_status(name, &pp, &Patch::Apply(patch))
+                .await?;
+        }
+        Write::CreateLocalQueue(lq) => {
+            let ns = lq.metadata.namespace.clone().unwrap_or_default();
+            match Api::<LocalQueue>::namespaced(client.clone(), &ns)
+                .create(&PostParams::default(), lq)
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                r => {
+                    r?;
+                }
+            }
+        }
+        Write::ApplyTopology(t) => {
+            Api::<Topology>::all(client.clone())
+                .patch(&name_of(&t.metadata), &pp, &Patch::Apply(body(t)))
+                .await?;
+        }
+        Write::DeleteTopology(name) => {
+            Api::<Topology>::all(client.clone())
+                .delete(name, &DeleteParams::default())
+                .await
+                .map(drop)
+                .or_else(not_found)?;
+        }
+        Write::DeleteFlavor(name) => {
+            Api::<ResourceFlavor>::all(client.clone())
+                .delete(name, &DeleteParams::default())
+                .await
+                .map(drop)
+                .or_else(not_found)?;
+        }
+    }
+    Ok(())
+}
+
+fn not_found<T: Default>(e: kube::Error) -> Result<T, kube::Error> {
+    match e {
+        kube::Error::Api(s) if s.code == 404 => Ok(T::default()),
+        e => Err(e),
+    }
+}
+
+/// The two admission checks, Active: the worker is their controller.
+async fn ensure_checks(client: &kube::Client) -> Result<(), kube::Error> {
+    let api = Api::<AdmissionCheck>::all(client.clone());
+    for (name, controller) in [
+        (NODE_DEVICES_CHECK, NODE_DEVICES_CONTROLLER),
+        (JOINT_CHECK, JOINT_CONTROLLER),
+    ] {
+        let check = json!({
+            "apiVersion": AdmissionCheck::api_version(&()), "kind": "AdmissionCheck",
+            "metadata": {"name": name}, "spec": {"controllerName": controller},
+        });
+        api.patch(name, &apply_params(), &Patch::Apply(check))
+            .await?;
+        let status = json!({
+            "apiVersion": AdmissionCheck::api_version(&()), "kind": "AdmissionCheck",
+            "status": {"conditions": [{
+                "type": "Active", "status": "True", "reason": "Active",
+                "message": "the gpustack worker answers this check",
+                "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            }]},
+        });
+        api.patch_status(name, &apply_params(), &Patch::Apply(status))
+            .await?;
+    }
+    Ok(())
+}
+
+fn check_active(store: &Store<AdmissionCheck>) -> bool {
+    store.state().iter().any(|c| {
+        c.name_any() == NODE_DEVICES_CHECK
+            && c.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Active" && c.status == "True")
+            })
+    })
+}
+
+/// Brings one node's labels, its Devices' profile label and its capacity to what they should be.
+async fn reconcile_node(
+    client: &kube::Client,
+    stores: &Stores,
+    name: &str,
+    settings: &ChainSettings,
+    resolve: &Resolve,
+) -> Result<u32, kube::Error> {
+    let Some(node) = stores.nodes.get(&ObjectRef::new(name)) else {
+        return Ok(0);
+    };
+    let devices = stores.devices.get(&ObjectRef::new(name));
+    let facts = node_facts::facts(&node);
+    let labels = node.labels();
+    let others = owned_keys(&node.metadata, None, &["metadata", "labels"], |m| {
+        m != MANAGER
+    });
+    let managed_by_others = others
+        .contains(MANAGED)
+        .then(|| labels.get(MANAGED).map(String::as_str).unwrap_or(""));
+    let want = node_labels::desired(&facts, devices.as_deref(), managed_by_others, settings);
+    let ours = owned_keys(&node.metadata, None, &["metadata", "labels"], |m| {
+        m == MANAGER
+    });
+    let mut writes = 0;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let stale = ours.iter().any(|k| !want.contains_key(k));
+    if stale || want.iter().any(|(k, v)| labels.get(k) != Some(v)) {
+        let patch =
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": want}});
+        nodes
+            .patch(name, &apply_params(), &Patch::Apply(patch))
+            .await?;
+        writes += 1;
+    }
+    let current = node
+        .status
+        .as_ref()
+        .and_then(|s| s.capacity.clone())
+        .unwrap_or_default();
+    let want_cap = capacity::desired(&facts, &current, devices.as_deref(), resolve);
+    let ours_cap = owned_keys(
+        &node.metadata,
+        Some("status"),
+        &["status", "capacity"],
+        |m| m == MANAGER,
+    );
+    let stale = ours_cap.iter().any(|k| !want_cap.contains_key(k));
+    if stale
+        || want_cap
+            .iter()
+            .any(|(k, v)| current.get(k).map(|q| q.0.as_str()) != Some(v.as_str()))
+    {
+        let patch = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": {"capacity": want_cap}});
+        nodes
+            .patch_status(name, &apply_params(), &Patch::Apply(patch))
+            .await?;
+        writes += 1;
+    }
+    if let Some(d) = devices {
+        let profile = want
+            .get(TOPOLOGY_PROFILE)
+            .cloned()
+            .unwrap_or(facts.topology_profile);
+        if d.labels().get(TOPOLOGY_PROFILE) != Some(&profile) {
+            let patch = json!({
+                "apiVersion": Devices::api_version(&()), "kind": "Devices",
+                "metadata": {"name": name, "labels": {TOPOLOGY_PROFILE: profile}},
+            });
+            Api::<Devices>::all(client.clone())
+                .patch(name, &apply_params(), &Patch::Apply(patch))
+                .await?;
+            writes += 1;
+        }
+    }
+    Ok(writes)
+}
+
+/// The chain's plan from the stores, then its writes; returns how many writes it made.
+async fn reconcile_chain(
+    client: &kube::Client,
+    stores: &Stores,
+    system_namespace: &str,
+    settings: &ChainSettings,
+) -> usize {
+    let nodes: Vec<node_facts::NodeFacts> = stores
+        .nodes
+        .state()
+        .iter()
+        .map(|n| node_facts::facts(n))
+        .collect();
+    let devices = map_of(&stores.devices);
+    let flavors = map_of(&stores.flavors);
+    let instance_types = map_of(&stores.instance_types);
+    let queues = map_of(&stores.queues);
+    let local_queues: BTreeSet<(String, String)> = stores
+        .local_queues
+        .state()
+        .iter()
+        .map(|q| (q.namespace().unwrap_or_default(), q.name_any()))
+        .collect();
+    let namespaces: Vec<Namespace> = stores
+        .namespaces
+        .state()
+        .iter()
+        .map(|n| Namespace::clone(n))
+        .collect();
+    let topologies = map_of(&stores.topologies);
+    let writes = chain::plan(&chain::Snapshot {
+        nodes: &nodes,
+        devices: &devices,
+        flavors: &flavors,
+        instance_types: &instance_types,
+        queues: &queues,
+        local_queues: &local_queues,
+        namespaces: &namespaces,
+        topologies: &topologies,
+        node_devices_active: check_active(&stores.checks),
+        system_namespace,
+        settings,
+    });
+    let mut done = 0;
+    for w in &writes {
+        match execute(client, w).await {
+            Ok(()) => {
+                tracing::debug!("{}", w.describe());
+                done += 1;
+            }
+            Err(e) => tracing::warn!("{}: {e}", w.describe()),
+        }
+    }
+    done
+}
+
+/// Answers the node-devices check on every Workload that holds quota and awaits it.
+async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &Resolve) -> usize {
+    let devices = map_of(&stores.devices);
+    let mut writes = 0;
+    for wl in stores.workloads.state() {
+        if !wl.quota_reserved() || wl.evicted() {
+            continue;
+        }
+        let Some(current) = wl.status.as_ref().and_then(|s| {
+            s.admission_checks
+                .iter()
+                .find(|c| c.name == NODE_DEVICES_CHECK)
+        }) else {
+            continue;
+        };
+        let (state, message) = node_devices::verdict(&wl, &devices, resolve);
+        if current.state == state && current.message == message {
+            continue;
+        }
+        let patch = json!({
+            "apiVersion": Workload::api_version(&()), "kind": "Workload",
+            "status": {"admissionChecks": [{
+                "name": NODE_DEVICES_CHECK, "state": state, "message": message,
+                "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            }]},
+        });
+        let api: Api<Workload> =
+            Api::namespaced(client.clone(), &wl.namespace().unwrap_or_default());
+        match api
+            .patch_status(
+                &wl.name_any(),
+                &PatchParams::apply(CHECK_MANAGER).force(),
+                &Patch::Apply(patch),
+            )
+            .await
+        {
+            Ok(_) => writes += 1,
+            Err(e) => tracing::warn!(
+                "workload {}/{}: {e}",
+                wl.namespace().unwrap_or_default(),
+                wl.name_any()
+            ),
+        }
+    }
+    writes
+}
+
+/// Everything the loops need that does not change while leading.
+pub struct Context {
+    pub client: kube::Client,
+    pub system_namespace: String,
+    pub settings: watch::Receiver<ChainSettings>,
+    pub resolve: Arc<Resolve>,
+    pub tuning: Tuning,
+    pub counters: Arc<Counters>,
+}
+
+/// Runs the controllers until the task is dropped (leadership lost) .
+pub async fn run(ctx: Context) {
+    let client = &ctx.client;
+    let (tx, mut rx) = mpsc::unbounded_channel::<Dirty>();
+    let node_dirty = |n: &Node| vec![Dirty::Node(n.name_any()), Dirty::Chain];
+    let devices_dirty =
+        |d: &Devices| vec![Dirty::Node(d.name_any()), Dirty::Chain, Dirty::Workloads];
+    let mut tasks = Vec::new();
+    let (nodes, t) = reflect(Api::<Node>::all(client.clone()), tx.clone(), node_dirty);
+    tasks.push(t);
+    let (devices, t) = reflect(
+        Api::<Devices>::all(client.clone()),
+        tx.clone(),
+        devices_dirty,
+    );
+    tasks.push(t);
+    let (flavors, t) = reflect(
+        Api::<ResourceFlavor>::all(client.clone()),
+        tx.clone(),
+        chain_dirty,
+    );
+    tasks.push(t);
+    let (instance_types, t) = reflect(
+        Api::<InstanceType>::all(client.clone()),
+        tx.clone(),
+        chain_dirty,
+    );
+    tasks.push(t);
+    let (queues, t) = reflect(
+        Api::<ClusterQueue>::all(client.clone()),
+        tx.clone(),
+        chain_dirty,
+    );
+    tasks.push(t);
+    let (local_queues, t) = reflect(
+        Api::<LocalQueue>::all(client.clone()),
+        tx.clone(),
+        chain_dirty,
+    );
+    tasks.push(t);
+    let (namespaces, t) = reflect(
+        Api::<Namespace>::all(client.clone()),
+        tx.clone(),
+        chain_dirty,
+    );
+    tasks.push(t);
+    let (topologies, t) = reflect(
+        Api::<Topology>::all(client.clone()),
+        tx.clone(),
+        chain_dirty,
+    );
+    tasks.push(t);
+    let (checks, t) = reflect(
+        Api::<AdmissionCheck>::all(client.clone()),
+        tx.clone(),
+        chain_dirty,
+    );
+    tasks.push(t);
+    let (workloads, t) = reflect(
+        Api::<Workload>::all(client.clone()),
+        tx.clone(),
+        |_: &Workload| vec![Dirty::Workloads],
+    );
+    tasks.push(t);
+    let _abort = AbortOnDrop(tasks);
+    let stores = Stores {
+        nodes,
+        devices,
+        flavors,
+        instance_types,
+        queues,
+        local_queues,
+        namespaces,
+        topologies,
+        checks,
+        workloads,
+    };
+
+    // Kueue's kinds may not be served yet; keep trying until they are.
+    while let Err(e) = ensure_checks(client).await {
+        tracing::warn!("admission checks: {e}");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    let mut settings_rx = ctx.settings.clone();
+    let mut dirty_nodes: BTreeSet<String> = BTreeSet::new();
+    let (mut chain_due, mut workloads_due) = (false, true);
+    let mut first_change: Option<tokio::time::Instant> = None;
+    let mut retry = tokio::time::interval(ctx.tuning.retry_every);
+    loop {
+        // Gather what changed until the cluster is quiet for a moment (or the delay is used up).
+        let deadline = first_change.map(|f| f + ctx.tuning.max_delay);
+        let pending = !dirty_nodes.is_empty() || chain_due || workloads_due;
+        let quiet = tokio::time::sleep(if pending { ctx.tuning.quiet } else { IDLE });
+        tokio::select! {
+            Some(d) = rx.recv() => {
+                first_change.get_or_insert_with(tokio::time::Instant::now);
+                match d {
+                    Dirty::Node(n) => { dirty_nodes.insert(n); }
+                    Dirty::Chain => chain_due = true,
+                    Dirty::Workloads => workloads_due = true,
+                }
+                if deadline.is_none_or(|d| tokio::time::Instant::now() < d) {
+                    continue;
+                }
+            }
+            Ok(()) = settings_rx.changed() => {
+                // Every node's labels and the whole chain may read a setting.
+                dirty_nodes.extend(stores.nodes.state().iter().map(|n| n.name_any()));
+                chain_due = true;
+                first_change.get_or_insert_with(tokio::time::Instant::now);
+                continue;
+            }
+            _ = retry.tick() => workloads_due = true,
+            _ = quiet => {}
+        }
+        if dirty_nodes.is_empty() && !chain_due && !workloads_due {
+            continue;
+        }
+        first_change = None;
+        let settings = settings_rx.borrow().clone();
+        let mut writes = 0usize;
+        for name in std::mem::take(&mut dirty_nodes) {
+            match reconcile_node(client, &stores, &name, &settings, ctx.resolve.as_ref()).await {
+                Ok(n) => writes += n as usize,
+                Err(e) => tracing::warn!("node {name}: {e}"),
+            }
+        }
+        if std::mem::take(&mut chain_due) {
+            ctx.counters
+                .plans
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            writes += reconcile_chain(client, &stores, &ctx.system_namespace, &settings).await;
+        }
+        if std::mem::take(&mut workloads_due) {
+            writes += reconcile_workloads(client, &stores, ctx.resolve.as_ref()).await;
+        }
+        ctx.counters
+            .writes
+            .fetch_add(writes as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Stops the reflectors with the loop.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! The worker's controllers (worker.md §0–§2): node onboarding, labels and capacity, the Kueue
+//! chain (ResourceFlavors, InstanceTypes, ClusterQueues, LocalQueues, Topologies, the admission
+//! checks) and the node-devices check on Workloads.
+//!
+//! Domain logic is pure ([`node_facts`], [`node_labels`], [`capacity`], [`flavors`],
+//! [`queues`], [`it_status`], [`chain`], [`node_devices`]); [`engine`] is the IO around it and
+//! [`leader`] decides which replica runs it.
+
+pub mod capacity;
+pub mod chain;
+pub mod chain_settings;
+pub mod engine;
+pub mod flavors;
+pub mod it_status;
+pub mod leader;
+pub mod node_devices;
+pub mod node_facts;
+pub mod node_labels;
+pub mod ownership;
+pub mod queues;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use gpustack_api::{Manufacturer, manufacturer::ResolvedManufacturer};
+use tokio::sync::watch;
+
+use self::{chain_settings::ChainSettings, engine::Tuning, leader::LeaseConfig};
+
+/// A manufacturer's facts as this deployment configures them (`GPUSTACK_<MFR>_*`).
+pub type Resolve = dyn Fn(Manufacturer) -> ResolvedManufacturer + Send + Sync;
+
+#[derive(Clone)]
+pub struct Config {
+    pub system_namespace: String,
+    /// `None` runs the controllers without election (`--kube-leader-election=false`).
+    pub election: Option<LeaseConfig>,
+    pub resolve: Arc<Resolve>,
+    pub tuning: Tuning,
+    pub counters: Arc<engine::Counters>,
+}
+
+/// Follows the Settings Secret into `tx` until `stop`.
+async fn follow_settings(
+    client: kube::Client,
+    namespace: String,
+    tx: watch::Sender<ChainSettings>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let stream = crate::settings::store::watch(&client, &namespace);
+    let mut stream = std::pin::pin!(stream);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            next = stream.next() => match next {
+                Some(Ok((values, _))) => {
+                    let s = ChainSettings::from_values(&values);
+                    tx.send_if_modified(|cur| std::mem::replace(cur, s.clone()) != s);
+                }
+                Some(Err(e)) => tracing::debug!("settings watch: {e}"),
+                None => return,
+            },
+        }
+    }
+}
+
+/// Runs the controllers while this replica leads, until `stop`.
+pub async fn run(client: kube::Client, config: Config, mut stop: watch::Receiver<bool>) {
+    let (settings_tx, settings_rx) = watch::channel(ChainSettings::default());
+    tokio::spawn(follow_settings(
+        client.clone(),
+        config.system_namespace.clone(),
+        settings_tx,
+        stop.clone(),
+    ));
+    let (leading_tx, mut leading) = watch::channel(config.election.is_none());
+    if let Some(lease) = config.election.clone() {
+        tokio::spawn(leader::run(client.clone(), lease, leading_tx, stop.clone()));
+    }
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            r = leading.wait_for(|l| *l) => if r.is_err() { return },
+        }
+        let ctx = engine::Context {
+            client: client.clone(),
+            system_namespace: config.system_namespace.clone(),
+            settings: settings_rx.clone(),
+            resolve: config.resolve.clone(),
+            tuning: config.tuning.clone(),
+            counters: config.counters.clone(),
+        };
+        let task = tokio::spawn(engine::run(ctx));
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => { task.abort(); return }
+            _ = leading.wait_for(|l| !*l) => {
+                // Leadership lost: stop writing at once.
+                task.abort();
+            }
+        }
+    }
+}
