@@ -11,23 +11,29 @@ use super::{reasons::Reason, verdict::FieldError};
 use crate::names;
 
 /// The label a pool's LocalQueue name is found by.
-pub const QUEUE_ENTRANCE: &str = "schedule.gpustack.ai/queue-entrance";
+pub use gpustack_api::labels::QUEUE_ENTRANCE;
 pub const GENERIC: &str = "generic";
 
-/// The defaulted object (`it` is the whole InstanceType as JSON).
-pub fn default(it: &Value) -> Value {
+/// The defaulted object (`it` is the whole InstanceType as JSON); `aware_cpu` is the setting
+/// `instance-type-aware-cpu-manufacturer`. The pool labels are the ones the controllers give
+/// the InstanceTypes they derive, so that an admin's pool is selected the same way.
+pub fn default(it: &Value, aware_cpu: bool) -> Value {
     let mut out = it.clone();
     let spec = &mut out["spec"];
     if spec["generalGroup"].as_str().is_none_or(str::is_empty) {
         spec["generalGroup"] = json!(GENERIC);
     }
-    let acceleratable = spec["acceleratable"].as_bool().unwrap_or(false);
+    let parsed: InstanceTypeSpec = serde_json::from_value(spec.clone()).unwrap_or_default();
     let name = out["metadata"]["name"].as_str().unwrap_or("").to_owned();
     let labels = &mut out["metadata"]["labels"];
     if !labels.is_object() {
         *labels = json!({});
     }
-    labels[gpustack_api::labels::ACCELERATABLE] = json!(acceleratable.to_string());
+    for (k, v) in crate::controllers::flavors::pool_labels(&parsed, aware_cpu) {
+        if labels.get(&k).is_none() {
+            labels[k] = json!(v);
+        }
+    }
     // The controllers may have named the entrance already; a default never overrides them.
     if !name.is_empty() && labels.get(QUEUE_ENTRANCE).is_none() {
         labels[QUEUE_ENTRANCE] = json!(names::local_queue_name(&name));
@@ -144,10 +150,18 @@ mod tests {
 
     #[test]
     fn defaults_group_and_labels() {
-        let out = default(&json!({"metadata": {"name": "h100"}, "spec": {"acceleratable": true}}));
+        let out = default(
+            &json!({"metadata": {"name": "h100"}, "spec": {"acceleratable": true, "acceleratorGroup": "nvidia-h100", "os": "linux"}}),
+            false,
+        );
         assert_eq!(out["spec"]["generalGroup"], "generic");
         assert_eq!(
             out["metadata"]["labels"]["feature.gpustack.ai/acceleratable"],
+            "true"
+        );
+        assert_eq!(out["metadata"]["labels"]["kubernetes.io/os"], "linux");
+        assert_eq!(
+            out["metadata"]["labels"]["acceleratable.feature.gpustack.ai/nvidia-h100"],
             "true"
         );
         assert_eq!(
@@ -156,6 +170,7 @@ mod tests {
         );
         let kept = default(
             &json!({"metadata": {"name": "c", "labels": {"a": "b"}}, "spec": {"generalGroup": "amd-epyc"}}),
+            true,
         );
         assert_eq!(kept["spec"]["generalGroup"], "amd-epyc");
         assert_eq!(kept["metadata"]["labels"]["a"], "b");
@@ -163,10 +178,16 @@ mod tests {
             kept["metadata"]["labels"]["feature.gpustack.ai/acceleratable"],
             "false"
         );
+        // CPU-aware grouping labels the pool with its CPU key.
+        assert_eq!(
+            kept["metadata"]["labels"]["general.feature.gpustack.ai/amd-epyc"],
+            "true"
+        );
         // Defaulting twice changes nothing more; an entrance already named is kept.
-        assert_eq!(default(&out), out);
+        assert_eq!(default(&out, false), out);
         let named = default(
             &json!({"metadata": {"name": "x", "labels": {QUEUE_ENTRANCE: "q"}}, "spec": {}}),
+            false,
         );
         assert_eq!(named["metadata"]["labels"][QUEUE_ENTRANCE], "q");
     }

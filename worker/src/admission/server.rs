@@ -285,7 +285,8 @@ impl Admission {
         match hook {
             Hook::PodMutate | Hook::PodValidate => self.pod(hook, req, object).await,
             Hook::InstanceTypeMutate => {
-                Decision::Mutate(Reason::Defaulted, it_rules::default(object))
+                let aware = self.setting_on("instance-type-aware-cpu-manufacturer");
+                Decision::Mutate(Reason::Defaulted, it_rules::default(object, aware))
             }
             Hook::InstanceTypeValidate => instance_type(req, object),
             Hook::InstanceMutate => {

@@ -14,8 +14,9 @@ use super::{
     pod_requests::{Bases, Family, Part, claims},
 };
 
-pub const SLICED_FIT_PREFIX: &str = "sliced-max-free-units.fit.gpustack.ai/";
-pub const SHARED_FIT_PREFIX: &str = "shared-free-cards.fit.gpustack.ai/";
+use gpustack_api::labels::{
+    FIT_SHARED_PREFIX as SHARED_FIT_PREFIX, FIT_SLICED_PREFIX as SLICED_FIT_PREFIX,
+};
 
 /// The requirements one PodSet's template needs.
 fn pins_of(spec: &PodSpec, bases: &Bases, group: &str) -> Vec<Value> {
