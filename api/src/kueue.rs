@@ -54,6 +54,11 @@ pub struct ResourceFlavorSpec {
     plural = "clusterqueues",
     shortname = "cq",
     status = "ClusterQueueStatus",
+    printcolumn = r#"{"name":"Cohort","type":"string","jsonPath":".spec.cohortName"}"#,
+    printcolumn = r#"{"name":"Stop Policy","type":"string","priority":1,"jsonPath":".spec.stopPolicy"}"#,
+    printcolumn = r#"{"name":"Pending Workloads","type":"integer","jsonPath":".status.pendingWorkloads"}"#,
+    printcolumn = r#"{"name":"Admitted Workloads","type":"integer","priority":1,"jsonPath":".status.admittedWorkloads"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     derive = "Default",
     derive = "PartialEq"
 )]
@@ -160,6 +165,11 @@ pub struct ClusterQueueStatus {
     plural = "localqueues",
     shortname = "lq",
     namespaced,
+    status = "LocalQueueStatus",
+    printcolumn = r#"{"name":"ClusterQueue","type":"string","jsonPath":".spec.clusterQueue"}"#,
+    printcolumn = r#"{"name":"Pending Workloads","type":"integer","jsonPath":".status.pendingWorkloads"}"#,
+    printcolumn = r#"{"name":"Admitted Workloads","type":"integer","jsonPath":".status.admittedWorkloads"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     derive = "Default",
     derive = "PartialEq"
 )]
@@ -168,6 +178,15 @@ pub struct LocalQueueSpec {
     pub cluster_queue: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_policy: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalQueueStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_workloads: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admitted_workloads: Option<i32>,
 }
 
 /// A check a Workload must pass before admission; its controller answers on the Workload.
@@ -224,6 +243,10 @@ pub struct TopologyLevel {
     shortname = "wl",
     namespaced,
     status = "WorkloadStatus",
+    printcolumn = r#"{"name":"Queue","type":"string","jsonPath":".spec.queueName"}"#,
+    printcolumn = r#"{"name":"Reserved in","type":"string","jsonPath":".status.admission.clusterQueue"}"#,
+    printcolumn = r#"{"name":"Admitted","type":"string","jsonPath":".status.conditions[?(@.type=='Admitted')].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     derive = "Default",
     derive = "PartialEq"
 )]

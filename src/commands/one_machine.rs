@@ -127,6 +127,11 @@ pub async fn publish_machine(client: &kube::Client, root: SystemRoot) -> anyhow:
     objects::publish_spec(client, &m.hostname, &manufacturers, &report.items)
         .await
         .map_err(|e| anyhow::anyhow!("publishing Devices {}: {e}", m.hostname))?;
+    // No device manager runs here: its accelerator labels, which the controllers' pools are
+    // built from, are published the same way it would.
+    objects::publish_labels(client, &m.hostname, &manufacturers, &report.items)
+        .await
+        .map_err(|e| anyhow::anyhow!("labelling Node {}: {e}", m.hostname))?;
     tracing::info!(node = %m.hostname, groups = report.items.len(), "this machine is registered");
     Ok(m.hostname)
 }

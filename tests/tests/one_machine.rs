@@ -176,6 +176,53 @@ fn one_machine_registers_this_machine_and_keeps_it_across_restarts() {
     let set = kubectl(&kubeconfig, &cache, &set).unwrap();
     assert!(set.contains("IfNotPresent"), "{set}");
 
+    // The controllers build the Kueue chain from this machine: a pool for its cards and one
+    // for its CPUs, each with its queue and a LocalQueue in `default`.
+    let chain = [
+        "get",
+        "resourceflavors,clusterqueues,localqueues,instancetypes",
+    ];
+    let listed = wait_until("the Kueue chain of this machine", DEADLINE, || {
+        kubectl(&kubeconfig, &cache, &chain).filter(|out| {
+            out.contains(
+                "instancetype.worker.gpustack.ai/gpustack--amd-radeon-rx-7800-xt-linux-amd64",
+            ) && out.contains("localqueue.kueue.x-k8s.io/gpustack-fnv64-")
+                && out.contains("clusterqueue.kueue.x-k8s.io/gpustack--generic-linux-amd64")
+        })
+    });
+    eprintln!("{listed}");
+    let queue = [
+        "get",
+        "clusterqueue",
+        "gpustack--amd-radeon-rx-7800-xt-linux-amd64",
+        "-o",
+        "json",
+    ];
+    let queue: Value =
+        serde_json::from_str(&kubectl(&kubeconfig, &cache, &queue).unwrap()).unwrap();
+    let quota = &queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0];
+    assert_eq!(quota["name"], "credits.gpustack.ai/amd");
+    assert_eq!(
+        quota["nominalQuota"], "3200000",
+        "two cards of 1,600,000 credits"
+    );
+    let it = [
+        "get",
+        "instancetype",
+        "gpustack--amd-radeon-rx-7800-xt-linux-amd64",
+        "-o",
+        "jsonpath={.status.accelerator}",
+    ];
+    let whole = wait_until("the pool's status", DEADLINE, || {
+        kubectl(&kubeconfig, &cache, &it).filter(|s| !s.is_empty())
+    });
+    eprintln!("{whole}");
+    let whole: Value = serde_json::from_str(&whole).unwrap();
+    assert_eq!(
+        whole,
+        serde_json::json!({"capacity": 2, "onceMaxRequest": 2, "remaining": 2})
+    );
+
     assert!(w.stop().success(), "Ctrl-C stops it cleanly");
     let w = OneMachine::start(tree.root(), &data, api_port, port);
     let again = wait_until("the Node after a restart", DEADLINE, || {

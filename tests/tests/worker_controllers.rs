@@ -401,6 +401,28 @@ async fn the_chain_follows_nodes_cards_settings_and_namespaces() {
     cordon(&nodes, "gpu-b", false).await;
     queue_is(&w, &cqs, NVIDIA_IT, &[(h100_flavor(8), 16 * M)]).await;
 
+    // The hardware kinds, computed from the flavors and served through the worker's API.
+    let kinds = w.kubectl_ok(&["get", "instancetypeflavors", "-o", "name"]);
+    assert_eq!(
+        kinds.lines().collect::<Vec<_>>(),
+        [
+            "instancetypeflavor.worker.gpustack.ai/gpustack--generic",
+            "instancetypeflavor.worker.gpustack.ai/gpustack--nvidia-h100-80gb-hbm3"
+        ]
+    );
+    let h100 = w.kubectl_ok(&[
+        "get",
+        "instypeflavor",
+        "gpustack--nvidia-h100-80gb-hbm3",
+        "-o",
+        "json",
+    ]);
+    let h100: serde_json::Value = serde_json::from_str(&h100).unwrap();
+    assert_eq!(h100["status"]["capacity"], 16);
+    assert_eq!(h100["spec"]["product"], "NVIDIA-H100-80GB-HBM3");
+    let (mut watching, lines) = watch_lines(&w, "instancetypeflavors");
+    expect_line(&lines, "ADDED", "gpustack--generic");
+
     // A different product joins: its own pool and queue, metered in AMD credits.
     let amd = Machine::gpu("amd-a", RX7800XT, 2);
     put(&c, &amd).await;
@@ -414,6 +436,7 @@ async fn the_chain_follows_nodes_cards_settings_and_namespaces() {
         cq.spec.resource_groups[0].covered_resources,
         ["credits.gpustack.ai/amd"]
     );
+    expect_line(&lines, "ADDED", "gpustack--amd-radeon-rx-7800-xt");
 
     // MIG on: partitioned capacity keys and profiles.
     let mig = Machine::gpu("mig-a", A100_MIG, 2);
@@ -635,7 +658,15 @@ async fn the_chain_follows_nodes_cards_settings_and_namespaces() {
         it.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Inactive")
     })
     .await;
-    assert!(!names(&flavors).await.contains(&h100_flavor(8)));
+    eventually("the H100 flavor retired", &w, || async {
+        let n = names(&flavors).await;
+        (!n.contains(&h100_flavor(8)))
+            .then_some(())
+            .ok_or_else(|| format!("{n:?}"))
+    })
+    .await;
+    expect_line(&lines, "DELETED", "gpustack--nvidia-h100-80gb-hbm3");
+    let _ = watching.kill();
     let team = queue_is(&w, &cqs, "team-h100", &[]).await;
     assert_eq!(team.spec.stop_policy.as_deref(), Some("HoldAndDrain"));
 }
@@ -646,6 +677,42 @@ async fn cordon(nodes: &Api<Node>, name: &str, on: bool) {
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .unwrap();
+}
+
+/// `kubectl get -w --output-watch-events` of `resource` through the worker's API: its
+/// lines as they come, and the child to stop.
+fn watch_lines(
+    w: &WorkerProcess,
+    resource: &str,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut child = w
+        .kubectl_command(&["get", resource, "-w", "--output-watch-events"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+/// Waits for a line of the watch's table starting with `event` and `name`.
+fn expect_line(rx: &std::sync::mpsc::Receiver<String>, event: &str, name: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) if l.split_whitespace().take(2).eq([event, name]) => return,
+            Ok(l) => seen.push(l),
+            Err(_) => break,
+        }
+    }
+    panic!("no {event} {name} on the watch; saw {seen:?}");
 }
 
 /// Who holds the worker's Lease.
@@ -706,16 +773,25 @@ async fn a_second_worker_takes_over_when_the_leader_dies() {
     put(&c, &Machine::gpu("gpu-b", H100, 8)).await;
     queue_is(&second, &cqs, NVIDIA_IT, &[(h100_flavor(8), 16 * M)]).await;
     let lqs: Api<LocalQueue> = Api::namespaced(c.clone(), "default");
-    let all = lqs.list(&ListParams::default()).await.unwrap().items;
-    let unique: BTreeSet<String> = all.iter().map(|q| q.name_any()).collect();
-    assert_eq!(all.len(), unique.len());
-    assert_eq!(
-        unique,
-        names(&cqs).await.iter().map(|q| local_queue(q)).collect()
-    );
     let flavors: Api<ResourceFlavor> = Api::all(c.clone());
-    assert_eq!(
-        names(&flavors).await,
-        BTreeSet::from([h100_flavor(8), cpu_flavor(96)])
-    );
+    eventually(
+        "one LocalQueue per queue and one flavor per identity",
+        &second,
+        || async {
+            let all = lqs
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items;
+            let unique: BTreeSet<String> = all.iter().map(|q| q.name_any()).collect();
+            let want: BTreeSet<String> = names(&cqs).await.iter().map(|q| local_queue(q)).collect();
+            let rfs = names(&flavors).await;
+            let ok = all.len() == unique.len()
+                && unique == want
+                && rfs == BTreeSet::from([h100_flavor(8), cpu_flavor(96)]);
+            ok.then_some(())
+                .ok_or_else(|| format!("{unique:?} want {want:?}; flavors {rfs:?}"))
+        },
+    )
+    .await;
 }

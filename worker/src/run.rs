@@ -187,6 +187,11 @@ pub async fn run(
             namespace: ns.clone(),
             def: resources::settings(),
         },
+        flavors: api::flavors::Flavors {
+            client: client.clone(),
+            namespace: ns.clone(),
+            def: resources::instance_type_flavors(),
+        },
         auth,
         audit,
         cors: Cors::new(&config.cors_allowed_origins),

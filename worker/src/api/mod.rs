@@ -3,6 +3,7 @@
 //! `/livez`, `/readyz` and `/metrics`.
 
 pub mod cors;
+pub mod flavors;
 pub mod metrics;
 pub mod resources;
 pub mod settings;
@@ -44,6 +45,7 @@ pub struct ApiServer {
     pub defs: Vec<gpustack_kube_rest::resource::ResourceDef>,
     pub views: Vec<View>,
     pub settings: settings::Settings,
+    pub flavors: flavors::Flavors,
     pub auth: Auth,
     pub audit: Option<Audit>,
     pub cors: cors::Cors,
@@ -172,6 +174,12 @@ async fn serve(
         && p.resource == "settings"
     {
         return server.settings.handle(&p, asked, body).await;
+    }
+    if p.group == resources::WORKER_GROUP
+        && p.version == resources::SERVED_VERSION
+        && p.resource == "instancetypeflavors"
+    {
+        return server.flavors.handle(&p, asked).await;
     }
     let view = server
         .views

@@ -114,9 +114,57 @@ pub fn settings() -> ResourceDef {
     }
 }
 
+/// `instancetypeflavors` (short `instypeflavor`): computed from the derived ResourceFlavors,
+/// read-only.
+pub fn instance_type_flavors() -> ResourceDef {
+    let string = json!({"type": "string"});
+    let schema = json!({
+        "type": "object",
+        "description": "A kind of hardware the cluster's nodes offer, as its resource flavors note it.",
+        "properties": {
+            "apiVersion": string, "kind": string,
+            "metadata": {"type": "object"},
+            "spec": {"type": "object", "description": "The hardware: what the flavors note.",
+                "additionalProperties": string},
+            "status": {"type": "object", "properties": {
+                "flavors": {"type": "array", "items": string,
+                    "description": "The ResourceFlavors of this hardware."},
+                "capacity": {"type": "integer",
+                    "description": "Cards (or cores) the nodes of those flavors hold."},
+            }},
+        }
+    });
+    ResourceDef {
+        group: WORKER_GROUP.into(),
+        storage_group: WORKER_GROUP.into(),
+        versions: vec![SERVED_VERSION.into()],
+        kind: "InstanceTypeFlavor".into(),
+        list_kind: "InstanceTypeFlavorList".into(),
+        plural: "instancetypeflavors".into(),
+        singular: "instancetypeflavor".into(),
+        namespaced: false,
+        short_names: vec!["instypeflavor".into()],
+        categories: vec!["gpustack".into()],
+        verbs: ["get", "list", "watch"].map(String::from).to_vec(),
+        subresources: Vec::new(),
+        columns: vec![
+            PrinterColumn::new("Accelerator Group", "string", ".spec.acceleratorGroup", 0),
+            PrinterColumn::new("Product", "string", ".spec.product", 0),
+            PrinterColumn::new("Memory", "string", ".spec.memory", 0),
+            PrinterColumn::new("Capacity", "integer", ".status.capacity", 0),
+            PrinterColumn::age(),
+        ],
+        selectable_fields: Vec::new(),
+        custom: false,
+        schema: Some(Arc::new(schema)),
+        defaults_on_read: false,
+    }
+}
+
 /// Everything served, for discovery and OpenAPI.
 pub fn all() -> Vec<ResourceDef> {
     let mut defs: Vec<ResourceDef> = views().into_iter().map(|v| v.def).collect();
+    defs.push(instance_type_flavors());
     defs.push(settings());
     defs
 }

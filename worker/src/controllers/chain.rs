@@ -169,6 +169,7 @@ fn local_queue(cq: &ClusterQueue, namespace: &str) -> Option<LocalQueue> {
             cluster_queue: name,
             stop_policy: None,
         },
+        status: None,
     })
 }
 

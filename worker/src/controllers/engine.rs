@@ -118,7 +118,11 @@ where
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
             match ev {
-                Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
+                Ok(
+                    watcher::Event::Apply(o)
+                    | watcher::Event::InitApply(o)
+                    | watcher::Event::Delete(o),
+                ) => {
                     for d in dirty(&o) {
                         let _ = tx.send(d);
                     }
