@@ -22,8 +22,7 @@ use std::time::{Duration, Instant};
 
 use gpustack_tests::{
     bench::{self, Figure, env_usize, median, percentile},
-    embedded::{GatewayProcess, free_port},
-    worker::{WorkerProcess, local_queue_name as entrance},
+    worker::local_queue_name as entrance,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
@@ -89,17 +88,7 @@ async fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let mut figures = Vec::new();
 
-    let gw = tokio::task::block_in_place(|| {
-        GatewayProcess::start_with(
-            &tmp.path().join("gw"),
-            "one",
-            free_port(),
-            &["--embedded-cluster=one"],
-        )
-    });
-    let worker = tokio::task::block_in_place(|| {
-        WorkerProcess::start(&gw, &tmp.path().join("worker"), &[], &[])
-    });
+    let (gw, worker) = bench::cluster_and_worker(tmp.path(), &[]);
     let cluster = bench::client(&gw.kubeconfig()).await;
 
     // The pool the Pods' queue fronts, with the status the controllers would write.
