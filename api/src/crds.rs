@@ -4,8 +4,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::{
-    devices::Devices, instance_type::InstanceType, model_artifact::ModelArtifact,
-    model_store::NodeModelStore,
+    devices::Devices, instance::Instance, instance_type::InstanceType,
+    model_artifact::ModelArtifact, model_store::NodeModelStore,
 };
 
 /// Every CRD the operator installs, in a stable order.
@@ -13,6 +13,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         Devices::crd(),
         InstanceType::crd(),
+        Instance::crd(),
         ModelArtifact::crd(),
         NodeModelStore::crd(),
     ]

@@ -1,6 +1,7 @@
 //! The contract of gpustack-operator: the types every component and every user sees.
 //!
-//! - [`devices`], [`instance_type`], [`model_store`], [`model_artifact`]: `worker.gpustack.ai/v1alpha1` CRDs.
+//! - [`devices`], [`instance_type`], [`instance`], [`model_store`], [`model_artifact`]:
+//!   `worker.gpustack.ai/v1alpha1` CRDs.
 //! - [`kueue`]: the Kueue kinds the worker reads and writes (CRDs for clusters without Kueue).
 //! - [`monitor`] and [`devices::DevicesGroup`]: what `device-manager monitor` and `detect` print.
 //! - [`manufacturer`]: the nine manufacturers as data.
@@ -10,6 +11,7 @@
 
 pub mod crds;
 pub mod devices;
+pub mod instance;
 pub mod instance_type;
 pub mod kueue;
 pub mod labels;

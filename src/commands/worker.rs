@@ -39,6 +39,7 @@ fn config(args: &WorkerArgs) -> run::Config {
             drain_timeout: Duration::from_secs(10),
             ..Limits::default()
         },
+        model_manager_service_account: args.model_manager_service_account.clone(),
         controllers: run::ControllersConfig {
             election: args.leader.kube_leader_election.then(|| LeaseConfig {
                 namespace: String::new(),

@@ -29,8 +29,7 @@ use std::{
 use futures::{StreamExt, TryStreamExt};
 use gpustack_tests::{
     bench::{self, Figure, env_usize, latencies_ms, median, percentile, poll, proc_status_mb},
-    embedded::{GatewayProcess, free_port, kubectl_with},
-    worker::WorkerProcess,
+    embedded::{free_port, kubectl_with},
 };
 use kube::{
     Api,
@@ -92,17 +91,7 @@ async fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let mut figures = Vec::new();
 
-    let gw = tokio::task::block_in_place(|| {
-        GatewayProcess::start_with(
-            &tmp.path().join("gw"),
-            "one",
-            free_port(),
-            &["--embedded-cluster=one", "--apiservice-check-interval=1s"],
-        )
-    });
-    let worker = tokio::task::block_in_place(|| {
-        WorkerProcess::start(&gw, &tmp.path().join("worker"), &[], &[])
-    });
+    let (gw, worker) = bench::cluster_and_worker(tmp.path(), &["--apiservice-check-interval=1s"]);
     let cluster = client(&gw.kubeconfig()).await;
     let direct: Api<DynamicObject> = Api::all_with(cluster.clone(), &devices("v1alpha1"));
     let aggregated: Api<DynamicObject> = Api::all_with(cluster.clone(), &devices("v1"));

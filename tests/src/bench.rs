@@ -3,6 +3,29 @@
 
 use serde_json::{Value, json};
 
+/// An embedded cluster (`worker-gateway --embedded-cluster=one` with `gateway_args`) and a
+/// `worker` against it, under `dir`; called from a multi-threaded runtime (the starts block).
+pub fn cluster_and_worker(
+    dir: &std::path::Path,
+    gateway_args: &[&str],
+) -> (
+    crate::embedded::GatewayProcess,
+    crate::worker::WorkerProcess,
+) {
+    tokio::task::block_in_place(|| {
+        let mut args = vec!["--embedded-cluster=one"];
+        args.extend_from_slice(gateway_args);
+        let gw = crate::embedded::GatewayProcess::start_with(
+            &dir.join("gw"),
+            "one",
+            crate::embedded::free_port(),
+            &args,
+        );
+        let worker = crate::worker::WorkerProcess::start(&gw, &dir.join("worker"), &[], &[]);
+        (gw, worker)
+    })
+}
+
 /// A benchmark knob from the environment, or its default.
 pub fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)

@@ -169,6 +169,17 @@ impl WorkerProcess {
     }
 }
 
+/// The LocalQueue name the worker gives the queue of ClusterQueue `name`, computed here
+/// independently of the worker (`gpustack-fnv64-` and the FNV-1a 64 of the name, in hex).
+pub fn local_queue_name(name: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("gpustack-fnv64-{h:016x}")
+}
+
 /// The bearer token of an embedded cluster's admin kubeconfig.
 pub fn admin_token(kubeconfig: &Path) -> String {
     let text = std::fs::read_to_string(kubeconfig).expect("reading the cluster kubeconfig");

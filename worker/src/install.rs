@@ -123,6 +123,16 @@ pub fn desired(system_namespace: &str, reach: &Reach, ca_pem: &str) -> Vec<Desir
             }),
         });
     }
+    // The admission webhooks last: they call a server that must find its kinds too.
+    for (kind, plural, object) in
+        crate::admission::hooks::configurations(system_namespace, names::SERVICE, port, &ca_bundle)
+    {
+        out.push(Desired {
+            resource: resource("admissionregistration.k8s.io", "v1", kind, plural),
+            namespace: None,
+            object,
+        });
+    }
     out
 }
 
@@ -181,18 +191,26 @@ pub async fn ensure(client: &kube::Client, d: &Desired) -> Result<Outcome, Insta
         return Ok(Outcome::Terminating);
     }
     let have = serde_json::to_value(&current).unwrap_or(Value::Null);
-    let want_spec = d.object.get("spec").cloned().unwrap_or(Value::Null);
+    // The body is `spec`, or `webhooks` for a webhook configuration: every top-level field
+    // but the type and metadata.
+    let drifted: Vec<(&String, &Value)> = d
+        .object
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+        .filter(|(k, want)| !contains(&have[k.as_str()], want))
+        .collect();
     let want_labels = d.object["metadata"].get("labels").cloned();
-    let spec_ok = want_spec.is_null() || contains(&have["spec"], &want_spec);
     let labels_ok = want_labels
         .as_ref()
         .is_none_or(|l| contains(&have["metadata"]["labels"], l));
-    if spec_ok && labels_ok {
+    if drifted.is_empty() && labels_ok {
         return Ok(Outcome::Present);
     }
     let mut patch = json!({});
-    if !spec_ok {
-        patch["spec"] = want_spec;
+    for (k, want) in drifted {
+        patch[k.as_str()] = want.clone();
     }
     if !labels_ok {
         patch["metadata"] = json!({"labels": want_labels});
@@ -245,7 +263,7 @@ mod tests {
                 .iter()
                 .filter(|k| **k == "CustomResourceDefinition")
                 .count(),
-            4
+            5
         );
         let apis: Vec<&Desired> = objs
             .iter()
@@ -263,6 +281,29 @@ mod tests {
         let svc = local.iter().find(|d| d.resource.kind == "Service").unwrap();
         assert_eq!(svc.object["spec"]["clusterIP"], "127.0.0.1");
         assert_eq!(svc.describe(), "Service s/gpustack-operator-worker");
+        // Only the body is compared for drift: nothing else may sit beside it.
+        for d in &objs {
+            let keys: Vec<&String> = d.object.as_object().unwrap().keys().collect();
+            let body: Vec<&&String> = keys
+                .iter()
+                .filter(|k| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+                .collect();
+            assert!(body.len() <= 1, "{}: {keys:?}", d.describe());
+        }
+        let hooks: Vec<&str> = objs
+            .iter()
+            .filter(|d| d.resource.group == "admissionregistration.k8s.io")
+            .map(|d| d.object["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            hooks,
+            ["gpustack-worker-mutation", "gpustack-worker-validation"]
+        );
+        let local_hooks = local.last().unwrap();
+        assert_eq!(
+            local_hooks.object["webhooks"][0]["clientConfig"]["service"]["port"],
+            40000
+        );
     }
 
     #[test]

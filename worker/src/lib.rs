@@ -8,6 +8,7 @@
 //! - [`api::views`]: `worker.gpustack.ai/v1` views of the `v1alpha1` custom resources.
 //! - [`settings`]: the `gpustack.ai/v1` settings catalog, checks and storage.
 
+pub mod admission;
 pub mod api;
 pub mod audit;
 pub mod auth;

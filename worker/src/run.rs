@@ -48,6 +48,8 @@ pub struct Config {
     pub limits: Limits,
     /// How the controllers run: election, tuning.
     pub controllers: ControllersConfig,
+    /// The only service account that may write NodeModelStore status.
+    pub model_manager_service_account: String,
 }
 
 /// The controllers' part of the configuration.
@@ -76,6 +78,8 @@ pub enum WorkerError {
     },
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
+    #[error(transparent)]
+    Admission(#[from] crate::admission::server::StartError),
     #[error("asking the cluster its version: {0}")]
     Version(#[source] kube::Error),
 }
@@ -196,6 +200,17 @@ pub async fn run(
         ready: ready.clone(),
     });
 
+    let webhooks = crate::admission::Admission::start(
+        client.clone(),
+        &crate::admission::Options {
+            system_namespace: ns.clone(),
+            model_manager_service_account: config.model_manager_service_account.clone(),
+        },
+        server.metrics.registry(),
+        |var| std::env::var(var).ok(),
+        stop.clone(),
+    )?;
+
     // Listening before the install creates the APIServices: the cluster checks them at once,
     // and a first check that finds nobody would leave the API unavailable until the next one.
     let tcp = TcpListener::bind(config.bind)
@@ -254,7 +269,7 @@ pub async fn run(
             tcp,
             tls: TlsAcceptor::from(tls),
         },
-        router: api::router(server),
+        router: api::router(server).merge(crate::admission::router(webhooks)),
     };
     serve::serve(vec![endpoint], config.limits, stop, || {}).await;
     installer.abort();

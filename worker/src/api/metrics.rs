@@ -56,6 +56,11 @@ impl Metrics {
         }
     }
 
+    /// The registry `/metrics` serves, for the other parts of the worker to register in.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     pub fn observe(&self, attrs: &Attributes, code: u16, took: Duration) {
         // Label values come from a fixed vocabulary: a non-resource path is not a label (it is
         // whatever the client sent).

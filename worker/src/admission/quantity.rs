@@ -1,0 +1,148 @@
+//! Kubernetes quantities (`1`, `500m`, `2Gi`, `1e3`) read exactly, so that request rules compare
+//! amounts rather than spellings: `1000m` is exactly 1, `1m` is not.
+
+/// Nano-units per unit: the finest precision a Kubernetes quantity keeps.
+const NANO: i128 = 1_000_000_000;
+
+/// An amount, exact to the nano-unit (rounded up beyond that, as Kubernetes rounds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Quantity {
+    nanos: i128,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a quantity")]
+pub struct QuantityError(pub String);
+
+impl Quantity {
+    pub fn parse(text: &str) -> Result<Self, QuantityError> {
+        let bad = || QuantityError(text.to_owned());
+        let s = text.trim();
+        let (negative, s) = match s.as_bytes().first() {
+            Some(b'-') => (true, &s[1..]),
+            Some(b'+') => (false, &s[1..]),
+            _ => (false, s),
+        };
+        let number_len = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
+        let (number, suffix) = s.split_at(number_len);
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+            return Err(bad());
+        }
+        // The digits as one integer, and the power of ten that scales it back.
+        let digits = format!("{whole}{fraction}");
+        let mantissa: i128 = digits.trim_start_matches('0').parse().unwrap_or(0);
+        if digits.len() > 30 {
+            return Err(bad());
+        }
+        let (num, den) = multiplier(suffix).ok_or_else(bad)?;
+        let den = den
+            .checked_mul(10i128.checked_pow(fraction.len() as u32).ok_or_else(bad)?)
+            .ok_or_else(bad)?;
+        let scaled = mantissa
+            .checked_mul(num)
+            .and_then(|v| v.checked_mul(NANO))
+            .ok_or_else(bad)?;
+        let nanos = scaled / den + i128::from(scaled % den != 0);
+        Ok(Quantity {
+            nanos: if negative { -nanos } else { nanos },
+        })
+    }
+
+    /// The amount as a whole number, when it is one.
+    pub fn whole(self) -> Option<i64> {
+        (self.nanos % NANO == 0)
+            .then(|| i64::try_from(self.nanos / NANO).ok())
+            .flatten()
+    }
+
+    /// The amount `n` times over.
+    pub fn times(self, n: i64) -> Option<Self> {
+        self.nanos
+            .checked_mul(i128::from(n))
+            .map(|nanos| Quantity { nanos })
+    }
+
+    /// Whether the amount is exactly `n`.
+    pub fn is(self, n: i64) -> bool {
+        self.nanos == i128::from(n) * NANO
+    }
+}
+
+/// The suffix's value as a fraction (numerator, denominator).
+fn multiplier(suffix: &str) -> Option<(i128, i128)> {
+    let binary = |p: u32| Some((1i128 << (10 * p), 1));
+    let decimal = |e: i32| {
+        if e >= 0 {
+            Some((10i128.checked_pow(e as u32)?, 1))
+        } else {
+            Some((1, 10i128.checked_pow(e.unsigned_abs())?))
+        }
+    };
+    match suffix {
+        "" => decimal(0),
+        "n" => decimal(-9),
+        "u" => decimal(-6),
+        "m" => decimal(-3),
+        "k" => decimal(3),
+        "M" => decimal(6),
+        "G" => decimal(9),
+        "T" => decimal(12),
+        "P" => decimal(15),
+        "E" => decimal(18),
+        "Ki" => binary(1),
+        "Mi" => binary(2),
+        "Gi" => binary(3),
+        "Ti" => binary(4),
+        "Pi" => binary(5),
+        "Ei" => binary(6),
+        s if s.starts_with(['e', 'E']) => {
+            let e: i32 = s[1..].parse().ok()?;
+            (-9..=18).contains(&e).then(|| decimal(e)).flatten()
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: &str) -> Quantity {
+        Quantity::parse(s).unwrap()
+    }
+
+    #[test]
+    fn amounts_not_spellings() {
+        for (text, whole) in [
+            ("1", Some(1)),
+            ("1000m", Some(1)),
+            ("1e0", Some(1)),
+            ("0.5", None),
+            ("1m", None),
+            ("2k", Some(2000)),
+            ("1Ki", Some(1024)),
+            ("1.5Gi", Some(1_610_612_736)),
+            ("25", Some(25)),
+            ("+3", Some(3)),
+            ("-2", Some(-2)),
+            ("1E", Some(1_000_000_000_000_000_000)),
+            ("1e3", Some(1000)),
+        ] {
+            assert_eq!(q(text).whole(), whole, "{text}");
+        }
+        assert!(q("1000m").is(1));
+        assert!(!q("1m").is(1));
+        assert!(!q("1001m").is(1));
+        assert!(!q("0.001").is(0) && q("0.001") == q("1m"));
+    }
+
+    #[test]
+    fn not_quantities() {
+        for text in ["", "abc", "1x", "1..2", ".", "1Gb", "1e99", "--1", "1 Gi"] {
+            assert!(Quantity::parse(text).is_err(), "{text}");
+        }
+    }
+}
