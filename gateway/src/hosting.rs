@@ -81,6 +81,10 @@ impl Hosting {
     pub async fn host(&self, cluster: &str, read_only: bool) -> Result<PathBuf, HostingError> {
         let path = kubeconfig_path(&self.data_dir, cluster);
         let token = cluster_token(&self.store, cluster, &path).await?;
+        if !read_only {
+            // The name is an embedded cluster's now: its objects are not an upstream's.
+            self.store.leave_fleet(cluster).await?;
+        }
         let at_root = self.root.as_deref() == Some(cluster);
         let text = kubeconfig::render(
             cluster,

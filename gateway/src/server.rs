@@ -38,14 +38,20 @@ use crate::{
     tls::{self, TlsError},
 };
 
-/// Event-log compaction: every `interval`, keep the newest `keep` events. Also when embedded
+/// Event-log compaction: every `interval`, keep the newest `keep` events, and no more of them
+/// than fit in `max_bytes`; then give freed space back to the file system. Also when embedded
 /// clusters' Events older than `event_ttl` are deleted.
 #[derive(Clone, Debug)]
 pub struct Compaction {
     pub interval: Duration,
     pub keep: u64,
+    pub max_bytes: u64,
     pub event_ttl: Duration,
 }
+
+/// The event log's default size bound: a few minutes of a fleet's churn at 2 KB per change,
+/// small next to the objects of a fleet of a million.
+pub const DEFAULT_EVENT_LOG_BYTES: u64 = 256 << 20;
 
 /// What to serve and where.
 #[derive(Clone, Debug)]
@@ -87,6 +93,7 @@ impl GatewayOptions {
             compaction: Compaction {
                 interval: Duration::from_secs(60),
                 keep: 100_000,
+                max_bytes: DEFAULT_EVENT_LOG_BYTES,
                 event_ttl: Duration::from_secs(3600),
             },
             upstreams: Vec::new(),
@@ -495,8 +502,12 @@ async fn compact_periodically(store: Store, policy: Compaction, embedded: Vec<St
             Ok(n) => tracing::debug!(expired = n, "forgot expired ServiceAccount tokens"),
             Err(e) => tracing::warn!(error = %e, "forgetting expired tokens failed"),
         }
-        if let Err(e) = store.compact(policy.keep).await {
+        if let Err(e) = store.compact_within(policy.keep, policy.max_bytes).await {
             tracing::warn!(error = %e, "event log compaction failed");
+        }
+        match store.reclaim().await {
+            Ok(free) => tracing::debug!(free_pages = free, "reclaimed disk space"),
+            Err(e) => tracing::warn!(error = %e, "reclaiming disk space failed"),
         }
     }
 }

@@ -223,6 +223,10 @@ pub struct WorkerGatewayArgs {
     /// answer 410 Gone and the client relists.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub event_log_retention: u64,
+    /// How many bytes the event log may hold (object bodies it keeps, plus 64 per event); the
+    /// oldest events beyond either bound are dropped.
+    #[arg(long, default_value_t = gpustack_gateway::server::DEFAULT_EVENT_LOG_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub event_log_max_bytes: u64,
     /// How long embedded clusters keep Event objects (as kube-apiserver's --event-ttl).
     #[arg(long, default_value_t = GoDuration::secs(3600), value_name = "DURATION", value_parser = at_least_1s)]
     pub event_ttl: GoDuration,

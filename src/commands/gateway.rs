@@ -36,6 +36,7 @@ async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
     options.compaction = Compaction {
         interval: args.event_log_compaction_interval.0,
         keep: args.event_log_retention,
+        max_bytes: args.event_log_max_bytes,
         event_ttl: args.event_ttl.0,
     };
     options.conn_mode = args.conn_mode();

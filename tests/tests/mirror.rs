@@ -331,6 +331,71 @@ fn restarted_hub_serves_its_stored_mirror_and_its_relist_sweeps_what_vanished() 
     wait_ready_with_devices(&hub, "east", 2);
 }
 
+/// `GET /clusters/CLUSTER/PATH` on the hub, over its unix socket.
+fn hub_get(hub: &GatewayProcess, cluster: &str, path: &str) -> String {
+    let target = format!("/clusters/{cluster}{path}");
+    let (code, body) = gpustack_tests::hub::http_over_unix(&hub.socket(), "GET", &target, None)
+        .expect("a request over the hub's socket");
+    assert_eq!(code, 200, "{target}: {body}");
+    body
+}
+
+#[test]
+fn fleet_watch_resumes_from_its_version_across_a_hub_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let east = upstream(dir.path(), "east", &["e-1", "e-2"]);
+    let hub = mirror(dir.path(), &[&east]);
+    wait_names(&hub, "_fleet", &["east.e-1", "east.e-2"]);
+    let devices = "/apis/worker.gpustack.ai/v1alpha1/devices";
+    let list: Value = serde_json::from_str(&hub_get(&hub, "_fleet", devices)).unwrap();
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("a fleet list carries its resourceVersion")
+        .to_owned();
+    let port = hub.port;
+    assert!(hub.stop().success());
+
+    // While the hub is down, east changes.
+    east.kubectl_ok(&["delete", "devices", "e-1"]);
+    add_device(&east, "e-3");
+    let hub = start_hub(dir.path(), "east", port, &[]);
+    wait_names(&hub, "_fleet", &["east.e-2", "east.e-3"]);
+
+    // A fleet watcher that had got to `rv` before the restart resumes from it: it is told
+    // exactly what changed since, under fleet names, and nothing it already had.
+    let watch = format!("{devices}?watch=1&resourceVersion={rv}&timeoutSeconds=1");
+    let out = hub_get(&hub, "_fleet", &watch);
+    let mut seen: Vec<(String, String)> = serde_json::Deserializer::from_str(&out)
+        .into_iter::<Value>()
+        .map(|ev| {
+            let ev = ev.expect("a watch event");
+            let obj = &ev["object"];
+            assert_eq!(
+                obj["metadata"]["labels"]["gpustack.ai/cluster"], "east",
+                "{ev}"
+            );
+            let at: u64 = obj["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(at > rv.parse().unwrap(), "{ev}");
+            (
+                ev["type"].as_str().unwrap().to_owned(),
+                obj["metadata"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("ADDED".to_owned(), "east.e-3".to_owned()),
+            ("DELETED".to_owned(), "east.e-1".to_owned())
+        ]
+    );
+}
+
 #[test]
 fn frozen_upstream_is_detected_and_recovers_after_it_thaws() {
     let dir = tempfile::tempdir().unwrap();

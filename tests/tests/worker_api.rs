@@ -413,7 +413,7 @@ async fn kube_rs_crud_and_watch_on_v1_devices() {
         use futures::StreamExt;
         let stream = kube::runtime::watcher(api.clone(), Default::default());
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(ev) = stream.next().await {
                 if let Ok(
@@ -425,7 +425,7 @@ async fn kube_rs_crud_and_watch_on_v1_devices() {
                 }
             }
         });
-        rx
+        (rx, task)
     };
 
     let obj: DynamicObject = serde_json::from_value(json!({
@@ -471,7 +471,7 @@ async fn kube_rs_crud_and_watch_on_v1_devices() {
         "a stale update conflicts: {conflict}"
     );
 
-    let mut watcher = watcher;
+    let (mut watcher, watching) = watcher;
     let seen = tokio::time::timeout(DEADLINE, async {
         loop {
             let o = watcher.recv().await.expect("watch open");
@@ -485,6 +485,10 @@ async fn kube_rs_crud_and_watch_on_v1_devices() {
     assert_eq!(seen.types.unwrap().api_version, "worker.gpustack.ai/v1");
     api.delete("rs-node", &Default::default()).await.unwrap();
     assert!(api.get_opt("rs-node").await.unwrap().is_none());
+    // Stopped while the processes still serve: a watcher without backoff whose client is torn
+    // down with the runtime retries without ever yielding, and the runtime never shuts down.
+    watching.abort();
+    let _ = watching.await;
 }
 
 /// `kubeconfig` with its user's token replaced by `token`, written to `path`.

@@ -205,6 +205,7 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
 
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
     let cluster = ctx.cluster.clone();
+    let store = st.store.clone();
     let (group, resource) = (t.def.storage_group.clone(), t.def.plural.clone());
     let bookmark_every = st.options.bookmark_interval;
     epoch.borrow_and_update();
@@ -235,9 +236,12 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
                             continue;
                         }
                         last_rv = ev.rv;
-                        if ev.key.cluster != cluster || ev.key.group != group || ev.key.resource != resource {
+                        if ev.key.group != group || ev.key.resource != resource {
                             continue;
                         }
+                        let Some(ev) = store.seen_from(&cluster, &ev) else {
+                            continue;
+                        };
                         if let Some(kind) = classify(&filter, &ev)
                             && tx.send(Ok(line(kind, (*ev.body).clone()))).await.is_err()
                         {

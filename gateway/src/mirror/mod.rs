@@ -42,7 +42,7 @@
 pub mod backoff;
 pub mod config;
 pub mod failure;
-pub mod fleet;
+pub use crate::store::fleet;
 pub mod kinds;
 pub mod kubeconfig_policy;
 pub mod progress;

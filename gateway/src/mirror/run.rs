@@ -24,7 +24,6 @@ use super::{
     backoff::Backoff,
     config::{Access, Upstream},
     failure::{MirrorError, MirrorFailure, WatchFailure},
-    fleet,
     kinds::MirroredKind,
     kubeconfig_policy,
     progress::{AbortOnDrop, Progress, newest_listed},
@@ -33,7 +32,7 @@ use super::{
 };
 use crate::{
     registry::{self as resources, Registry, ResourceDef},
-    store::{ObjectKey, Store},
+    store::{ObjectKey, Store, fleet},
 };
 
 /// How a mirror behaves; [`MirrorOptions::default`] is the reference's behaviour.
@@ -528,15 +527,11 @@ impl Mirror {
         (key, body)
     }
 
-    /// Writes one mirrored object and its fleet view copy.
+    /// Writes one mirrored object (the fleet view is derived from it).
     async fn put(&self, key: ObjectKey, body: Value) -> Result<(), MirrorFailure> {
-        let copy = fleet::fleet_body(&key.cluster, body.clone());
-        let copy_key = fleet::fleet_key(&key);
-        let (own, fleet) = futures::join!(
-            self.store.mirror_put(&key, body),
-            self.store.mirror_put(&copy_key, copy)
-        );
-        own.and(fleet)
+        self.store
+            .mirror_put(&key, body)
+            .await
             .map(|_| ())
             .map_err(|source| MirrorFailure::Write {
                 name: key.name.clone(),
@@ -544,14 +539,11 @@ impl Mirror {
             })
     }
 
-    /// Deletes one mirrored object and its fleet view copy.
+    /// Deletes one mirrored object.
     async fn delete(&self, key: &ObjectKey) -> Result<(), MirrorFailure> {
-        let copy_key = fleet::fleet_key(key);
-        let (own, fleet) = futures::join!(
-            self.store.mirror_delete(key),
-            self.store.mirror_delete(&copy_key)
-        );
-        own.and(fleet)
+        self.store
+            .mirror_delete(key)
+            .await
             .map(|_| ())
             .map_err(|source| MirrorFailure::Write {
                 name: key.name.clone(),
@@ -559,25 +551,17 @@ impl Mirror {
             })
     }
 
-    /// Ends a relist: deletes what the upstream no longer has, here and in the fleet view.
+    /// Ends a relist: deletes what the upstream no longer has.
     async fn sweep(
         &self,
         resource: &ApiResource,
         seen: &HashSet<(String, String)>,
     ) -> Result<(), MirrorFailure> {
-        let cluster = &self.upstream.name;
-        let in_fleet: HashSet<(String, String)> = seen
-            .iter()
-            .map(|(ns, name)| (ns.clone(), fleet::fleet_name(cluster, name)))
-            .collect();
-        let (group, plural) = (&resource.group, &resource.plural);
-        let prefix = fleet::fleet_name(cluster, "");
-        let (own, fleet) = futures::join!(
-            self.store.mirror_sweep(cluster, group, plural, "", seen),
-            self.store
-                .mirror_sweep(fleet::FLEET, group, plural, &prefix, &in_fleet)
-        );
-        own.and(fleet).map(|_| ()).map_err(MirrorFailure::Sweep)
+        self.store
+            .mirror_sweep(&self.upstream.name, &resource.group, &resource.plural, seen)
+            .await
+            .map(|_| ())
+            .map_err(MirrorFailure::Sweep)
     }
 
     /// Writes listed objects concurrently, so the store's writer commits them together.

@@ -14,14 +14,13 @@ use tokio::{sync::Mutex, task::JoinHandle};
 
 use super::{
     config::{ConnMode, Upstream},
-    fleet::{self, FLEET},
     run::{Mirror, MirrorOptions},
     status::StatusBoard,
 };
 use crate::{
     hosting::{Hosting, HostingError},
     registry::Registry,
-    store::StoreError,
+    store::{StoreError, fleet::FLEET},
 };
 
 /// How often each upstream's last sync time is written to the store.
@@ -145,6 +144,7 @@ impl Subscriptions {
             inner.hosting.host(FLEET, true).await?;
         }
         let kubeconfig = inner.hosting.host(&upstream.name, true).await?;
+        inner.hosting.store.join_fleet(&upstream.name).await?;
         if persist {
             let spec = serde_json::to_value(&upstream).unwrap_or_default();
             inner
@@ -197,9 +197,7 @@ impl Subscriptions {
         inner.board.remove(name);
         inner.hosting.unhost(name);
         inner.registry.forget(name);
-        let gone = store
-            .drop_mirror(name, FLEET, &fleet::fleet_name(name, ""))
-            .await?;
+        let gone = store.drop_mirror(name).await?;
         store.forget_upstream(name).await?;
         tracing::info!(upstream = %name, objects_removed = gone, "unsubscribed");
         Ok(true)

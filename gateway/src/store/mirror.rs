@@ -3,36 +3,34 @@
 //! mirror resume like watches on embedded clusters). A relist ends with a sweep that deletes
 //! what the upstream no longer has.
 //!
-//! These go through [`Store::commit`] like every other write, so they are durable, ordered and
-//! fanned out to watchers; the mirror is the only writer of its cluster's keys, so the
-//! read-then-write below only loses a race to itself and retries.
+//! These go through the writer like every other write, so they are durable, ordered, batched
+//! and fanned out to watchers; but nothing is read before writing: an object is upserted by
+//! key, and left as it is where its stored content hash (a digest of the body without its
+//! resourceVersion) equals the new one, so a relist of unchanged objects wakes no watcher.
 
 use std::collections::HashSet;
 
 use futures::future::join_all;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use sqlx::Row;
 
-use super::{ObjectKey, Precondition, Store, StoreError, StoredEvent, WriteOp, to_u64};
+use super::{ObjectKey, Store, StoreError, StoredEvent, to_u64, write::Change};
 
-/// How often a mirrored write retries after losing a race (only another write to the same key
-/// can cause one).
-const ATTEMPTS: usize = 8;
-
-/// How many objects [`Store::delete_keys`] reads and deletes together.
+/// How many deletions [`Store::delete_keys`] queues together.
 const DELETE_CHUNK: usize = 256;
 
-/// Whether two bodies differ in more than `metadata.resourceVersion`, which the gateway
-/// rewrites; an unchanged object is not written again (a relist must not wake every watcher).
-pub fn same_content(a: &Value, b: &Value) -> bool {
-    fn without_rv(v: &Value) -> Value {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-        }
-        v
+/// A digest of `body`'s content, `metadata.resourceVersion` (which the gateway rewrites) left
+/// out: what decides whether a mirrored object changed.
+pub fn content_hash(body: &Value) -> Result<i64, serde_json::Error> {
+    let mut body = body.clone();
+    if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
     }
-    without_rv(a) == without_rv(b)
+    let digest = Sha256::digest(serde_json::to_vec(&body)?);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    Ok(i64::from_be_bytes(first))
 }
 
 impl Store {
@@ -44,49 +42,19 @@ impl Store {
         key: &ObjectKey,
         body: Value,
     ) -> Result<Option<StoredEvent>, StoreError> {
-        let mut last = StoreError::Conflict { current: 0 };
-        for _ in 0..ATTEMPTS {
-            let precondition = match self.get(key).await? {
-                Some((_, stored)) if same_content(&stored, &body) => return Ok(None),
-                Some((rv, _)) => Precondition::At(rv),
-                None => Precondition::Absent,
-            };
-            match self
-                .commit(key, precondition, WriteOp::Put(body.clone()))
-                .await
-            {
-                Ok(ev) => return Ok(Some(ev)),
-                Err(e @ (StoreError::AlreadyExists | StoreError::Conflict { .. })) => last = e,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last)
+        super::write::readable(&body)?;
+        let hash = content_hash(&body)?;
+        self.enqueue(key, Change::Upsert { body, hash }).await
     }
 
     /// Deletes the mirrored object at `key`, if stored. Returns the DELETED event.
     pub async fn mirror_delete(&self, key: &ObjectKey) -> Result<Option<StoredEvent>, StoreError> {
-        for _ in 0..ATTEMPTS {
-            let Some((rv, stored)) = self.get(key).await? else {
-                return Ok(None);
-            };
-            match self
-                .commit(key, Precondition::At(rv), WriteOp::Delete(stored))
-                .await
-            {
-                Ok(ev) => return Ok(Some(ev)),
-                Err(StoreError::NotFound) => return Ok(None),
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(StoreError::Conflict { current: 0 })
+        self.enqueue(key, Change::Remove).await
     }
 
-    /// Deletes every object of (`cluster`, `group`, `resource`) whose name starts with
-    /// `name_prefix` and whose (namespace, name) is not in `keep`: the sweep that ends a relist
-    /// (the prefix confines it to one upstream's objects in the fleet view). Only the names are
-    /// read to decide, and only the doomed objects' bodies (for their DELETED events): many
-    /// upstreams relist at once, and the fleet view holds every upstream's objects. The
+    /// Deletes every object of (`cluster`, `group`, `resource`) whose (namespace, name) is not
+    /// in `keep`: the sweep that ends a relist. Only the names are read to decide, and only the
+    /// doomed objects' bodies (for their DELETED events): many upstreams relist at once. The
     /// deletions are queued together, so the writer commits them in as few transactions as its
     /// batch size allows. Returns how many went.
     pub async fn mirror_sweep(
@@ -94,18 +62,14 @@ impl Store {
         cluster: &str,
         group: &str,
         resource: &str,
-        name_prefix: &str,
         keep: &HashSet<(String, String)>,
     ) -> Result<usize, StoreError> {
         let rows = sqlx::query(
-            "SELECT namespace, name FROM objects \
-             WHERE cluster = ? AND grp = ? AND resource = ? AND substr(name, 1, ?) = ?",
+            "SELECT namespace, name FROM objects WHERE cluster = ? AND grp = ? AND resource = ?",
         )
         .bind(cluster)
         .bind(group)
         .bind(resource)
-        .bind(i64::try_from(name_prefix.len()).unwrap_or(i64::MAX))
-        .bind(name_prefix)
         .fetch_all(self.pool())
         .await?;
         let mut doomed = Vec::new();
@@ -126,42 +90,18 @@ impl Store {
         self.delete_keys(doomed).await
     }
 
-    /// Deletes the objects at `keys` that are still stored, reading their bodies (for the
-    /// DELETED events) a few hundred at a time, so that a large set is never all in memory.
-    /// Returns how many went.
+    /// Deletes the objects at `keys` that are still stored, queued together so the writer
+    /// commits them in as few transactions as its batch size allows (nothing is read first: each
+    /// removal takes its stored state along into its DELETED event). Returns how many went.
     pub(super) async fn delete_keys(&self, keys: Vec<ObjectKey>) -> Result<usize, StoreError> {
         let mut deleted = 0;
+        // A few hundred at a time: a large set's events are never all in memory.
         for chunk in keys.chunks(DELETE_CHUNK) {
-            let mut doomed = Vec::with_capacity(chunk.len());
-            for key in chunk {
-                if let Some((rv, body)) = self.get(key).await? {
-                    doomed.push((key.clone(), rv, body));
+            let outcomes = join_all(chunk.iter().map(|key| self.mirror_delete(key))).await;
+            for outcome in outcomes {
+                if outcome?.is_some() {
+                    deleted += 1;
                 }
-            }
-            deleted += self.delete_stored(doomed).await?;
-        }
-        Ok(deleted)
-    }
-
-    /// Deletes each (key, resourceVersion, body) if still at that version, queued together so
-    /// the writer commits them in as few transactions as its batch size allows. Returns how
-    /// many went.
-    pub(super) async fn delete_stored(
-        &self,
-        doomed: Vec<(ObjectKey, u64, Value)>,
-    ) -> Result<usize, StoreError> {
-        let outcomes = join_all(doomed.into_iter().map(|(key, rv, body)| async move {
-            self.commit(&key, Precondition::At(rv), WriteOp::Delete(body))
-                .await
-        }))
-        .await;
-        let mut deleted = 0;
-        for outcome in outcomes {
-            match outcome {
-                Ok(_) => deleted += 1,
-                // Changed or removed meanwhile by a newer event of the same mirror: that one wins.
-                Err(StoreError::NotFound | StoreError::Conflict { .. }) => {}
-                Err(e) => return Err(e),
             }
         }
         Ok(deleted)
@@ -216,9 +156,10 @@ mod tests {
 
     #[test]
     fn content_ignores_resource_version_only() {
+        let hash = |v: &Value| content_hash(v).unwrap();
         let a = device("n", "5", json!({"x": 1}));
-        assert!(same_content(&a, &device("n", "9", json!({"x": 1}))));
-        assert!(!same_content(&a, &device("n", "5", json!({"x": 2}))));
+        assert_eq!(hash(&a), hash(&device("n", "9", json!({"x": 1}))));
+        assert_ne!(hash(&a), hash(&device("n", "5", json!({"x": 2}))));
     }
 
     #[tokio::test]
@@ -247,6 +188,63 @@ mod tests {
             .expect("written");
         assert_eq!(changed.kind, EventType::Modified);
         assert!(changed.rv > ev.rv);
+    }
+
+    #[tokio::test]
+    async fn the_log_refers_to_stored_bodies_and_still_replays_every_state() {
+        let (_dir, store) = store().await;
+        for x in [1, 2] {
+            store
+                .mirror_put(&key("a"), device("a", "u", json!({"x": x})))
+                .await
+                .unwrap();
+        }
+        let logged: Vec<Option<String>> = sqlx::query_scalar("SELECT body FROM events ORDER BY rv")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+        // The superseded version's body moved into the log; the current one is referred to.
+        assert!(logged[0].is_some() && logged[1].is_none(), "{logged:?}");
+        let snapshot = store.current_rv().await;
+        store.mirror_delete(&key("a")).await.unwrap().unwrap();
+        let replay = store
+            .events_since("up", "worker.gpustack.ai", "devices", 0)
+            .await
+            .unwrap();
+        let got: Vec<_> = replay
+            .iter()
+            .map(|e| {
+                assert_eq!(e.body["metadata"]["resourceVersion"], e.rv.to_string());
+                (e.kind, e.body["spec"]["x"].clone())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (EventType::Added, json!(1)),
+                (EventType::Modified, json!(2)),
+                (EventType::Deleted, json!(2))
+            ]
+        );
+        // A list at the snapshot still has the deleted object, at its version then.
+        let page = store
+            .list_at(
+                "up",
+                "worker.gpustack.ai",
+                "devices",
+                None,
+                None,
+                0,
+                snapshot,
+            )
+            .await
+            .unwrap();
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.items[0]["spec"]["x"], 2);
+        assert_eq!(
+            page.items[0]["metadata"]["resourceVersion"],
+            snapshot.to_string()
+        );
     }
 
     #[tokio::test]
@@ -280,7 +278,7 @@ mod tests {
         let keep: HashSet<(String, String)> = [(String::new(), "b".to_owned())].into();
         let mut events = store.subscribe();
         let n = store
-            .mirror_sweep("up", "worker.gpustack.ai", "devices", "", &keep)
+            .mirror_sweep("up", "worker.gpustack.ai", "devices", &keep)
             .await
             .unwrap();
         assert_eq!(n, 2);
@@ -300,19 +298,5 @@ mod tests {
             1
         );
         assert!(store.get(&other).await.unwrap().is_some());
-        // A prefix confines the sweep.
-        for n in ["x.1", "y.1"] {
-            store
-                .mirror_put(&key(n), device(n, "1", json!({})))
-                .await
-                .unwrap();
-        }
-        let n = store
-            .mirror_sweep("up", "worker.gpustack.ai", "devices", "x.", &keep)
-            .await
-            .unwrap();
-        assert_eq!(n, 1);
-        assert!(store.get(&key("y.1")).await.unwrap().is_some());
-        assert!(store.get(&key("b")).await.unwrap().is_some());
     }
 }

@@ -6,8 +6,11 @@
 //! `synchronous=FULL`, so an acknowledged write survives a crash.
 
 mod clusters;
+pub mod compaction;
 mod credentials;
 mod expiry;
+pub mod fleet;
+mod fleet_view;
 pub use clusters::token_hash;
 mod mirror;
 mod read;
@@ -112,9 +115,33 @@ pub enum StoreError {
         "the list's snapshot at {requested} was compacted away (now {compacted}) while it was read"
     )]
     SnapshotCompacted { requested: u64, compacted: u64 },
+    /// The log has an event whose body neither it nor its object holds any longer.
+    #[error("the logged event at {0} has lost its body")]
+    LostEvent(u64),
     /// A health check's query took longer than it may.
     #[error("the database did not answer within {0:?}")]
     Slow(std::time::Duration),
+}
+
+/// The size the WAL is truncated to after a checkpoint.
+const WAL_LIMIT_BYTES: u64 = 64 << 20;
+
+/// Switches the database to incremental vacuum (free pages can then be given back, see
+/// [`Store::reclaim`]), rebuilding it once if it was made without: the mode can only change
+/// with a VACUUM.
+async fn incremental_vacuum(pool: &SqlitePool) -> Result<(), StoreError> {
+    const INCREMENTAL: i64 = 2;
+    let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum")
+        .fetch_one(pool)
+        .await?;
+    if mode != INCREMENTAL {
+        let mut conn = pool.acquire().await?;
+        sqlx::query("PRAGMA auto_vacuum = INCREMENTAL")
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query("VACUUM").execute(&mut *conn).await?;
+    }
+    Ok(())
 }
 
 /// How many changes may wait for the writer before callers wait to queue theirs.
@@ -142,6 +169,8 @@ struct Inner {
     watch_epoch: watch::Sender<u64>,
     /// See [`Store::instance`].
     instance: u64,
+    /// The clusters the fleet view is made of (see [`fleet`]), as stored in `fleet_members`.
+    fleet_members: std::sync::RwLock<std::collections::BTreeSet<String>>,
 }
 
 /// The next [`Store::instance`].
@@ -176,7 +205,9 @@ impl Store {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
+            .foreign_keys(true)
+            // After a checkpoint the WAL is cut back to this size, whatever a burst grew it to.
+            .pragma("journal_size_limit", WAL_LIMIT_BYTES.to_string());
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             // A ping before each acquire is a round trip to the connection's worker thread on
@@ -192,8 +223,12 @@ impl Store {
             .run(&pool)
             .await
             .map_err(StoreError::Migrate)?;
+        incremental_vacuum(&pool).await?;
         let rv: i64 = sqlx::query_scalar("SELECT rv FROM sequence WHERE id = 0")
             .fetch_one(&pool)
+            .await?;
+        let members: Vec<String> = sqlx::query_scalar("SELECT cluster FROM fleet_members")
+            .fetch_all(&pool)
             .await?;
         let (fanout, _) = broadcast::channel(FANOUT_CAPACITY);
         let (watch_epoch, _) = watch::channel(0);
@@ -222,6 +257,7 @@ impl Store {
                 fanout,
                 watch_epoch,
                 instance: INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                fleet_members: std::sync::RwLock::new(members.into_iter().collect()),
             }),
         })
     }

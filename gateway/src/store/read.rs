@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use sqlx::Row;
+use sqlx::{Row, sqlite::SqliteConnection};
 use tokio::sync::mpsc;
 
-use super::{EventType, ObjectKey, Store, StoreError, StoredEvent, to_i64, to_u64};
+use super::{EventType, ObjectKey, Store, StoreError, StoredEvent, fleet, to_i64, to_u64};
 
 /// A page of a collection.
 #[derive(Debug)]
@@ -51,6 +51,9 @@ pub enum ReplayError {
 impl Store {
     /// The object at `key` and its resourceVersion.
     pub async fn get(&self, key: &ObjectKey) -> Result<Option<(u64, Value)>, StoreError> {
+        if fleet::derived(&key.cluster, &key.group, &key.resource) {
+            return self.fleet_get(key).await;
+        }
         let row = sqlx::query(
             "SELECT rv, body FROM objects WHERE cluster = ? AND grp = ? AND resource = ? AND namespace = ? AND name = ?",
         )
@@ -110,49 +113,45 @@ impl Store {
         let rv: i64 = sqlx::query_scalar("SELECT rv FROM sequence WHERE id = 0")
             .fetch_one(&mut *tx)
             .await?;
-        let (after_ns, after_name) = after.unwrap_or(("", ""));
-        // No `after`: ("", "") precedes every key (names are never empty). The row-value
-        // comparison lets SQLite seek in the primary key, so each page costs its own length
-        // (an OR of the same conditions scanned from the collection's start every page).
-        let fetch = if limit == 0 {
-            -1
-        } else {
-            i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1
+        let collection = Collection {
+            cluster,
+            group,
+            resource,
+            namespace,
         };
-        let rows = sqlx::query(
-            "SELECT namespace, name, body FROM objects \
-             WHERE cluster = ? AND grp = ? AND resource = ? AND (? IS NULL OR namespace = ?) \
-             AND (namespace, name) > (?, ?) \
-             ORDER BY namespace, name LIMIT ?",
-        )
-        .bind(cluster)
-        .bind(group)
-        .bind(resource)
-        .bind(namespace)
-        .bind(namespace)
-        .bind(after_ns)
-        .bind(after_name)
-        .bind(fetch)
-        .fetch_all(&mut *tx)
-        .await?;
+        let items = self
+            .rows(&mut tx, collection, after, limit, Reading::Current)
+            .await
+            .map_err(|e| match e {
+                ReplayError::Store(e) => e,
+                // Only a read at a snapshot can find the log too short.
+                ReplayError::Expired {
+                    requested,
+                    compacted,
+                } => StoreError::SnapshotCompacted {
+                    requested,
+                    compacted,
+                },
+            })?;
         tx.commit().await?;
-        let mut items = Vec::with_capacity(rows.len());
-        for row in rows {
-            items.push(RawObject {
-                namespace: row.try_get("namespace")?,
-                name: row.try_get("name")?,
-                body: row.try_get("body")?,
-            });
+        Ok(page(items, to_u64(rv), limit))
+    }
+
+    /// The rows of a page of `c` after `after`, at most `limit` + 1 of them (0: all), for
+    /// any cluster: the fleet view's come from its members.
+    async fn rows(
+        &self,
+        conn: &mut SqliteConnection,
+        c: Collection<'_>,
+        after: Option<(&str, &str)>,
+        limit: usize,
+        reading: Reading,
+    ) -> Result<Vec<RawObject>, ReplayError> {
+        if fleet::derived(c.cluster, c.group, c.resource) {
+            self.fleet_rows(conn, c, after, limit, reading).await
+        } else {
+            cluster_rows(conn, c, after.unwrap_or(("", "")), fetch(limit), reading).await
         }
-        let more = limit != 0 && items.len() > limit;
-        if more {
-            items.truncate(limit);
-        }
-        Ok(RawPage {
-            items,
-            rv: to_u64(rv),
-            more,
-        })
     }
 
     /// Every object of one resource as stored, ordered by (namespace, name), as of one
@@ -246,120 +245,28 @@ impl Store {
             .fetch_one(&mut *tx)
             .await
             .map_err(StoreError::from)?;
-        if snapshot < to_u64(compacted) {
+        let compacted = to_u64(compacted);
+        if snapshot < compacted {
             return Err(ReplayError::Expired {
                 requested: snapshot,
-                compacted: to_u64(compacted),
+                compacted,
             });
         }
-        let (after_ns, after_name) = after.unwrap_or(("", ""));
-        let fetch = if limit == 0 {
-            -1
-        } else {
-            i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1
+        let collection = Collection {
+            cluster,
+            group,
+            resource,
+            namespace,
         };
-        let snap = to_i64(snapshot);
-        // Objects unchanged since the snapshot.
-        let unchanged: Vec<(String, String, String)> = sqlx::query_as(
-            "SELECT namespace, name, body FROM objects \
-             WHERE cluster = ? AND grp = ? AND resource = ? AND (? IS NULL OR namespace = ?) \
-             AND (namespace, name) > (?, ?) AND rv <= ? \
-             ORDER BY namespace, name LIMIT ?",
-        )
-        .bind(cluster)
-        .bind(group)
-        .bind(resource)
-        .bind(namespace)
-        .bind(namespace)
-        .bind(after_ns)
-        .bind(after_name)
-        .bind(snap)
-        .bind(fetch)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(StoreError::from)?;
-        // Objects changed (or created, or deleted) since: their state at the snapshot, if any.
-        let changed: Vec<(String, String)> = sqlx::query_as(
-            "SELECT DISTINCT namespace, name FROM events \
-             WHERE cluster = ? AND grp = ? AND resource = ? AND rv > ? AND (? IS NULL OR namespace = ?) \
-             AND (namespace, name) > (?, ?)",
-        )
-        .bind(cluster)
-        .bind(group)
-        .bind(resource)
-        .bind(snap)
-        .bind(namespace)
-        .bind(namespace)
-        .bind(after_ns)
-        .bind(after_name)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(StoreError::from)?;
-        let mut items: Vec<RawObject> = unchanged
-            .into_iter()
-            .map(|(namespace, name, body)| RawObject {
-                namespace,
-                name,
-                body,
-            })
-            .collect();
-        for (ns, name) in changed {
-            let at: Option<(String, String)> = sqlx::query_as(
-                "SELECT type, body FROM events WHERE cluster = ? AND grp = ? AND resource = ? \
-                 AND namespace = ? AND name = ? AND rv <= ? ORDER BY rv DESC LIMIT 1",
-            )
-            .bind(cluster)
-            .bind(group)
-            .bind(resource)
-            .bind(&ns)
-            .bind(&name)
-            .bind(snap)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(StoreError::from)?;
-            match at {
-                Some((kind, body)) if kind != "DELETED" => items.push(RawObject {
-                    namespace: ns,
-                    name,
-                    body,
-                }),
-                Some(_) => {}
-                None => {
-                    // Nothing at or before the snapshot: created after it, unless its earlier
-                    // history was compacted away.
-                    let first: Option<String> = sqlx::query_scalar(
-                        "SELECT type FROM events WHERE cluster = ? AND grp = ? AND resource = ? \
-                         AND namespace = ? AND name = ? AND rv > ? ORDER BY rv LIMIT 1",
-                    )
-                    .bind(cluster)
-                    .bind(group)
-                    .bind(resource)
-                    .bind(&ns)
-                    .bind(&name)
-                    .bind(snap)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(StoreError::from)?;
-                    if first.as_deref() != Some("ADDED") {
-                        return Err(ReplayError::Expired {
-                            requested: snapshot,
-                            compacted: to_u64(compacted),
-                        });
-                    }
-                }
-            }
-        }
+        let reading = Reading::At {
+            snapshot,
+            compacted,
+        };
+        let items = self
+            .rows(&mut tx, collection, after, limit, reading)
+            .await?;
         tx.commit().await.map_err(StoreError::from)?;
-        items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        let more = limit != 0 && items.len() > limit;
-        if more {
-            items.truncate(limit);
-        }
-        Ok(RawPage {
-            items,
-            rv: snapshot,
-            more,
-        })
+        Ok(page(items, snapshot, limit))
     }
 
     /// [`Store::list_raw_at`], parsed.
@@ -434,37 +341,305 @@ impl Store {
                 compacted: to_u64(compacted),
             });
         }
-        let rows = sqlx::query(
-            "SELECT rv, namespace, name, type, body FROM events \
-             WHERE cluster = ? AND grp = ? AND resource = ? AND rv > ? ORDER BY rv",
-        )
-        .bind(cluster)
-        .bind(group)
-        .bind(resource)
-        .bind(to_i64(after))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(StoreError::from)?;
+        let fleet = fleet::derived(cluster, group, resource);
+        let query = if fleet {
+            sqlx::query(FLEET_EVENTS_SINCE)
+        } else {
+            sqlx::query(EVENTS_SINCE).bind(cluster)
+        };
+        let rows = query
+            .bind(group)
+            .bind(resource)
+            .bind(to_i64(after))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(StoreError::from)?;
         tx.commit().await.map_err(StoreError::from)?;
         let mut events = Vec::with_capacity(rows.len());
         for row in rows {
-            let rv: i64 = row.try_get("rv").map_err(StoreError::from)?;
-            let kind: String = row.try_get("type").map_err(StoreError::from)?;
-            let body: String = row.try_get("body").map_err(StoreError::from)?;
-            events.push(StoredEvent {
-                rv: to_u64(rv),
-                key: ObjectKey {
-                    cluster: cluster.to_owned(),
-                    group: group.to_owned(),
-                    resource: resource.to_owned(),
-                    namespace: row.try_get("namespace").map_err(StoreError::from)?,
-                    name: row.try_get("name").map_err(StoreError::from)?,
-                },
-                kind: EventType::parse(&kind).unwrap_or(EventType::Modified),
-                body: Arc::new(serde_json::from_str(&body).map_err(StoreError::from)?),
-                prev: None,
-            });
+            let ev = logged_event(&row, group, resource)?;
+            events.push(if fleet { ev.as_fleet_event() } else { ev });
         }
         Ok(events)
     }
+}
+
+/// An event as read from the log.
+fn logged_event(
+    row: &sqlx::sqlite::SqliteRow,
+    group: &str,
+    resource: &str,
+) -> Result<StoredEvent, StoreError> {
+    let rv = to_u64(row.try_get("rv")?);
+    let kind: String = row.try_get("type")?;
+    let body: Option<String> = row.try_get("body")?;
+    let mut body: Value = serde_json::from_str(&body.ok_or(StoreError::LostEvent(rv))?)?;
+    // A body taken from the DELETED event after it carries that event's version.
+    super::write::set_resource_version(&mut body, rv);
+    Ok(StoredEvent {
+        rv,
+        key: ObjectKey {
+            cluster: row.try_get("cluster")?,
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+            namespace: row.try_get("namespace")?,
+            name: row.try_get("name")?,
+        },
+        kind: EventType::parse(&kind).unwrap_or(EventType::Modified),
+        body: Arc::new(body),
+        prev: None,
+    })
+}
+
+/// An event's body (in a query over `events e`): its own, else its object's row at its
+/// version, else the next event of its object, which is then the DELETED event holding the
+/// same state (see the migration `compact_storage`).
+macro_rules! event_body {
+    () => {
+        "COALESCE(e.body, \
+         (SELECT o.body FROM objects o WHERE o.cluster = e.cluster AND o.grp = e.grp \
+           AND o.resource = e.resource AND o.namespace = e.namespace AND o.name = e.name \
+           AND o.rv = e.rv), \
+         (SELECT d.body FROM events d WHERE d.cluster = e.cluster AND d.grp = e.grp \
+           AND d.resource = e.resource AND d.namespace = e.namespace AND d.name = e.name \
+           AND d.rv > e.rv ORDER BY d.rv LIMIT 1))"
+    };
+}
+
+/// Logged events of one resource of one cluster (`?1`) after a version.
+const EVENTS_SINCE: &str = concat!(
+    "SELECT e.rv, e.cluster, e.namespace, e.name, e.type, ",
+    event_body!(),
+    " AS body FROM events e WHERE e.cluster = ? AND e.grp = ? AND e.resource = ? AND e.rv > ? \
+     ORDER BY e.rv"
+);
+
+/// [`EVENTS_SINCE`] for the fleet view: its members' events.
+const FLEET_EVENTS_SINCE: &str = concat!(
+    "SELECT e.rv, e.cluster, e.namespace, e.name, e.type, ",
+    event_body!(),
+    " AS body FROM events e WHERE e.cluster IN (SELECT cluster FROM fleet_members) \
+     AND e.grp = ? AND e.resource = ? AND e.rv > ? ORDER BY e.rv"
+);
+
+/// The latest logged state of one object at or before a version.
+const STATE_AT: &str = concat!(
+    "SELECT e.rv, e.type, ",
+    event_body!(),
+    " FROM events e WHERE e.cluster = ? AND e.grp = ? AND e.resource = ? \
+     AND e.namespace = ? AND e.name = ? AND e.rv <= ? ORDER BY e.rv DESC LIMIT 1"
+);
+
+/// The type of the first logged event of one object after a version.
+const FIRST_AFTER: &str = "SELECT type FROM events WHERE cluster = ? AND grp = ? AND resource = ? \
+     AND namespace = ? AND name = ? AND rv > ? ORDER BY rv LIMIT 1";
+
+/// The row `sql` (one of [`STATE_AT`], [`FIRST_AFTER`]) finds for the object (namespace, name)
+/// of `c` relative to version `rv`.
+async fn object_event(
+    conn: &mut SqliteConnection,
+    sql: &'static str,
+    c: Collection<'_>,
+    (namespace, name): (&str, &str),
+    rv: i64,
+) -> Result<Option<sqlx::sqlite::SqliteRow>, StoreError> {
+    Ok(sqlx::query(sql)
+        .bind(c.cluster)
+        .bind(c.group)
+        .bind(c.resource)
+        .bind(namespace)
+        .bind(name)
+        .bind(rv)
+        .fetch_optional(&mut *conn)
+        .await?)
+}
+
+/// `text` with `metadata.resourceVersion` set to `rv`, rewritten only where it differs.
+fn at_version(text: String, rv: u64) -> Result<String, StoreError> {
+    let mut body: Value = serde_json::from_str(&text)?;
+    let want = rv.to_string();
+    if body
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        == Some(&want)
+    {
+        return Ok(text);
+    }
+    super::write::set_resource_version(&mut body, rv);
+    Ok(serde_json::to_string(&body)?)
+}
+
+/// One collection of one cluster.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Collection<'a> {
+    pub cluster: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    /// `None`: every namespace.
+    pub namespace: Option<&'a str>,
+}
+
+/// Which state of a collection a read sees.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Reading {
+    /// The current objects.
+    Current,
+    /// The objects as they were at `snapshot` (the event log reaches back to `compacted`).
+    At { snapshot: u64, compacted: u64 },
+}
+
+/// How many rows to fetch for a page of `limit` (one more, to know whether more follow; -1: all).
+pub(super) fn fetch(limit: usize) -> i64 {
+    if limit == 0 {
+        -1
+    } else {
+        i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1
+    }
+}
+
+/// A page from the rows read for it (at most one more than `limit`).
+fn page(mut items: Vec<RawObject>, rv: u64, limit: usize) -> RawPage {
+    let more = limit != 0 && items.len() > limit;
+    if more {
+        items.truncate(limit);
+    }
+    RawPage { items, rv, more }
+}
+
+/// The rows of one cluster's collection after (namespace, name) `after`, ordered by
+/// (namespace, name), at most `fetch` of them (-1: all).
+pub(super) async fn cluster_rows(
+    conn: &mut SqliteConnection,
+    c: Collection<'_>,
+    after: (&str, &str),
+    fetch: i64,
+    reading: Reading,
+) -> Result<Vec<RawObject>, ReplayError> {
+    match reading {
+        Reading::Current => current_rows(conn, c, after, fetch)
+            .await
+            .map_err(ReplayError::from),
+        Reading::At {
+            snapshot,
+            compacted,
+        } => rows_at(conn, c, after, fetch, snapshot, compacted).await,
+    }
+}
+
+async fn current_rows(
+    conn: &mut SqliteConnection,
+    c: Collection<'_>,
+    after: (&str, &str),
+    fetch: i64,
+) -> Result<Vec<RawObject>, StoreError> {
+    rows_up_to(conn, c, after, fetch, i64::MAX).await
+}
+
+/// The objects of `c` after (namespace, name) `after` whose version is at most `max_rv`.
+async fn rows_up_to(
+    conn: &mut SqliteConnection,
+    c: Collection<'_>,
+    (after_ns, after_name): (&str, &str),
+    fetch: i64,
+    max_rv: i64,
+) -> Result<Vec<RawObject>, StoreError> {
+    // No `after`: ("", "") precedes every key (names are never empty). The row-value
+    // comparison lets SQLite seek in the key's index, so each page costs its own length
+    // (an OR of the same conditions scanned from the collection's start every page).
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT namespace, name, body FROM objects \
+         WHERE cluster = ? AND grp = ? AND resource = ? AND (? IS NULL OR namespace = ?) \
+         AND (namespace, name) > (?, ?) AND rv <= ? \
+         ORDER BY namespace, name LIMIT ?",
+    )
+    .bind(c.cluster)
+    .bind(c.group)
+    .bind(c.resource)
+    .bind(c.namespace)
+    .bind(c.namespace)
+    .bind(after_ns)
+    .bind(after_name)
+    .bind(max_rv)
+    .bind(fetch)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(namespace, name, body)| RawObject {
+            namespace,
+            name,
+            body,
+        })
+        .collect())
+}
+
+/// [`current_rows`] as of resourceVersion `snapshot`: objects changed since are read back from
+/// the event log. `Expired` when the log no longer reaches back to `snapshot`.
+async fn rows_at(
+    conn: &mut SqliteConnection,
+    c: Collection<'_>,
+    (after_ns, after_name): (&str, &str),
+    fetch: i64,
+    snapshot: u64,
+    compacted: u64,
+) -> Result<Vec<RawObject>, ReplayError> {
+    let snap = to_i64(snapshot);
+    let expired = ReplayError::Expired {
+        requested: snapshot,
+        compacted,
+    };
+    // Objects unchanged since the snapshot.
+    let mut items = rows_up_to(conn, c, (after_ns, after_name), fetch, snap).await?;
+    // Objects changed (or created, or deleted) since: their state at the snapshot, if any.
+    let changed: Vec<(String, String)> = sqlx::query_as(
+        "SELECT DISTINCT namespace, name FROM events \
+         WHERE cluster = ? AND grp = ? AND resource = ? AND rv > ? AND (? IS NULL OR namespace = ?) \
+         AND (namespace, name) > (?, ?)",
+    )
+    .bind(c.cluster)
+    .bind(c.group)
+    .bind(c.resource)
+    .bind(snap)
+    .bind(c.namespace)
+    .bind(c.namespace)
+    .bind(after_ns)
+    .bind(after_name)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(StoreError::from)?;
+    for (ns, name) in changed {
+        let at = object_event(conn, STATE_AT, c, (&ns, &name), snap).await?;
+        match at {
+            Some(row) => {
+                let rv = to_u64(row.try_get(0).map_err(StoreError::from)?);
+                let kind: String = row.try_get(1).map_err(StoreError::from)?;
+                if kind != "DELETED" {
+                    let body: Option<String> = row.try_get(2).map_err(StoreError::from)?;
+                    let body = body.ok_or(StoreError::LostEvent(rv))?;
+                    items.push(RawObject {
+                        namespace: ns,
+                        name,
+                        body: at_version(body, rv)?,
+                    });
+                }
+            }
+            None => {
+                // Nothing at or before the snapshot: created after it, unless its earlier
+                // history was compacted away.
+                let first = object_event(conn, FIRST_AFTER, c, (&ns, &name), snap).await?;
+                let kind: Option<String> = first
+                    .map(|row| row.try_get(0))
+                    .transpose()
+                    .map_err(StoreError::from)?;
+                if kind.as_deref() != Some("ADDED") {
+                    return Err(expired);
+                }
+            }
+        }
+    }
+    items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    if let Ok(n) = usize::try_from(fetch) {
+        items.truncate(n);
+    }
+    Ok(items)
 }

@@ -144,37 +144,24 @@ impl Store {
         }
     }
 
-    /// Deletes every object of `cluster` and every object of `fleet` whose name starts with
-    /// `fleet_prefix`, through the writer, so watchers see each go. Returns how many went.
-    pub async fn drop_mirror(
-        &self,
-        cluster: &str,
-        fleet: &str,
-        fleet_prefix: &str,
-    ) -> Result<usize, StoreError> {
+    /// Deletes every object of `cluster`, through the writer, so watchers (of the cluster and
+    /// of the fleet view) see each go. Returns how many went.
+    pub async fn drop_mirror(&self, cluster: &str) -> Result<usize, StoreError> {
         let rows = sqlx::query(
-            "SELECT cluster, grp, resource, namespace, name FROM objects \
-             WHERE cluster = ? OR (cluster = ? AND substr(name, 1, ?) = ?)",
+            "SELECT cluster, grp, resource, namespace, name FROM objects WHERE cluster = ?",
         )
         .bind(cluster)
-        .bind(fleet)
-        .bind(i64::try_from(fleet_prefix.len()).unwrap_or(i64::MAX))
-        .bind(fleet_prefix)
         .fetch_all(self.pool())
         .await?;
         let mut keys = Vec::with_capacity(rows.len());
         for row in rows {
-            let key = ObjectKey {
+            keys.push(ObjectKey {
                 cluster: row.try_get("cluster")?,
                 group: row.try_get("grp")?,
                 resource: row.try_get("resource")?,
                 namespace: row.try_get("namespace")?,
                 name: row.try_get("name")?,
-            };
-            // The fleet view's CRDs are shared by every upstream.
-            if !(key.cluster == fleet && key.resource == "customresourcedefinitions") {
-                keys.push(key);
-            }
+            });
         }
         self.delete_keys(keys).await
     }
@@ -218,21 +205,15 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.upstream_sync_times().await.unwrap().len(), 1);
-        for (c, n) in [
-            ("east", "a"),
-            ("_fleet", "east.a"),
-            ("_fleet", "west.a"),
-            ("west", "a"),
-        ] {
+        for c in ["east", "west"] {
+            store.join_fleet(c).await.unwrap();
             store
-                .mirror_put(&key(c, n), json!({"metadata": {"name": n}}))
+                .mirror_put(&key(c, "a"), json!({"metadata": {"name": "a"}}))
                 .await
                 .unwrap();
         }
-        assert_eq!(
-            store.drop_mirror("east", "_fleet", "east.").await.unwrap(),
-            2
-        );
+        assert!(store.get(&key("_fleet", "east.a")).await.unwrap().is_some());
+        assert_eq!(store.drop_mirror("east").await.unwrap(), 1);
         assert!(store.get(&key("_fleet", "east.a")).await.unwrap().is_none());
         assert!(store.get(&key("_fleet", "west.a")).await.unwrap().is_some());
         assert!(store.get(&key("west", "a")).await.unwrap().is_some());

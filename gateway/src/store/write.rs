@@ -11,6 +11,18 @@ use tokio::sync::{Mutex, broadcast, mpsc, oneshot};
 
 use super::{EventType, ObjectKey, Store, StoreError, StoredEvent, to_i64, to_u64};
 
+/// Refuses a body nested deeper than objects may be (they must stay readable).
+pub(super) fn readable(body: &Value) -> Result<(), StoreError> {
+    let depth = gpustack_kube_rest::bounded::depth(body);
+    if depth > gpustack_kube_rest::bounded::MAX_DEPTH {
+        return Err(StoreError::TooDeep {
+            depth,
+            max: gpustack_kube_rest::bounded::MAX_DEPTH,
+        });
+    }
+    Ok(())
+}
+
 /// What the write expects of the object's current state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precondition {
@@ -42,19 +54,25 @@ impl Store {
         // Every write path ends here: nothing is stored that could not be read back. (A
         // delete carries the stored state, which must stay deletable whatever it is.)
         if let WriteOp::Put(body) = &op {
-            let depth = gpustack_kube_rest::bounded::depth(body);
-            if depth > gpustack_kube_rest::bounded::MAX_DEPTH {
-                return Err(StoreError::TooDeep {
-                    depth,
-                    max: gpustack_kube_rest::bounded::MAX_DEPTH,
-                });
-            }
+            readable(body)?;
         }
+        // A checked change always reports its event.
+        self.enqueue(key, Change::Checked(precondition, op))
+            .await?
+            .ok_or(StoreError::Closed)
+    }
+
+    /// Queues `change` for the writer and waits for its outcome: its event, or none when it
+    /// changed nothing.
+    pub(super) async fn enqueue(
+        &self,
+        key: &ObjectKey,
+        change: Change,
+    ) -> Result<Option<StoredEvent>, StoreError> {
         let (reply, outcome) = oneshot::channel();
         let pending = Pending {
             key: key.clone(),
-            precondition,
-            op,
+            change,
             reply,
         };
         self.inner
@@ -66,25 +84,18 @@ impl Store {
     }
 }
 
-impl Store {
-    /// Drops events so that at most `keep` of the newest remain; watches from versions older
-    /// than the oldest kept one then get 410 Gone. Returns the new compacted version.
-    pub async fn compact(&self, keep: u64) -> Result<u64, StoreError> {
-        let last_rv = self.inner.writer.lock().await;
-        let compacted = last_rv.saturating_sub(keep);
-        let mut tx = self.pool().begin().await?;
-        sqlx::query("DELETE FROM events WHERE rv <= ?")
-            .bind(to_i64(compacted))
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("UPDATE sequence SET compacted_rv = MAX(compacted_rv, ?) WHERE id = 0")
-            .bind(to_i64(compacted))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(compacted)
-    }
+/// A queued change.
+pub(super) enum Change {
+    /// A write that expects the object's current state (the API's writes).
+    Checked(Precondition, WriteOp),
+    /// A mirrored object, stored unless its content (`hash`, see [`super::mirror`]) is what is
+    /// stored already; nothing is read back to decide.
+    Upsert { body: Value, hash: i64 },
+    /// Removes the object, if stored, its stored state going with the DELETED event.
+    Remove,
+}
 
+impl Store {
     /// The last resourceVersion handed out.
     pub async fn current_rv(&self) -> u64 {
         *self.inner.writer.lock().await
@@ -106,9 +117,8 @@ fn owner_uids(body: &Value) -> Vec<&str> {
 /// One queued change and where its outcome goes.
 pub(super) struct Pending {
     key: ObjectKey,
-    precondition: Precondition,
-    op: WriteOp,
-    reply: oneshot::Sender<Result<StoredEvent, StoreError>>,
+    change: Change,
+    reply: oneshot::Sender<Result<Option<StoredEvent>, StoreError>>,
 }
 
 /// The most changes one transaction carries.
@@ -134,13 +144,13 @@ pub(super) async fn run_writer(
         let mut last = last_rv.lock().await;
         let (work, replies): (Vec<_>, Vec<_>) = batch
             .into_iter()
-            .map(|p| ((p.key, p.precondition, p.op), p.reply))
+            .map(|p| ((p.key, p.change), p.reply))
             .unzip();
         match apply_batch(&mut conn, *last, work).await {
             Ok((new_last, results)) => {
                 *last = new_last;
                 for (reply, result) in replies.into_iter().zip(results) {
-                    if let Ok(ev) = &result {
+                    if let Ok(Some(ev)) = &result {
                         // No receivers is fine: nobody is watching.
                         let _ = fanout.send(ev.clone());
                     }
@@ -168,8 +178,8 @@ pub(super) async fn run_writer(
 async fn apply_batch(
     conn: &mut SqliteConnection,
     last: u64,
-    work: Vec<(ObjectKey, Precondition, WriteOp)>,
-) -> Result<(u64, Vec<Result<StoredEvent, StoreError>>), StoreError> {
+    work: Vec<(ObjectKey, Change)>,
+) -> Result<(u64, Vec<Result<Option<StoredEvent>, StoreError>>), StoreError> {
     let outcome = apply_in_transaction(conn, last, work).await;
     if outcome.is_err() {
         // Discards whatever the batch wrote. It fails harmlessly when no transaction is open
@@ -191,32 +201,43 @@ struct Bounds {
 async fn apply_in_transaction(
     conn: &mut SqliteConnection,
     mut last: u64,
-    work: Vec<(ObjectKey, Precondition, WriteOp)>,
-) -> Result<(u64, Vec<Result<StoredEvent, StoreError>>), StoreError> {
+    work: Vec<(ObjectKey, Change)>,
+) -> Result<(u64, Vec<Result<Option<StoredEvent>, StoreError>>), StoreError> {
     let n = work.len();
     let mut results = Vec::with_capacity(n);
     let mut committed = false;
-    for (i, (key, precondition, op)) in work.into_iter().enumerate() {
+    for (i, (key, change)) in work.into_iter().enumerate() {
         let bounds = Bounds {
             begin: i == 0,
             last: i + 1 == n,
         };
-        let outcome = match (precondition, op) {
-            (Precondition::Absent, WriteOp::Put(body)) => {
-                let created = create_one(conn, bounds, last, key, body).await?;
-                committed = created.committed;
-                created.event
-            }
-            (precondition, op) => {
-                if bounds.begin {
-                    sqlx::query(BEGIN).execute(&mut *conn).await?;
+        if let Change::Checked(Precondition::Absent, WriteOp::Put(body)) = change {
+            let created = create_one(conn, bounds, last, key, body).await?;
+            committed = created.committed;
+            match created.event {
+                Ok(ev) => {
+                    last = ev.rv;
+                    results.push(Ok(Some(ev)));
                 }
-                apply_one(conn, last + 1, key, precondition, op).await
+                Err(e) => results.push(Err(e)),
             }
+            continue;
+        }
+        if bounds.begin {
+            sqlx::query(BEGIN).execute(&mut *conn).await?;
+        }
+        let outcome = match change {
+            Change::Checked(precondition, op) => apply_one(conn, last + 1, key, precondition, op)
+                .await
+                .map(Some),
+            Change::Upsert { body, hash } => upsert_one(conn, last + 1, key, body, hash).await,
+            Change::Remove => remove_one(conn, last + 1, key).await,
         };
         match outcome {
             Ok(ev) => {
-                last = ev.rv;
+                if let Some(ev) = &ev {
+                    last = ev.rv;
+                }
                 results.push(Ok(ev));
             }
             Err(
@@ -242,7 +263,8 @@ async fn apply_in_transaction(
 const BEGIN: &str = "BEGIN IMMEDIATE";
 
 /// A create in one statement round trip: the object is inserted unless its key is taken, only
-/// if it was (`changes()` is the previous statement's row count) its event is logged, and the
+/// if it was (`changes()` is the previous statement's row count) its event is logged (referring
+/// to the object's row for its body), and the
 /// sequence row is set to the last version handed out either way (?6 if this create took it,
 /// else ?8, the one before), returning it. Written out four times: with or without beginning
 /// and committing the transaction too.
@@ -255,7 +277,7 @@ macro_rules! create_sql {
             "INSERT INTO objects (cluster, grp, resource, namespace, name, rv, body) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING; \
              INSERT INTO events (rv, cluster, grp, resource, namespace, name, type, body) \
-             SELECT ?6, ?1, ?2, ?3, ?4, ?5, 'ADDED', ?7 WHERE changes() = 1; \
+             SELECT ?6, ?1, ?2, ?3, ?4, ?5, 'ADDED', NULL WHERE changes() = 1; \
              UPDATE sequence SET rv = CASE WHEN changes() = 1 THEN ?6 ELSE ?8 END WHERE id = 0 \
              RETURNING rv",
             $commit
@@ -394,6 +416,14 @@ async fn apply_one(
     };
     set_resource_version(&mut body, rv);
     let text = serde_json::to_string(&body)?;
+    if let Some((old_rv, old_body)) = &row {
+        // The event that referred to the row for its body gets it before the row changes.
+        sqlx::query("UPDATE events SET body = ? WHERE rv = ? AND body IS NULL")
+            .bind(old_body)
+            .bind(old_rv)
+            .execute(&mut *tx)
+            .await?;
+    }
     if kind == EventType::Deleted {
         sqlx::query(
                 "DELETE FROM objects WHERE cluster = ? AND grp = ? AND resource = ? AND namespace = ? AND name = ?",
@@ -408,7 +438,7 @@ async fn apply_one(
     } else {
         sqlx::query(
                 "INSERT INTO objects (cluster, grp, resource, namespace, name, rv, body) VALUES (?, ?, ?, ?, ?, ?, ?) \
-                 ON CONFLICT (cluster, grp, resource, namespace, name) DO UPDATE SET rv = excluded.rv, body = excluded.body",
+                 ON CONFLICT (cluster, grp, resource, namespace, name) DO UPDATE SET rv = excluded.rv, body = excluded.body, hash = NULL",
             )
             .bind(&key.cluster)
             .bind(&key.group)
@@ -443,7 +473,8 @@ async fn apply_one(
         .bind(&key.namespace)
         .bind(&key.name)
         .bind(kind.as_str())
-        .bind(&text)
+        // A DELETED event holds the final state; others refer to the object's row.
+        .bind((kind == EventType::Deleted).then_some(&text))
         .execute(&mut *tx)
         .await?;
     Ok(StoredEvent {
@@ -453,6 +484,130 @@ async fn apply_one(
         body: Arc::new(body),
         prev,
     })
+}
+
+/// An upsert in one round trip, keyed by the object's key, with no read to decide: the object's
+/// row is replaced only where its stored hash differs (first giving the event that referred to
+/// the row its body), inserted where there is none, and the event logged as MODIFIED or ADDED
+/// accordingly. The first statement hands back the state being replaced (for watchers'
+/// selector transitions), the last the type of the event logged, if any, each tagged (rows of
+/// several statements share the first one's column names). Owner rows are cleared here and
+/// written again after (the same owners when nothing changed).
+///
+/// Parameters: ?1 to ?5 the key, ?6 the hash, ?7 the version, ?8 the body. Each statement
+/// names its parameters from ?1 up without a gap (hence the `?6 IS NOT NULL`, true of every
+/// hash): sqlx binds the unnamed ones of a gap by position, and later statements then lose
+/// theirs.
+const UPSERT_SQL: &str = "\
+    SELECT 'prev', body FROM objects \
+     WHERE cluster = ?1 AND grp = ?2 AND resource = ?3 AND namespace = ?4 AND name = ?5 \
+     AND hash IS NOT ?6; \
+    DELETE FROM owner_refs \
+     WHERE cluster = ?1 AND grp = ?2 AND resource = ?3 AND namespace = ?4 AND name = ?5; \
+    UPDATE events SET body = o.body FROM ( \
+       SELECT rv, body FROM objects \
+        WHERE cluster = ?1 AND grp = ?2 AND resource = ?3 AND namespace = ?4 AND name = ?5 \
+        AND hash IS NOT ?6) AS o \
+     WHERE events.rv = o.rv AND events.body IS NULL; \
+    UPDATE objects SET rv = ?7, body = ?8, hash = ?6 \
+     WHERE cluster = ?1 AND grp = ?2 AND resource = ?3 AND namespace = ?4 AND name = ?5 \
+     AND hash IS NOT ?6; \
+    INSERT INTO events (rv, cluster, grp, resource, namespace, name, type, body) \
+     SELECT ?7, ?1, ?2, ?3, ?4, ?5, 'MODIFIED', NULL WHERE changes() = 1 AND ?6 IS NOT NULL; \
+    INSERT INTO objects (cluster, grp, resource, namespace, name, rv, body, hash) \
+     SELECT ?1, ?2, ?3, ?4, ?5, ?7, ?8, ?6 WHERE changes() = 0 ON CONFLICT DO NOTHING; \
+    INSERT INTO events (rv, cluster, grp, resource, namespace, name, type, body) \
+     SELECT ?7, ?1, ?2, ?3, ?4, ?5, 'ADDED', NULL WHERE changes() = 1 AND ?6 IS NOT NULL; \
+    SELECT 'type', type FROM events \
+     WHERE rv = ?7 AND cluster = ?1 AND grp = ?2 AND resource = ?3 AND namespace = ?4 \
+     AND name = ?5 AND ?6 IS NOT NULL";
+
+/// [`Change::Upsert`] at resourceVersion `rv`; `None` when the stored content was the same.
+async fn upsert_one(
+    conn: &mut SqliteConnection,
+    rv: u64,
+    key: ObjectKey,
+    mut body: Value,
+    hash: i64,
+) -> Result<Option<StoredEvent>, StoreError> {
+    set_resource_version(&mut body, rv);
+    let text = serde_json::to_string(&body)?;
+    let rows = keyed(UPSERT_SQL, &key)
+        .bind(hash)
+        .bind(to_i64(rv))
+        .bind(&text)
+        .fetch_all(&mut *conn)
+        .await?;
+    insert_owner_refs(conn, &key, &body).await?;
+    let mut prev = None;
+    let mut kind = None;
+    for row in &rows {
+        let (tag, value): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+        match tag.as_str() {
+            "prev" => prev = Some(Arc::from(value.as_str())),
+            _ => kind = EventType::parse(&value),
+        }
+    }
+    Ok(kind.map(|kind| StoredEvent {
+        rv,
+        key,
+        kind,
+        body: Arc::new(body),
+        prev,
+    }))
+}
+
+/// Removes an object without reading it first: its row's state (at the new version) becomes
+/// the DELETED event's body, which the event that referred to the row now refers to.
+/// Parameters: ?1 to ?5 the key, ?6 the version as text, ?7 as a number (see [`UPSERT_SQL`]
+/// on gaps).
+const REMOVE_SQL: &str = "\
+    DELETE FROM owner_refs \
+     WHERE cluster = ?1 AND grp = ?2 AND resource = ?3 AND namespace = ?4 AND name = ?5; \
+    INSERT INTO events (rv, cluster, grp, resource, namespace, name, type, body) \
+     SELECT ?7, ?1, ?2, ?3, ?4, ?5, 'DELETED', json_set(body, '$.metadata.resourceVersion', ?6) \
+     FROM objects \
+     WHERE cluster = ?1 AND grp = ?2 AND resource = ?3 AND namespace = ?4 AND name = ?5; \
+    DELETE FROM objects \
+     WHERE cluster = ?1 AND grp = ?2 AND resource = ?3 AND namespace = ?4 AND name = ?5 \
+     RETURNING json_set(body, '$.metadata.resourceVersion', ?6)";
+
+/// [`Change::Remove`] at resourceVersion `rv`; `None` when nothing was stored.
+async fn remove_one(
+    conn: &mut SqliteConnection,
+    rv: u64,
+    key: ObjectKey,
+) -> Result<Option<StoredEvent>, StoreError> {
+    let row = keyed(REMOVE_SQL, &key)
+        .bind(rv.to_string())
+        .bind(to_i64(rv))
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let text: String = row.try_get(0)?;
+    Ok(Some(StoredEvent {
+        rv,
+        key,
+        kind: EventType::Deleted,
+        body: Arc::new(serde_json::from_str(&text)?),
+        prev: None,
+    }))
+}
+
+/// `sql` with `key` bound as its parameters ?1 to ?5 (cluster, group, resource, namespace,
+/// name).
+fn keyed<'q>(
+    sql: &'static str,
+    key: &'q ObjectKey,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
+    sqlx::query(sql)
+        .bind(&key.cluster)
+        .bind(&key.group)
+        .bind(&key.resource)
+        .bind(&key.namespace)
+        .bind(&key.name)
 }
 
 /// Sets `metadata.resourceVersion` (creating `metadata` if needed).
