@@ -29,44 +29,17 @@ use gpustack_api::{
 use gpustack_tests::{
     bench::{Figure, client, env_usize, poll, proc_status_mb},
     embedded::GatewayProcess,
-    inventory::{H100, Machine},
+    inventory::{H100, Machine, devices_resource, publish},
     worker::WorkerProcess,
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api, ResourceExt,
-    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
-    core::GroupVersionKind,
+    api::{DynamicObject, ListParams},
 };
-use serde_json::json;
 
 const M: u64 = 1_600_000;
 const IT: &str = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64";
-
-fn devices_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("worker.gpustack.ai", "v1alpha1", "Devices"),
-        "devices",
-    )
-}
-
-async fn put(c: &kube::Client, m: &Machine) -> Result<(), kube::Error> {
-    let nodes: Api<Node> = Api::all(c.clone());
-    let pp = PatchParams::apply("kubelet-stand-in").force();
-    nodes.patch(&m.name, &pp, &Patch::Apply(m.node())).await?;
-    let mut status = m.node_status();
-    status["apiVersion"] = json!("v1");
-    status["kind"] = json!("Node");
-    nodes
-        .patch_status(&m.name, &pp, &Patch::Apply(status))
-        .await?;
-    let devices: Api<DynamicObject> = Api::all_with(c.clone(), &devices_resource());
-    let pp = PatchParams::apply("device-manager-stand-in").force();
-    devices
-        .patch(&m.name, &pp, &Patch::Apply(m.devices()))
-        .await?;
-    Ok(())
-}
 
 fn total_quota(cq: &ClusterQueue) -> u64 {
     cq.spec
@@ -136,7 +109,7 @@ async fn main() {
         .collect();
     let start = Instant::now();
     futures::stream::iter(machines.iter())
-        .map(|m| put(&c, m))
+        .map(|m| publish(&c, m))
         .buffer_unordered(16)
         .try_collect::<()>()
         .await
@@ -184,7 +157,7 @@ async fn main() {
     let mut broken = machines[n / 2].clone();
     broken.unhealthy = vec![7];
     let changed = Instant::now();
-    put(&c, &broken).await.expect("breaking a card");
+    publish(&c, &broken).await.expect("breaking a card");
     let followed = poll(Duration::from_secs(120), || {
         let cqs = cqs.clone();
         async move { (total_quota(&cqs.get(IT).await.ok()?) == want - M).then(Instant::now) }

@@ -263,3 +263,32 @@ spec:
                   additionalProperties:
                     type: string
 "#;
+
+/// The `Devices` custom resource (`v1alpha1`), for dynamic clients.
+pub fn devices_resource() -> kube::core::ApiResource {
+    kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("worker.gpustack.ai", "v1alpha1", "Devices"),
+        "devices",
+    )
+}
+
+/// Writes `m` as the kubelet (its Node and status) and the device manager (its `Devices`)
+/// would, each with its own field manager.
+pub async fn publish(c: &kube::Client, m: &Machine) -> Result<(), kube::Error> {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
+    let pp = PatchParams::apply("kubelet-stand-in").force();
+    nodes.patch(&m.name, &pp, &Patch::Apply(m.node())).await?;
+    let mut status = m.node_status();
+    status["apiVersion"] = json!("v1");
+    status["kind"] = json!("Node");
+    nodes
+        .patch_status(&m.name, &pp, &Patch::Apply(status))
+        .await?;
+    let devices: Api<DynamicObject> = Api::all_with(c.clone(), &devices_resource());
+    let pp = PatchParams::apply("device-manager-stand-in").force();
+    devices
+        .patch(&m.name, &pp, &Patch::Apply(m.devices()))
+        .await?;
+    Ok(())
+}

@@ -10,7 +10,7 @@ use gpustack_api::{
 };
 use gpustack_tests::{
     embedded::GatewayProcess,
-    inventory::{A100_MIG, H100, Machine, RX7800XT},
+    inventory::{A100_MIG, H100, Machine, RX7800XT, devices_resource, publish},
     worker::WorkerProcess,
 };
 use k8s_openapi::api::{
@@ -44,25 +44,27 @@ fn hostname_profile() -> String {
     format!("fnv64-{}", fnv1a("kubernetes.io/hostname"))
 }
 
-/// Polls `check` until it gives a value, failing after `WAIT` with the last observation.
+/// Polls `check` (with the benchmarks' poll) until it gives a value, failing after `WAIT`
+/// with the last observation.
 async fn eventually<T, F, Fut>(what: &str, worker: &WorkerProcess, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, String>>,
 {
-    let start = std::time::Instant::now();
-    loop {
-        match check().await {
-            Ok(v) => return v,
-            Err(last) if start.elapsed() > WAIT => {
-                panic!(
-                    "timed out waiting for {what}; last seen: {last}\nworker log:\n{}",
-                    worker.log()
-                )
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
+    let last = std::cell::RefCell::new(String::new());
+    let got = gpustack_tests::bench::poll(WAIT, || {
+        let attempt = check();
+        let last = &last;
+        async move { attempt.await.map_err(|seen| *last.borrow_mut() = seen).ok() }
+    })
+    .await;
+    got.unwrap_or_else(|| {
+        panic!(
+            "timed out waiting for {what}; last seen: {}\nworker log:\n{}",
+            last.borrow(),
+            worker.log()
+        )
+    })
 }
 
 async fn client(gw: &GatewayProcess) -> kube::Client {
@@ -75,28 +77,7 @@ async fn client(gw: &GatewayProcess) -> kube::Client {
 
 /// Writes the machine as the kubelet and the device manager would.
 async fn put(c: &kube::Client, m: &Machine) {
-    let nodes: Api<Node> = Api::all(c.clone());
-    let pp = PatchParams::apply("kubelet-stand-in").force();
-    nodes
-        .patch(&m.name, &pp, &Patch::Apply(m.node()))
-        .await
-        .unwrap();
-    let mut status = m.node_status();
-    status["apiVersion"] = json!("v1");
-    status["kind"] = json!("Node");
-    nodes
-        .patch_status(&m.name, &pp, &Patch::Apply(status))
-        .await
-        .unwrap();
-    let devices: Api<kube::api::DynamicObject> = Api::all_with(c.clone(), &devices_resource());
-    devices
-        .patch(
-            &m.name,
-            &PatchParams::apply("device-manager-stand-in").force(),
-            &Patch::Apply(m.devices()),
-        )
-        .await
-        .unwrap();
+    publish(c, m).await.unwrap();
 }
 
 async fn set_ledger(c: &kube::Client, m: &Machine, taken: u32) {
@@ -121,13 +102,6 @@ async fn remove(c: &kube::Client, name: &str) {
         .delete(name, &DeleteParams::default())
         .await
         .unwrap();
-}
-
-fn devices_resource() -> kube::core::ApiResource {
-    kube::core::ApiResource::from_gvk_with_plural(
-        &kube::core::GroupVersionKind::gvk("worker.gpustack.ai", "v1alpha1", "Devices"),
-        "devices",
-    )
 }
 
 async fn names<K>(api: &Api<K>) -> BTreeSet<String>
