@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
 use gpustack_model_manager::{
     download::{DownloadLimits, Tuning},
@@ -23,27 +23,6 @@ use jiff::{SignedDuration, Timestamp};
 use support::fault_hub::{COMMIT, FaultHub, HubFile};
 
 const TREE: usize = 1_200_000;
-
-struct Tmpfs(std::path::PathBuf);
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
-    }
-}
-
-fn tmpfs(dir: &Path) -> Result<Tmpfs, String> {
-    std::fs::create_dir_all(dir).unwrap();
-    nix::mount::mount(
-        Some("tmpfs"),
-        dir,
-        Some("tmpfs"),
-        nix::mount::MsFlags::empty(),
-        Some("size=4m"),
-    )
-    .map(|()| Tmpfs(dir.to_path_buf()))
-    .map_err(|e| format!("mounting a tmpfs is not permitted here ({e})"))
-}
 
 /// A hub serving one ~1.2 MB tree whose content depends on `seed`, and its digest.
 fn hub(seed: u8) -> (FaultHub, ManifestDigest) {
@@ -108,10 +87,10 @@ async fn watermarks_are_respected_and_mounted_trees_kept() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let work = tempfile::tempdir().unwrap();
     let cache = work.path().join("cache");
-    let _fs = match tmpfs(&cache) {
+    let _fs = match support::tmpfs::mount(&cache, "4m") {
         Ok(fs) => fs,
-        Err(reason) => {
-            eprintln!("skipping: {reason}");
+        Err(e) => {
+            eprintln!("skipping: mounting a tmpfs is not permitted here ({e})");
             return;
         }
     };

@@ -53,7 +53,8 @@ fn digest(files: &[HubFile]) -> ManifestDigest {
 
 fn spec(endpoint: &str) -> NodeModelStoreSpec {
     NodeModelStoreSpec {
-        // The test shares the host's disk: capacity is exercised elsewhere.
+        // Capacity is exercised elsewhere: the store gets a filesystem of its own
+        // (`store_root`) where it can, and the highest watermarks a spec allows.
         watermarks: api::Watermarks {
             high_percent: 95,
             low_percent: 94,
@@ -75,6 +76,20 @@ fn config_map(data: &[(&str, &str)]) -> ConfigMap {
                 .collect::<BTreeMap<_, _>>(),
         ),
         ..Default::default()
+    }
+}
+
+/// Where a download's store lives: a 64 MiB tmpfs of its own, so that the watermarks do not
+/// measure the host's disk (a nearly full build machine refused the download once); the host's
+/// filesystem where mounting is not permitted.
+fn store_root(dir: &std::path::Path) -> (std::path::PathBuf, Option<support::tmpfs::Tmpfs>) {
+    let root = dir.join("store");
+    match support::tmpfs::mount(&root, "64m") {
+        Ok(fs) => (root, Some(fs)),
+        Err(e) => {
+            eprintln!("the store shares the host's disk: mounting a tmpfs is not permitted ({e})");
+            (root, None)
+        }
     }
 }
 
@@ -124,8 +139,9 @@ async fn the_ca_bundle_config_map_lets_the_node_trust_an_https_hub() {
     // Without the bundle the hub's certificate is not trusted: the attempt fails in the
     // handshake, and the reason carries no URL.
     let untrusted = tempfile::tempdir().unwrap();
+    let (untrusted_root, _untrusted_fs) = store_root(untrusted.path());
     let failure = download(
-        untrusted.path(),
+        &untrusted_root,
         store_config(&spec(&front.url), None).unwrap(),
         &d,
     )
@@ -147,8 +163,9 @@ async fn the_ca_bundle_config_map_lets_the_node_trust_an_https_hub() {
     let cm = config_map(&[(CA_BUNDLE_KEY, &front.ca_pem)]);
     let pem = ca_of_config_map(&cm, "gpustack-system", "hub-ca").unwrap();
     let trusted = tempfile::tempdir().unwrap();
+    let (trusted_root, _trusted_fs) = store_root(trusted.path());
     let (m, outcome) = download(
-        trusted.path(),
+        &trusted_root,
         store_config(&spec(&front.url), Some(pem)).unwrap(),
         &d,
     )
@@ -189,8 +206,9 @@ async fn a_ca_bundle_without_certificates_stops_the_download_as_invalid() {
     let cm = config_map(&[(CA_BUNDLE_KEY, "not a certificate")]);
     let pem = ca_of_config_map(&cm, "gpustack-system", "hub-ca").unwrap();
     let dir = tempfile::tempdir().unwrap();
+    let (root, _fs) = store_root(dir.path());
     let failure = download(
-        dir.path(),
+        &root,
         store_config(&spec(&front.url), Some(pem)).unwrap(),
         &d,
     )

@@ -5,3 +5,4 @@ pub mod fault_hub;
 pub mod grpcio;
 pub mod olah;
 pub mod tls_front;
+pub mod tmpfs;
