@@ -101,10 +101,30 @@ fn chain_dirty<K>(_: &K) -> Vec<Dirty> {
     vec![Dirty::Chain]
 }
 
-/// Starts a reflector of `K` whose every event sends `dirty(&object)`.
+/// Drops what the controllers never read from an object before it is cached.
+type Trim<K> = fn(&mut K);
+
+/// Keeps the whole object (a Node's managedFields tell whose labels are whose).
+fn keep<K>(_: &mut K) {}
+
+/// Drops the field-ownership records: only the Node's are read.
+fn without_managed_fields<K: Resource>(o: &mut K) {
+    o.meta_mut().managed_fields = None;
+}
+
+/// A `Devices` as the controllers read it: spec, status, labels. Its annotations and
+/// ownership records can outweigh the rest, and a cluster has one per node.
+fn trim_devices(d: &mut Devices) {
+    d.metadata.managed_fields = None;
+    d.metadata.annotations = None;
+}
+
+/// Starts a reflector of `K`, caching each object as `trim` leaves it, whose every event
+/// sends `dirty(&object)`.
 fn reflect<K>(
     api: Api<K>,
     tx: mpsc::UnboundedSender<Dirty>,
+    trim: Trim<K>,
     dirty: impl Fn(&K) -> Vec<Dirty> + Send + 'static,
 ) -> (Store<K>, tokio::task::JoinHandle<()>)
 where
@@ -114,6 +134,7 @@ where
     let (reader, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
+        .modify(trim)
         .reflect(writer);
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -493,7 +514,8 @@ async fn reconcile_chain(
 
 /// Answers the node-devices check on every Workload that holds quota and awaits it.
 async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &Resolve) -> usize {
-    let devices = map_of(&stores.devices);
+    // Copied once, and only when a Workload awaits a verdict: every Devices change wakes this.
+    let mut devices = None;
     let mut writes = 0;
     for wl in stores.workloads.state() {
         if !wl.quota_reserved() || wl.evicted() {
@@ -506,7 +528,8 @@ async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &R
         }) else {
             continue;
         };
-        let (state, message) = node_devices::verdict(&wl, &devices, resolve);
+        let devices = devices.get_or_insert_with(|| map_of(&stores.devices));
+        let (state, message) = node_devices::verdict(&wl, devices, resolve);
         if current.state == state && current.message == message {
             continue;
         }
@@ -556,59 +579,73 @@ pub async fn run(ctx: Context) {
     let devices_dirty =
         |d: &Devices| vec![Dirty::Node(d.name_any()), Dirty::Chain, Dirty::Workloads];
     let mut tasks = Vec::new();
-    let (nodes, t) = reflect(Api::<Node>::all(client.clone()), tx.clone(), node_dirty);
+    let (nodes, t) = reflect(
+        Api::<Node>::all(client.clone()),
+        tx.clone(),
+        keep,
+        node_dirty,
+    );
     tasks.push(t);
     let (devices, t) = reflect(
         Api::<Devices>::all(client.clone()),
         tx.clone(),
+        trim_devices,
         devices_dirty,
     );
     tasks.push(t);
     let (flavors, t) = reflect(
         Api::<ResourceFlavor>::all(client.clone()),
         tx.clone(),
+        without_managed_fields,
         chain_dirty,
     );
     tasks.push(t);
     let (instance_types, t) = reflect(
         Api::<InstanceType>::all(client.clone()),
         tx.clone(),
+        without_managed_fields,
         chain_dirty,
     );
     tasks.push(t);
     let (queues, t) = reflect(
         Api::<ClusterQueue>::all(client.clone()),
         tx.clone(),
+        without_managed_fields,
         chain_dirty,
     );
     tasks.push(t);
     let (local_queues, t) = reflect(
         Api::<LocalQueue>::all(client.clone()),
         tx.clone(),
+        without_managed_fields,
         chain_dirty,
     );
     tasks.push(t);
     let (namespaces, t) = reflect(
         Api::<Namespace>::all(client.clone()),
         tx.clone(),
+        without_managed_fields,
         chain_dirty,
     );
     tasks.push(t);
     let (topologies, t) = reflect(
         Api::<Topology>::all(client.clone()),
         tx.clone(),
+        without_managed_fields,
         chain_dirty,
     );
     tasks.push(t);
     let (checks, t) = reflect(
         Api::<AdmissionCheck>::all(client.clone()),
         tx.clone(),
+        without_managed_fields,
         chain_dirty,
     );
     tasks.push(t);
     let (workloads, t) = reflect(
         Api::<Workload>::all(client.clone()),
         tx.clone(),
+        without_managed_fields,
         |_: &Workload| vec![Dirty::Workloads],
     );
     tasks.push(t);
