@@ -363,7 +363,8 @@ pub fn plan(s: &Snapshot) -> Vec<Write> {
                 Err(e) => e.reason().to_owned(),
             },
             message: match &verdict {
-                Ok(()) => format!("{} flavors, each with its Topology", pool.len()),
+                // Stable while sound, so a quota change does not rewrite it.
+                Ok(()) => "the flavor plan is sound; every flavor has its Topology".to_owned(),
                 Err(e) => format!("flavor plan refused, the queue keeps its plan: {e}"),
             },
             observed_generation: None,
@@ -461,4 +462,229 @@ pub fn plan(s: &Snapshot) -> Vec<Write> {
         }
     }
     writes
+}
+
+#[cfg(test)]
+mod tests {
+    use gpustack_api::{labels::HOSTNAME, labels::MIGRATION_HOLD};
+
+    use super::*;
+    use crate::controllers::node_facts::{AcceleratorFacts, hostname_profile};
+
+    const ZONE: &str = "topology.kubernetes.io/zone";
+
+    fn node(levels: &[&str]) -> NodeFacts {
+        let levels: Vec<String> = levels.iter().map(|l| (*l).to_owned()).collect();
+        NodeFacts {
+            name: "a".into(),
+            labels: BTreeMap::new(),
+            managed: true,
+            unavailable: None,
+            os: "linux".into(),
+            arch: "amd64".into(),
+            cpu_key: "amd-epyc-7r32".into(),
+            cpu_manufacturer: Some("amd".into()),
+            cpus: 0,
+            topology_profile: topology::profile(&levels),
+            topology_levels: levels,
+            accelerators: vec![AcceleratorFacts {
+                key: "nvidia-h100".into(),
+                manufacturer: gpustack_api::Manufacturer::Nvidia,
+                count: 8,
+                product: "NVIDIA-H100".into(),
+                memory: "80Gi".into(),
+                cores: "132".into(),
+                family: "Hopper".into(),
+            }],
+        }
+    }
+
+    fn names(writes: &[Write]) -> Vec<String> {
+        writes.iter().map(Write::describe).collect()
+    }
+
+    /// The chain as it stood on the hostname profile: its flavor, Topology, InstanceType and
+    /// queue, as `plan` would have written them.
+    struct Before {
+        flavors: BTreeMap<String, ResourceFlavor>,
+        topologies: BTreeMap<String, Topology>,
+        instance_types: BTreeMap<String, InstanceType>,
+        queues: BTreeMap<String, ClusterQueue>,
+    }
+
+    fn before(settings: &ChainSettings, presets: &UnitPresets) -> Before {
+        let old = node(&[HOSTNAME]);
+        let desired = flavors::desired_flavors(std::slice::from_ref(&old), settings);
+        let d = desired.values().next().unwrap();
+        let mut it = flavors::derived_instance_type(&d.flavor, settings, presets).unwrap();
+        it.metadata.finalizers = Some(vec![CONTROLLED.to_owned()]);
+        let name = it.metadata.name.clone().unwrap();
+        let plan = queues::flavor_plan(&it, &[&d.flavor]);
+        let cq = queues::desired_queue(&it, Some(plan), None, false, settings, &BTreeSet::new());
+        let t = topology::topology(&old.topology_levels);
+        Before {
+            flavors: desired
+                .iter()
+                .map(|(n, d)| (n.clone(), d.flavor.clone()))
+                .collect(),
+            topologies: BTreeMap::from([(t.metadata.name.clone().unwrap(), t)]),
+            instance_types: BTreeMap::from([(name.clone(), it)]),
+            queues: BTreeMap::from([(name, cq)]),
+        }
+    }
+
+    #[test]
+    fn a_migrating_queue_keeps_its_old_flavor_and_topology_until_they_are_free() {
+        let settings = ChainSettings {
+            mixed_on_node: false,
+            ..ChainSettings::default()
+        };
+        let presets = UnitPresets::builtin().unwrap();
+        let b = before(&settings, &presets);
+        let (it_name, old_flavor) = (
+            b.queues.keys().next().unwrap().clone(),
+            b.flavors.keys().next().unwrap().clone(),
+        );
+        let nodes = [node(&[ZONE, HOSTNAME])];
+        let racked = format!("gpustack-{}", nodes[0].topology_profile);
+        let hostname = format!("gpustack-{}", hostname_profile());
+        let now = Time(jiff::Timestamp::UNIX_EPOCH);
+        let plan_with = |held: &BTreeMap<String, BTreeSet<String>>,
+                         queues: &BTreeMap<String, ClusterQueue>,
+                         topologies: &BTreeMap<String, Topology>| {
+            plan(&Snapshot {
+                nodes: &nodes,
+                devices: &BTreeMap::new(),
+                flavors: &b.flavors,
+                instance_types: &b.instance_types,
+                queues,
+                local_queues: &BTreeSet::new(),
+                namespaces: &[],
+                topologies,
+                topology_sources: &[],
+                held,
+                node_devices_active: false,
+                system_namespace: "gpustack-system",
+                settings: &settings,
+                presets: &presets,
+                now: &now,
+            })
+        };
+        let busy = BTreeMap::from([(it_name.clone(), BTreeSet::from([old_flavor.clone()]))]);
+        let writes = plan_with(&busy, &b.queues, &b.topologies);
+        let held = writes
+            .iter()
+            .find_map(|w| match w {
+                Write::ApplyQueue(q) => Some(q.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            held.spec.stop_policy.as_deref(),
+            Some(queues::HOLD_AND_DRAIN)
+        );
+        assert_eq!(
+            held.spec.resource_groups,
+            b.queues[&it_name].spec.resource_groups
+        );
+        let said = names(&writes);
+        assert!(
+            said.contains(&format!("apply topology/{racked}")),
+            "{said:?}"
+        );
+        assert!(!said.iter().any(|w| w.starts_with("delete")), "{said:?}");
+
+        // Drained: the new plan, the old flavor and Topology retired, the condition True.
+        let mut topologies = b.topologies.clone();
+        let t = topology::topology(&nodes[0].topology_levels);
+        topologies.insert(racked.clone(), t);
+        let queues = BTreeMap::from([(it_name.clone(), *held)]);
+        let writes = plan_with(&BTreeMap::new(), &queues, &topologies);
+        let said = names(&writes);
+        for want in [
+            format!("apply clusterqueue/{it_name}"),
+            format!("condition clusterqueue/{it_name} TopologyReady=True"),
+            format!("delete resourceflavor/{old_flavor}"),
+            format!("delete topology/{hostname}"),
+        ] {
+            assert!(said.contains(&want), "{want} in {said:?}");
+        }
+        let switched = writes
+            .iter()
+            .find_map(|w| match w {
+                Write::ApplyQueue(q) => Some(q.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(switched.spec.stop_policy.as_deref(), Some(queues::NONE));
+        assert!(
+            switched
+                .metadata
+                .annotations
+                .is_none_or(|a| !a.contains_key(MIGRATION_HOLD))
+        );
+    }
+
+    #[test]
+    fn a_drifted_topology_refuses_the_plan_and_is_never_patched() {
+        let settings = ChainSettings {
+            mixed_on_node: false,
+            ..ChainSettings::default()
+        };
+        let presets = UnitPresets::builtin().unwrap();
+        let b = before(&settings, &presets);
+        let it_name = b.queues.keys().next().unwrap().clone();
+        let nodes = [node(&[HOSTNAME])];
+        let mut drifted = b.topologies.clone();
+        for t in drifted.values_mut() {
+            t.spec.levels.insert(
+                0,
+                gpustack_api::kueue::TopologyLevel {
+                    node_label: ZONE.into(),
+                },
+            );
+        }
+        let now = Time(jiff::Timestamp::UNIX_EPOCH);
+        let writes = plan(&Snapshot {
+            nodes: &nodes,
+            devices: &BTreeMap::new(),
+            flavors: &b.flavors,
+            instance_types: &b.instance_types,
+            queues: &BTreeMap::new(),
+            local_queues: &BTreeSet::new(),
+            namespaces: &[],
+            topologies: &drifted,
+            topology_sources: &[],
+            held: &BTreeMap::new(),
+            node_devices_active: false,
+            system_namespace: "gpustack-system",
+            settings: &settings,
+            presets: &presets,
+            now: &now,
+        });
+        let said = names(&writes);
+        assert!(!said.iter().any(|w| w.contains("topology/")), "{said:?}");
+        let condition = writes
+            .iter()
+            .find_map(|w| match w {
+                Write::ApplyQueueCondition(n, c) if n == &it_name => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "TopologyDrift")
+        );
+        let queue = writes
+            .iter()
+            .find_map(|w| match w {
+                Write::ApplyQueue(q) => Some(q.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert!(
+            queue.spec.resource_groups.is_empty(),
+            "a refused plan is not written"
+        );
+    }
 }
