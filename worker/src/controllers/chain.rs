@@ -469,34 +469,29 @@ mod tests {
     use gpustack_api::{labels::HOSTNAME, labels::MIGRATION_HOLD};
 
     use super::*;
-    use crate::controllers::node_facts::{AcceleratorFacts, hostname_profile};
+    use crate::controllers::node_facts::{fixtures::gpu_node, hostname_profile};
 
     const ZONE: &str = "topology.kubernetes.io/zone";
 
+    /// An 8-card node (no CPU pool: mixing is off in these tests) on the hierarchy `levels`.
     fn node(levels: &[&str]) -> NodeFacts {
         let levels: Vec<String> = levels.iter().map(|l| (*l).to_owned()).collect();
         NodeFacts {
-            name: "a".into(),
-            labels: BTreeMap::new(),
-            managed: true,
-            unavailable: None,
-            os: "linux".into(),
-            arch: "amd64".into(),
-            cpu_key: "amd-epyc-7r32".into(),
-            cpu_manufacturer: Some("amd".into()),
-            cpus: 0,
             topology_profile: topology::profile(&levels),
             topology_levels: levels,
-            accelerators: vec![AcceleratorFacts {
-                key: "nvidia-h100".into(),
-                manufacturer: gpustack_api::Manufacturer::Nvidia,
-                count: 8,
-                product: "NVIDIA-H100".into(),
-                memory: "80Gi".into(),
-                cores: "132".into(),
-                family: "Hopper".into(),
-            }],
+            ..gpu_node("a", 8)
         }
+    }
+
+    /// The queue the plan applies.
+    fn applied_queue(writes: &[Write]) -> ClusterQueue {
+        writes
+            .iter()
+            .find_map(|w| match w {
+                Write::ApplyQueue(q) => Some(*q.clone()),
+                _ => None,
+            })
+            .expect("a queue write")
     }
 
     fn names(writes: &[Write]) -> Vec<String> {
@@ -533,6 +528,46 @@ mod tests {
         }
     }
 
+    /// What else the plan sees.
+    #[derive(Default)]
+    struct Observed {
+        queues: BTreeMap<String, ClusterQueue>,
+        topologies: BTreeMap<String, Topology>,
+        held: BTreeMap<String, BTreeSet<String>>,
+    }
+
+    /// The plan over `b`'s flavors and InstanceTypes and what else is observed.
+    fn run(
+        b: &Before,
+        nodes: &[NodeFacts],
+        o: &Observed,
+        settings: &ChainSettings,
+        presets: &UnitPresets,
+    ) -> Vec<Write> {
+        let Observed {
+            queues,
+            topologies,
+            held,
+        } = o;
+        plan(&Snapshot {
+            nodes,
+            devices: &BTreeMap::new(),
+            flavors: &b.flavors,
+            instance_types: &b.instance_types,
+            queues,
+            local_queues: &BTreeSet::new(),
+            namespaces: &[],
+            topologies,
+            topology_sources: &[],
+            held,
+            node_devices_active: false,
+            system_namespace: "gpustack-system",
+            settings,
+            presets,
+            now: &Time(jiff::Timestamp::UNIX_EPOCH),
+        })
+    }
+
     #[test]
     fn a_migrating_queue_keeps_its_old_flavor_and_topology_until_they_are_free() {
         let settings = ChainSettings {
@@ -548,37 +583,13 @@ mod tests {
         let nodes = [node(&[ZONE, HOSTNAME])];
         let racked = format!("gpustack-{}", nodes[0].topology_profile);
         let hostname = format!("gpustack-{}", hostname_profile());
-        let now = Time(jiff::Timestamp::UNIX_EPOCH);
-        let plan_with = |held: &BTreeMap<String, BTreeSet<String>>,
-                         queues: &BTreeMap<String, ClusterQueue>,
-                         topologies: &BTreeMap<String, Topology>| {
-            plan(&Snapshot {
-                nodes: &nodes,
-                devices: &BTreeMap::new(),
-                flavors: &b.flavors,
-                instance_types: &b.instance_types,
-                queues,
-                local_queues: &BTreeSet::new(),
-                namespaces: &[],
-                topologies,
-                topology_sources: &[],
-                held,
-                node_devices_active: false,
-                system_namespace: "gpustack-system",
-                settings: &settings,
-                presets: &presets,
-                now: &now,
-            })
+        let busy = Observed {
+            queues: b.queues.clone(),
+            topologies: b.topologies.clone(),
+            held: BTreeMap::from([(it_name.clone(), BTreeSet::from([old_flavor.clone()]))]),
         };
-        let busy = BTreeMap::from([(it_name.clone(), BTreeSet::from([old_flavor.clone()]))]);
-        let writes = plan_with(&busy, &b.queues, &b.topologies);
-        let held = writes
-            .iter()
-            .find_map(|w| match w {
-                Write::ApplyQueue(q) => Some(q.clone()),
-                _ => None,
-            })
-            .unwrap();
+        let writes = run(&b, &nodes, &busy, &settings, &presets);
+        let held = applied_queue(&writes);
         assert_eq!(
             held.spec.stop_policy.as_deref(),
             Some(queues::HOLD_AND_DRAIN)
@@ -595,11 +606,14 @@ mod tests {
         assert!(!said.iter().any(|w| w.starts_with("delete")), "{said:?}");
 
         // Drained: the new plan, the old flavor and Topology retired, the condition True.
-        let mut topologies = b.topologies.clone();
+        let mut drained = Observed {
+            queues: BTreeMap::from([(it_name.clone(), held)]),
+            topologies: b.topologies.clone(),
+            held: BTreeMap::new(),
+        };
         let t = topology::topology(&nodes[0].topology_levels);
-        topologies.insert(racked.clone(), t);
-        let queues = BTreeMap::from([(it_name.clone(), *held)]);
-        let writes = plan_with(&BTreeMap::new(), &queues, &topologies);
+        drained.topologies.insert(racked.clone(), t);
+        let writes = run(&b, &nodes, &drained, &settings, &presets);
         let said = names(&writes);
         for want in [
             format!("apply clusterqueue/{it_name}"),
@@ -609,13 +623,7 @@ mod tests {
         ] {
             assert!(said.contains(&want), "{want} in {said:?}");
         }
-        let switched = writes
-            .iter()
-            .find_map(|w| match w {
-                Write::ApplyQueue(q) => Some(q.clone()),
-                _ => None,
-            })
-            .unwrap();
+        let switched = applied_queue(&writes);
         assert_eq!(switched.spec.stop_policy.as_deref(), Some(queues::NONE));
         assert!(
             switched
@@ -644,24 +652,11 @@ mod tests {
                 },
             );
         }
-        let now = Time(jiff::Timestamp::UNIX_EPOCH);
-        let writes = plan(&Snapshot {
-            nodes: &nodes,
-            devices: &BTreeMap::new(),
-            flavors: &b.flavors,
-            instance_types: &b.instance_types,
-            queues: &BTreeMap::new(),
-            local_queues: &BTreeSet::new(),
-            namespaces: &[],
-            topologies: &drifted,
-            topology_sources: &[],
-            held: &BTreeMap::new(),
-            node_devices_active: false,
-            system_namespace: "gpustack-system",
-            settings: &settings,
-            presets: &presets,
-            now: &now,
-        });
+        let observed = Observed {
+            topologies: drifted,
+            ..Observed::default()
+        };
+        let writes = run(&b, &nodes, &observed, &settings, &presets);
         let said = names(&writes);
         assert!(!said.iter().any(|w| w.contains("topology/")), "{said:?}");
         let condition = writes
@@ -675,13 +670,7 @@ mod tests {
             (condition.status.as_str(), condition.reason.as_str()),
             ("False", "TopologyDrift")
         );
-        let queue = writes
-            .iter()
-            .find_map(|w| match w {
-                Write::ApplyQueue(q) => Some(q.clone()),
-                _ => None,
-            })
-            .unwrap();
+        let queue = applied_queue(&writes);
         assert!(
             queue.spec.resource_groups.is_empty(),
             "a refused plan is not written"

@@ -291,32 +291,7 @@ pub fn derived_instance_type(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::node_facts::hostname_profile;
-
-    pub(crate) fn gpu_node(name: &str, cards: u32) -> NodeFacts {
-        NodeFacts {
-            name: name.into(),
-            labels: BTreeMap::new(),
-            managed: true,
-            unavailable: None,
-            os: "linux".into(),
-            arch: "amd64".into(),
-            cpu_key: "amd-epyc-7r32".into(),
-            cpu_manufacturer: Some("amd".into()),
-            cpus: 96,
-            topology_levels: vec![gpustack_api::labels::HOSTNAME.to_owned()],
-            topology_profile: hostname_profile(),
-            accelerators: vec![AcceleratorFacts {
-                key: "nvidia-h100-80gb-hbm3".into(),
-                manufacturer: gpustack_api::Manufacturer::Nvidia,
-                count: cards,
-                product: "NVIDIA-H100-80GB-HBM3".into(),
-                memory: "80Gi".into(),
-                cores: "16896".into(),
-                family: "Hopper".into(),
-            }],
-        }
-    }
+    use crate::controllers::node_facts::fixtures::gpu_node;
 
     #[test]
     fn identical_nodes_share_a_flavor_and_double_its_capacity() {

@@ -204,6 +204,37 @@ pub fn facts(node: &Node, sources: &[TopologySource]) -> NodeFacts {
     }
 }
 
+/// Nodes for the controllers' unit tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+
+    pub(crate) fn gpu_node(name: &str, cards: u32) -> NodeFacts {
+        NodeFacts {
+            name: name.into(),
+            labels: BTreeMap::new(),
+            managed: true,
+            unavailable: None,
+            os: "linux".into(),
+            arch: "amd64".into(),
+            cpu_key: "amd-epyc-7r32".into(),
+            cpu_manufacturer: Some("amd".into()),
+            cpus: 96,
+            topology_levels: vec![gpustack_api::labels::HOSTNAME.to_owned()],
+            topology_profile: hostname_profile(),
+            accelerators: vec![AcceleratorFacts {
+                key: "nvidia-h100-80gb-hbm3".into(),
+                manufacturer: Manufacturer::Nvidia,
+                count: cards,
+                product: "NVIDIA-H100-80GB-HBM3".into(),
+                memory: "80Gi".into(),
+                cores: "16896".into(),
+                family: "Hopper".into(),
+            }],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
