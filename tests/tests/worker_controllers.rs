@@ -882,7 +882,9 @@ fn topology_ready(cq: &ClusterQueue) -> Option<(String, String, String)> {
 async fn topology_sources_set_the_hierarchy_and_a_profile_change_drains_busy_flavors() {
     let tmp = tempfile::tempdir().unwrap();
     let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
-    let w = WorkerProcess::start(&gw, &tmp.path().join("worker"), &["--disable-auths"], &[]);
+    // Alone (no lease to wait out), so that it can be restarted mid-migration.
+    let args = ["--disable-auths", "--kube-leader-election=false"];
+    let w = WorkerProcess::start(&gw, &tmp.path().join("worker"), &args, &[]);
     let c = client(&gw).await;
     let its: Api<InstanceType> = Api::all(c.clone());
     let cqs: Api<ClusterQueue> = Api::all(c.clone());
@@ -991,6 +993,32 @@ async fn topology_sources_set_the_hierarchy_and_a_profile_change_drains_busy_fla
     assert!(
         names(&flavors).await.contains(&hostname),
         "the old flavor stays while the queue names it"
+    );
+
+    // A restarted worker keeps holding: the saved policy survives on the queue.
+    w.stop();
+    let w = WorkerProcess::start(&gw, &tmp.path().join("worker-2"), &args, &[]);
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-b"}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let team_lqs: Api<LocalQueue> = Api::namespaced(c.clone(), "team-b");
+    // The same pass writes the queue before the LocalQueues: once they are there, it planned.
+    eventually("the restarted worker planning", &w, || async {
+        team_lqs
+            .get(&local_queue(NVIDIA_IT))
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let cq = cqs.get(NVIDIA_IT).await.unwrap();
+    assert_eq!(cq.spec.stop_policy.as_deref(), Some("HoldAndDrain"));
+    assert_eq!(quota(&cq), [(hostname.clone(), (16 * M).to_string())]);
+    assert_eq!(
+        annotation(&cq, "topology.gpustack.ai/migration-hold").as_deref(),
+        Some("None")
     );
 
     // Kueue evicts it (here: it leaves); the plan switches and the policy is restored.

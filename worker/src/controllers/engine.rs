@@ -702,6 +702,21 @@ pub async fn run(ctx: Context) {
         tracing::warn!("admission checks: {e}");
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
+    // Plan only from a complete view: a store still listing reads as objects missing (the
+    // Workloads a migrating queue waits for, the queues themselves).
+    let _ = tokio::join!(
+        stores.nodes.wait_until_ready(),
+        stores.devices.wait_until_ready(),
+        stores.flavors.wait_until_ready(),
+        stores.instance_types.wait_until_ready(),
+        stores.queues.wait_until_ready(),
+        stores.local_queues.wait_until_ready(),
+        stores.namespaces.wait_until_ready(),
+        stores.topologies.wait_until_ready(),
+        stores.checks.wait_until_ready(),
+        stores.workloads.wait_until_ready(),
+        stores.topology_sources.wait_until_ready(),
+    );
     // NFD may be installed later: asked again with every retry tick.
     let mut nfd = nfd_served(client).await;
     let mut settings_rx = ctx.settings.clone();
