@@ -107,8 +107,13 @@ pub fn validate(groups: &[ResourceGroup], ctx: &Context) -> Result<(), Refusal> 
     let mut covered = BTreeSet::new();
     for r in groups.iter().flat_map(|g| g.covered_resources.iter()) {
         if !covered.insert(r.as_str()) {
+            let flavors: Vec<&str> = groups
+                .iter()
+                .filter(|g| g.covered_resources.contains(r))
+                .flat_map(|g| g.flavors.iter().map(|f| f.name.as_str()))
+                .collect();
             return Err(Refusal::RepeatedCoverage {
-                what: format!("resource {r}"),
+                what: format!("resource {r} (in flavors {})", flavors.join(", ")),
             });
         }
     }
@@ -273,7 +278,10 @@ mod tests {
         assert!(e.to_string().contains("flavor a"), "{e}");
         let two_groups = [group(r, &[("a", 8)]), group(r, &[("b", 4)])];
         let e = check(&two_groups, &[], &nodes, TopologyState::Ready, 12).unwrap_err();
-        assert!(e.to_string().contains(r), "{e}");
+        assert!(
+            e.to_string().contains(&format!("{r} (in flavors a, b)")),
+            "{e}"
+        );
 
         let gpu = flavor("gpu", &[("gpu", "true")], "gpustack-t");
         let both = ("n3", labels(&[("count", "8"), ("gpu", "true")]));
