@@ -39,7 +39,7 @@ use super::{
     chain_settings::ChainSettings,
     node_devices, node_facts, node_labels,
     ownership::{MANAGER, owned_keys},
-    queues::{JOINT_CHECK, JOINT_CONTROLLER, NODE_DEVICES_CHECK, NODE_DEVICES_CONTROLLER},
+    queues::{self, JOINT_CHECK, JOINT_CONTROLLER, NODE_DEVICES_CHECK, NODE_DEVICES_CONTROLLER},
     unit_presets::UnitPresets,
 };
 
@@ -485,23 +485,7 @@ async fn reconcile_chain(
         .iter()
         .map(|n| node_facts::facts(n, &sources))
         .collect();
-    // Which flavors of which queue Workloads hold quota on (a migration waits for them).
-    let mut held: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for wl in stores.workloads.state() {
-        let Some(admission) = wl.status.as_ref().and_then(|s| s.admission.as_ref()) else {
-            continue;
-        };
-        if wl.quota_reserved() && !wl.evicted() {
-            held.entry(admission.cluster_queue.clone())
-                .or_default()
-                .extend(
-                    admission
-                        .pod_set_assignments
-                        .iter()
-                        .flat_map(|a| a.flavors.values().cloned()),
-                );
-        }
-    }
+    let held = queues::held_flavors(stores.workloads.state().iter().map(|w| w.as_ref()));
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
     let devices = map_of(&stores.devices);
     let flavors = map_of(&stores.flavors);

@@ -9,7 +9,7 @@ use gpustack_api::{
     kueue::{
         AdmissionCheckStrategyRule, AdmissionChecksStrategy, BorrowWithinCohort, ClusterQueue,
         ClusterQueueSpec, FlavorFungibility, FlavorQuotas, Preemption, ResourceFlavor,
-        ResourceGroup, ResourceQuota,
+        ResourceGroup, ResourceQuota, Workload,
     },
     labels::{
         ACCELERATABLE_PREFIX, CREDITS_PREFIX, EMPTY_PLAN_HOLD, GENERAL_PREFIX, MIGRATION_HOLD,
@@ -225,6 +225,27 @@ pub fn migrating_busy(
         })
         .map(|d| (*d).to_owned())
         .collect()
+}
+
+/// Per ClusterQueue, the flavors Workloads hold quota on (reserved, not evicted): what a
+/// migrating queue waits for.
+pub fn held_flavors<'a>(
+    workloads: impl Iterator<Item = &'a Workload>,
+) -> BTreeMap<String, BTreeSet<String>> {
+    let mut held: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for wl in workloads.filter(|w| w.quota_reserved() && !w.evicted()) {
+        if let Some(admission) = wl.status.as_ref().and_then(|s| s.admission.as_ref()) {
+            held.entry(admission.cluster_queue.clone())
+                .or_default()
+                .extend(
+                    admission
+                        .pod_set_assignments
+                        .iter()
+                        .flat_map(|a| a.flavors.values().cloned()),
+                );
+        }
+    }
+    held
 }
 
 fn annotation<'a>(cq: Option<&'a ClusterQueue>, key: &str) -> Option<&'a str> {
@@ -552,6 +573,34 @@ mod tests {
         );
         assert_eq!(q.spec.stop_policy.as_deref(), Some(HOLD), "restored");
         assert_eq!(phase(&migrating_busy).0, "Draining");
+    }
+
+    #[test]
+    fn held_flavors_are_those_of_reserved_workloads_not_evicted() {
+        let wl = |name: &str, conditions: &[(&str, &str)], flavor: &str| -> Workload {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"podSets": []},
+                "status": {
+                    "conditions": conditions.iter().map(|(t, s)| serde_json::json!({
+                        "type": t, "status": s, "reason": "R", "message": "",
+                        "lastTransitionTime": "2026-12-03T00:00:00Z"})).collect::<Vec<_>>(),
+                    "admission": {"clusterQueue": "q", "podSetAssignments": [
+                        {"name": "main", "flavors": {"credits.gpustack.ai/nvidia": flavor}}]},
+                },
+            }))
+            .unwrap()
+        };
+        let all = [
+            wl("a", &[("QuotaReserved", "True")], OLD),
+            wl("b", &[("QuotaReserved", "True"), ("Evicted", "True")], NEW),
+            wl("c", &[("QuotaReserved", "False")], OTHER),
+        ];
+        let held = held_flavors(all.iter());
+        assert_eq!(
+            held,
+            BTreeMap::from([("q".to_owned(), BTreeSet::from([OLD.to_owned()]))])
+        );
     }
 
     #[test]
