@@ -5,7 +5,7 @@ use kube::CustomResourceExt;
 
 use crate::{
     devices::Devices, instance::Instance, instance_type::InstanceType,
-    model_artifact::ModelArtifact, model_store::NodeModelStore,
+    model_artifact::ModelArtifact, model_store::NodeModelStore, topology_source::TopologySource,
 };
 
 /// Every CRD the operator installs, in a stable order.
@@ -16,6 +16,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         Instance::crd(),
         ModelArtifact::crd(),
         NodeModelStore::crd(),
+        TopologySource::crd(),
     ]
 }
 

@@ -146,7 +146,9 @@ pub struct AdmissionCheckStrategyRule {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterQueueStatus {
+    /// Kueue's `Active`, and the worker's `TopologyReady` (whether the flavor plan was accepted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_workloads: Option<i32>,
@@ -154,6 +156,30 @@ pub struct ClusterQueueStatus {
     pub reserving_workloads: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admitted_workloads: Option<i32>,
+    /// Quota reserved per flavor (admitted or awaiting checks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flavors_reservation: Vec<FlavorUsage>,
+    /// Quota used per flavor by admitted Workloads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flavors_usage: Vec<FlavorUsage>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorUsage {
+    pub name: String,
+    #[serde(default)]
+    pub resources: Vec<ResourceUsage>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceUsage {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrowed: Option<Quantity>,
 }
 
 /// A namespace's door to a ClusterQueue.

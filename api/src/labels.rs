@@ -44,6 +44,9 @@ pub const QUEUE: &str = "schedule.gpustack.ai/queue";
 pub const DERIVED_FROM_NODE: &str = "schedule.gpustack.ai/derived-from-node";
 /// On a ClusterQueue held only because it has no flavors yet.
 pub const EMPTY_PLAN_HOLD: &str = "topology.gpustack.ai/empty-plan-hold";
+/// On a ClusterQueue held and drained while its flavors move to another topology profile: the
+/// stop policy to restore once the old flavors hold no quota (kept here to survive restarts).
+pub const MIGRATION_HOLD: &str = "topology.gpustack.ai/migration-hold";
 /// Finalizer of the objects whose teardown the worker runs.
 pub const CONTROLLED: &str = "gpustack.ai/controlled";
 /// Well-known node labels.

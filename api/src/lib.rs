@@ -1,7 +1,7 @@
 //! The contract of gpustack-operator: the types every component and every user sees.
 //!
 //! - [`devices`], [`instance_type`], [`instance`], [`model_store`], [`model_artifact`]:
-//!   `worker.gpustack.ai/v1alpha1` CRDs.
+//!   [`topology_source`]: `worker.gpustack.ai/v1alpha1` CRDs.
 //! - [`kueue`]: the Kueue kinds the worker reads and writes (CRDs for clusters without Kueue).
 //! - [`monitor`] and [`devices::DevicesGroup`]: what `device-manager monitor` and `detect` print.
 //! - [`manufacturer`]: the nine manufacturers as data.
@@ -21,6 +21,7 @@ pub mod model_store;
 pub mod monitor;
 pub mod nfd;
 pub mod time;
+pub mod topology_source;
 pub mod yaml;
 
 pub use manufacturer::Manufacturer;

@@ -565,33 +565,7 @@ async fn the_chain_follows_nodes_cards_settings_and_namespaces() {
 
     // The node-devices check: Ready when the assigned node has the cards, Retry naming the
     // podset when they are taken, Ready again once they free.
-    let workloads: Api<Workload> = Api::namespaced(c.clone(), "default");
-    let wl: Workload = serde_json::from_value(json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-        "metadata": {"name": "train"},
-        "spec": {"queueName": local_queue(NVIDIA_IT), "podSets": [{"name": "trainer", "count": 1, "template": {"spec": {
-            "containers": [{"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}}]},
-    }))
-    .unwrap();
-    workloads.create(&PostParams::default(), &wl).await.unwrap();
-    let reserve = json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-        "status": {
-            "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": "2026-12-03T00:00:00Z"}],
-            "admission": {"clusterQueue": NVIDIA_IT, "podSetAssignments": [{"name": "trainer", "count": 1,
-                "flavors": {"credits.gpustack.ai/nvidia": h100_flavor(8)},
-                "topologyAssignment": {"levels": ["kubernetes.io/hostname"], "domains": [{"values": ["gpu-a"], "count": 1}]}}]},
-            "admissionChecks": [{"name": "gpustack-node-devices", "state": "Pending", "message": "", "lastTransitionTime": "2026-12-03T00:00:00Z"}],
-        },
-    });
-    workloads
-        .patch_status(
-            "train",
-            &PatchParams::apply("kueue-stand-in").force(),
-            &Patch::Apply(reserve),
-        )
-        .await
-        .unwrap();
+    let workloads = admit_train(&c, &h100_flavor(8), Some("gpu-a")).await;
     let verdict = |want: &'static str| {
         let workloads = workloads.clone();
         async move {
@@ -640,6 +614,47 @@ async fn the_chain_follows_nodes_cards_settings_and_namespaces() {
     let _ = watching.kill();
     let team = queue_is(&w, &cqs, "team-h100", &[]).await;
     assert_eq!(team.spec.stop_policy.as_deref(), Some("HoldAndDrain"));
+}
+
+/// Creates Workload `default/train` (one podset asking for 4 H100s) and reserves quota for it on
+/// `flavor` as Kueue would; with `node`, placed there by topology-aware scheduling and awaiting
+/// the node-devices check.
+async fn admit_train(c: &kube::Client, flavor: &str, node: Option<&str>) -> Api<Workload> {
+    let workloads: Api<Workload> = Api::namespaced(c.clone(), "default");
+    let wl: Workload = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "train"},
+        "spec": {"queueName": local_queue(NVIDIA_IT), "podSets": [{"name": "trainer", "count": 1, "template": {"spec": {
+            "containers": [{"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}}]},
+    }))
+    .unwrap();
+    workloads.create(&PostParams::default(), &wl).await.unwrap();
+    let since = "2026-12-03T00:00:00Z";
+    let mut reserve = json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": since}],
+            "admission": {"clusterQueue": NVIDIA_IT, "podSetAssignments": [{"name": "trainer", "count": 1,
+                "flavors": {"credits.gpustack.ai/nvidia": flavor}}]},
+        },
+    });
+    if let Some(node) = node {
+        let status = &mut reserve["status"];
+        status["admission"]["podSetAssignments"][0]["topologyAssignment"] = json!({
+            "levels": ["kubernetes.io/hostname"], "domains": [{"values": [node], "count": 1}],
+        });
+        status["admissionChecks"] = json!([{"name": "gpustack-node-devices", "state": "Pending",
+            "message": "", "lastTransitionTime": since}]);
+    }
+    workloads
+        .patch_status(
+            "train",
+            &PatchParams::apply("kueue-stand-in").force(),
+            &Patch::Apply(reserve),
+        )
+        .await
+        .unwrap();
+    workloads
 }
 
 async fn cordon(nodes: &Api<Node>, name: &str, on: bool) {
@@ -827,4 +842,330 @@ async fn where_nfd_runs_the_feature_labels_go_to_a_node_feature() {
         after.data["spec"]["labels"], labels,
         "the worker does not fight NFD's copy"
     );
+}
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+const RACK: &str = "example.com/rack";
+
+/// The profile of the zone → rack → hostname hierarchy, computed here independently.
+fn racks_profile() -> String {
+    format!(
+        "fnv64-{}",
+        fnv1a(&format!("{ZONE}\0{RACK}\0kubernetes.io/hostname"))
+    )
+}
+
+fn h100_flavor_in(profile: &str) -> String {
+    format!("gpustack--amd-epyc-7r32--nvidia-h100-80gb-hbm3-linux-amd64-8d-{profile}")
+}
+
+fn topology_levels(t: &Topology) -> Vec<String> {
+    t.spec.levels.iter().map(|l| l.node_label.clone()).collect()
+}
+
+fn annotation(cq: &ClusterQueue, key: &str) -> Option<String> {
+    cq.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+/// The queue's `TopologyReady` condition as `(status, reason, message)`.
+fn topology_ready(cq: &ClusterQueue) -> Option<(String, String, String)> {
+    let c = cq
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "TopologyReady")?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn topology_sources_set_the_hierarchy_and_a_profile_change_drains_busy_flavors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
+    // Alone (no lease to wait out), so that it can be restarted mid-migration.
+    let args = ["--disable-auths", "--kube-leader-election=false"];
+    let w = WorkerProcess::start(&gw, &tmp.path().join("worker"), &args, &[]);
+    let c = client(&gw).await;
+    let its: Api<InstanceType> = Api::all(c.clone());
+    let cqs: Api<ClusterQueue> = Api::all(c.clone());
+    let nodes: Api<Node> = Api::all(c.clone());
+    let flavors: Api<ResourceFlavor> = Api::all(c.clone());
+    let topologies: Api<Topology> = Api::all(c.clone());
+
+    // Two racked H100 nodes; with no TopologySource their hierarchy is the hostname alone.
+    for (name, rack) in [("gpu-a", "r1"), ("gpu-b", "r2")] {
+        put(&c, &Machine::gpu(name, H100, 8)).await;
+        let labels = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {ZONE: "z1", RACK: rack, "pool": "h100"}}});
+        nodes
+            .patch(
+                name,
+                &PatchParams::apply("admin").force(),
+                &Patch::Apply(labels),
+            )
+            .await
+            .unwrap();
+    }
+    let hostname = h100_flavor(8);
+    queue_is(&w, &cqs, NVIDIA_IT, &[(hostname.clone(), 16 * M)]).await;
+    // The derived InstanceType is sized from the shipped table.
+    let it = its.get(NVIDIA_IT).await.unwrap();
+    let units = it.spec.unit_resources.unwrap();
+    assert_eq!(
+        (units.cpu.as_deref(), units.ram.as_deref()),
+        (Some("16"), Some("192Gi"))
+    );
+
+    // A Workload holds quota on the hostname-profile flavor (Kueue admitted it).
+    let workloads = admit_train(&c, &hostname, None).await;
+
+    // A TopologySource names the zone → rack hierarchy for the pool's nodes.
+    let source = tmp.path().join("racks.yaml");
+    std::fs::write(
+        &source,
+        format!(
+            "apiVersion: worker.gpustack.ai/v1alpha1\nkind: TopologySource\nmetadata:\n  name: racks\n\
+             spec:\n  nodeSelector:\n    pool: h100\n  levels: [\"{ZONE}\", \"{RACK}\"]\n"
+        ),
+    )
+    .unwrap();
+    gw.kubectl_ok(&["apply", "-f", source.to_str().unwrap()]);
+    let table = eventually("the source Ready", &w, || async {
+        let out = gw.kubectl_ok(&["get", "toposrc", "racks", "--no-headers"]);
+        let cols: Vec<&str> = out.split_whitespace().collect();
+        (cols.get(1..4) == Some(&["Labels", "1", "True"][..]))
+            .then_some(out.clone())
+            .ok_or(out)
+    })
+    .await;
+    assert!(table.starts_with("racks"), "{table}");
+    let racked = racks_profile();
+    for name in ["gpu-a", "gpu-b"] {
+        eventually(&format!("{name}'s profile"), &w, || async {
+            let n = nodes.get(name).await.map_err(|e| e.to_string())?;
+            let p = n.labels().get("topology.gpustack.ai/profile").cloned();
+            (p.as_deref() == Some(racked.as_str()))
+                .then_some(())
+                .ok_or_else(|| format!("{p:?}"))
+        })
+        .await;
+    }
+    let topology = eventually("the racked Topology", &w, || async {
+        topologies
+            .get(&format!("gpustack-{racked}"))
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    assert_eq!(
+        topology_levels(&topology),
+        [ZONE, RACK, "kubernetes.io/hostname"]
+    );
+    let new = h100_flavor_in(&racked);
+    let rf = eventually("the racked flavor", &w, || async {
+        flavors.get(&new).await.map_err(|e| e.to_string())
+    })
+    .await;
+    assert_eq!(
+        rf.spec.topology_name.as_deref(),
+        Some(format!("gpustack-{racked}").as_str())
+    );
+    assert_eq!(rf.spec.node_labels["topology.gpustack.ai/profile"], racked);
+
+    // The pool's flavor changes profile while the Workload holds the old one: the queue is held
+    // and drained on its old plan, the policy it had saved.
+    let cq = eventually("the queue held for the migration", &w, || async {
+        let cq = cqs.get(NVIDIA_IT).await.map_err(|e| e.to_string())?;
+        (cq.spec.stop_policy.as_deref() == Some("HoldAndDrain"))
+            .then_some(cq.clone())
+            .ok_or_else(|| format!("{:?} {:?}", cq.spec.stop_policy, quota(&cq)))
+    })
+    .await;
+    assert_eq!(quota(&cq), [(hostname.clone(), (16 * M).to_string())]);
+    assert_eq!(
+        annotation(&cq, "topology.gpustack.ai/migration-hold").as_deref(),
+        Some("None")
+    );
+    status_of(&w, &its, NVIDIA_IT, |it| {
+        it.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Draining")
+    })
+    .await;
+    assert!(
+        names(&flavors).await.contains(&hostname),
+        "the old flavor stays while the queue names it"
+    );
+
+    // A restarted worker keeps holding: the saved policy survives on the queue.
+    w.stop();
+    let w = WorkerProcess::start(&gw, &tmp.path().join("worker-2"), &args, &[]);
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-b"}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let team_lqs: Api<LocalQueue> = Api::namespaced(c.clone(), "team-b");
+    // The same pass writes the queue before the LocalQueues: once they are there, it planned.
+    eventually("the restarted worker planning", &w, || async {
+        team_lqs
+            .get(&local_queue(NVIDIA_IT))
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let cq = cqs.get(NVIDIA_IT).await.unwrap();
+    assert_eq!(cq.spec.stop_policy.as_deref(), Some("HoldAndDrain"));
+    assert_eq!(quota(&cq), [(hostname.clone(), (16 * M).to_string())]);
+    assert_eq!(
+        annotation(&cq, "topology.gpustack.ai/migration-hold").as_deref(),
+        Some("None")
+    );
+
+    // Kueue evicts it (here: it leaves); the plan switches and the policy is restored.
+    workloads
+        .delete("train", &DeleteParams::default())
+        .await
+        .unwrap();
+    let cq = queue_is(&w, &cqs, NVIDIA_IT, &[(new.clone(), 16 * M)]).await;
+    assert_eq!(cq.spec.stop_policy.as_deref(), Some("None"));
+    assert_eq!(annotation(&cq, "topology.gpustack.ai/migration-hold"), None);
+    eventually("the hostname flavor and Topology retired", &w, || async {
+        let rfs = names(&flavors).await;
+        let ts = names(&topologies).await;
+        let ok =
+            !rfs.contains(&hostname) && !ts.contains(&format!("gpustack-{}", hostname_profile()));
+        ok.then_some(()).ok_or_else(|| format!("{rfs:?} {ts:?}"))
+    })
+    .await;
+    let devices: Api<kube::api::DynamicObject> = Api::all_with(c.clone(), &devices_resource());
+    let d = devices.get("gpu-a").await.unwrap();
+    assert_eq!(d.labels()["topology.gpustack.ai/profile"], racked);
+
+    // The source goes: back to the hostname alone (nothing holds quota, so no hold).
+    gw.kubectl_ok(&["delete", "toposrc", "racks"]);
+    let cq = queue_is(&w, &cqs, NVIDIA_IT, &[(hostname.clone(), 16 * M)]).await;
+    assert_eq!(cq.spec.stop_policy.as_deref(), Some("None"));
+    eventually("gpu-a's profile back to the hostname's", &w, || async {
+        let n = nodes.get("gpu-a").await.map_err(|e| e.to_string())?;
+        let p = n.labels().get("topology.gpustack.ai/profile").cloned();
+        (p == Some(hostname_profile()))
+            .then_some(())
+            .ok_or_else(|| format!("{p:?}"))
+    })
+    .await;
+    eventually("the racked Topology retired", &w, || async {
+        let ts = names(&topologies).await;
+        (!ts.contains(&format!("gpustack-{racked}")))
+            .then_some(())
+            .ok_or_else(|| format!("{ts:?}"))
+    })
+    .await;
+
+    // An admin's unit resources table applies to InstanceTypes derived after it (they are
+    // create-only: deleting one derives it again).
+    put(&c, &Machine::gpu("amd-a", RX7800XT, 2)).await;
+    let amd_it = "gpustack--amd-radeon-rx-7800-xt-linux-amd64";
+    let it = eventually("the amd instance type", &w, || async {
+        its.get(amd_it).await.map_err(|e| e.to_string())
+    })
+    .await;
+    let units = it.spec.unit_resources.unwrap();
+    assert_eq!(
+        (units.cpu.as_deref(), units.ram.as_deref()),
+        (Some("4"), Some("32Gi"))
+    );
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), "gpustack-system");
+    let table = "amd:\n  RX 7800 XT: {cpu: \"3\", ram: 24Gi}\n";
+    secrets
+        .patch(
+            "gpustack-settings",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"instance-type-unit-resources-preset": table}})),
+        )
+        .await
+        .unwrap();
+    eventually("the amd instance type sized by the admin", &w, || async {
+        let it = its.get(amd_it).await.map_err(|e| e.to_string())?;
+        let u = it.spec.unit_resources.clone().unwrap_or_default();
+        if (u.cpu.as_deref(), u.ram.as_deref()) == (Some("3"), Some("24Gi")) {
+            return Ok(());
+        }
+        if it.metadata.deletion_timestamp.is_none() {
+            // Derived before the worker read the table: derive it again.
+            let _ = its.delete(amd_it, &DeleteParams::default()).await;
+        }
+        Err(format!("{u:?}"))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_naming_a_drifted_topology_is_refused_and_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
+    let w = WorkerProcess::start(&gw, &tmp.path().join("worker"), &["--disable-auths"], &[]);
+    let c = client(&gw).await;
+    let cqs: Api<ClusterQueue> = Api::all(c.clone());
+    let topologies: Api<Topology> = Api::all(c.clone());
+
+    // Someone else's Topology under the hostname profile's name, with other levels.
+    let name = format!("gpustack-{}", hostname_profile());
+    let wrong: Topology = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {"levels": [{"nodeLabel": ZONE}, {"nodeLabel": "kubernetes.io/hostname"}]},
+    }))
+    .unwrap();
+    topologies
+        .create(&PostParams::default(), &wrong)
+        .await
+        .unwrap();
+    put(&c, &Machine::gpu("gpu-a", H100, 8)).await;
+
+    // The queue exists, held with no plan; the condition names the flavor and the Topology.
+    let (status, reason, message) = eventually("the plan refused", &w, || async {
+        let cq = cqs.get(NVIDIA_IT).await.map_err(|e| e.to_string())?;
+        topology_ready(&cq).ok_or_else(|| format!("{:?}", cq.status))
+    })
+    .await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "TopologyDrift")
+    );
+    assert!(
+        message.contains(&h100_flavor(8)) && message.contains(&name),
+        "{message}"
+    );
+    let cq = cqs.get(NVIDIA_IT).await.unwrap();
+    assert!(quota(&cq).is_empty(), "a refused plan is not written");
+    assert_eq!(cq.spec.stop_policy.as_deref(), Some("Hold"));
+    let shown = gw.kubectl_ok(&[
+        "get",
+        "clusterqueue",
+        NVIDIA_IT,
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"TopologyReady\")].reason}",
+    ]);
+    assert_eq!(shown, "TopologyDrift");
+    // Never patched by the worker.
+    let t = topologies.get(&name).await.unwrap();
+    assert_eq!(topology_levels(&t), [ZONE, "kubernetes.io/hostname"]);
+
+    // Removed, it is created as the profile says, and the plan goes through.
+    topologies
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let cq = queue_is(&w, &cqs, NVIDIA_IT, &[(h100_flavor(8), 8 * M)]).await;
+    assert_eq!(cq.spec.stop_policy.as_deref(), Some("None"));
+    eventually("TopologyReady", &w, || async {
+        let cq = cqs.get(NVIDIA_IT).await.map_err(|e| e.to_string())?;
+        match topology_ready(&cq) {
+            Some((s, r, _)) if s == "True" && r == "PlanAccepted" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let t = topologies.get(&name).await.unwrap();
+    assert_eq!(topology_levels(&t), ["kubernetes.io/hostname"]);
 }

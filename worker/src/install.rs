@@ -263,7 +263,7 @@ mod tests {
                 .iter()
                 .filter(|k| **k == "CustomResourceDefinition")
                 .count(),
-            5
+            6
         );
         let apis: Vec<&Desired> = objs
             .iter()

@@ -82,6 +82,8 @@ pub enum WorkerError {
     Admission(#[from] crate::admission::server::StartError),
     #[error("asking the cluster its version: {0}")]
     Version(#[source] kube::Error),
+    #[error("the shipped unit resources table: {0}")]
+    Presets(#[from] crate::controllers::unit_presets::PresetError),
 }
 
 /// Whether the cluster is an embedded one (it names itself so in `/version`).
@@ -137,6 +139,7 @@ pub async fn run(
     stop: watch::Receiver<bool>,
 ) -> Result<(), WorkerError> {
     let seed = settings::store::seed_values(|var| std::env::var(var).ok())?;
+    let presets = std::sync::Arc::new(crate::controllers::unit_presets::UnitPresets::builtin()?);
     let reach = match config.reach.clone() {
         Some(r) => r,
         None => reach_of(&client, config.bind.port()).await?,
@@ -260,6 +263,7 @@ pub async fn run(
             }),
             tuning: config.controllers.tuning.clone(),
             counters: Default::default(),
+            presets,
         };
         tokio::spawn(crate::controllers::run(client.clone(), cfg, stop.clone()))
     };

@@ -8,23 +8,30 @@ use std::collections::{BTreeMap, BTreeSet};
 use gpustack_api::{
     devices::Devices,
     instance_type::{InstanceType, InstanceTypeStatus},
-    kueue::{
-        ClusterQueue, LocalQueue, LocalQueueSpec, ResourceFlavor, Topology, TopologyLevel,
-        TopologySpec,
-    },
-    labels::{CONTROLLED, HOSTNAME, NOTE_PREFIX, QUEUE, RESOURCE_TYPE},
+    kueue::{ClusterQueue, LocalQueue, LocalQueueSpec, ResourceFlavor, Topology},
+    labels::{CONTROLLED, NOTE_PREFIX, QUEUE, RESOURCE_TYPE},
+    topology_source::{TopologySource, TopologySourceStatus},
 };
-use k8s_openapi::{api::core::v1::Namespace, apimachinery::pkg::apis::meta::v1::OwnerReference};
+use k8s_openapi::{
+    api::core::v1::Namespace,
+    apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time},
+};
 use kube::{Resource, api::ObjectMeta};
 
 use super::{
     chain_settings::ChainSettings,
+    conditions::{self, Wanted},
     flavors::{self, DesiredFlavor, matches},
     it_status::{self, Pool},
-    node_facts::{NodeFacts, hostname_profile},
-    queues,
+    node_facts::NodeFacts,
+    plan_check::{self, TopologyState},
+    queues, topology,
+    unit_presets::UnitPresets,
 };
 use crate::names::local_queue_name;
+
+/// The ClusterQueue condition that says whether the flavor plan was accepted.
+pub const TOPOLOGY_READY: &str = "TopologyReady";
 
 /// Namespaces that never get LocalQueues (besides the worker's own).
 const RESERVED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
@@ -40,9 +47,16 @@ pub struct Snapshot<'a> {
     pub local_queues: &'a BTreeSet<(String, String)>,
     pub namespaces: &'a [Namespace],
     pub topologies: &'a BTreeMap<String, Topology>,
+    pub topology_sources: &'a [TopologySource],
+    /// Per ClusterQueue, the flavors Workloads hold quota on there.
+    pub held: &'a BTreeMap<String, BTreeSet<String>>,
     pub node_devices_active: bool,
     pub system_namespace: &'a str,
     pub settings: &'a ChainSettings,
+    /// The shipped unit resources table.
+    pub presets: &'a UnitPresets,
+    /// The time new conditions carry.
+    pub now: &'a Time,
 }
 
 /// One write of the plan.
@@ -52,6 +66,7 @@ pub enum Write {
     CreateInstanceType(Box<InstanceType>),
     AddFinalizer(String),
     ApplyQueue(Box<ClusterQueue>),
+    ApplyQueueCondition(String, Box<Condition>),
     DeleteQueue(String),
     RemoveFinalizer(String),
     ApplyStatus(String, Box<InstanceTypeStatus>),
@@ -59,6 +74,7 @@ pub enum Write {
     ApplyTopology(Topology),
     DeleteTopology(String),
     DeleteFlavor(String),
+    ApplySourceStatus(String, Box<TopologySourceStatus>),
 }
 
 impl Write {
@@ -70,6 +86,9 @@ impl Write {
             Write::CreateInstanceType(i) => format!("create instancetype/{}", name(&i.metadata)),
             Write::AddFinalizer(n) => format!("finalize instancetype/{n}"),
             Write::ApplyQueue(q) => format!("apply clusterqueue/{}", name(&q.metadata)),
+            Write::ApplyQueueCondition(n, c) => {
+                format!("condition clusterqueue/{n} {}={}", c.type_, c.status)
+            }
             Write::DeleteQueue(n) => format!("delete clusterqueue/{n}"),
             Write::RemoveFinalizer(n) => format!("release instancetype/{n}"),
             Write::ApplyStatus(n, _) => format!("status instancetype/{n}"),
@@ -81,6 +100,7 @@ impl Write {
             Write::ApplyTopology(t) => format!("apply topology/{}", name(&t.metadata)),
             Write::DeleteTopology(n) => format!("delete topology/{n}"),
             Write::DeleteFlavor(n) => format!("delete resourceflavor/{n}"),
+            Write::ApplySourceStatus(n, _) => format!("status topologysource/{n}"),
         }
     }
 }
@@ -111,13 +131,19 @@ fn queue_current(have: &ClusterQueue, want: &ClusterQueue) -> bool {
         have.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
         want.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
     );
-    let marker = |q: &ClusterQueue| {
-        q.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(gpustack_api::labels::EMPTY_PLAN_HOLD).cloned())
+    let markers = |q: &ClusterQueue| {
+        [
+            gpustack_api::labels::EMPTY_PLAN_HOLD,
+            gpustack_api::labels::MIGRATION_HOLD,
+        ]
+        .map(|k| {
+            q.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(k).cloned())
+        })
     };
-    have.spec == want.spec && labels_ok && marker(have) == marker(want)
+    have.spec == want.spec && labels_ok && markers(have) == markers(want)
 }
 
 fn has_finalizer(it: &InstanceType) -> bool {
@@ -128,23 +154,48 @@ fn has_finalizer(it: &InstanceType) -> bool {
         .any(|f| f == CONTROLLED)
 }
 
-/// The hostname-only Topology every profile without a `TopologySource` uses.
-fn hostname_topology(profile: &str) -> Topology {
-    Topology {
-        metadata: ObjectMeta {
-            name: Some(format!("gpustack-{profile}")),
-            labels: Some(BTreeMap::from([(
-                RESOURCE_TYPE.to_owned(),
-                "nodes".to_owned(),
-            )])),
-            ..ObjectMeta::default()
-        },
-        spec: TopologySpec {
-            levels: vec![TopologyLevel {
-                node_label: HOSTNAME.to_owned(),
-            }],
-        },
+/// The state the pass leaves a Topology in: `wanted` are the levels each profile in use stands
+/// for (applied in this pass when absent).
+fn topology_state(
+    name: &str,
+    wanted: &BTreeMap<String, Vec<String>>,
+    have: &BTreeMap<String, Topology>,
+) -> TopologyState {
+    match (have.get(name), wanted.get(name)) {
+        (Some(t), _) if t.metadata.deletion_timestamp.is_some() => TopologyState::Missing,
+        (Some(t), Some(want)) => {
+            let levels: Vec<String> = t.spec.levels.iter().map(|l| l.node_label.clone()).collect();
+            if &levels == want {
+                TopologyState::Ready
+            } else {
+                TopologyState::Drifted {
+                    have: levels,
+                    want: want.clone(),
+                }
+            }
+        }
+        (Some(_), None) | (None, Some(_)) => TopologyState::Ready,
+        (None, None) => TopologyState::Missing,
     }
+}
+
+/// What each pool member holds in the pool's quota unit, summed: what a sound plan totals.
+fn pool_capacity(it: &InstanceType, members: &[&NodeFacts]) -> u64 {
+    let accelerated = it.spec.acceleratable.unwrap_or(false);
+    members
+        .iter()
+        .map(|n| {
+            let per_node = match (&it.spec.accelerator_group, accelerated) {
+                (Some(group), true) => n
+                    .accelerators
+                    .iter()
+                    .find(|a| &a.key == group)
+                    .map_or(0, |a| u64::from(a.count)),
+                _ => n.cpus,
+            };
+            queues::quota_of(accelerated, per_node)
+        })
+        .sum()
 }
 
 fn local_queue(cq: &ClusterQueue, namespace: &str) -> Option<LocalQueue> {
@@ -214,7 +265,7 @@ pub fn plan(s: &Snapshot) -> Vec<Write> {
     if settings.derived_from_node {
         let mut planned = BTreeSet::new();
         for d in desired.values() {
-            if let Some(it) = flavors::derived_instance_type(&d.flavor, settings) {
+            if let Some(it) = flavors::derived_instance_type(&d.flavor, settings, s.presets) {
                 let name = it.metadata.name.clone().unwrap_or_default();
                 if !s.instance_types.contains_key(&name) && planned.insert(name) {
                     writes.push(Write::CreateInstanceType(Box::new(it)));
@@ -223,6 +274,38 @@ pub fn plan(s: &Snapshot) -> Vec<Write> {
         }
     }
     let live: Vec<ResourceFlavor> = desired.values().map(|d| d.flavor.clone()).collect();
+    // The hierarchy each profile in use stands for, from the nodes that carry it.
+    let by_name: BTreeMap<&str, &NodeFacts> =
+        s.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut wanted_topologies: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for d in desired.values() {
+        let (Some(topology), Some(node)) = (
+            d.flavor.spec.topology_name.as_ref(),
+            d.nodes.first().and_then(|n| by_name.get(n.as_str())),
+        ) else {
+            continue;
+        };
+        wanted_topologies
+            .entry(topology.clone())
+            .or_insert_with(|| node.topology_levels.clone());
+    }
+    // Created before the queues that need them; immutable, so a drifted one is reported on
+    // the queues, never patched.
+    for (name, levels) in &wanted_topologies {
+        if !s.topologies.contains_key(name) {
+            writes.push(Write::ApplyTopology(topology::topology(levels)));
+        }
+    }
+    let state = |name: &str| topology_state(name, &wanted_topologies, s.topologies);
+    let managed: Vec<(&str, &BTreeMap<String, String>)> = s
+        .nodes
+        .iter()
+        .filter(|n| n.managed)
+        .map(|n| (n.name.as_str(), &n.labels))
+        .collect();
+    let none_held = BTreeSet::new();
+    // Flavors some queue still names (a migration's old plan, a refused plan's kept one).
+    let mut named: BTreeSet<String> = BTreeSet::new();
     for (name, it) in s.instance_types {
         let current = s.queues.get(name);
         if it.metadata.deletion_timestamp.is_some() {
@@ -240,12 +323,60 @@ pub fn plan(s: &Snapshot) -> Vec<Write> {
             writes.push(Write::AddFinalizer(name.clone()));
         }
         let pool = queues::pool_flavors(it, &live, settings.aware_cpu_manufacturer);
-        let want = queues::desired_queue(it, &pool, current, s.node_devices_active, settings);
+        let (members, lost) = pool_nodes(it, &pool, &desired, s.nodes);
+        let proposed = queues::flavor_plan(it, &pool);
+        let by_flavor: BTreeMap<String, &ResourceFlavor> = pool
+            .iter()
+            .map(|f| (f.metadata.name.clone().unwrap_or_default(), *f))
+            .collect();
+        let verdict = plan_check::validate(
+            &proposed,
+            &plan_check::Context {
+                flavors: &by_flavor,
+                topology: &state,
+                nodes: &managed,
+                capacity: pool_capacity(it, &members),
+            },
+        );
+        let want = queues::desired_queue(
+            it,
+            verdict.is_ok().then_some(proposed),
+            current,
+            s.node_devices_active,
+            settings,
+            s.held.get(name).unwrap_or(&none_held),
+        );
+        named.extend(
+            want.spec
+                .resource_groups
+                .iter()
+                .flat_map(|g| g.flavors.iter().map(|f| f.name.clone())),
+        );
         if current.is_none_or(|have| !queue_current(have, &want)) {
             writes.push(Write::ApplyQueue(Box::new(want.clone())));
         }
+        let condition = Wanted {
+            type_: TOPOLOGY_READY,
+            ok: verdict.is_ok(),
+            reason: match &verdict {
+                Ok(()) => "PlanAccepted".to_owned(),
+                Err(e) => e.reason().to_owned(),
+            },
+            message: match &verdict {
+                // Stable while sound, so a quota change does not rewrite it.
+                Ok(()) => "the flavor plan is sound; every flavor has its Topology".to_owned(),
+                Err(e) => format!("flavor plan refused, the queue keeps its plan: {e}"),
+            },
+            observed_generation: None,
+        };
+        let have_conditions = current
+            .and_then(|c| c.status.as_ref())
+            .map(|st| st.conditions.as_slice())
+            .unwrap_or_default();
+        if let Some(c) = conditions::update(have_conditions, &condition, s.now) {
+            writes.push(Write::ApplyQueueCondition(name.clone(), Box::new(c)));
+        }
         // The status reads the queue as it will be after this pass.
-        let (members, lost) = pool_nodes(it, &pool, &desired, s.nodes);
         let queue_view = ClusterQueue {
             status: current.and_then(|c| c.status.clone()),
             ..want
@@ -286,14 +417,19 @@ pub fn plan(s: &Snapshot) -> Vec<Write> {
             }
         }
     }
-    let hostname = hostname_profile();
-    let wanted_topologies: BTreeSet<String> = desired
-        .values()
-        .filter_map(|d| d.flavor.spec.topology_name.clone())
-        .collect();
-    let hostname_name = format!("gpustack-{hostname}");
-    if wanted_topologies.contains(&hostname_name) && !s.topologies.contains_key(&hostname_name) {
-        writes.push(Write::ApplyTopology(hostname_topology(&hostname)));
+    // Topologies of the flavors a queue still names stay while it does.
+    for f in named.iter().filter(|n| !desired.contains_key(*n)) {
+        if let Some(t) = s.flavors.get(f).and_then(|f| f.spec.topology_name.clone())
+            && let Some(have) = s.topologies.get(&t)
+        {
+            let levels = have
+                .spec
+                .levels
+                .iter()
+                .map(|l| l.node_label.clone())
+                .collect();
+            wanted_topologies.entry(t).or_insert(levels);
+        }
     }
     for (name, t) in s.topologies {
         let ours = t
@@ -302,7 +438,8 @@ pub fn plan(s: &Snapshot) -> Vec<Write> {
             .as_ref()
             .and_then(|l| l.get(RESOURCE_TYPE))
             .is_some_and(|v| v == "nodes");
-        if ours && !wanted_topologies.contains(name) {
+        if ours && !wanted_topologies.contains_key(name) && t.metadata.deletion_timestamp.is_none()
+        {
             writes.push(Write::DeleteTopology(name.clone()));
         }
     }
@@ -314,9 +451,229 @@ pub fn plan(s: &Snapshot) -> Vec<Write> {
             .as_ref()
             .and_then(|l| l.get(RESOURCE_TYPE))
             .is_some_and(|v| v == "nodes");
-        if ours && !desired.contains_key(name) {
+        if ours && !desired.contains_key(name) && !named.contains(name) {
             writes.push(Write::DeleteFlavor(name.clone()));
         }
     }
+    for source in s.topology_sources {
+        if let Some(status) = topology::source_status(source, s.now) {
+            let name = source.metadata.name.clone().unwrap_or_default();
+            writes.push(Write::ApplySourceStatus(name, Box::new(status)));
+        }
+    }
     writes
+}
+
+#[cfg(test)]
+mod tests {
+    use gpustack_api::{labels::HOSTNAME, labels::MIGRATION_HOLD};
+
+    use super::*;
+    use crate::controllers::node_facts::{fixtures::gpu_node, hostname_profile};
+
+    const ZONE: &str = "topology.kubernetes.io/zone";
+
+    /// An 8-card node (no CPU pool: mixing is off in these tests) on the hierarchy `levels`.
+    fn node(levels: &[&str]) -> NodeFacts {
+        let levels: Vec<String> = levels.iter().map(|l| (*l).to_owned()).collect();
+        NodeFacts {
+            topology_profile: topology::profile(&levels),
+            topology_levels: levels,
+            ..gpu_node("a", 8)
+        }
+    }
+
+    /// The queue the plan applies.
+    fn applied_queue(writes: &[Write]) -> ClusterQueue {
+        writes
+            .iter()
+            .find_map(|w| match w {
+                Write::ApplyQueue(q) => Some(*q.clone()),
+                _ => None,
+            })
+            .expect("a queue write")
+    }
+
+    fn names(writes: &[Write]) -> Vec<String> {
+        writes.iter().map(Write::describe).collect()
+    }
+
+    /// The chain as it stood on the hostname profile: its flavor, Topology, InstanceType and
+    /// queue, as `plan` would have written them.
+    struct Before {
+        flavors: BTreeMap<String, ResourceFlavor>,
+        topologies: BTreeMap<String, Topology>,
+        instance_types: BTreeMap<String, InstanceType>,
+        queues: BTreeMap<String, ClusterQueue>,
+    }
+
+    fn before(settings: &ChainSettings, presets: &UnitPresets) -> Before {
+        let old = node(&[HOSTNAME]);
+        let desired = flavors::desired_flavors(std::slice::from_ref(&old), settings);
+        let d = desired.values().next().unwrap();
+        let mut it = flavors::derived_instance_type(&d.flavor, settings, presets).unwrap();
+        it.metadata.finalizers = Some(vec![CONTROLLED.to_owned()]);
+        let name = it.metadata.name.clone().unwrap();
+        let plan = queues::flavor_plan(&it, &[&d.flavor]);
+        let cq = queues::desired_queue(&it, Some(plan), None, false, settings, &BTreeSet::new());
+        let t = topology::topology(&old.topology_levels);
+        Before {
+            flavors: desired
+                .iter()
+                .map(|(n, d)| (n.clone(), d.flavor.clone()))
+                .collect(),
+            topologies: BTreeMap::from([(t.metadata.name.clone().unwrap(), t)]),
+            instance_types: BTreeMap::from([(name.clone(), it)]),
+            queues: BTreeMap::from([(name, cq)]),
+        }
+    }
+
+    /// What else the plan sees.
+    #[derive(Default)]
+    struct Observed {
+        queues: BTreeMap<String, ClusterQueue>,
+        topologies: BTreeMap<String, Topology>,
+        held: BTreeMap<String, BTreeSet<String>>,
+    }
+
+    /// The plan over `b`'s flavors and InstanceTypes and what else is observed.
+    fn run(
+        b: &Before,
+        nodes: &[NodeFacts],
+        o: &Observed,
+        settings: &ChainSettings,
+        presets: &UnitPresets,
+    ) -> Vec<Write> {
+        let Observed {
+            queues,
+            topologies,
+            held,
+        } = o;
+        plan(&Snapshot {
+            nodes,
+            devices: &BTreeMap::new(),
+            flavors: &b.flavors,
+            instance_types: &b.instance_types,
+            queues,
+            local_queues: &BTreeSet::new(),
+            namespaces: &[],
+            topologies,
+            topology_sources: &[],
+            held,
+            node_devices_active: false,
+            system_namespace: "gpustack-system",
+            settings,
+            presets,
+            now: &Time(jiff::Timestamp::UNIX_EPOCH),
+        })
+    }
+
+    #[test]
+    fn a_migrating_queue_keeps_its_old_flavor_and_topology_until_they_are_free() {
+        let settings = ChainSettings {
+            mixed_on_node: false,
+            ..ChainSettings::default()
+        };
+        let presets = UnitPresets::builtin().unwrap();
+        let b = before(&settings, &presets);
+        let (it_name, old_flavor) = (
+            b.queues.keys().next().unwrap().clone(),
+            b.flavors.keys().next().unwrap().clone(),
+        );
+        let nodes = [node(&[ZONE, HOSTNAME])];
+        let racked = format!("gpustack-{}", nodes[0].topology_profile);
+        let hostname = format!("gpustack-{}", hostname_profile());
+        let busy = Observed {
+            queues: b.queues.clone(),
+            topologies: b.topologies.clone(),
+            held: BTreeMap::from([(it_name.clone(), BTreeSet::from([old_flavor.clone()]))]),
+        };
+        let writes = run(&b, &nodes, &busy, &settings, &presets);
+        let held = applied_queue(&writes);
+        assert_eq!(
+            held.spec.stop_policy.as_deref(),
+            Some(queues::HOLD_AND_DRAIN)
+        );
+        assert_eq!(
+            held.spec.resource_groups,
+            b.queues[&it_name].spec.resource_groups
+        );
+        let said = names(&writes);
+        assert!(
+            said.contains(&format!("apply topology/{racked}")),
+            "{said:?}"
+        );
+        assert!(!said.iter().any(|w| w.starts_with("delete")), "{said:?}");
+
+        // Drained: the new plan, the old flavor and Topology retired, the condition True.
+        let mut drained = Observed {
+            queues: BTreeMap::from([(it_name.clone(), held)]),
+            topologies: b.topologies.clone(),
+            held: BTreeMap::new(),
+        };
+        let t = topology::topology(&nodes[0].topology_levels);
+        drained.topologies.insert(racked.clone(), t);
+        let writes = run(&b, &nodes, &drained, &settings, &presets);
+        let said = names(&writes);
+        for want in [
+            format!("apply clusterqueue/{it_name}"),
+            format!("condition clusterqueue/{it_name} TopologyReady=True"),
+            format!("delete resourceflavor/{old_flavor}"),
+            format!("delete topology/{hostname}"),
+        ] {
+            assert!(said.contains(&want), "{want} in {said:?}");
+        }
+        let switched = applied_queue(&writes);
+        assert_eq!(switched.spec.stop_policy.as_deref(), Some(queues::NONE));
+        assert!(
+            switched
+                .metadata
+                .annotations
+                .is_none_or(|a| !a.contains_key(MIGRATION_HOLD))
+        );
+    }
+
+    #[test]
+    fn a_drifted_topology_refuses_the_plan_and_is_never_patched() {
+        let settings = ChainSettings {
+            mixed_on_node: false,
+            ..ChainSettings::default()
+        };
+        let presets = UnitPresets::builtin().unwrap();
+        let b = before(&settings, &presets);
+        let it_name = b.queues.keys().next().unwrap().clone();
+        let nodes = [node(&[HOSTNAME])];
+        let mut drifted = b.topologies.clone();
+        for t in drifted.values_mut() {
+            t.spec.levels.insert(
+                0,
+                gpustack_api::kueue::TopologyLevel {
+                    node_label: ZONE.into(),
+                },
+            );
+        }
+        let observed = Observed {
+            topologies: drifted,
+            ..Observed::default()
+        };
+        let writes = run(&b, &nodes, &observed, &settings, &presets);
+        let said = names(&writes);
+        assert!(!said.iter().any(|w| w.contains("topology/")), "{said:?}");
+        let condition = writes
+            .iter()
+            .find_map(|w| match w {
+                Write::ApplyQueueCondition(n, c) if n == &it_name => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "TopologyDrift")
+        );
+        let queue = applied_queue(&writes);
+        assert!(
+            queue.spec.resource_groups.is_empty(),
+            "a refused plan is not written"
+        );
+    }
 }

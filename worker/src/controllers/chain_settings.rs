@@ -4,7 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use super::unit_presets::UnitPresets;
 use crate::settings::catalog::CATALOG;
+
+/// The setting holding an admin's unit resources table.
+pub const UNIT_PRESETS: &str = "instance-type-unit-resources-preset";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChainSettings {
@@ -20,6 +24,9 @@ pub struct ChainSettings {
     pub aware_cpu_manufacturer: bool,
     /// Workloads are pinned to nodes whose fit labels say they can host them.
     pub workload_fit_affinity: bool,
+    /// The admin's unit resources table, consulted before the shipped one (an unreadable
+    /// table, which the Settings API refuses anyway, counts as none).
+    pub unit_presets: Option<UnitPresets>,
 }
 
 impl Default for ChainSettings {
@@ -48,6 +55,16 @@ impl ChainSettings {
             drain_when_no_flavors: flag("instance-type-drain-when-no-flavors"),
             aware_cpu_manufacturer: flag("instance-type-aware-cpu-manufacturer"),
             workload_fit_affinity: flag("workload-fit-affinity"),
+            unit_presets: values
+                .get(UNIT_PRESETS)
+                .filter(|v| !v.trim().is_empty())
+                .and_then(|v| match UnitPresets::parse(v) {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        tracing::warn!("setting {UNIT_PRESETS} ignored: {e}");
+                        None
+                    }
+                }),
         }
     }
 }
@@ -71,5 +88,16 @@ mod tests {
             !s.node_management_manual,
             "an unreadable value keeps the default"
         );
+        assert_eq!(d.unit_presets, None);
+        let table = "nvidia:\n  H100: {cpu: \"20\", ram: 200Gi}\n";
+        let v = BTreeMap::from([(UNIT_PRESETS.to_owned(), table.to_owned())]);
+        let s = ChainSettings::from_values(&v);
+        let got = s.unit_presets.unwrap();
+        assert_eq!(
+            got.lookup(gpustack_api::Manufacturer::Nvidia, "NVIDIA-H100"),
+            Some(("20", "200Gi"))
+        );
+        let v = BTreeMap::from([(UNIT_PRESETS.to_owned(), "nvidia: 1".to_owned())]);
+        assert_eq!(ChainSettings::from_values(&v).unit_presets, None);
     }
 }

@@ -17,6 +17,7 @@ use gpustack_api::{
     kueue::{AdmissionCheck, ClusterQueue, LocalQueue, ResourceFlavor, Topology, Workload},
     labels::{CONTROLLED, MANAGED, TOPOLOGY_PROFILE},
     nfd,
+    topology_source::TopologySource,
 };
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::{
@@ -38,7 +39,8 @@ use super::{
     chain_settings::ChainSettings,
     node_devices, node_facts, node_labels,
     ownership::{MANAGER, owned_keys},
-    queues::{JOINT_CHECK, JOINT_CONTROLLER, NODE_DEVICES_CHECK, NODE_DEVICES_CONTROLLER},
+    queues::{self, JOINT_CHECK, JOINT_CONTROLLER, NODE_DEVICES_CHECK, NODE_DEVICES_CONTROLLER},
+    unit_presets::UnitPresets,
 };
 
 /// How long the loop sleeps when nothing is pending (a change wakes it at once).
@@ -51,6 +53,8 @@ const CHECK_MANAGER: &str = "gpustack-node-devices";
 #[derive(Debug)]
 enum Dirty {
     Node(String),
+    /// Every node (a TopologySource changed which hierarchy nodes have).
+    AllNodes,
     Chain,
     Workloads,
 }
@@ -94,6 +98,17 @@ struct Stores {
     topologies: Store<Topology>,
     checks: Store<AdmissionCheck>,
     workloads: Store<Workload>,
+    topology_sources: Store<TopologySource>,
+}
+
+impl Stores {
+    fn sources(&self) -> Vec<TopologySource> {
+        self.topology_sources
+            .state()
+            .iter()
+            .map(|t| TopologySource::clone(t))
+            .collect()
+    }
 }
 
 /// Changes that only the chain reads.
@@ -219,6 +234,25 @@ async fn execute(client: &kube::Client, w: &Write) -> Result<(), kube::Error> {
         Write::ApplyQueue(q) => {
             Api::<ClusterQueue>::all(client.clone())
                 .patch(&name_of(&q.metadata), &pp, &Patch::Apply(body(q.as_ref())))
+                .await?;
+        }
+        Write::ApplyQueueCondition(name, condition) => {
+            // Only this condition: Kueue's own conditions and counts are its fields.
+            let patch = json!({
+                "apiVersion": ClusterQueue::api_version(&()), "kind": "ClusterQueue",
+                "status": {"conditions": [condition]},
+            });
+            Api::<ClusterQueue>::all(client.clone())
+                .patch_status(name, &pp, &Patch::Apply(patch))
+                .await?;
+        }
+        Write::ApplySourceStatus(name, status) => {
+            let patch = json!({
+                "apiVersion": TopologySource::api_version(&()), "kind": "TopologySource",
+                "status": status,
+            });
+            Api::<TopologySource>::all(client.clone())
+                .patch_status(name, &pp, &Patch::Apply(patch))
                 .await?;
         }
         Write::DeleteQueue(name) => {
@@ -373,7 +407,8 @@ async fn reconcile_node(
         return Ok(0);
     };
     let devices = stores.devices.get(&ObjectRef::new(name));
-    let facts = node_facts::facts(&node);
+    let sources = stores.sources();
+    let facts = node_facts::facts(&node, &sources);
     let labels = node.labels();
     let others = owned_keys(&node.metadata, None, &["metadata", "labels"], |m| {
         m != MANAGER
@@ -462,13 +497,17 @@ async fn reconcile_chain(
     stores: &Stores,
     system_namespace: &str,
     settings: &ChainSettings,
+    presets: &UnitPresets,
 ) -> usize {
+    let sources = stores.sources();
     let nodes: Vec<node_facts::NodeFacts> = stores
         .nodes
         .state()
         .iter()
-        .map(|n| node_facts::facts(n))
+        .map(|n| node_facts::facts(n, &sources))
         .collect();
+    let held = queues::held_flavors(stores.workloads.state().iter().map(|w| w.as_ref()));
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
     let devices = map_of(&stores.devices);
     let flavors = map_of(&stores.flavors);
     let instance_types = map_of(&stores.instance_types);
@@ -495,9 +534,13 @@ async fn reconcile_chain(
         local_queues: &local_queues,
         namespaces: &namespaces,
         topologies: &topologies,
+        topology_sources: &sources,
+        held: &held,
         node_devices_active: check_active(&stores.checks),
         system_namespace,
         settings,
+        presets,
+        now: &now,
     });
     let mut done = 0;
     for w in &writes {
@@ -569,6 +612,7 @@ pub struct Context {
     pub resolve: Arc<Resolve>,
     pub tuning: Tuning,
     pub counters: Arc<Counters>,
+    pub presets: Arc<UnitPresets>,
 }
 
 /// Runs the controllers until the task is dropped (leadership lost) .
@@ -642,11 +686,22 @@ pub async fn run(ctx: Context) {
         chain_dirty,
     );
     tasks.push(t);
+    // A Workload holding quota may be what a queue's migration waits for.
     let (workloads, t) = reflect(
         Api::<Workload>::all(client.clone()),
         tx.clone(),
         without_managed_fields,
-        |_: &Workload| vec![Dirty::Workloads],
+        |w: &Workload| match w.status.as_ref().and_then(|s| s.admission.as_ref()) {
+            Some(_) => vec![Dirty::Workloads, Dirty::Chain],
+            None => vec![Dirty::Workloads],
+        },
+    );
+    tasks.push(t);
+    let (topology_sources, t) = reflect(
+        Api::<TopologySource>::all(client.clone()),
+        tx.clone(),
+        without_managed_fields,
+        |_: &TopologySource| vec![Dirty::AllNodes, Dirty::Chain],
     );
     tasks.push(t);
     let _abort = AbortOnDrop(tasks);
@@ -661,6 +716,7 @@ pub async fn run(ctx: Context) {
         topologies,
         checks,
         workloads,
+        topology_sources,
     };
 
     // Kueue's kinds may not be served yet; keep trying until they are.
@@ -668,6 +724,21 @@ pub async fn run(ctx: Context) {
         tracing::warn!("admission checks: {e}");
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
+    // Plan only from a complete view: a store still listing reads as objects missing (the
+    // Workloads a migrating queue waits for, the queues themselves).
+    let _ = tokio::join!(
+        stores.nodes.wait_until_ready(),
+        stores.devices.wait_until_ready(),
+        stores.flavors.wait_until_ready(),
+        stores.instance_types.wait_until_ready(),
+        stores.queues.wait_until_ready(),
+        stores.local_queues.wait_until_ready(),
+        stores.namespaces.wait_until_ready(),
+        stores.topologies.wait_until_ready(),
+        stores.checks.wait_until_ready(),
+        stores.workloads.wait_until_ready(),
+        stores.topology_sources.wait_until_ready(),
+    );
     // NFD may be installed later: asked again with every retry tick.
     let mut nfd = nfd_served(client).await;
     let mut settings_rx = ctx.settings.clone();
@@ -685,6 +756,9 @@ pub async fn run(ctx: Context) {
                 first_change.get_or_insert_with(tokio::time::Instant::now);
                 match d {
                     Dirty::Node(n) => { dirty_nodes.insert(n); }
+                    Dirty::AllNodes => {
+                        dirty_nodes.extend(stores.nodes.state().iter().map(|n| n.name_any()));
+                    }
                     Dirty::Chain => chain_due = true,
                     Dirty::Workloads => workloads_due = true,
                 }
@@ -730,7 +804,14 @@ pub async fn run(ctx: Context) {
             ctx.counters
                 .plans
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            writes += reconcile_chain(client, &stores, &ctx.system_namespace, &settings).await;
+            writes += reconcile_chain(
+                client,
+                &stores,
+                &ctx.system_namespace,
+                &settings,
+                &ctx.presets,
+            )
+            .await;
         }
         if std::mem::take(&mut workloads_due) {
             writes += reconcile_workloads(client, &stores, ctx.resolve.as_ref()).await;

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use gpustack_api::{
+    Manufacturer,
     instance_type::{InstanceType, InstanceTypeSpec, UnitResources},
     kueue::{ResourceFlavor, ResourceFlavorSpec},
     labels::{
@@ -23,6 +24,7 @@ use serde_json::json;
 use super::{
     chain_settings::ChainSettings,
     node_facts::{AcceleratorFacts, GENERIC, NodeFacts},
+    unit_presets::{ACCELERATED_FALLBACK, UnitPresets, unit_resources},
 };
 use crate::names::{DERIVED_PREFIX, local_queue_name};
 
@@ -224,6 +226,7 @@ pub fn desired_flavors(
 pub fn derived_instance_type(
     flavor: &ResourceFlavor,
     settings: &ChainSettings,
+    presets: &UnitPresets,
 ) -> Option<InstanceType> {
     let notes = flavor.metadata.annotations.as_ref()?;
     let note = |k: &str| notes.get(&format!("{NOTE_PREFIX}{k}")).cloned();
@@ -242,10 +245,19 @@ pub fn derived_instance_type(
         (Some(a), false) => format!("{DERIVED_PREFIX}{a}-{os}-{arch}"),
         (None, _) => format!("{DERIVED_PREFIX}{group}-{os}-{arch}"),
     };
-    let (cpu, ram) = if accel.is_some() {
-        ("4", "16Gi")
-    } else {
-        ("1", "2Gi")
+    let product = note("product").unwrap_or_default();
+    let hardware = accel.as_ref().and(
+        note("manufacturer")
+            .and_then(|m| m.parse::<Manufacturer>().ok())
+            .map(|m| (m, product.as_str())),
+    );
+    // An accelerated flavor whose manufacturer is unreadable still gets the accelerated size.
+    let (cpu, ram) = match (hardware, &accel) {
+        (None, Some(_)) => (
+            ACCELERATED_FALLBACK.0.to_owned(),
+            ACCELERATED_FALLBACK.1.to_owned(),
+        ),
+        (h, _) => unit_resources(presets, settings.unit_presets.as_ref(), h),
     };
     let spec = InstanceTypeSpec {
         display_name: Some(note("product").unwrap_or_else(|| "CPU-only".to_owned())),
@@ -257,8 +269,8 @@ pub fn derived_instance_type(
         os: Some(os),
         arch: Some(arch),
         unit_resources: Some(UnitResources {
-            cpu: Some(cpu.into()),
-            ram: Some(ram.into()),
+            cpu: Some(cpu),
+            ram: Some(ram),
         }),
         local_storage: Some("100Gi".into()),
     };
@@ -279,31 +291,7 @@ pub fn derived_instance_type(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::node_facts::hostname_profile;
-
-    pub(crate) fn gpu_node(name: &str, cards: u32) -> NodeFacts {
-        NodeFacts {
-            name: name.into(),
-            labels: BTreeMap::new(),
-            managed: true,
-            unavailable: None,
-            os: "linux".into(),
-            arch: "amd64".into(),
-            cpu_key: "amd-epyc-7r32".into(),
-            cpu_manufacturer: Some("amd".into()),
-            cpus: 96,
-            topology_profile: hostname_profile(),
-            accelerators: vec![AcceleratorFacts {
-                key: "nvidia-h100-80gb-hbm3".into(),
-                manufacturer: gpustack_api::Manufacturer::Nvidia,
-                count: cards,
-                product: "NVIDIA-H100-80GB-HBM3".into(),
-                memory: "80Gi".into(),
-                cores: "16896".into(),
-                family: "Hopper".into(),
-            }],
-        }
-    }
+    use crate::controllers::node_facts::fixtures::gpu_node;
 
     #[test]
     fn identical_nodes_share_a_flavor_and_double_its_capacity() {
@@ -340,10 +328,15 @@ mod tests {
     #[test]
     fn derived_instance_types_are_named_by_pool() {
         let s = ChainSettings::default();
+        let presets = UnitPresets::builtin().unwrap();
         let f = desired_flavors(&[gpu_node("a", 8)], &s);
         let names: std::collections::BTreeSet<String> = f
             .values()
-            .filter_map(|d| derived_instance_type(&d.flavor, &s)?.metadata.name)
+            .filter_map(|d| {
+                derived_instance_type(&d.flavor, &s, &presets)?
+                    .metadata
+                    .name
+            })
             .collect();
         assert_eq!(
             names,
@@ -361,7 +354,11 @@ mod tests {
         let names: std::collections::BTreeSet<String> =
             desired_flavors(&[gpu_node("a", 8)], &aware)
                 .values()
-                .filter_map(|d| derived_instance_type(&d.flavor, &aware)?.metadata.name)
+                .filter_map(|d| {
+                    derived_instance_type(&d.flavor, &aware, &presets)?
+                        .metadata
+                        .name
+                })
                 .collect();
         assert_eq!(
             names,
@@ -371,6 +368,38 @@ mod tests {
             ]
             .map(str::to_owned)
             .into()
+        );
+    }
+
+    #[test]
+    fn derived_instance_types_take_their_unit_resources_from_the_tables() {
+        let presets = UnitPresets::builtin().unwrap();
+        let s = ChainSettings::default();
+        let units = |s: &ChainSettings| -> BTreeMap<String, (String, String)> {
+            desired_flavors(&[gpu_node("a", 8)], s)
+                .values()
+                .filter_map(|d| derived_instance_type(&d.flavor, s, &presets))
+                .map(|it| {
+                    let u = it.spec.unit_resources.unwrap();
+                    (
+                        it.spec.display_name.unwrap(),
+                        (u.cpu.unwrap(), u.ram.unwrap()),
+                    )
+                })
+                .collect()
+        };
+        let got = units(&s);
+        assert_eq!(got["NVIDIA-H100-80GB-HBM3"], ("16".into(), "192Gi".into()));
+        assert_eq!(got["CPU-only"], ("1".into(), "2Gi".into()));
+        let admin = ChainSettings {
+            unit_presets: Some(
+                UnitPresets::parse("nvidia:\n  H100: {cpu: \"10\", ram: 100Gi}\n").unwrap(),
+            ),
+            ..s
+        };
+        assert_eq!(
+            units(&admin)["NVIDIA-H100-80GB-HBM3"],
+            ("10".into(), "100Gi".into())
         );
     }
 }

@@ -3,12 +3,14 @@
 //! checks) and the node-devices check on Workloads.
 //!
 //! Domain logic is pure ([`node_facts`], [`node_labels`], [`capacity`], [`flavors`],
-//! [`queues`], [`it_status`], [`chain`], [`node_devices`]); [`engine`] is the IO around it and
-//! [`leader`] decides which replica runs it.
+//! [`queues`], [`plan_check`], [`topology`], [`unit_presets`], [`it_status`], [`chain`],
+//! [`node_devices`]); [`engine`] is the IO around it and [`leader`] decides which replica runs
+//! it.
 
 pub mod capacity;
 pub mod chain;
 pub mod chain_settings;
+pub mod conditions;
 pub mod engine;
 pub mod flavors;
 pub mod it_status;
@@ -18,7 +20,10 @@ pub mod node_devices;
 pub mod node_facts;
 pub mod node_labels;
 pub mod ownership;
+pub mod plan_check;
 pub mod queues;
+pub mod topology;
+pub mod unit_presets;
 
 use std::sync::Arc;
 
@@ -39,6 +44,8 @@ pub struct Config {
     pub resolve: Arc<Resolve>,
     pub tuning: Tuning,
     pub counters: Arc<engine::Counters>,
+    /// The shipped unit resources table, parsed once at startup.
+    pub presets: Arc<unit_presets::UnitPresets>,
 }
 
 /// Follows the Settings Secret into `tx` until `stop`.
@@ -90,6 +97,7 @@ pub async fn run(client: kube::Client, config: Config, mut stop: watch::Receiver
             resolve: config.resolve.clone(),
             tuning: config.tuning.clone(),
             counters: config.counters.clone(),
+            presets: config.presets.clone(),
         };
         let task = tokio::spawn(engine::run(ctx));
         tokio::select! {

@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 
 use gpustack_api::{
     Manufacturer,
-    labels::{ACCELERATABLE_PREFIX, ARCH, MANAGED, OS, TOPOLOGY_PROFILE},
+    labels::{ACCELERATABLE_PREFIX, ARCH, MANAGED, OS},
+    topology_source::TopologySource,
 };
 use k8s_openapi::api::core::v1::Node;
 
+use super::topology;
 use crate::names::topology_profile;
 
 /// NFD's CPU labels and the annotation an NFD rule writes with the CPU's marketing name.
@@ -49,6 +51,9 @@ pub struct NodeFacts {
     pub cpu_manufacturer: Option<String>,
     /// `status.capacity.cpu`, whole cores.
     pub cpus: u64,
+    /// The node's topology hierarchy, outermost first, ending with the hostname, and its
+    /// profile (the hash of the levels).
+    pub topology_levels: Vec<String>,
     pub topology_profile: String,
     pub accelerators: Vec<AcceleratorFacts>,
 }
@@ -156,10 +161,12 @@ pub fn hostname_profile() -> String {
     topology_profile(&[gpustack_api::labels::HOSTNAME])
 }
 
-pub fn facts(node: &Node) -> NodeFacts {
+/// The node's facts; its topology comes from the `TopologySource`s that match it.
+pub fn facts(node: &Node, sources: &[TopologySource]) -> NodeFacts {
     let labels = node.metadata.labels.clone().unwrap_or_default();
     let annotations = node.metadata.annotations.clone().unwrap_or_default();
     let (cpu_key, cpu_manufacturer) = cpu_key(&labels, &annotations);
+    let levels = topology::node_levels(&labels, sources);
     let status = node.status.as_ref();
     let cpus = status
         .and_then(|s| s.capacity.as_ref())
@@ -190,12 +197,41 @@ pub fn facts(node: &Node) -> NodeFacts {
         cpu_key,
         cpu_manufacturer,
         cpus,
-        topology_profile: labels
-            .get(TOPOLOGY_PROFILE)
-            .cloned()
-            .unwrap_or_else(hostname_profile),
+        topology_profile: topology::profile(&levels),
+        topology_levels: levels,
         accelerators: accelerators(&labels),
         labels,
+    }
+}
+
+/// Nodes for the controllers' unit tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+
+    pub(crate) fn gpu_node(name: &str, cards: u32) -> NodeFacts {
+        NodeFacts {
+            name: name.into(),
+            labels: BTreeMap::new(),
+            managed: true,
+            unavailable: None,
+            os: "linux".into(),
+            arch: "amd64".into(),
+            cpu_key: "amd-epyc-7r32".into(),
+            cpu_manufacturer: Some("amd".into()),
+            cpus: 96,
+            topology_levels: vec![gpustack_api::labels::HOSTNAME.to_owned()],
+            topology_profile: hostname_profile(),
+            accelerators: vec![AcceleratorFacts {
+                key: "nvidia-h100-80gb-hbm3".into(),
+                manufacturer: Manufacturer::Nvidia,
+                count: cards,
+                product: "NVIDIA-H100-80GB-HBM3".into(),
+                memory: "80Gi".into(),
+                cores: "16896".into(),
+                family: "Hopper".into(),
+            }],
+        }
     }
 }
 

@@ -73,11 +73,8 @@ pub fn desired(
     if !settings.mixed_on_node && node.accelerators.iter().all(|a| a.count == 0) {
         out.insert(CPU_ONLY.to_owned(), "true".into());
     }
-    if !node.labels.contains_key(TOPOLOGY_PROFILE)
-        || node.labels.get(TOPOLOGY_PROFILE) == Some(&node.topology_profile)
-    {
-        out.insert(TOPOLOGY_PROFILE.to_owned(), node.topology_profile.clone());
-    }
+    // The profile follows the TopologySources: the worker's to write.
+    out.insert(TOPOLOGY_PROFILE.to_owned(), node.topology_profile.clone());
     if let Some(d) = devices {
         for (key, (units, shared)) in fit(d) {
             if node.accelerators.iter().any(|a| a.key == key) {

@@ -23,6 +23,8 @@ pub enum Rule {
     NameList,
     /// Blank, or a DNS-1123 subdomain.
     OptionalName,
+    /// Blank, or a unit resources table (YAML, several lines allowed).
+    UnitPresets,
 }
 
 /// One setting of the catalog.
@@ -155,6 +157,13 @@ pub const CATALOG: &[Definition] = &[
         "true",
         Rule::Bool,
         "Let CPU-only and accelerated instances share a node.",
+    ),
+    def(
+        "instance-type-unit-resources-preset",
+        "",
+        Rule::UnitPresets,
+        "CPU and memory per card of derived instance types, as YAML manufacturer -> product -> \
+         {cpu, ram}; consulted before the shipped table. Blank uses the shipped table alone.",
     ),
     def(
         "kv-cache-backend-image",

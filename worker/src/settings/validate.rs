@@ -29,7 +29,12 @@ pub fn value(
     if value.len() > MAX_VALUE_LEN {
         return refuse(format!("must be at most {MAX_VALUE_LEN} bytes"));
     }
-    if value.chars().any(char::is_control) {
+    // A table is YAML: its lines are the one control character it may hold.
+    let multi_line = def.rule == Rule::UnitPresets;
+    if value
+        .chars()
+        .any(|c| c.is_control() && !(multi_line && c == '\n'))
+    {
         return refuse("must not contain control characters".into());
     }
     match def.rule {
@@ -65,6 +70,9 @@ pub fn value(
         Rule::OptionalName if !value.is_empty() && !is_subdomain(value) => {
             refuse("must be blank or a DNS-1123 subdomain".into())
         }
+        Rule::UnitPresets => crate::controllers::unit_presets::UnitPresets::parse(value)
+            .map(drop)
+            .or_else(|e| refuse(format!("must be blank or a unit resources table: {e}"))),
         _ => Ok(()),
     }
 }
@@ -190,6 +198,15 @@ mod tests {
         assert!(check("image-pull-secrets", "a,b.c").is_ok());
         assert!(check("image-pull-secrets", "A").is_err());
         assert!(check("container-registry", "line\nbreak").is_err());
+        let presets = "instance-type-unit-resources-preset";
+        assert!(check(presets, "").is_ok());
+        assert!(check(presets, "nvidia:\n  H100: {cpu: \"20\", ram: 200Gi}\n").is_ok());
+        assert!(
+            check(presets, "nvidia:\n  H100: {cpu: many, ram: 200Gi}\n")
+                .unwrap_err()
+                .contains("cpu \"many\"")
+        );
+        assert!(check(presets, "nvidia:\r\n  H100: {cpu: \"2\", ram: 2Gi}").is_err());
         assert!(check("container-registry", &"x".repeat(MAX_VALUE_LEN + 1)).is_err());
     }
 
