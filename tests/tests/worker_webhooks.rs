@@ -833,6 +833,50 @@ fn workloads_are_pinned_and_failure_policies_hold_when_the_worker_is_down() {
     assert_eq!(workload_expressions(&c, "wl-other"), Value::Null);
     assert_eq!(answered(), before, "not sent to the worker");
 
+    // The model-manager pin. The test plays the kubelet: it writes the node's CSINode as the
+    // kubelet does when the model-manager's CSI plugin registers, and drops the driver when the
+    // plugin goes; the worker keeps the Node's label from it.
+    let label = gpustack_api::labels::MODEL_CSI_REGISTERED;
+    c.create_ok(
+        "node-gpu-a",
+        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a"}}),
+    );
+    let csi_node = |drivers: Value| {
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "gpu-a"},
+               "spec": {"drivers": drivers}})
+    };
+    c.create_ok(
+        "csinode-gpu-a",
+        &csi_node(json!([{"name": gpustack_api::labels::MODEL_CSI_DRIVER, "nodeID": "gpu-a"}])),
+    );
+    let node_label = || c.get_json(&["get", "node", "gpu-a"])["metadata"]["labels"][label].clone();
+    wait_until("the node's model-manager label", DEADLINE, || {
+        (node_label() == "true").then_some(())
+    });
+    let mut with_cache = workload("wl-model", &q, json!({"nvidia.com/gpu.shared": "2"}));
+    with_cache["spec"]["podSets"][0]["template"]["spec"]["volumes"] = json!([
+        {"name": "model", "csi": {"driver": gpustack_api::labels::MODEL_CSI_DRIVER, "readOnly": true}},
+    ]);
+    c.create_ok("wl-model", &with_cache);
+    assert_eq!(
+        workload_expressions(&c, "wl-model"),
+        json!([
+            {"key": "shared-free-cards.fit.gpustack.ai/nvidia-h100", "operator": "Gt", "values": ["1"]},
+            {"key": label, "operator": "In", "values": ["true"]},
+        ])
+    );
+    // The plugin goes: the kubelet drops the driver, the label goes.
+    c.gw.kubectl_ok(&[
+        "patch",
+        "csinode",
+        "gpu-a",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"drivers":[]}}"#,
+    ]);
+    wait_until("the node's model-manager label to go", DEADLINE, || {
+        node_label().is_null().then_some(())
+    });
 
     // Off with the setting (the worker follows the Settings Secret).
     c.setting("workload-fit-affinity", "false");

@@ -612,6 +612,10 @@ pub async fn run(ctx: Context) {
         |_: &Workload| vec![Dirty::Workloads],
     );
     tasks.push(t);
+    // Its own watches and field manager: see the module.
+    tasks.push(tokio::spawn(super::model_manager_nodes::run(
+        client.clone(),
+    )));
     let _abort = AbortOnDrop(tasks);
     let stores = Stores {
         nodes,
