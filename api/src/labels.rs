@@ -17,6 +17,9 @@ pub const ACCELERATOR_PREFERRED_ID: &str = "device.gpustack.ai/accelerator.prefe
 pub const ACCELERATOR_PREFERRED_INDEX: &str = "device.gpustack.ai/accelerator.preferred-index";
 /// The CSI driver of the model cache.
 pub const MODEL_CSI_DRIVER: &str = "model.csi.gpustack.ai";
+/// Node label: the model cache's CSI driver is registered on the node (its CSINode lists it).
+/// Kept by the worker; the Workload webhook pins PodSets that mount the driver to it.
+pub const MODEL_CSI_REGISTERED: &str = "model.gpustack.ai/csi-registered";
 /// API groups.
 pub const WORKER_GROUP: &str = "worker.gpustack.ai";
 pub const GPUSTACK_GROUP: &str = "gpustack.ai";

@@ -381,6 +381,7 @@ impl Gateway {
             watches: Default::default(),
             kinds: StoredKinds::new(store.clone()),
             aggregator: aggregator.clone(),
+            admission: Default::default(),
         };
         // Stored mirrors (with their CRDs) are served at once, before their upstreams answer.
         subscriptions.start(opts.upstreams.clone()).await?;

@@ -15,8 +15,9 @@
 //!    its request to its response; the added latency is the difference of the p99s (and p50s).
 //! 2. The worker's CPU time (user + system, from `/proc`) per review answered during the run,
 //!    and the p99 of its own answer time (its `gpustack_worker_admission_duration_seconds`
-//!    histogram, a bucket bound): what the webhooks cost apart from the connection each call
-//!    opens.
+//!    histogram, a bucket bound): what the webhooks cost apart from the transport (the
+//!    embedded cluster calls them on kept-alive connections, one pool per caBundle and
+//!    endpoint, so a TLS handshake is paid only when the pool grows).
 
 use std::time::{Duration, Instant};
 

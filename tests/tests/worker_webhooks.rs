@@ -226,9 +226,10 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
         &json!({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "InstanceType", "metadata": {"name": "bad"},
                 "spec": {"acceleratable": true, "os": "linux", "arch": "amd64", "unitResources": {"cpu": "1", "ram": "16gi"}, "localStorage": "1Gi"}}),
     );
+    // The webhook's causes, one a line, as kubectl prints a 422 that carries them.
     says(
         &err,
-        "admission webhook \"instancetype.validation.worker.gpustack.ai\" denied the request: InstanceType \"bad\" is invalid: [spec.acceleratorGroup: Required value: an acceleratable instance type needs its accelerator group (<manufacturer>-<groupID>), spec.unitResources.ram: Invalid value: \"16gi\": must be a positive whole number of Gi, like 16Gi]",
+        "The InstanceType \"bad\" is invalid: \n* spec.acceleratorGroup: Required value: an acceleratable instance type needs its accelerator group (<manufacturer>-<groupID>)\n* spec.unitResources.ram: Invalid value: \"16gi\": must be a positive whole number of Gi, like 16Gi",
     );
     let err = c.gw.kubectl_err(&[
         "patch",
@@ -335,7 +336,6 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
     c.create_ok("unqueued", &pod("unqueued", None, json!({SLICED: "2"})));
 
     // Each rule of §3.4, refused with its message under the key.
-    let denied = "admission webhook \"pod.validation.worker.gpustack.ai\" denied the request: Pod";
     let sliced_pct = |n: &str| json!({SLICED: n, "nvidia.com/gpu.sliced.memory-percentage": "10"});
     let app = |name: &str, limits: Value| json!({"name": name, "image": "busybox", "resources": {"limits": limits}});
     let rules: Vec<(&str, Value, &str)> = vec![
@@ -432,18 +432,24 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
     ];
     for (name, p, message) in &rules {
         let err = c.refused(name, p);
-        // kubectl words a 422 as "The request is invalid" (the embedded cluster passes the
-        // message, not the causes).
+        // The embedded cluster returns the webhook's Status as it is (as kube-apiserver does),
+        // so kubectl prints its causes (path and body) under the object.
         assert!(
-            err.contains("is invalid: error when creating"),
-            "{name}: {err}"
-        );
-        assert!(
-            err.contains(&format!("{denied} \"{name}\" is invalid: ")),
+            err.contains(&format!("The Pod \"{name}\" is invalid: ")),
             "{name}: {err}"
         );
         assert!(err.contains(message), "{name}: {err}");
     }
+    // One rule's cause in full, as kubectl prints a single cause: the path under the key.
+    let err = c.refused(
+        "r2-cards-again",
+        &pod("r2-cards-again", Some(&q), sliced_pct("2")),
+    );
+    assert!(
+        err.lines().any(|l| l
+            == "The Pod \"r2-cards-again\" is invalid: spec.containers[0].resources.limits[nvidia.com/gpu.sliced]: Invalid value: \"2\": a logical slice request is always a single card; multi-card logical slicing is not supported yet"),
+        "{err}"
+    );
 
     // §3.3's refusals, from the mutating half.
     let err = c.refused_pod(
@@ -451,13 +457,10 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
         &q,
         json!({SLICED: "1", "nvidia.com/gpu.sliced.memory-mib": "90000"}),
     );
+    // (The mutating half refused it: counted as ExceedsCardMemory below.)
     says(
         &err,
-        "admission webhook \"pod.mutation.worker.gpustack.ai\" denied the request",
-    );
-    says(
-        &err,
-        "nvidia.com/gpu.sliced.memory-mib must not exceed the per-card VRAM (81920 MiB)",
+        "The Pod \"too-big\" is invalid: spec.containers[0].resources.limits[nvidia.com/gpu.sliced.memory-mib]: Invalid value: \"90000\": nvidia.com/gpu.sliced.memory-mib must not exceed the per-card VRAM (81920 MiB)",
     );
     let err = c.refused_pod(
         "no-profile",
@@ -499,7 +502,7 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
     let mutation = "pod.mutation.worker.gpustack.ai";
     assert_eq!(
         admissions(&worker, validation, "denied", "SliceNotSingleCard"),
-        Some(2)
+        Some(3)
     );
     assert_eq!(
         admissions(&worker, mutation, "denied", "ExceedsCardMemory"),
@@ -649,6 +652,109 @@ fn node_model_store_status_is_written_only_by_that_nodes_model_manager() {
     assert_eq!(admissions(&worker, hook, "allowed", "Admitted"), Some(2));
 }
 
+#[test]
+fn node_model_store_status_follows_the_writers_own_token() {
+    let c = Cluster::start();
+    let _worker = c.worker();
+    let ns = "gpustack-system";
+    let mm = "gpustack-operator-model-manager";
+    for sa in [mm, "other"] {
+        c.create_ok(
+            &format!("sa-{sa}"),
+            &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}}),
+        );
+    }
+    // RBAC lets both write store status: only the webhook tells them apart.
+    c.create_ok(
+        "role",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "store-status"},
+                "rules": [{"apiGroups": ["worker.gpustack.ai"], "resources": ["nodemodelstores", "nodemodelstores/status"],
+                           "verbs": ["get", "patch", "update"]}]}),
+    );
+    c.create_ok(
+        "binding",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "store-status"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "store-status"},
+                "subjects": [{"kind": "ServiceAccount", "name": mm, "namespace": ns},
+                             {"kind": "ServiceAccount", "name": "other", "namespace": ns}]}),
+    );
+    for node in ["node-a", "node-b"] {
+        let store = gpustack_api::model_store::NodeModelStore::new(node, Default::default());
+        c.create_ok(
+            &format!("store-{node}"),
+            &serde_json::to_value(store).unwrap(),
+        );
+    }
+    let pod_on = |name: &str, sa: &str, node: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+               "spec": {"nodeName": node, "serviceAccountName": sa, "containers": [{"name": "mm", "image": "busybox"}]}})
+    };
+    c.create_ok("mm-a", &pod_on("mm-a", mm, "node-a"));
+    c.create_ok("other-a", &pod_on("other-a", "other", "node-a"));
+    // Tokens as the kubelet asks for them: bound to the Pod.
+    let token = |sa: &str, pod: Option<&str>| {
+        let mut args = vec!["create", "token", sa, "-n", ns];
+        if let Some(p) = pod {
+            args.extend(["--bound-object-kind=Pod", "--bound-object-name", p]);
+        }
+        c.gw.kubectl_ok(&args).trim().to_owned()
+    };
+    let write = |token: &str, store: &str| {
+        let flag = format!("--token={token}");
+        let out = c.gw.kubectl(&[
+            &flag,
+            "patch",
+            "nodemodelstores.v1alpha1.worker.gpustack.ai",
+            store,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"observedGeneration":1}}"#,
+        ]);
+        let text = String::from_utf8_lossy(if out.status.success() {
+            &out.stdout
+        } else {
+            &out.stderr
+        });
+        (out.status.success(), text.into_owned())
+    };
+    let sa = |name: &str| format!("system:serviceaccount:{ns}:{name}");
+
+    let mm_a = token(mm, Some("mm-a"));
+    let (ok, text) = write(&mm_a, "node-a");
+    assert!(ok, "the model-manager of node-a writes its store: {text}");
+    let (ok, text) = write(&mm_a, "node-b");
+    assert!(!ok);
+    says(
+        &text,
+        "admission webhook \"nodemodelstore-status.validation.worker.gpustack.ai\" denied the request: the model-manager on node node-a may not write the status of NodeModelStore node-b",
+    );
+    let (ok, text) = write(&token("other", Some("other-a")), "node-a");
+    assert!(!ok);
+    says(
+        &text,
+        format!(
+            "only {} may write the status of NodeModelStore node-a, not {}",
+            sa(mm),
+            sa("other")
+        ),
+    );
+    let (ok, text) = write(&token(mm, None), "node-a");
+    assert!(!ok);
+    says(
+        &text,
+        format!(
+            "{} must write NodeModelStore status with a token bound to its Pod",
+            sa(mm)
+        ),
+    );
+    // A Pod-bound token dies with its Pod.
+    c.gw.kubectl_ok(&["delete", "pod", "-n", ns, "mm-a", "--wait=false"]);
+    let (ok, text) = write(&mm_a, "node-a");
+    assert!(!ok);
+    says(&text, "Unauthorized");
+}
+
 fn kueue_crds(c: &Cluster) {
     for crd in gpustack_api::crds::kueue() {
         let v = serde_json::to_value(&crd).unwrap();
@@ -706,12 +812,71 @@ fn workloads_are_pinned_and_failure_policies_hold_when_the_worker_is_down() {
         workload_expressions(&c, "wl-shared"),
         json!([{"key": "shared-free-cards.fit.gpustack.ai/nvidia-h100", "operator": "Gt", "values": ["1"]}])
     );
-    // Another queue's Workloads are left alone.
+    // Another queue's Workloads are left alone: the registration's matchCondition keeps them
+    // from the worker altogether (it counts every review it answers).
+    let hook = "workload.mutation.worker.gpustack.ai";
+    let answered = || {
+        ["NotApplicable", "FitPinned"]
+            .map(|r| {
+                admissions(&worker, hook, "allowed", r).unwrap_or(0)
+                    + admissions(&worker, hook, "patched", r).unwrap_or(0)
+            })
+            .iter()
+            .sum::<u64>()
+    };
+    let before = answered();
+    assert!(before >= 2, "the pinned Workloads were answered");
     c.create_ok(
         "wl-other",
         &workload("wl-other", "team-a", json!({"nvidia.com/gpu.shared": "2"})),
     );
     assert_eq!(workload_expressions(&c, "wl-other"), Value::Null);
+    assert_eq!(answered(), before, "not sent to the worker");
+
+    // The model-manager pin. The test plays the kubelet: it writes the node's CSINode as the
+    // kubelet does when the model-manager's CSI plugin registers, and drops the driver when the
+    // plugin goes; the worker keeps the Node's label from it.
+    let label = gpustack_api::labels::MODEL_CSI_REGISTERED;
+    c.create_ok(
+        "node-gpu-a",
+        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a"}}),
+    );
+    let csi_node = |drivers: Value| {
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "gpu-a"},
+               "spec": {"drivers": drivers}})
+    };
+    c.create_ok(
+        "csinode-gpu-a",
+        &csi_node(json!([{"name": gpustack_api::labels::MODEL_CSI_DRIVER, "nodeID": "gpu-a"}])),
+    );
+    let node_label = || c.get_json(&["get", "node", "gpu-a"])["metadata"]["labels"][label].clone();
+    wait_until("the node's model-manager label", DEADLINE, || {
+        (node_label() == "true").then_some(())
+    });
+    let mut with_cache = workload("wl-model", &q, json!({"nvidia.com/gpu.shared": "2"}));
+    with_cache["spec"]["podSets"][0]["template"]["spec"]["volumes"] = json!([
+        {"name": "model", "csi": {"driver": gpustack_api::labels::MODEL_CSI_DRIVER, "readOnly": true}},
+    ]);
+    c.create_ok("wl-model", &with_cache);
+    assert_eq!(
+        workload_expressions(&c, "wl-model"),
+        json!([
+            {"key": "shared-free-cards.fit.gpustack.ai/nvidia-h100", "operator": "Gt", "values": ["1"]},
+            {"key": label, "operator": "In", "values": ["true"]},
+        ])
+    );
+    // The plugin goes: the kubelet drops the driver, the label goes.
+    c.gw.kubectl_ok(&[
+        "patch",
+        "csinode",
+        "gpu-a",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"drivers":[]}}"#,
+    ]);
+    wait_until("the node's model-manager label to go", DEADLINE, || {
+        node_label().is_null().then_some(())
+    });
 
     // Off with the setting (the worker follows the Settings Secret).
     c.setting("workload-fit-affinity", "false");
@@ -784,8 +949,6 @@ fn instances_fit_their_pool_and_privileges_follow_the_settings() {
         &instance("two", json!({"accelerator": 2, "ram": "128Gi"}), false),
     );
 
-    let denied =
-        "admission webhook \"instance.validation.worker.gpustack.ai\" denied the request: Instance";
     let cases = [
         (
             "both",
@@ -821,7 +984,7 @@ fn instances_fit_their_pool_and_privileges_follow_the_settings() {
     for (name, resources, privileged, message) in &cases {
         let err = c.refused(name, &instance(name, resources.clone(), *privileged));
         assert!(
-            err.contains(&format!("{denied} \"{name}\" is invalid: ")),
+            err.contains(&format!("The Instance \"{name}\" is invalid: ")),
             "{name}: {err}"
         );
         assert!(err.contains(message), "{name}: {err}");

@@ -176,12 +176,17 @@ fn access_review_spec(b: &[u8]) -> Result<Value, String> {
     Ok(Value::Object(o))
 }
 
-/// `TokenRequestSpec`: audiences and expirationSeconds.
+/// `TokenRequestSpec`: audiences, boundObjectRef (what `kubectl create token
+/// --bound-object-*` sends) and expirationSeconds.
 fn token_request_spec(b: &[u8]) -> Result<Value, String> {
     let mut o = Map::new();
     for (n, f) in fields(b)? {
         match (n, f) {
             (1, Field::Bytes(x)) => push(&mut o, "audiences", json!(string(x)?)),
+            (3, Field::Bytes(x)) => {
+                let names = [(1, "kind"), (2, "apiVersion"), (3, "name"), (4, "uid")];
+                o.insert("boundObjectRef".into(), strings_of(x, &names)?);
+            }
             (4, Field::Varint(x)) => _ = o.insert("expirationSeconds".into(), json!(x as i64)),
             _ => {}
         }
@@ -320,7 +325,8 @@ mod tests {
             v["spec"]["resourceAttributes"],
             json!({"namespace": "default", "verb": "list", "resource": "pods"})
         );
-        let spec = [field(1, b"api"), vec![4 << 3, 0x90, 0x1c]].concat();
+        let bound = [field(1, b"Pod"), field(2, b"v1"), field(3, b"mm-a")].concat();
+        let spec = [field(1, b"api"), field(3, &bound), vec![4 << 3, 0x90, 0x1c]].concat();
         let type_meta = [
             field(1, b"authentication.k8s.io/v1"),
             field(2, b"TokenRequest"),
@@ -331,7 +337,8 @@ mod tests {
         let v = decode(&body).unwrap();
         assert_eq!(
             v["spec"],
-            json!({"audiences": ["api"], "expirationSeconds": 3600})
+            json!({"audiences": ["api"], "expirationSeconds": 3600,
+                   "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "mm-a"}})
         );
     }
 

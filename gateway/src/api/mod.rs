@@ -102,6 +102,8 @@ pub struct ApiState {
     /// APIServices and RBAC objects, kept between requests.
     pub kinds: stored_kinds::StoredKinds,
     pub aggregator: aggregation::Aggregator,
+    /// The admission webhooks of each cluster, with their kept-alive connections.
+    pub admission: admission::Admission,
 }
 
 impl ApiState {

@@ -2,6 +2,18 @@
 
 use super::{Store, StoreError};
 
+/// The Pod a token is bound to (`spec.boundObjectRef`), and where it ran when the token was
+/// issued.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BoundPod {
+    pub name: String,
+    pub uid: String,
+    /// Empty when the Pod was not scheduled yet.
+    pub node_name: String,
+    /// Empty when the node is not known.
+    pub node_uid: String,
+}
+
 /// What a token was issued for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenRecord {
@@ -12,6 +24,7 @@ pub struct TokenRecord {
     pub audiences: Vec<String>,
     /// Unix seconds.
     pub expires_at: i64,
+    pub pod: Option<BoundPod>,
 }
 
 impl Store {
@@ -19,8 +32,9 @@ impl Store {
     pub async fn save_token(&self, hash: &str, t: &TokenRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO service_account_tokens \
-             (token_sha256, cluster, namespace, name, uid, audiences, expires_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
+             (token_sha256, cluster, namespace, name, uid, audiences, expires_at, \
+              bound_pod_name, bound_pod_uid, bound_node_name, bound_node_uid) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(hash)
         .bind(&t.cluster)
@@ -29,6 +43,10 @@ impl Store {
         .bind(&t.uid)
         .bind(serde_json::to_string(&t.audiences)?)
         .bind(t.expires_at)
+        .bind(t.pod.as_ref().map(|p| p.name.as_str()))
+        .bind(t.pod.as_ref().map(|p| p.uid.as_str()))
+        .bind(t.pod.as_ref().map(|p| p.node_name.as_str()))
+        .bind(t.pod.as_ref().map(|p| p.node_uid.as_str()))
         .execute(self.pool())
         .await?;
         Ok(())
@@ -36,14 +54,39 @@ impl Store {
 
     /// The token whose hash is `hash`, expired or not.
     pub async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
-        let row: Option<(String, String, String, String, String, i64)> = sqlx::query_as(
-            "SELECT cluster, namespace, name, uid, audiences, expires_at \
+        type Row = (
+            String,
+            String,
+            String,
+            String,
+            String,
+            i64,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        );
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT cluster, namespace, name, uid, audiences, expires_at, \
+             bound_pod_name, bound_pod_uid, bound_node_name, bound_node_uid \
              FROM service_account_tokens WHERE token_sha256 = ?",
         )
         .bind(hash)
         .fetch_optional(self.pool())
         .await?;
-        let Some((cluster, namespace, name, uid, audiences, expires_at)) = row else {
+        let Some((
+            cluster,
+            namespace,
+            name,
+            uid,
+            audiences,
+            expires_at,
+            pod,
+            pod_uid,
+            node,
+            node_uid,
+        )) = row
+        else {
             return Ok(None);
         };
         Ok(Some(TokenRecord {
@@ -53,6 +96,12 @@ impl Store {
             uid,
             audiences: serde_json::from_str(&audiences)?,
             expires_at,
+            pod: pod.map(|name| BoundPod {
+                name,
+                uid: pod_uid.unwrap_or_default(),
+                node_name: node.unwrap_or_default(),
+                node_uid: node_uid.unwrap_or_default(),
+            }),
         }))
     }
 

@@ -7,13 +7,16 @@
 //!   [`DENIAL`], and warns [`WARNING`] otherwise;
 //! - any other path allows.
 //!
-//! Every review received is recorded.
+//! Every review received is recorded, and every connection accepted counted.
 
 #![allow(dead_code)]
 
 use std::{
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
 };
 
 use base64::Engine;
@@ -33,6 +36,8 @@ pub struct WebhookServer {
     pub ca_pem: String,
     /// The reviews received, with the path each came to.
     pub reviews: Arc<Mutex<Vec<(String, Value)>>>,
+    /// TCP connections accepted so far.
+    connections: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -46,6 +51,11 @@ impl WebhookServer {
     /// The `caBundle` of webhooks served here.
     pub fn ca_bundle(&self) -> String {
         base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+    }
+
+    /// How many connections the server has accepted.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 
     /// `https://127.0.0.1:PORT{path}`.
@@ -82,11 +92,14 @@ impl WebhookServer {
         let addr = listener.local_addr().unwrap();
         let reviews: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
         let recorded = reviews.clone();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let accepted = connections.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
                     return;
                 };
+                accepted.fetch_add(1, Ordering::SeqCst);
                 let acceptor = acceptor.clone();
                 let recorded = recorded.clone();
                 tokio::spawn(async move {
@@ -122,6 +135,7 @@ impl WebhookServer {
             addr,
             ca_pem,
             reviews,
+            connections,
             task,
         }
     }

@@ -389,12 +389,11 @@ impl Admission {
                 None
             }
         };
-        match group {
-            Some(g) => Decision::Mutate(
-                Reason::FitPinned,
-                workload_pin::pin(object, &self.bases, &g),
-            ),
-            None => Decision::Allow(Reason::NotApplicable),
+        let pinned = workload_pin::pin(object, &self.bases, group.as_deref());
+        if pinned == *object {
+            Decision::Allow(Reason::NotApplicable)
+        } else {
+            Decision::Mutate(Reason::FitPinned, pinned)
         }
     }
 

@@ -151,7 +151,8 @@ impl Refusal {
         if !self.causes.is_empty() || !self.kind.is_empty() {
             status.details = Some(StatusDetails {
                 name: self.name.clone(),
-                kind: self.kind.to_lowercase(),
+                // The Kind, as kube-apiserver's NewInvalid names it ("The Pod "p" is invalid").
+                kind: self.kind.clone(),
                 causes: self
                     .causes
                     .iter()

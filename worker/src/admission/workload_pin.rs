@@ -4,9 +4,13 @@
 //! (`shared-free-cards.fit.gpustack.ai/<group> Gt N-1`). The pin is written into the PodSet
 //! template only (Kueue's topology assignment reads it there); the Pods never see it. It never
 //! refuses anything.
+//!
+//! A PodSet that mounts the model cache (a CSI volume of [`MODEL_CSI_DRIVER`]) is also pinned
+//! to nodes where that driver is registered ([`MODEL_CSI_REGISTERED`]` In [true]`, the label
+//! the worker keeps from each node's CSINode), whatever its pool.
 
 use k8s_openapi::api::core::v1::PodSpec;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{
     affinity,
@@ -16,7 +20,16 @@ use super::{
 
 use gpustack_api::labels::{
     FIT_SHARED_PREFIX as SHARED_FIT_PREFIX, FIT_SLICED_PREFIX as SLICED_FIT_PREFIX,
+    MODEL_CSI_DRIVER, MODEL_CSI_REGISTERED,
 };
+
+/// Whether a PodSet's template mounts the model cache.
+fn mounts_model_cache(spec: &PodSpec) -> bool {
+    spec.volumes
+        .iter()
+        .flatten()
+        .any(|v| v.csi.as_ref().is_some_and(|c| c.driver == MODEL_CSI_DRIVER))
+}
 
 /// The requirements one PodSet's template needs.
 fn pins_of(spec: &PodSpec, bases: &Bases, group: &str) -> Vec<Value> {
@@ -59,8 +72,9 @@ fn pins_of(spec: &PodSpec, bases: &Bases, group: &str) -> Vec<Value> {
     pins
 }
 
-/// The Workload (as JSON) with its PodSets pinned to nodes that fit them.
-pub fn pin(workload: &Value, bases: &Bases, group: &str) -> Value {
+/// The Workload (as JSON) with its PodSets pinned to nodes that fit them: by their pool's
+/// accelerator `group` when it is known, and to the model cache when they mount it.
+pub fn pin(workload: &Value, bases: &Bases, group: Option<&str>) -> Value {
     let mut out = workload.clone();
     let count = out["spec"]["podSets"].as_array().map_or(0, Vec::len);
     for i in 0..count {
@@ -68,7 +82,11 @@ pub fn pin(workload: &Value, bases: &Bases, group: &str) -> Value {
         let Ok(parsed) = serde_json::from_value::<PodSpec>(spec.clone()) else {
             continue;
         };
-        for requirement in pins_of(&parsed, bases, group) {
+        let mut pins = group.map_or_else(Vec::new, |g| pins_of(&parsed, bases, g));
+        if mounts_model_cache(&parsed) {
+            pins.push(json!({"key": MODEL_CSI_REGISTERED, "operator": "In", "values": ["true"]}));
+        }
+        for requirement in pins {
             affinity::require(spec, requirement);
         }
     }
@@ -78,7 +96,6 @@ pub fn pin(workload: &Value, bases: &Bases, group: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn workload(limits: Value) -> Value {
         json!({"spec": {"queueName": "gpustack-fnv64-0", "podSets": [
@@ -110,9 +127,13 @@ mod tests {
             ),
         ];
         for (limits, want) in cases {
-            let w = pin(&workload(limits.clone()), &b, "nvidia-0");
+            let w = pin(&workload(limits.clone()), &b, Some("nvidia-0"));
             assert_eq!(expressions(&w), want, "{limits}");
-            assert_eq!(pin(&w, &b, "nvidia-0"), w, "pinning twice changes nothing");
+            assert_eq!(
+                pin(&w, &b, Some("nvidia-0")),
+                w,
+                "pinning twice changes nothing"
+            );
         }
         for limits in [
             json!({"nvidia.com/gpu.shared": "1"}),
@@ -120,7 +141,47 @@ mod tests {
             json!({"cpu": "1"}),
         ] {
             let w = workload(limits);
-            assert_eq!(pin(&w, &b, "nvidia-0"), w);
+            assert_eq!(pin(&w, &b, Some("nvidia-0")), w);
         }
+    }
+
+    #[test]
+    fn podsets_mounting_the_model_cache_are_pinned_to_its_nodes() {
+        let b = Bases::resolve(|_| None);
+        let mut w = workload(json!({"nvidia.com/gpu.shared": "2"}));
+        w["spec"]["podSets"][0]["template"]["spec"]["volumes"] = json!([
+            {"name": "other", "csi": {"driver": "other.csi.example.com"}},
+            {"name": "model", "csi": {"driver": MODEL_CSI_DRIVER, "volumeAttributes": {"repo": "x"}}},
+        ]);
+        // A second term, ORed with the first: each gets the pin.
+        w["spec"]["podSets"][0]["template"]["spec"]["affinity"] = json!({"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+        ]}}});
+        let model = json!({"key": MODEL_CSI_REGISTERED, "operator": "In", "values": ["true"]});
+        let pinned = pin(&w, &b, Some("nvidia-0"));
+        let terms = &pinned["spec"]["podSets"][0]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"];
+        for t in terms.as_array().unwrap() {
+            let exprs = t["matchExpressions"].as_array().unwrap();
+            assert!(exprs.contains(&model), "{t}");
+            assert_eq!(exprs.len(), 3, "zone, the fit pin and the model pin: {t}");
+        }
+        // Without a known pool, the model pin alone.
+        let alone = pin(&w, &b, None);
+        let terms = &alone["spec"]["podSets"][0]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"];
+        assert_eq!(terms[0]["matchExpressions"][1], model);
+        assert_eq!(
+            pin(&alone, &b, None),
+            alone,
+            "pinning twice changes nothing"
+        );
+        // Another driver: nothing.
+        let mut other = workload(json!({"cpu": "1"}));
+        other["spec"]["podSets"][0]["template"]["spec"]["volumes"] =
+            json!([{"name": "v", "csi": {"driver": "other.csi.example.com"}}]);
+        assert_eq!(pin(&other, &b, None), other);
     }
 }

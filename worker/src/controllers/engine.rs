@@ -704,6 +704,10 @@ pub async fn run(ctx: Context) {
         |_: &TopologySource| vec![Dirty::AllNodes, Dirty::Chain],
     );
     tasks.push(t);
+    // Its own watches and field manager: see the module.
+    tasks.push(tokio::spawn(super::model_manager_nodes::run(
+        client.clone(),
+    )));
     let _abort = AbortOnDrop(tasks);
     let stores = Stores {
         nodes,

@@ -16,6 +16,7 @@ pub mod flavors;
 pub mod it_status;
 pub mod leader;
 pub mod ledger;
+pub mod model_manager_nodes;
 pub mod node_devices;
 pub mod node_facts;
 pub mod node_labels;

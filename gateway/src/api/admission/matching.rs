@@ -5,15 +5,12 @@
 //! `matchPolicy: Equivalent` is treated as `Exact`: the embedded cluster serves each resource
 //! under one group and resource name, with no equivalent resources to convert to.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use base64::Engine;
 use serde_json::{Value, json};
 
-/// The user every admission request names: the embedded cluster's admin token may do anything,
-/// and `kubectl auth whoami` answers the same name.
-pub const USERNAME: &str = "admin";
-pub const GROUPS: [&str; 2] = ["system:masters", "system:authenticated"];
+use super::conditions::{self, Condition};
 
 /// The `timeoutSeconds` of a webhook that sets none, and the most it may set.
 const DEFAULT_TIMEOUT: u64 = 10;
@@ -35,6 +32,36 @@ impl Operation {
             Operation::Delete => "DELETE",
         }
     }
+}
+
+/// Why a webhook's `clientConfig` names no endpoint.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    #[error("clientConfig.url must be https: {0}")]
+    NotHttps(String),
+    #[error("clientConfig.service needs a namespace and a name")]
+    ServiceIncomplete,
+    #[error("clientConfig needs exactly one of url and service")]
+    NotOne,
+}
+
+/// Why a webhook's answer is not one (the call failed).
+#[derive(Debug, thiserror::Error)]
+pub enum ResponseError {
+    #[error("the response is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("expected an admission.k8s.io/v1 AdmissionReview in response")]
+    NotReview,
+    #[error("the AdmissionReview has no response")]
+    NoResponse,
+    #[error("expected response.uid=\"{want}\", got \"{got}\"")]
+    Uid { want: String, got: String },
+    #[error("validating webhook may not return a patch")]
+    PatchFromValidating,
+    #[error("the patch is not base64: {0}")]
+    PatchNotBase64(#[source] base64::DecodeError),
+    #[error("unsupported patch type {0}")]
+    PatchType(Value),
 }
 
 /// Where a webhook is served.
@@ -61,7 +88,7 @@ pub struct Hook {
     pub rules: Vec<Value>,
     pub namespace_selector: Value,
     pub object_selector: Value,
-    pub endpoint: Result<Endpoint, String>,
+    pub endpoint: Result<Endpoint, EndpointError>,
     /// The PEM `caBundle`, decoded from base64.
     pub ca_bundle: Option<Vec<u8>>,
     pub timeout: Duration,
@@ -71,6 +98,8 @@ pub struct Hook {
     pub dry_run_safe: bool,
     /// `admissionReviewVersions` includes `v1`.
     pub speaks_v1: bool,
+    /// Its `matchConditions`, compiled.
+    pub conditions: Arc<Vec<Condition>>,
 }
 
 /// The webhooks of `configs` (of one kind), ordered as Kubernetes calls them: by configuration
@@ -101,7 +130,7 @@ fn hook_of(configuration: &str, w: &Value, mutating: bool) -> Hook {
         client.get("service"),
     ) {
         (Some(url), None) if url.starts_with("https://") => Ok(Endpoint::Url(url.to_owned())),
-        (Some(url), None) => Err(format!("clientConfig.url must be https: {url}")),
+        (Some(url), None) => Err(EndpointError::NotHttps(url.to_owned())),
         (None, Some(s)) => match (
             s.get("namespace").and_then(Value::as_str),
             s.get("name").and_then(Value::as_str),
@@ -120,9 +149,9 @@ fn hook_of(configuration: &str, w: &Value, mutating: bool) -> Hook {
                     .unwrap_or("/")
                     .to_owned(),
             }),
-            _ => Err("clientConfig.service needs a namespace and a name".into()),
+            _ => Err(EndpointError::ServiceIncomplete),
         },
-        _ => Err("clientConfig needs exactly one of url and service".into()),
+        _ => Err(EndpointError::NotOne),
     };
     let ca_bundle = client
         .get("caBundle")
@@ -154,6 +183,7 @@ fn hook_of(configuration: &str, w: &Value, mutating: bool) -> Hook {
             .get("admissionReviewVersions")
             .and_then(Value::as_array)
             .is_some_and(|v| v.iter().any(|v| v == "v1")),
+        conditions: Arc::new(conditions::of_webhook(w)),
     }
 }
 
@@ -272,8 +302,14 @@ pub fn selects_all(selector: &Value) -> bool {
     selector.is_null() || (empty("matchLabels") && empty("matchExpressions"))
 }
 
-/// The `AdmissionReview` of a request.
-pub fn review(uid: &str, a: &Attributes, object: Option<&Value>, old: Option<&Value>) -> Value {
+/// The `AdmissionReview` of a request by `user` (its `userInfo`).
+pub fn review(
+    uid: &str,
+    a: &Attributes,
+    object: Option<&Value>,
+    old: Option<&Value>,
+    user: &Value,
+) -> Value {
     let kind = json!({"group": a.group, "version": a.version, "kind": a.kind});
     let resource = json!({"group": a.group, "version": a.version, "resource": a.resource});
     let mut request = json!({
@@ -284,7 +320,7 @@ pub fn review(uid: &str, a: &Attributes, object: Option<&Value>, old: Option<&Va
         "requestResource": resource,
         "name": a.name,
         "operation": a.operation.as_str(),
-        "userInfo": {"username": USERNAME, "groups": GROUPS},
+        "userInfo": user,
         "object": object.cloned().unwrap_or(Value::Null),
         "oldObject": old.cloned().unwrap_or(Value::Null),
         "dryRun": a.dry_run,
@@ -316,40 +352,40 @@ pub struct Verdict {
 }
 
 /// Reads a webhook's answer to the review with `uid`; an error is a failed call.
-pub fn read_response(body: &[u8], uid: &str, mutating: bool) -> Result<Verdict, String> {
-    let v: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the response is not JSON: {e}"))?;
+pub fn read_response(body: &[u8], uid: &str, mutating: bool) -> Result<Verdict, ResponseError> {
+    let v: Value = serde_json::from_slice(body).map_err(ResponseError::NotJson)?;
     if v.get("apiVersion").and_then(Value::as_str) != Some("admission.k8s.io/v1")
         || v.get("kind").and_then(Value::as_str) != Some("AdmissionReview")
     {
-        return Err("expected an admission.k8s.io/v1 AdmissionReview in response".into());
+        return Err(ResponseError::NotReview);
     }
     let r = v
         .get("response")
         .filter(|r| r.is_object())
-        .ok_or("the AdmissionReview has no response")?;
+        .ok_or(ResponseError::NoResponse)?;
     if r.get("uid").and_then(Value::as_str) != Some(uid) {
-        return Err(format!(
-            "expected response.uid=\"{uid}\", got \"{}\"",
-            r.get("uid").and_then(Value::as_str).unwrap_or_default()
-        ));
+        return Err(ResponseError::Uid {
+            want: uid.to_owned(),
+            got: r
+                .get("uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        });
     }
     let allowed = r.get("allowed").and_then(Value::as_bool).unwrap_or(false);
     let patch = match (r.get("patch").and_then(Value::as_str), r.get("patchType")) {
         (None, _) => None,
         (Some(_), _) if !mutating => {
-            return Err("validating webhook may not return a patch".into());
+            return Err(ResponseError::PatchFromValidating);
         }
         (Some(p), Some(t)) if t == "JSONPatch" => Some(
             base64::engine::general_purpose::STANDARD
                 .decode(p)
-                .map_err(|e| format!("the patch is not base64: {e}"))?,
+                .map_err(ResponseError::PatchNotBase64)?,
         ),
         (Some(_), t) => {
-            return Err(format!(
-                "unsupported patch type {t}",
-                t = t.unwrap_or(&Value::Null)
-            ));
+            return Err(ResponseError::PatchType(t.cloned().unwrap_or(Value::Null)));
         }
     };
     Ok(Verdict {
@@ -388,10 +424,21 @@ const REASONS: &[&str] = &[
     "ServiceUnavailable",
 ];
 
+/// A webhook's refusal, returned to the client as kube-apiserver returns it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Denial {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    /// The webhook's own `details` (kind, name, per-field `causes`), untouched.
+    pub details: Option<Value>,
+}
+
 /// The error of a denial, as kube-apiserver words it: the webhook's status code (at least
-/// 400), its reason, and `admission webhook "NAME" denied the request: MESSAGE` (the reason
-/// when there is no message, "without explanation" when there is neither).
-pub fn denial(hook: &str, status: &Value) -> (u16, &'static str, String) {
+/// 400), its reason, its details (with their causes), and `admission webhook "NAME" denied the
+/// request: MESSAGE` (the reason when there is no message, "without explanation" when there is
+/// neither).
+pub fn denial(hook: &str, status: &Value) -> Denial {
     let code = status
         .get("code")
         .and_then(Value::as_u64)
@@ -406,7 +453,15 @@ pub fn denial(hook: &str, status: &Value) -> (u16, &'static str, String) {
         _ if !given.is_empty() => format!("{denied}: {given}"),
         _ => format!("{denied} without explanation"),
     };
-    (code, reason, message)
+    Denial {
+        code,
+        reason,
+        message,
+        details: status
+            .get("details")
+            .filter(|d| d.as_object().is_some_and(|m| !m.is_empty()))
+            .cloned(),
+    }
 }
 
 #[cfg(test)]
@@ -554,7 +609,8 @@ mod tests {
         let mut a = attrs("configmaps", Some("status"), Operation::Delete);
         a.dry_run = true;
         let old = json!({"metadata": {"name": "x"}});
-        let r = review("u1", &a, None, Some(&old));
+        let user = json!({"username": "system:serviceaccount:ns:bot", "groups": ["system:serviceaccounts"]});
+        let r = review("u1", &a, None, Some(&old), &user);
         assert_eq!(r["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(r["request"]["uid"], "u1");
         assert_eq!(r["request"]["operation"], "DELETE");
@@ -564,7 +620,7 @@ mod tests {
         assert_eq!(r["request"]["subResource"], "status");
         assert_eq!(r["request"]["namespace"], "default");
         assert_eq!(r["request"]["resource"]["resource"], "configmaps");
-        assert_eq!(r["request"]["userInfo"]["username"], USERNAME);
+        assert_eq!(r["request"]["userInfo"], user);
     }
 
     #[test]
@@ -612,20 +668,30 @@ mod tests {
 
     #[test]
     fn denials_are_worded_as_kube_apiserver_words_them() {
-        let (code, reason, message) = denial("h.example.com", &json!({"message": "no"}));
-        assert_eq!((code, reason), (400, ""));
+        let d = denial("h.example.com", &json!({"message": "no"}));
+        assert_eq!((d.code, d.reason, d.details), (400, "", None));
         assert_eq!(
-            message,
+            d.message,
             "admission webhook \"h.example.com\" denied the request: no"
         );
-        let (code, reason, _) = denial("h", &json!({"code": 403, "reason": "Forbidden"}));
-        assert_eq!((code, reason), (403, "Forbidden"));
-        let (code, _, message) = denial("h", &Value::Null);
-        assert_eq!(code, 400);
+        let d = denial("h", &json!({"code": 403, "reason": "Forbidden"}));
+        assert_eq!((d.code, d.reason), (403, "Forbidden"));
+        let d = denial("h", &Value::Null);
+        assert_eq!(d.code, 400);
         assert_eq!(
-            message,
+            d.message,
             "admission webhook \"h\" denied the request without explanation"
         );
-        assert_eq!(denial("h", &json!({"code": 200})).0, 400);
+        assert_eq!(denial("h", &json!({"code": 200})).code, 400);
+        // The per-field causes come back as the webhook wrote them.
+        let details = json!({"kind": "Pod", "name": "p", "causes": [
+            {"reason": "FieldValueForbidden", "field": "spec.containers[0].resources.limits[nvidia.com/gpu]", "message": "Forbidden: no"},
+        ]});
+        let d = denial(
+            "h",
+            &json!({"code": 422, "reason": "Invalid", "message": "Pod \"p\" is invalid", "details": details}),
+        );
+        assert_eq!((d.code, d.reason), (422, "Invalid"));
+        assert_eq!(d.details, Some(details));
     }
 }

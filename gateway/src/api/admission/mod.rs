@@ -5,24 +5,26 @@
 //!
 //! Writes to the webhook configurations themselves are never sent to webhooks (as in
 //! Kubernetes, so that a broken webhook cannot lock itself in). The configurations are read
-//! from the store once per cluster and kept until a write to either kind invalidates them (seen
-//! on the store's event fan-out, drained on each request): a cluster without webhooks costs an
-//! in-memory check per write.
+//! through [`super::stored_kinds`] (kept until a write to either kind), and the webhooks built
+//! from them are kept in [`Admission`], with their compiled `matchConditions` and their kept-alive
+//! connections, until the configurations change: a cluster without webhooks costs an in-memory
+//! check per write.
 //!
-//! Requests name the user [`matching::USERNAME`]; `matchPolicy: Equivalent` matches as
-//! `Exact`. Webhooks are trusted through their `caBundle` only: no system roots are loaded, so
-//! a webhook without one fails (as its `failurePolicy` says).
+//! Reviews name the authenticated requester (`userInfo`: username, uid, groups, extra), as
+//! kube-apiserver does. `matchPolicy: Equivalent` matches as `Exact`. Webhooks are trusted
+//! through their `caBundle` only: no system roots are loaded, so a webhook without one fails
+//! (as its `failurePolicy` says).
 
 pub mod client;
+pub mod conditions;
 pub mod matching;
 
 use std::{
     collections::{BTreeMap, HashMap},
-    sync::{Arc, LazyLock, Mutex},
+    sync::{Arc, Mutex},
 };
 
 use serde_json::{Value, json};
-use tokio::sync::broadcast::{self, error::TryRecvError};
 
 pub use matching::{Attributes, Hook, Operation};
 
@@ -33,51 +35,29 @@ use super::{
     status::ApiError,
 };
 use crate::registry::ResourceDef;
-use crate::store::{ObjectKey, StoreError, StoredEvent};
+use crate::store::{ObjectKey, StoreError};
 
 const GROUP: &str = "admissionregistration.k8s.io";
 const MUTATING: &str = "mutatingwebhookconfigurations";
 const VALIDATING: &str = "validatingwebhookconfigurations";
 
-/// The webhooks of one cluster.
-#[derive(Default)]
-struct Hooks {
+/// The webhooks of one cluster, built from the configuration lists they hold.
+struct Loaded {
+    mutating_from: Arc<Vec<Value>>,
+    validating_from: Arc<Vec<Value>>,
     mutating: Vec<Hook>,
     validating: Vec<Hook>,
+    /// Dropped with these configurations: a changed `caBundle` or endpoint is called on new
+    /// connections.
+    clients: client::Clients,
 }
 
-/// The webhooks of the clusters of one store.
-struct Cache {
-    events: broadcast::Receiver<StoredEvent>,
-    clusters: HashMap<String, Arc<Hooks>>,
-    /// Bumped on every invalidation: a load that saw it change keeps its answer to itself.
-    generation: u64,
+/// The admission caller's state: the webhooks of each cluster and their connections. Held by
+/// the API state (cheap to clone; clones share it).
+#[derive(Clone, Default)]
+pub struct Admission {
+    clusters: Arc<Mutex<HashMap<String, Arc<Loaded>>>>,
 }
-
-impl Cache {
-    fn drain(&mut self) {
-        loop {
-            match self.events.try_recv() {
-                Ok(ev) => {
-                    if ev.key.group == GROUP
-                        && (ev.key.resource == MUTATING || ev.key.resource == VALIDATING)
-                    {
-                        self.clusters.remove(&ev.key.cluster);
-                        self.generation += 1;
-                    }
-                }
-                Err(TryRecvError::Lagged(_)) => {
-                    self.clusters.clear();
-                    self.generation += 1;
-                }
-                Err(TryRecvError::Empty | TryRecvError::Closed) => return,
-            }
-        }
-    }
-}
-
-/// The caches, by [`crate::store::Store::instance`].
-static CACHES: LazyLock<Mutex<HashMap<u64, Arc<Mutex<Cache>>>>> = LazyLock::new(Default::default);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -87,44 +67,32 @@ fn store_error(e: StoreError) -> ApiError {
     ApiError::internal(format!("storage error: {e}"))
 }
 
-async fn hooks(st: &ApiState, cluster: &str) -> Result<Arc<Hooks>, ApiError> {
-    let cache = lock(&CACHES)
-        .entry(st.store.instance())
-        .or_insert_with(|| {
-            Arc::new(Mutex::new(Cache {
-                events: st.store.subscribe(),
-                clusters: HashMap::new(),
-                generation: 0,
-            }))
-        })
-        .clone();
-    let generation = {
-        let mut c = lock(&cache);
-        c.drain();
-        if let Some(h) = c.clusters.get(cluster) {
-            return Ok(h.clone());
-        }
-        c.generation
-    };
-    let mut configs = [Vec::new(), Vec::new()];
-    for (resource, into) in [MUTATING, VALIDATING].into_iter().zip(configs.iter_mut()) {
-        *into = st
-            .store
-            .list(cluster, GROUP, resource, None, None, 0)
-            .await
-            .map_err(store_error)?
-            .items;
+async fn hooks(st: &ApiState, cluster: &str) -> Result<Arc<Loaded>, ApiError> {
+    let mutating = st
+        .kinds
+        .list(cluster, GROUP, MUTATING)
+        .await
+        .map_err(store_error)?;
+    let validating = st
+        .kinds
+        .list(cluster, GROUP, VALIDATING)
+        .await
+        .map_err(store_error)?;
+    if let Some(l) = lock(&st.admission.clusters).get(cluster)
+        && Arc::ptr_eq(&l.mutating_from, &mutating)
+        && Arc::ptr_eq(&l.validating_from, &validating)
+    {
+        return Ok(l.clone());
     }
-    let hooks = Arc::new(Hooks {
-        mutating: matching::hooks_of(&configs[0], true),
-        validating: matching::hooks_of(&configs[1], false),
+    let loaded = Arc::new(Loaded {
+        mutating: matching::hooks_of(&mutating, true),
+        validating: matching::hooks_of(&validating, false),
+        mutating_from: mutating,
+        validating_from: validating,
+        clients: client::Clients::default(),
     });
-    let mut c = lock(&cache);
-    c.drain();
-    if c.generation == generation {
-        c.clusters.insert(cluster.to_owned(), hooks.clone());
-    }
-    Ok(hooks)
+    lock(&st.admission.clusters).insert(cluster.to_owned(), loaded.clone());
+    Ok(loaded)
 }
 
 /// The attributes of a write to `def` (at `version`; its `/status` when `status`).
@@ -198,7 +166,7 @@ pub(crate) async fn mutate(
         if !applies(st, ctx, hook, a, Some(object), old, &mut namespace_labels).await? {
             continue;
         }
-        let Some(verdict) = call(st, ctx, hook, a, Some(object), old).await? else {
+        let Some(verdict) = call(st, ctx, &hooks.clients, hook, a, Some(object), old).await? else {
             continue;
         };
         if let Some(p) = verdict.patch.filter(|_| a.operation != Operation::Delete) {
@@ -240,7 +208,7 @@ pub(crate) async fn validate(
     let results = futures::future::join_all(
         matched
             .into_iter()
-            .map(|h| call(st, ctx, h, a, object, old)),
+            .map(|h| call(st, ctx, &hooks.clients, h, a, object, old)),
     )
     .await;
     for r in results {
@@ -299,23 +267,80 @@ async fn applies(
     ))
 }
 
-/// Calls `hook`: its verdict, `None` when the call failed and the webhook's failures are
-/// ignored, an error when it refused or failed otherwise.
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+enum CallFailure {
+    #[error("admissionReviewVersions does not include v1, the only version sent")]
+    NoV1,
+    #[error(transparent)]
+    Endpoint(#[from] matching::EndpointError),
+    #[error(transparent)]
+    Service(#[from] super::services::ResolveError),
+    #[error("the webhook has no caBundle, and the embedded cluster trusts no system roots")]
+    NoCaBundle,
+    #[error("encoding the review: {0}")]
+    Encode(#[source] serde_json::Error),
+    #[error(transparent)]
+    Client(#[from] client::CallError),
+    #[error(transparent)]
+    Response(#[from] matching::ResponseError),
+}
+
+/// Calls `hook` (when its `matchConditions` hold): its verdict, `None` when it was skipped or
+/// the call failed and the webhook's failures are ignored, an error when it refused or failed
+/// otherwise.
 async fn call(
     st: &ApiState,
     ctx: &Ctx,
+    clients: &client::Clients,
     hook: &Hook,
     a: &Attributes,
     object: Option<&Value>,
     old: Option<&Value>,
 ) -> Result<Option<matching::Verdict>, ApiError> {
+    let uid = super::objects::new_uid();
+    let review = matching::review(&uid, a, object, old, &ctx.user.to_json());
+    if !hook.conditions.is_empty() {
+        let mut request = review["request"].clone();
+        if let Some(r) = request.as_object_mut() {
+            r.remove("object");
+            r.remove("oldObject");
+        }
+        let (object, old) = (
+            object.cloned().unwrap_or(Value::Null),
+            old.cloned().unwrap_or(Value::Null),
+        );
+        match conditions::evaluate_bounded(hook.conditions.clone(), object, old, request).await {
+            Ok(conditions::Outcome::Call) => {}
+            Ok(conditions::Outcome::Skip(_)) => return Ok(None),
+            Err(e) if hook.ignore_failures => {
+                tracing::warn!(webhook = %hook.name, error = %e, "failed evaluating match conditions, skipping the webhook (failurePolicy Ignore)");
+                return Ok(None);
+            }
+            // As kube-apiserver: fails closed with a Forbidden naming the object.
+            Err(e) => {
+                let resource = if a.group.is_empty() {
+                    a.resource.clone()
+                } else {
+                    format!("{}.{}", a.resource, a.group)
+                };
+                let mut err = ApiError::new(
+                    403,
+                    "Forbidden",
+                    format!("{resource} \"{}\" is forbidden: {e}", a.name),
+                );
+                err.details = Some(json!({"name": a.name, "group": a.group, "kind": a.resource}));
+                return Err(err);
+            }
+        }
+    }
     if a.dry_run && !hook.dry_run_safe {
         return Err(ApiError::bad_request(format!(
             "admission webhook \"{}\" does not support dry run",
             hook.name
         )));
     }
-    let verdict = match exchange(st, ctx, hook, a, object, old).await {
+    let verdict = match exchange(st, ctx, clients, hook, &uid, &review).await {
         Ok(v) => v,
         Err(e) if hook.ignore_failures => {
             tracing::warn!(webhook = %hook.name, error = %e, "failed calling webhook, ignoring it (failurePolicy Ignore)");
@@ -330,8 +355,10 @@ async fn call(
     };
     ctx.warn(verdict.warnings.iter().cloned());
     if !verdict.allowed {
-        let (code, reason, message) = matching::denial(&hook.name, &verdict.status);
-        return Err(ApiError::new(code, reason, message));
+        let d = matching::denial(&hook.name, &verdict.status);
+        let mut err = ApiError::new(d.code, d.reason, d.message);
+        err.details = d.details;
+        return Err(err);
     }
     Ok(Some(verdict))
 }
@@ -340,13 +367,13 @@ async fn call(
 async fn exchange(
     st: &ApiState,
     ctx: &Ctx,
+    clients: &client::Clients,
     hook: &Hook,
-    a: &Attributes,
-    object: Option<&Value>,
-    old: Option<&Value>,
-) -> Result<matching::Verdict, String> {
+    uid: &str,
+    review: &Value,
+) -> Result<matching::Verdict, CallFailure> {
     if !hook.speaks_v1 {
-        return Err("admissionReviewVersions does not include v1, the only version sent".into());
+        return Err(CallFailure::NoV1);
     }
     let addr = match hook.endpoint.clone()? {
         matching::Endpoint::Url(url) => client::parse_url(&url)?,
@@ -356,9 +383,8 @@ async fn exchange(
             port,
             path,
         } => {
-            let a = super::services::resolve(&st.store, &ctx.cluster, &namespace, &name, port)
-                .await
-                .map_err(|e| e.to_string())?;
+            let a =
+                super::services::resolve(&st.store, &ctx.cluster, &namespace, &name, port).await?;
             let path = if path.starts_with('/') {
                 path
             } else {
@@ -372,13 +398,9 @@ async fn exchange(
             }
         }
     };
-    let ca = hook
-        .ca_bundle
-        .as_deref()
-        .ok_or("the webhook has no caBundle, and the embedded cluster trusts no system roots")?;
-    let uid = super::objects::new_uid();
-    let review = matching::review(&uid, a, object, old);
-    let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
-    let answer = client::post(&addr, ca, body, hook.timeout).await?;
-    matching::read_response(&answer, &uid, hook.mutating)
+    let ca = hook.ca_bundle.as_deref().ok_or(CallFailure::NoCaBundle)?;
+    let pool = clients.pool(&addr, ca)?;
+    let body = serde_json::to_vec(review).map_err(CallFailure::Encode)?;
+    let answer = client::post(&pool, &addr, body, hook.timeout).await?;
+    Ok(matching::read_response(&answer, uid, hook.mutating)?)
 }

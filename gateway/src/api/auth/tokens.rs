@@ -1,7 +1,9 @@
 //! Bearer tokens of an embedded cluster: its admin token (and the gateway's `--token-file`
 //! token), in `system:masters`; and ServiceAccount tokens issued by TokenRequest
 //! (`serviceaccounts/NAME/token`), kept only as hashes, bound to their cluster, their
-//! ServiceAccount's uid and an expiry. Tokens never reach logs.
+//! ServiceAccount's uid and an expiry, and optionally to a Pod (`spec.boundObjectRef`): such a
+//! token dies with its Pod, and its user carries the Pod and its node in `extra`, under the keys
+//! kube-apiserver uses. Tokens never reach logs.
 
 use std::collections::BTreeMap;
 
@@ -12,8 +14,17 @@ use super::{AUTHENTICATED, UserInfo};
 use crate::{
     api::{ApiState, Ctx, clusters::Served, json_response, status::ApiError},
     kubeconfig,
-    store::{ObjectKey, StoreError, token_hash, tokens::TokenRecord},
+    store::{
+        ObjectKey, StoreError, token_hash,
+        tokens::{BoundPod, TokenRecord},
+    },
 };
+
+/// The `extra` keys of a Pod-bound token's user, as kube-apiserver names them.
+pub const EXTRA_POD_NAME: &str = "authentication.kubernetes.io/pod-name";
+pub const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
+pub const EXTRA_NODE_NAME: &str = "authentication.kubernetes.io/node-name";
+pub const EXTRA_NODE_UID: &str = "authentication.kubernetes.io/node-uid";
 
 /// A token's lifetime when the request names none.
 pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
@@ -42,6 +53,34 @@ pub fn service_account_user(namespace: &str, name: &str, uid: &str) -> UserInfo 
     }
 }
 
+/// The user of a token of ServiceAccount `namespace/name` bound to `pod`.
+pub fn bound_user(namespace: &str, name: &str, uid: &str, pod: Option<&BoundPod>) -> UserInfo {
+    let mut user = service_account_user(namespace, name, uid);
+    if let Some(p) = pod {
+        for (key, value) in [
+            (EXTRA_POD_NAME, &p.name),
+            (EXTRA_POD_UID, &p.uid),
+            (EXTRA_NODE_NAME, &p.node_name),
+            (EXTRA_NODE_UID, &p.node_uid),
+        ] {
+            if !value.is_empty() {
+                user.extra.insert(key.to_owned(), vec![value.clone()]);
+            }
+        }
+    }
+    user
+}
+
+fn core_key(cluster: &str, resource: &str, namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        cluster: cluster.to_owned(),
+        group: String::new(),
+        resource: resource.into(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    }
+}
+
 fn now_seconds() -> i64 {
     jiff::Timestamp::now().as_second()
 }
@@ -67,18 +106,21 @@ pub async fn authenticate(
         return Ok(None);
     }
     // A deleted (or deleted and recreated) ServiceAccount's tokens prove nothing.
-    let key = ObjectKey {
-        cluster: cluster.to_owned(),
-        group: String::new(),
-        resource: "serviceaccounts".into(),
-        namespace: t.namespace.clone(),
-        name: t.name.clone(),
-    };
+    let key = core_key(cluster, "serviceaccounts", &t.namespace, &t.name);
     let account = st.store.get(&key).await.map_err(store_error)?;
-    let live = account.is_some_and(|(_, sa)| sa["metadata"]["uid"] == t.uid.as_str());
+    let mut live = account.is_some_and(|(_, sa)| sa["metadata"]["uid"] == t.uid.as_str());
+    // A Pod-bound token dies with its Pod (or a new Pod of the same name), as in Kubernetes.
+    if let (true, Some(p)) = (live, &t.pod) {
+        let key = core_key(cluster, "pods", &t.namespace, &p.name);
+        let pod = st.store.get(&key).await.map_err(store_error)?;
+        live = pod.is_some_and(|(_, pod)| {
+            pod["metadata"]["uid"] == p.uid.as_str()
+                && pod["metadata"]["deletionTimestamp"].is_null()
+        });
+    }
     Ok(live.then(|| {
         (
-            service_account_user(&t.namespace, &t.name, &t.uid),
+            bound_user(&t.namespace, &t.name, &t.uid, t.pod.as_ref()),
             t.audiences.clone(),
         )
     }))
@@ -99,8 +141,91 @@ pub fn expiration(spec: &Value) -> Result<i64, ApiError> {
     }
 }
 
+/// The Pod `spec.boundObjectRef` names (in the ServiceAccount's namespace), checked as
+/// kube-apiserver checks it: it exists, its uid is the one named (if any), and it runs as the
+/// ServiceAccount. `None` when the token is bound to nothing.
+async fn bound_pod(
+    st: &ApiState,
+    cluster: &str,
+    namespace: &str,
+    account: &str,
+    reference: &Value,
+) -> Result<Option<BoundPod>, ApiError> {
+    if reference.is_null() {
+        return Ok(None);
+    }
+    let text = |k: &str| reference[k].as_str().unwrap_or_default();
+    let invalid = |field: &str, message: String| {
+        ApiError::new(
+            422,
+            "Invalid",
+            format!(
+                "TokenRequest.authentication.k8s.io is invalid: spec.boundObjectRef.{field}: {message}"
+            ),
+        )
+    };
+    if text("kind") != "Pod" || !matches!(text("apiVersion"), "v1" | "") {
+        return Err(invalid(
+            "kind",
+            format!(
+                "Unsupported value: \"{}\": supported values: \"Pod\" (v1)",
+                text("kind")
+            ),
+        ));
+    }
+    let name = text("name");
+    if name.is_empty() {
+        return Err(invalid("name", "Required value".into()));
+    }
+    let Some((_, pod)) = st
+        .store
+        .get(&core_key(cluster, "pods", namespace, name))
+        .await
+        .map_err(store_error)?
+    else {
+        return Err(ApiError::not_found("", "pods", name));
+    };
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    if !text("uid").is_empty() && text("uid") != uid {
+        return Err(ApiError::new(
+            409,
+            "Conflict",
+            format!(
+                "the UID in the bound object reference ({}) does not match the UID in record. The object might have been deleted and then recreated",
+                text("uid")
+            ),
+        ));
+    }
+    let runs_as = pod["spec"]["serviceAccountName"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default");
+    if runs_as != account {
+        return Err(ApiError::bad_request(format!(
+            "cannot bind token for serviceaccount \"{account}\" to pod running with different serviceaccount name."
+        )));
+    }
+    let node_name = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+    let node_uid = if node_name.is_empty() {
+        String::new()
+    } else {
+        st.store
+            .get(&core_key(cluster, "nodes", "", node_name))
+            .await
+            .map_err(store_error)?
+            .and_then(|(_, n)| n["metadata"]["uid"].as_str().map(String::from))
+            .unwrap_or_default()
+    };
+    Ok(Some(BoundPod {
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+        node_name: node_name.to_owned(),
+        node_uid,
+    }))
+}
+
 /// `POST .../namespaces/NS/serviceaccounts/NAME/token`: a new token for an existing
-/// ServiceAccount.
+/// ServiceAccount, bound to a Pod when `spec.boundObjectRef` names one.
 pub(crate) async fn token_request(
     st: &ApiState,
     ctx: &Ctx,
@@ -124,6 +249,7 @@ pub(crate) async fn token_request(
         .to_owned();
     let spec = &body["spec"];
     let seconds = expiration(spec)?;
+    let pod = bound_pod(st, &ctx.cluster, namespace, name, &spec["boundObjectRef"]).await?;
     let audiences: Vec<String> = match spec["audiences"].as_array() {
         Some(a) if !a.is_empty() => a
             .iter()
@@ -141,6 +267,7 @@ pub(crate) async fn token_request(
         uid: uid.clone(),
         audiences: audiences.clone(),
         expires_at,
+        pod: pod.clone(),
     };
     st.store
         .save_token(&token_hash(&token), &record)
@@ -154,7 +281,8 @@ pub(crate) async fn token_request(
         "kind": "TokenRequest",
         "metadata": {"name": name, "namespace": namespace,
             "creationTimestamp": now.round(jiff::Unit::Second).unwrap_or(now).to_string()},
-        "spec": {"audiences": audiences, "expirationSeconds": seconds, "boundObjectRef": null},
+        "spec": {"audiences": audiences, "expirationSeconds": seconds,
+            "boundObjectRef": pod.map(|p| json!({"kind": "Pod", "apiVersion": "v1", "name": p.name, "uid": p.uid}))},
         "status": {"token": token, "expirationTimestamp": expiry},
     });
     Ok(json_response(StatusCode::CREATED, &answer))
@@ -181,6 +309,23 @@ mod tests {
                 .code,
             422
         );
+    }
+
+    #[test]
+    fn pod_bound_users_carry_the_pod_and_its_node() {
+        let pod = BoundPod {
+            name: "mm-a".into(),
+            uid: "p-1".into(),
+            node_name: "node-a".into(),
+            node_uid: String::new(),
+        };
+        let u = bound_user("sys", "mm", "u-1", Some(&pod));
+        assert_eq!(u.username, "system:serviceaccount:sys:mm");
+        assert_eq!(u.extra[EXTRA_POD_NAME], ["mm-a"]);
+        assert_eq!(u.extra[EXTRA_POD_UID], ["p-1"]);
+        assert_eq!(u.extra[EXTRA_NODE_NAME], ["node-a"]);
+        assert!(!u.extra.contains_key(EXTRA_NODE_UID), "unknown: left out");
+        assert!(bound_user("sys", "mm", "u-1", None).extra.is_empty());
     }
 
     #[test]
