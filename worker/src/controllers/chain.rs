@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use gpustack_api::{
-    devices::Devices,
     instance_type::{InstanceType, InstanceTypeStatus},
     kueue::{ClusterQueue, LocalQueue, LocalQueueSpec, ResourceFlavor, Topology},
     labels::{CONTROLLED, NOTE_PREFIX, QUEUE, RESOURCE_TYPE},
@@ -23,6 +22,7 @@ use super::{
     conditions::{self, Wanted},
     flavors::{self, DesiredFlavor, matches},
     it_status::{self, Pool},
+    ledger,
     node_facts::NodeFacts,
     plan_check::{self, TopologyState},
     queues, topology,
@@ -39,7 +39,7 @@ const RESERVED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-
 /// What the chain observes.
 pub struct Snapshot<'a> {
     pub nodes: &'a [NodeFacts],
-    pub devices: &'a BTreeMap<String, Devices>,
+    pub devices: &'a ledger::DevicesByNode,
     pub flavors: &'a BTreeMap<String, ResourceFlavor>,
     pub instance_types: &'a BTreeMap<String, InstanceType>,
     pub queues: &'a BTreeMap<String, ClusterQueue>,

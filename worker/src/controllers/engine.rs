@@ -184,6 +184,15 @@ fn map_of<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> BTreeMap<S
         .collect()
 }
 
+/// The cached `Devices` by name, shared rather than copied.
+fn devices_of(store: &Store<Devices>) -> super::ledger::DevicesByNode {
+    store
+        .state()
+        .into_iter()
+        .map(|d| (d.name_any(), d))
+        .collect()
+}
+
 fn apply_params() -> PatchParams {
     PatchParams::apply(MANAGER).force()
 }
@@ -508,7 +517,7 @@ async fn reconcile_chain(
         .collect();
     let held = queues::held_flavors(stores.workloads.state().iter().map(|w| w.as_ref()));
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
-    let devices = map_of(&stores.devices);
+    let devices = devices_of(&stores.devices);
     let flavors = map_of(&stores.flavors);
     let instance_types = map_of(&stores.instance_types);
     let queues = map_of(&stores.queues);
@@ -571,7 +580,7 @@ async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &R
         }) else {
             continue;
         };
-        let devices = devices.get_or_insert_with(|| map_of(&stores.devices));
+        let devices = devices.get_or_insert_with(|| devices_of(&stores.devices));
         let (state, message) = node_devices::verdict(&wl, devices, resolve);
         if current.state == state && current.message == message {
             continue;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use gpustack_api::{
     devices::{
-        AcceleratorSlicedDetail, AllocationMode, Devices, DevicesGroup, PhysicalSlicedDetail,
+        AcceleratorSlicedDetail, AllocationMode, DevicesGroup, PhysicalSlicedDetail,
         ProfileCapacity, UNITS_PER_ACCELERATOR,
     },
     instance_type::{CapacityView, InstanceType, InstanceTypeDetail, InstanceTypeStatus},
@@ -33,7 +33,7 @@ pub struct Pool<'a> {
     pub nodes: Vec<&'a NodeFacts>,
     /// Nodes that carry the pool's hardware but count in no flavor (cordoned, not ready).
     pub lost_nodes: Vec<&'a NodeFacts>,
-    pub devices: &'a BTreeMap<String, Devices>,
+    pub devices: &'a ledger::DevicesByNode,
     /// The pool's queue as this pass leaves it.
     pub queue: &'a ClusterQueue,
 }

@@ -2,12 +2,16 @@
 //! (`Devices.status`) says it holds. A card the ledger does not list yet is free, and its
 //! partition profiles are the card's static ceiling until the ledger counts them.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
 use gpustack_api::devices::{
     Accelerator, AcceleratorAllocation, AllocationMode, Devices, DevicesGroup,
     UNITS_PER_ACCELERATOR,
 };
+
+/// Each node's `Devices` by node name, shared with the cache they were read from (a plan reads
+/// thousands of them; copying each pass doubled the worker's memory).
+pub type DevicesByNode = BTreeMap<String, Arc<Devices>>;
 
 /// One card and its holdings.
 pub struct Card<'a> {

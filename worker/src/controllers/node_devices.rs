@@ -255,7 +255,7 @@ fn placements(a: &PodSetAssignment) -> Vec<(String, i32)> {
 /// The verdict on a Workload with reserved quota: `(Ready|Retry, message)`.
 pub fn verdict(
     wl: &Workload,
-    devices: &BTreeMap<String, Devices>,
+    devices: &ledger::DevicesByNode,
     resolve: &Resolve,
 ) -> (&'static str, String) {
     let assignments = wl
@@ -281,7 +281,7 @@ pub fn verdict(
 fn check_set(
     set: &PodSet,
     a: &PodSetAssignment,
-    devices: &BTreeMap<String, Devices>,
+    devices: &ledger::DevicesByNode,
     ledgers: &mut BTreeMap<String, Vec<Card>>,
     resolve: &Resolve,
 ) -> Result<(), String> {
