@@ -46,6 +46,9 @@ use super::{
 /// How long the loop sleeps when nothing is pending (a change wakes it at once).
 const IDLE: Duration = Duration::from_secs(3600);
 
+/// Nodes whose writes may be in flight at once.
+const NODE_WRITES_IN_FLIGHT: usize = 16;
+
 /// Field manager of the node-devices verdicts (as the reference names it).
 const CHECK_MANAGER: &str = "gpustack-node-devices";
 
@@ -798,21 +801,33 @@ pub async fn run(ctx: Context) {
         first_change = None;
         let settings = settings_rx.borrow().clone();
         let mut writes = 0usize;
-        for name in std::mem::take(&mut dirty_nodes) {
-            match reconcile_node(
-                client,
-                &stores,
-                &name,
-                &settings,
-                ctx.resolve.as_ref(),
-                (nfd, &ctx.system_namespace),
-            )
-            .await
-            {
+        // Nodes are independent: their writes overlap rather than wait on each other's round
+        // trips (a thousand joining nodes took most of the time to converge one by one).
+        let mut nodes = futures::stream::iter(std::mem::take(&mut dirty_nodes))
+            .map(|name| {
+                let (stores, settings) = (&stores, &settings);
+                let (resolve, system_namespace) = (ctx.resolve.as_ref(), &ctx.system_namespace);
+                async move {
+                    let done = reconcile_node(
+                        client,
+                        stores,
+                        &name,
+                        settings,
+                        resolve,
+                        (nfd, system_namespace),
+                    )
+                    .await;
+                    (name, done)
+                }
+            })
+            .buffer_unordered(NODE_WRITES_IN_FLIGHT);
+        while let Some((name, done)) = nodes.next().await {
+            match done {
                 Ok(n) => writes += n as usize,
                 Err(e) => tracing::warn!("node {name}: {e}"),
             }
         }
+        drop(nodes);
         if std::mem::take(&mut chain_due) {
             ctx.counters
                 .plans
