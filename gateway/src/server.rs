@@ -382,6 +382,7 @@ impl Gateway {
             kinds: StoredKinds::new(store.clone()),
             aggregator: aggregator.clone(),
             admission: Default::default(),
+            collector: Default::default(),
         };
         // Stored mirrors (with their CRDs) are served at once, before their upstreams answer.
         subscriptions.start(opts.upstreams.clone()).await?;

@@ -104,6 +104,8 @@ pub struct ApiState {
     pub aggregator: aggregation::Aggregator,
     /// The admission webhooks of each cluster, with their kept-alive connections.
     pub admission: admission::Admission,
+    /// The garbage collector's running passes.
+    pub(crate) collector: std::sync::Arc<handlers::Collector>,
 }
 
 impl ApiState {

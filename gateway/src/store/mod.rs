@@ -167,14 +167,9 @@ struct Inner {
     fanout: broadcast::Sender<StoredEvent>,
     /// Bumped to end every open watch (shutdown, tests standing in for a restart).
     watch_epoch: watch::Sender<u64>,
-    /// See [`Store::instance`].
-    instance: u64,
     /// The clusters the fleet view is made of (see [`fleet`]), as stored in `fleet_members`.
     fleet_members: std::sync::RwLock<std::collections::BTreeSet<String>>,
 }
-
-/// The next [`Store::instance`].
-static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Creates `path` readable by its owner only, or narrows an existing one to that: the store
 /// holds Secrets and subscription tokens. SQLite gives its `-wal` and `-shm` files the
@@ -256,7 +251,6 @@ impl Store {
                 queue,
                 fanout,
                 watch_epoch,
-                instance: INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 fleet_members: std::sync::RwLock::new(members.into_iter().collect()),
             }),
         })
@@ -290,12 +284,6 @@ impl Store {
             Ok(r) => r.map(|_| ()).map_err(StoreError::from),
             Err(_) => Err(StoreError::Slow(within)),
         }
-    }
-
-    /// Tells apart the stores opened in this process (a reopened database is a new one): work
-    /// the API layer resumes once per opening is keyed on it.
-    pub fn instance(&self) -> u64 {
-        self.inner.instance
     }
 
     fn pool(&self) -> &SqlitePool {

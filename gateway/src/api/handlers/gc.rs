@@ -8,8 +8,11 @@
 //! every owner still marked (once per opening of the store, on its first request).
 
 use std::{
-    collections::{HashMap, HashSet},
-    sync::{LazyLock, Mutex, RwLock},
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -128,21 +131,31 @@ pub(super) fn collector_ctx(cluster: &str) -> Ctx {
     }
 }
 
-/// (store instance, cluster, owner uid) → whether another pass was asked for meanwhile.
-type Passes = HashMap<(u64, String, String), bool>;
+/// (cluster, owner uid) → whether another pass was asked for meanwhile.
+type Passes = HashMap<(String, String), bool>;
 
-/// The owners a pass is running for: one task per owner, another pass asked for while it runs
-/// is run by that task after the current one (so a pass that started before a dependent went
-/// is always followed by one that sees it gone).
-static RUNNING: LazyLock<Mutex<Passes>> = LazyLock::new(Default::default);
+/// What the collector keeps for one opening of the store, shared by every API state serving
+/// it (the TCP and unix-socket routers).
+#[derive(Default)]
+pub(crate) struct Collector {
+    /// The owners a pass is running for: one task per owner, another pass asked for while it
+    /// runs is run by that task after the current one (so a pass that started before a
+    /// dependent went is always followed by one that sees it gone).
+    running: Mutex<Passes>,
+    /// Whether the collection the stored objects call for was resumed.
+    resumed: AtomicBool,
+}
 
-fn running() -> std::sync::MutexGuard<'static, Passes> {
-    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+impl Collector {
+    fn running(&self) -> std::sync::MutexGuard<'_, Passes> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Ends the claim on an owner when its task ends, however it ends.
 struct Claim {
-    key: (u64, String, String),
+    collector: Arc<Collector>,
+    key: (String, String),
     released: bool,
 }
 
@@ -150,7 +163,7 @@ impl Claim {
     /// Whether another pass was asked for; if not, the claim is given up (under the same lock,
     /// so no request for a pass falls between the two).
     fn again(&mut self) -> bool {
-        let mut r = running();
+        let mut r = self.collector.running();
         match r.get_mut(&self.key) {
             Some(again) if *again => {
                 *again = false;
@@ -168,7 +181,7 @@ impl Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         if !self.released {
-            running().remove(&self.key);
+            self.collector.running().remove(&self.key);
         }
     }
 }
@@ -178,13 +191,9 @@ const PASS_ATTEMPTS: u32 = 4;
 
 /// Runs passes over `owner` in the background until nothing is left to do for now.
 pub(super) fn schedule(st: &ApiState, owner: Owner) {
-    let key = (
-        st.store.instance(),
-        owner.cluster.clone(),
-        owner.uid.clone(),
-    );
+    let key = (owner.cluster.clone(), owner.uid.clone());
     {
-        let mut r = running();
+        let mut r = st.collector.running();
         if let Some(again) = r.get_mut(&key) {
             *again = true;
             return;
@@ -194,6 +203,7 @@ pub(super) fn schedule(st: &ApiState, owner: Owner) {
     let st = st.clone();
     tokio::spawn(async move {
         let mut claim = Claim {
+            collector: st.collector.clone(),
             key,
             released: false,
         };
@@ -351,27 +361,13 @@ pub(super) async fn wake_owners(st: &ApiState, ctx: &Ctx, removed: &Value) -> Re
     Ok(())
 }
 
-/// The store openings whose pending collection was resumed.
-static RESUMED: LazyLock<RwLock<HashSet<u64>>> = LazyLock::new(Default::default);
-
-/// Whether store opening `instance` is resumed for the first time (every request asks: the
-/// shared read lock answers all but the first).
-fn first_resume(instance: u64) -> bool {
-    let seen = RESUMED
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(&instance);
-    !seen
-        && RESUMED
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(instance)
-}
-
 /// Resumes, once per opening of the store, the collection its objects call for: every owner
 /// still carrying a collector's finalizer gets a pass.
 pub(crate) fn resume_once(st: &ApiState) {
-    if !first_resume(st.store.instance()) {
+    // Every request asks; a plain load answers all but the first.
+    if st.collector.resumed.load(Ordering::Relaxed)
+        || st.collector.resumed.swap(true, Ordering::AcqRel)
+    {
         return;
     }
     let st = st.clone();

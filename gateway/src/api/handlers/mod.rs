@@ -5,7 +5,7 @@
 mod delete;
 mod gc;
 
-pub(crate) use gc::resume_once as resume_collection;
+pub(crate) use gc::{Collector, resume_once as resume_collection};
 mod read;
 mod write;
 
