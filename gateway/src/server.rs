@@ -383,6 +383,7 @@ impl Gateway {
             aggregator: aggregator.clone(),
             admission: Default::default(),
             collector: Default::default(),
+            patterns: Default::default(),
         };
         // Stored mirrors (with their CRDs) are served at once, before their upstreams answer.
         subscriptions.start(opts.upstreams.clone()).await?;

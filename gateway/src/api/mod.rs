@@ -106,6 +106,8 @@ pub struct ApiState {
     pub admission: admission::Admission,
     /// The garbage collector's running passes.
     pub(crate) collector: std::sync::Arc<handlers::Collector>,
+    /// Compiled schema patterns.
+    pub patterns: std::sync::Arc<validation::Patterns>,
 }
 
 impl ApiState {

@@ -6,10 +6,7 @@
 //! left exactly as it was is not validated again, so that a schema made stricter does not lock
 //! old objects against unrelated changes.
 
-use std::{
-    collections::HashMap,
-    sync::{LazyLock, Mutex},
-};
+use std::{collections::HashMap, sync::Mutex};
 
 use serde_json::{Map, Number, Value, json};
 
@@ -157,12 +154,41 @@ fn type_matches(wanted: &str, v: &Value) -> bool {
     }
 }
 
+/// Compiled `pattern`s, kept between writes (the same few are matched on every write of a
+/// kind); owned by the API state.
+#[derive(Default)]
+pub struct Patterns {
+    compiled: Mutex<HashMap<String, Option<regex::Regex>>>,
+}
+
+impl Patterns {
+    /// Most patterns kept; past it the cache starts over.
+    const MAX: usize = 512;
+
+    /// Whether `s` matches `pattern`; `None` when the pattern does not compile (a CRD the API
+    /// server would have refused; nothing to hold objects to).
+    fn matches(&self, pattern: &str, s: &str) -> Option<bool> {
+        let mut cache = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        if !cache.contains_key(pattern) {
+            if cache.len() >= Self::MAX {
+                cache.clear();
+            }
+            cache.insert(pattern.to_owned(), regex::Regex::new(pattern).ok());
+        }
+        cache
+            .get(pattern)
+            .and_then(Option::as_ref)
+            .map(|re| re.is_match(s))
+    }
+}
+
 /// What a walk collects.
-struct Walk {
+struct Walk<'p> {
+    patterns: &'p Patterns,
     errors: Vec<FieldError>,
 }
 
-impl Walk {
+impl Walk<'_> {
     fn push(&mut self, problem: Problem, field: &str, value: Option<Value>, detail: String) {
         self.errors.push(FieldError {
             problem,
@@ -251,7 +277,7 @@ impl Walk {
             );
         }
         if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
-            && matches_pattern(pattern, s) == Some(false)
+            && self.patterns.matches(pattern, s) == Some(false)
         {
             self.invalid(
                 path,
@@ -493,30 +519,18 @@ fn number_format_ok(format: &str, n: &Number) -> bool {
     }
 }
 
-/// Whether `s` matches `pattern`; `None` when the pattern does not compile (a CRD the API
-/// server would have refused; nothing to hold objects to).
-fn matches_pattern(pattern: &str, s: &str) -> Option<bool> {
-    // Compiled patterns are kept: the same few are matched on every write of a kind.
-    static CACHE: LazyLock<Mutex<HashMap<String, Option<regex::Regex>>>> =
-        LazyLock::new(Default::default);
-    const CACHE_SIZE: usize = 512;
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if !cache.contains_key(pattern) {
-        if cache.len() >= CACHE_SIZE {
-            cache.clear();
-        }
-        cache.insert(pattern.to_owned(), regex::Regex::new(pattern).ok());
-    }
-    cache
-        .get(pattern)
-        .and_then(Option::as_ref)
-        .map(|re| re.is_match(s))
-}
-
 /// Every way `obj` (a whole custom resource) violates `schema`; `old` is the object an update
 /// replaces (its unchanged parts are not validated again).
-pub fn validate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let mut walk = Walk { errors: Vec::new() };
+pub fn validate(
+    patterns: &Patterns,
+    schema: &Value,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Vec<FieldError> {
+    let mut walk = Walk {
+        patterns,
+        errors: Vec::new(),
+    };
     if let Value::Object(m) = obj {
         walk.object(schema, m, old, "", true);
     }
@@ -561,11 +575,16 @@ pub fn invalid(kind: &str, group: &str, name: &str, errors: &[FieldError]) -> Ap
 
 /// `obj` when it satisfies its custom kind's schema (built-in kinds are not checked), else the
 /// 422 error; `old` is the object an update replaces.
-pub fn validated(def: &ResourceDef, obj: Value, old: Option<&Value>) -> Result<Value, ApiError> {
+pub fn validated(
+    patterns: &Patterns,
+    def: &ResourceDef,
+    obj: Value,
+    old: Option<&Value>,
+) -> Result<Value, ApiError> {
     let Some(schema) = def.schema.as_deref().filter(|_| def.custom) else {
         return Ok(obj);
     };
-    let errors = validate(schema, &obj, old);
+    let errors = validate(patterns, schema, &obj, old);
     if errors.is_empty() {
         return Ok(obj);
     }
@@ -606,7 +625,7 @@ mod tests {
     }
 
     fn messages(spec: Value) -> Vec<String> {
-        validate(&schema(), &obj(spec), None)
+        validate(&Patterns::default(), &schema(), &obj(spec), None)
             .iter()
             .map(FieldError::message)
             .collect()
@@ -716,7 +735,12 @@ mod tests {
     fn every_violation_is_collected() {
         let got = messages(json!({"mode": "x", "name": "A1"}));
         assert_eq!(got.len(), 3, "{got:?}");
-        let root = validate(&schema(), &json!({"metadata": {"name": "w"}}), None);
+        let root = validate(
+            &Patterns::default(),
+            &schema(),
+            &json!({"metadata": {"name": "w"}}),
+            None,
+        );
         assert_eq!(root[0].message(), "spec: Required value");
     }
 
@@ -724,14 +748,22 @@ mod tests {
     fn unchanged_parts_are_not_validated_again() {
         let old = obj(json!({"replicas": 0, "mode": "fast"}));
         let new = obj(json!({"replicas": 0, "mode": "slow"}));
-        assert!(validate(&schema(), &new, Some(&old)).is_empty());
+        assert!(validate(&Patterns::default(), &schema(), &new, Some(&old)).is_empty());
         let worse = obj(json!({"replicas": 0, "mode": "bad"}));
-        assert_eq!(validate(&schema(), &worse, Some(&old)).len(), 1);
+        assert_eq!(
+            validate(&Patterns::default(), &schema(), &worse, Some(&old)).len(),
+            1
+        );
     }
 
     #[test]
     fn status_is_kubernetes_invalid_with_causes() {
-        let errors = validate(&schema(), &obj(json!({"replicas": "x", "mode": "y"})), None);
+        let errors = validate(
+            &Patterns::default(),
+            &schema(),
+            &obj(json!({"replicas": "x", "mode": "y"})),
+            None,
+        );
         let s = invalid("Widget", "example.com", "w", &errors).to_status();
         assert_eq!(s["code"], 422);
         assert_eq!(s["reason"], "Invalid");

@@ -80,7 +80,7 @@ pub(crate) async fn create_object(
         obj["status"] = json!({"phase": "Active"});
     }
     apply_schema(ctx, t, &mut obj)?;
-    let mut obj = crate::api::validation::validated(&t.def, obj, None)?;
+    let mut obj = crate::api::validation::validated(&st.patterns, &t.def, obj, None)?;
     let w = writer(ctx, t);
     match op {
         apply::Operation::Update => apply::own_updated(&json!({}), &mut obj, &w, now),
@@ -315,7 +315,7 @@ async fn admit_update(
     );
     if admission::mutate(st, ctx, &a, &mut new, Some(current)).await? {
         apply_schema(ctx, t, &mut new)?;
-        new = crate::api::validation::validated(&t.def, new, Some(current))?;
+        new = crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))?;
     }
     admission::validate(st, ctx, &a, Some(&new), Some(current)).await?;
     Ok(new)
@@ -352,7 +352,9 @@ pub(super) async fn update(
     let obj = guaranteed_update(st, ctx, t, name, |current| {
         pinned_rv_matches(t, name, given.as_deref(), current)?;
         objects::prepare_update(&t.def, &t.version, current, body.clone(), t.status)
-            .and_then(|new| crate::api::validation::validated(&t.def, new, Some(current)))
+            .and_then(|new| {
+                crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))
+            })
             .map(|mut new| {
                 apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
                 new
@@ -436,7 +438,9 @@ pub(super) async fn patch(
         // Pruned before generation is worked out: an unknown field is no change.
         apply_schema(ctx, t, &mut patched)?;
         let mut new = objects::prepare_update(&t.def, &t.version, current, patched, t.status)
-            .and_then(|new| crate::api::validation::validated(&t.def, new, Some(current)))?;
+            .and_then(|new| {
+                crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))
+            })?;
         // Ownership is settled on what will be stored: an apply may conflict here.
         let now = jiff::Timestamp::now();
         match &applied {
