@@ -326,6 +326,13 @@ fn not_found<T: Default>(e: kube::Error) -> Result<T, kube::Error> {
     }
 }
 
+/// The time now as a condition's `lastTransitionTime` (whole seconds, UTC).
+fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
 /// The two admission checks, Active: the worker is their controller.
 async fn ensure_checks(client: &kube::Client) -> Result<(), kube::Error> {
     let api = Api::<AdmissionCheck>::all(client.clone());
@@ -344,7 +351,7 @@ async fn ensure_checks(client: &kube::Client) -> Result<(), kube::Error> {
             "status": {"conditions": [{
                 "type": "Active", "status": "True", "reason": "Active",
                 "message": "the gpustack worker answers this check",
-                "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                "lastTransitionTime": now_rfc3339(),
             }]},
         });
         api.patch_status(name, &apply_params(), &Patch::Apply(status))
@@ -592,7 +599,7 @@ async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &R
             "apiVersion": Workload::api_version(&()), "kind": "Workload",
             "status": {"admissionChecks": [{
                 "name": NODE_DEVICES_CHECK, "state": state, "message": message,
-                "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                "lastTransitionTime": now_rfc3339(),
             }]},
         });
         let api: Api<Workload> =
