@@ -167,6 +167,30 @@ pub struct WorkerArgs {
     /// Use lower thresholds when filtering events.
     #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, value_name = "BOOL")]
     pub aggressive_event_filtering: bool,
+    /// The hub gateway's unix socket (its --bind-unix-path): its mirror is served as
+    /// fleet.gpustack.ai/v1 once it answers. Empty serves no fleet.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/var/lib/gpustack/gpustack-operator-worker-gateway.sock"
+    )]
+    pub gateway_socket: String,
+    /// Reach the gateway over HTTPS instead of its socket, with this kubeconfig (its address,
+    /// CA and token: the gateway's <data-dir>/_admin.kubeconfig).
+    #[arg(long, value_name = "FILE")]
+    pub gateway_kubeconfig: Option<PathBuf>,
+}
+
+impl WorkerArgs {
+    /// Where the fleet API reads the gateway, if anywhere.
+    pub fn gateway(&self) -> Option<gpustack_worker::fleet::gateway::Address> {
+        use gpustack_worker::fleet::gateway::Address;
+        match (&self.gateway_kubeconfig, self.gateway_socket.as_str()) {
+            (Some(k), _) => Some(Address::Kubeconfig(k.clone())),
+            (None, "") => None,
+            (None, s) => Some(Address::Socket(PathBuf::from(s))),
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]

@@ -40,6 +40,7 @@ fn config(args: &WorkerArgs) -> run::Config {
             ..Limits::default()
         },
         model_manager_service_account: args.model_manager_service_account.clone(),
+        gateway: args.gateway(),
         controllers: run::ControllersConfig {
             election: args.leader.kube_leader_election.then(|| LeaseConfig {
                 namespace: String::new(),

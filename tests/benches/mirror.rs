@@ -41,8 +41,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::{StreamExt, TryStreamExt};
-use gpustack_api::devices::Devices;
+use futures::StreamExt;
 use gpustack_tests::{
     bench::{self, Figure, env_usize, latencies_ms, median, percentile, poll, proc_status_mb},
     embedded::{GatewayProcess, free_port},
@@ -50,18 +49,9 @@ use gpustack_tests::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams},
+    api::{DynamicObject, ListParams, PostParams, WatchEvent, WatchParams},
 };
 use serde_json::Value;
-
-/// [`bench::device`] as a kube object.
-fn device(name: &str) -> DynamicObject {
-    serde_json::from_value(bench::device(name)).expect("a Devices object")
-}
-
-fn devices_resource() -> ApiResource {
-    ApiResource::erase::<Devices>(&())
-}
 
 /// Where a process's resident memory is: anonymous (heap), file-backed (e.g. mapped files),
 /// shared memory, as `RssAnon/RssFile/RssShmem` in MB.
@@ -126,20 +116,7 @@ fn disk_figure(data: &Path, objects: usize, object_bytes: usize) -> Figure {
     )
 }
 
-/// Copies the regular files and directories under `from` to `to`.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let t = e.file_type().unwrap();
-        if t.is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else if t.is_file() {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
-use bench::client;
+use bench::{client, copy_dir, create_devices, devices_resource};
 
 /// Starts a `worker-gateway` process (blocking: it waits for kubectl to reach it).
 fn launch(data: &Path, cluster: &str, args: &[&str]) -> GatewayProcess {
@@ -156,24 +133,6 @@ async fn embedded(root: &Path, cluster: &str) -> (GatewayProcess, Client) {
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
     (gw, client)
-}
-
-/// Creates `names` as Devices through `client`, `concurrency` at a time.
-async fn create_devices(client: &Client, names: Vec<String>, concurrency: usize) {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &devices_resource());
-    futures::stream::iter(names)
-        .map(|name| {
-            let api = api.clone();
-            async move {
-                api.create(&PostParams::default(), &device(&name))
-                    .await
-                    .map(|_| ())
-            }
-        })
-        .buffer_unordered(concurrency)
-        .try_collect::<()>()
-        .await
-        .expect("creating Devices");
 }
 
 /// The hub's `/apis/workers`, read over its unix socket: its owner sees every upstream's status
@@ -253,7 +212,9 @@ async fn main() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let object_bytes = serde_json::to_string(&device("node-00000")).unwrap().len();
+    let object_bytes = serde_json::to_string(&bench::device("node-00000"))
+        .unwrap()
+        .len();
     println!(
         "data: {} (object size {object_bytes} bytes)",
         root.display()
@@ -419,7 +380,7 @@ async fn main() {
             let acked = acked.clone();
             tasks.push(tokio::spawn(async move {
                 let name = format!("lat-{run}-{i:05}");
-                api.create(&PostParams::default(), &device(&name))
+                api.create(&PostParams::default(), &bench::device_object(&name))
                     .await
                     .expect("upstream create");
                 let at = Instant::now();

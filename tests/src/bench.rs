@@ -52,6 +52,50 @@ pub fn device(name: &str) -> Value {
     })
 }
 
+/// [`device`] as a kube object.
+pub fn device_object(name: &str) -> kube::api::DynamicObject {
+    serde_json::from_value(device(name)).expect("a Devices object")
+}
+
+/// The `Devices` custom resource, for dynamic clients.
+pub fn devices_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource::erase::<gpustack_api::devices::Devices>(&())
+}
+
+/// Creates `names` as [`device`]s through `client`, `concurrency` at a time.
+pub async fn create_devices(client: &kube::Client, names: Vec<String>, concurrency: usize) {
+    use futures::{StreamExt, TryStreamExt};
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::all_with(client.clone(), &devices_resource());
+    futures::stream::iter(names)
+        .map(|name| {
+            let api = api.clone();
+            async move {
+                api.create(&kube::api::PostParams::default(), &device_object(&name))
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<()>()
+        .await
+        .expect("creating Devices");
+}
+
+/// Copies the regular files and directories under `from` to `to` (a stopped gateway's data
+/// directory, to start another serving the same objects).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else if t.is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
 /// A `/proc/<pid>/status` field in kB (`VmRSS`, `VmHWM`), as MB (10^6 bytes, as the targets).
 pub fn proc_status_mb(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

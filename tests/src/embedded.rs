@@ -48,6 +48,24 @@ pub fn kubectl_with(flags: &[String], args: &[&str]) -> Command {
 }
 
 /// A `worker-gateway --embedded-cluster=NAME` process on 127.0.0.1 and a free port.
+/// Runs `cmd` (a `kubectl get -w`, say) with its standard output read line by line on a thread;
+/// the child (to stop) and its lines as they come.
+pub fn stream_lines(mut cmd: Command) -> (Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("starting the command");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
 pub struct GatewayProcess {
     child: Option<Child>,
     pub cluster: String,

@@ -288,6 +288,8 @@ fn help_lists_reference_flags_with_defaults() {
                 "[default: gpustack-operator-model-manager]",
                 "[default: worker.gpustack.ai]",
                 "--aggressive-event-filtering",
+                "--gateway-socket <PATH>",
+                "--gateway-kubeconfig <FILE>",
                 "--cors-allowed-origins",
                 "--audit-webhook-config-file",
                 "Global flags",

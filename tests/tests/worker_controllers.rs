@@ -671,20 +671,12 @@ fn watch_lines(
     w: &WorkerProcess,
     resource: &str,
 ) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
-    use std::io::{BufRead, BufReader};
-    let mut child = w
-        .kubectl_command(&["get", resource, "-w", "--output-watch-events"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    (child, rx)
+    gpustack_tests::embedded::stream_lines(w.kubectl_command(&[
+        "get",
+        resource,
+        "-w",
+        "--output-watch-events",
+    ]))
 }
 
 /// Waits for a line of the watch's table starting with `event` and `name`.

@@ -79,21 +79,16 @@ pub fn desired(system_namespace: &str, reach: &Reach, ca_pem: &str) -> Vec<Desir
             object: serde_json::to_value(crd).expect("a CRD serializes"),
         });
     }
-    let (spec, port) = match reach {
-        Reach::Pods { secure_port } => (
-            json!({
-                "selector": {"app.kubernetes.io/name": names::SERVICE},
-                "ports": [{"name": "https", "port": 443, "targetPort": secure_port, "protocol": "TCP"}],
-            }),
-            443,
-        ),
-        Reach::Loopback { secure_port } => (
-            json!({
-                "clusterIP": "127.0.0.1",
-                "ports": [{"name": "https", "port": secure_port, "targetPort": secure_port, "protocol": "TCP"}],
-            }),
-            *secure_port,
-        ),
+    let port = service_port(reach);
+    let spec = match reach {
+        Reach::Pods { secure_port } => json!({
+            "selector": {"app.kubernetes.io/name": names::SERVICE},
+            "ports": [{"name": "https", "port": port, "targetPort": secure_port, "protocol": "TCP"}],
+        }),
+        Reach::Loopback { secure_port } => json!({
+            "clusterIP": "127.0.0.1",
+            "ports": [{"name": "https", "port": port, "targetPort": secure_port, "protocol": "TCP"}],
+        }),
     };
     out.push(Desired {
         resource: resource("", "v1", "Service", "services"),
@@ -106,22 +101,7 @@ pub fn desired(system_namespace: &str, reach: &Reach, ca_pem: &str) -> Vec<Desir
     });
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     for group in [names::WORKER_GROUP, names::SETTINGS_GROUP] {
-        out.push(Desired {
-            resource: resource("apiregistration.k8s.io", "v1", "APIService", "apiservices"),
-            namespace: None,
-            object: json!({
-                "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-                "metadata": {"name": format!("v1.{group}"), "labels": labels},
-                "spec": {
-                    "group": group,
-                    "version": "v1",
-                    "service": {"namespace": system_namespace, "name": names::SERVICE, "port": port},
-                    "caBundle": ca_bundle,
-                    "groupPriorityMinimum": 100,
-                    "versionPriority": 100,
-                },
-            }),
-        });
+        out.push(apiservice(group, system_namespace, port, &ca_bundle));
     }
     // The admission webhooks last: they call a server that must find its kinds too.
     for (kind, plural, object) in
@@ -134,6 +114,46 @@ pub fn desired(system_namespace: &str, reach: &Reach, ca_pem: &str) -> Vec<Desir
         });
     }
     out
+}
+
+/// The port of the worker's Service: 443 in front of its Pods, the process's own on loopback.
+fn service_port(reach: &Reach) -> u16 {
+    match reach {
+        Reach::Pods { .. } => 443,
+        Reach::Loopback { secure_port } => *secure_port,
+    }
+}
+
+/// The APIService `v1.<group>` that points the aggregator at this process.
+fn apiservice(group: &str, system_namespace: &str, port: u16, ca_bundle: &str) -> Desired {
+    let labels = json!({"app.kubernetes.io/managed-by": "gpustack-operator"});
+    Desired {
+        resource: resource("apiregistration.k8s.io", "v1", "APIService", "apiservices"),
+        namespace: None,
+        object: json!({
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": format!("v1.{group}"), "labels": labels},
+            "spec": {
+                "group": group,
+                "version": "v1",
+                "service": {"namespace": system_namespace, "name": names::SERVICE, "port": port},
+                "caBundle": ca_bundle,
+                "groupPriorityMinimum": 100,
+                "versionPriority": 100,
+            },
+        }),
+    }
+}
+
+/// The APIService of `fleet.gpustack.ai/v1`, registered once the gateway has answered.
+pub fn fleet_apiservice(system_namespace: &str, reach: &Reach, ca_pem: &str) -> Desired {
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    apiservice(
+        crate::fleet::resources::FLEET_GROUP,
+        system_namespace,
+        service_port(reach),
+        &ca_bundle,
+    )
 }
 
 /// Whether `have` already holds everything `want` says (the server may add defaults).

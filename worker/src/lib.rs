@@ -13,6 +13,7 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod controllers;
+pub mod fleet;
 pub mod install;
 pub mod local_node;
 pub mod names;

@@ -50,6 +50,9 @@ pub struct Config {
     pub controllers: ControllersConfig,
     /// The only service account that may write NodeModelStore status.
     pub model_manager_service_account: String,
+    /// The hub's gateway, whose mirror is served as `fleet.gpustack.ai/v1`; `None` serves no
+    /// fleet.
+    pub gateway: Option<crate::fleet::gateway::Address>,
 }
 
 /// The controllers' part of the configuration.
@@ -82,6 +85,8 @@ pub enum WorkerError {
     Admission(#[from] crate::admission::server::StartError),
     #[error("asking the cluster its version: {0}")]
     Version(#[source] kube::Error),
+    #[error("the gateway: {0}")]
+    Gateway(#[from] crate::fleet::gateway::ConnectError),
     #[error("the shipped unit resources table: {0}")]
     Presets(#[from] crate::controllers::unit_presets::PresetError),
 }
@@ -181,7 +186,22 @@ pub async fn run(
         path => Some(Audit::open(path)?),
     };
     let ready = Arc::new(AtomicBool::new(false));
-    let defs = resources::all();
+    let fleet = match &config.gateway {
+        Some(address) => {
+            let clients = crate::fleet::gateway::connect(address).await?;
+            Some(Arc::new(crate::fleet::Fleet::new(
+                address.clone(),
+                clients,
+                client.clone(),
+                ns.clone(),
+            )))
+        }
+        None => None,
+    };
+    let mut defs = resources::all();
+    if fleet.is_some() {
+        defs.extend(crate::fleet::resources::all());
+    }
     let server = Arc::new(ApiServer {
         client: client.clone(),
         views: resources::views(),
@@ -201,7 +221,11 @@ pub async fn run(
         metrics: Metrics::new(defs.iter().map(|d| d.plural.clone()).collect()),
         defs,
         ready: ready.clone(),
+        fleet: fleet.clone(),
     });
+    let follower = fleet
+        .clone()
+        .map(|f| tokio::spawn(crate::fleet::follow(f, stop.clone())));
 
     let webhooks = crate::admission::Admission::start(
         client.clone(),
@@ -224,11 +248,19 @@ pub async fn run(
         })?;
     tracing::info!(address = %config.bind, "serving the worker API");
     let objects = install::desired(&ns, &reach, &material.ca_pem);
+    let fleet_apiservice = install::fleet_apiservice(&ns, &reach, &material.ca_pem);
     let installer = {
         let (client, ns, mut stop) = (client.clone(), ns.clone(), stop.clone());
         let disable_auths = config.disable_auths;
+        let fleet = fleet.clone();
         tokio::spawn(async move {
             loop {
+                // The fleet's APIService is registered once the gateway has answered: a hub
+                // without one then announces no group that cannot be served.
+                let mut objects = objects.clone();
+                if fleet.as_ref().is_some_and(|f| f.has_answered()) {
+                    objects.push(fleet_apiservice.clone());
+                }
                 let errors = install::ensure_all(&client, &objects, &ns, &seed).await;
                 if errors.is_empty() {
                     if !ready.swap(true, Ordering::Relaxed) {
@@ -242,9 +274,16 @@ pub async fn run(
                 if !disable_auths {
                     refresh_trust(&client, &verifier, &trust).await;
                 }
+                let first_answer = async {
+                    match &fleet {
+                        Some(f) if !f.has_answered() => f.answered.notified().await,
+                        _ => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = stop.wait_for(|s| *s) => return,
                     _ = tokio::time::sleep(REINSTALL_EVERY) => {}
+                    _ = first_answer => {}
                 }
             }
         })
@@ -277,6 +316,9 @@ pub async fn run(
     };
     serve::serve(vec![endpoint], config.limits, stop, || {}).await;
     installer.abort();
+    if let Some(f) = follower {
+        f.abort();
+    }
     // The controllers hand the Lease over on stop; give them the moment it takes.
     let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;
     Ok(())

@@ -52,6 +52,8 @@ pub struct ApiServer {
     pub metrics: metrics::Metrics,
     /// Turns true once the install pass has succeeded once.
     pub ready: Arc<AtomicBool>,
+    /// `fleet.gpustack.ai/v1`, when a gateway is configured.
+    pub fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 /// What `/version` answers.
@@ -145,6 +147,16 @@ async fn handle(State(server): State<Arc<ApiServer>>, req: Request) -> Response 
     response
 }
 
+/// The group a discovery, OpenAPI or resource path is about.
+fn fleet_group_of(route: &Route) -> Option<&str> {
+    match route {
+        Route::Group(g) => Some(g),
+        Route::GroupVersion { group, .. } | Route::OpenApiV3 { group, .. } => Some(group),
+        Route::Resource(p) => Some(&p.group),
+        _ => None,
+    }
+}
+
 async fn serve(
     server: &ApiServer,
     route: Route,
@@ -152,6 +164,15 @@ async fn serve(
     body: Body,
 ) -> Result<Response, ApiError> {
     let accept = asked.accept().to_owned();
+    if let Some(fleet) = &server.fleet
+        && let Some(group) = fleet_group_of(&route)
+        && crate::fleet::Fleet::serves(group)
+        && let Some(e) = fleet.unavailable()
+    {
+        // The aggregator checks `/apis/fleet.gpustack.ai/v1`: while the gateway is away the
+        // APIService turns unavailable, and the worker's own groups are untouched.
+        return Err(e);
+    }
     if let Some(answer) =
         documents::answer(&route, &accept, &server_version(), || server.defs.clone())
     {
@@ -169,6 +190,11 @@ async fn serve(
                 "the request body is too large",
             )
         })?;
+    if let Some(fleet) = &server.fleet
+        && crate::fleet::Fleet::serves(&p.group)
+    {
+        return fleet.handle(&p, asked, body).await;
+    }
     if p.group == resources::SETTINGS_GROUP
         && p.version == resources::SERVED_VERSION
         && p.resource == "settings"

@@ -58,6 +58,7 @@ pub fn views() -> Vec<View> {
     ]
     .into_iter()
     .map(|def| View {
+        storage_group: def.group.clone(),
         def,
         served: SERVED_VERSION.into(),
         storage: STORAGE_VERSION.into(),

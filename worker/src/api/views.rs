@@ -30,12 +30,14 @@ const MAX_ANSWER: usize = 256 * 1024 * 1024;
 /// Longest watch event line accepted from the cluster.
 const MAX_EVENT: usize = 16 * 1024 * 1024;
 
-/// A served view: its description (at the served version) and the version it is stored as.
+/// A served view: its description (at the served version) and the group and version it is
+/// stored as.
 #[derive(Clone, Debug)]
 pub struct View {
     pub def: ResourceDef,
     pub served: String,
     pub storage: String,
+    pub storage_group: String,
 }
 
 impl View {
@@ -43,14 +45,17 @@ impl View {
         self.def.api_version(&self.served)
     }
     fn storage_api_version(&self) -> String {
-        self.def.api_version(&self.storage)
+        format!("{}/{}", self.storage_group, self.storage)
     }
 
     /// The cluster path of a request path under the served version.
     pub fn storage_path(&self, path: &str) -> Option<String> {
         let served = format!("/apis/{}/{}", self.def.group, self.served);
         let rest = path.strip_prefix(&served)?;
-        Some(format!("/apis/{}/{}{rest}", self.def.group, self.storage))
+        Some(format!(
+            "/apis/{}/{}{rest}",
+            self.storage_group, self.storage
+        ))
     }
 }
 
@@ -481,6 +486,7 @@ mod tests {
             def: crate::api::resources::devices(),
             served: "v1".into(),
             storage: "v1alpha1".into(),
+            storage_group: "worker.gpustack.ai".into(),
         }
     }
 

@@ -1,0 +1,328 @@
+//! The fleet API end to end, as a fleet operator meets it: three upstream clusters (each an
+//! embedded cluster with a worker running its controllers, fed GPU machines), a hub gateway
+//! mirroring them, and a hub worker serving `fleet.gpustack.ai/v1` from that gateway through
+//! the hub cluster's aggregation — asked with kubectl at the hub.
+
+use std::{
+    path::Path,
+    process::Child,
+    sync::mpsc::Receiver,
+    time::{Duration, Instant},
+};
+
+use gpustack_tests::{
+    embedded::{GatewayProcess, free_port, stream_lines, wait_until},
+    hub::{HubProcess, upstreams_file},
+    inventory::{H100, Machine, Product, RX7800XT, publish},
+    worker::WorkerProcess,
+};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// An upstream cluster: its embedded cluster and its worker, with `machine` published.
+struct Upstream {
+    gw: GatewayProcess,
+    worker: WorkerProcess,
+    port: u16,
+}
+
+async fn client(gw: &GatewayProcess) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(gw.kubeconfig()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+async fn upstream(root: &Path, name: &str, machine: &Machine) -> Upstream {
+    let port = free_port();
+    let gw = start_cluster(root, name, port);
+    // An upstream's worker serves no fleet of its own.
+    let worker = WorkerProcess::start(
+        &gw,
+        &root.join(format!("{name}-worker")),
+        &["--disable-auths", "--gateway-socket="],
+        &[],
+    );
+    publish(&client(&gw).await, machine).await.unwrap();
+    Upstream { gw, worker, port }
+}
+
+fn start_cluster(root: &Path, name: &str, port: u16) -> GatewayProcess {
+    let serve = format!("--embedded-cluster={name}");
+    GatewayProcess::start_with(&root.join(name), name, port, &[serve.as_str()])
+}
+
+/// `kubectl get RESOURCE -o json` at the hub, once it answers.
+fn get_json(hub: &GatewayProcess, resource: &str) -> Option<Value> {
+    let out = hub.kubectl(&["get", resource, "-o", "json"]);
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// Waits until `check` holds for the list of `resource` at the hub.
+fn wait_list(hub: &GatewayProcess, resource: &str, what: &str, check: impl Fn(&[Value]) -> bool) {
+    wait_until(what, WAIT, || {
+        let list = get_json(hub, resource)?;
+        check(list["items"].as_array().map(Vec::as_slice).unwrap_or(&[])).then_some(())
+    });
+}
+
+fn item<'a>(items: &'a [Value], name: &str) -> Option<&'a Value> {
+    items.iter().find(|o| o["metadata"]["name"] == name)
+}
+
+fn phase_is(items: &[Value], cluster: &str, phase: &str) -> bool {
+    item(items, cluster).is_some_and(|c| c["status"]["phase"] == phase)
+}
+
+/// The aggregate holding `product`'s pool.
+fn aggregate_of<'a>(items: &'a [Value], product: &Product) -> Option<&'a Value> {
+    let group = format!("{}-{}", product.manufacturer, product.name).to_lowercase();
+    items.iter().find(|o| {
+        o["spec"]["acceleratorGroup"]
+            .as_str()
+            .is_some_and(|g| g.starts_with(&group))
+    })
+}
+
+/// `kubectl get -w` lines at the hub, and the child to stop.
+fn watch(hub: &GatewayProcess, args: &[&str]) -> (Child, Receiver<String>) {
+    let mut full = vec!["get"];
+    full.extend_from_slice(args);
+    full.push("-w");
+    stream_lines(hub.kubectl_command(&full))
+}
+
+fn expect_line(rx: &Receiver<String>, wanted: &str) {
+    let deadline = Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) if l.trim() == wanted => return,
+            Ok(l) => seen.push(l),
+            Err(_) => break,
+        }
+    }
+    panic!("no line {wanted:?} on the watch; saw {seen:?}");
+}
+
+fn apply(hub: &GatewayProcess, root: &Path, name: &str, yaml: &str) -> std::process::Output {
+    let file = root.join(format!("{name}.yaml"));
+    std::fs::write(&file, yaml).unwrap();
+    hub.kubectl(&["create", "-f", file.to_str().unwrap()])
+}
+
+fn apiservice_available(hub: &GatewayProcess) -> Option<(String, String)> {
+    let svc = get_json(hub, "apiservice/v1.fleet.gpustack.ai")?;
+    let cond = svc["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Available")?
+        .clone();
+    Some((
+        cond["status"].as_str()?.to_owned(),
+        cond["message"].as_str().unwrap_or("").to_owned(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_clusters_in_one_kubectl_view() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let mut east_machine = Machine::gpu("gpu-a", H100, 8);
+    let east = upstream(root, "east", &east_machine).await;
+    let west = upstream(root, "west", &Machine::gpu("gpu-b", H100, 8)).await;
+    let north = upstream(root, "north", &Machine::gpu("amd-a", RX7800XT, 2)).await;
+
+    // The hub: a gateway mirroring east and west (north is added with kubectl below), and the
+    // hub's own cluster where the worker serves the fleet API.
+    let upstreams = upstreams_file(root, &[&east.gw, &west.gw]);
+    let mirror_data = root.join("mirror");
+    let mirror_port = free_port();
+    let mirror_args = [
+        "--worker-conn-mode=loopback".to_owned(),
+        format!("--upstreams={}", upstreams.display()),
+    ];
+    let mirror_args: Vec<&str> = mirror_args.iter().map(String::as_str).collect();
+    let mirror = HubProcess::start(&mirror_data, mirror_port, &mirror_args);
+    let hub = start_cluster(root, "hub", free_port());
+    let socket = format!("--gateway-socket={}", mirror.socket.display());
+    let hub_worker = WorkerProcess::start(
+        &hub,
+        &root.join("hub-worker"),
+        &["--disable-auths", socket.as_str()],
+        &[],
+    );
+
+    wait_list(
+        &hub,
+        "clusters.fleet.gpustack.ai",
+        "east and west Ready",
+        |cs| phase_is(cs, "east", "Ready") && phase_is(cs, "west", "Ready"),
+    );
+
+    // A spec naming a Secret that does not exist is refused with one Invalid message.
+    let cluster_yaml = "apiVersion: fleet.gpustack.ai/v1\nkind: Cluster\nmetadata: {name: north}\nspec:\n  mode: kubeconfig\n  secretRef: {namespace: default, name: north-kubeconfig}\n";
+    let refused = apply(&hub, root, "north-cluster", cluster_yaml);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("is invalid: spec.secretRef: Not found: secret default/north-kubeconfig"),
+        "{err}"
+    );
+    // With the Secret, creating the Cluster subscribes.
+    let kubeconfig = north.gw.kubeconfig();
+    hub.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "north-kubeconfig",
+        "-n",
+        "default",
+        &format!("--from-file=kubeconfig={}", kubeconfig.display()),
+    ]);
+    let created = apply(&hub, root, "north-cluster", cluster_yaml);
+    assert!(
+        created.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&created.stderr),
+        hub_worker.log()
+    );
+    wait_list(&hub, "clusters.fleet.gpustack.ai", "north Ready", |cs| {
+        phase_is(cs, "north", "Ready")
+    });
+    let table = hub.kubectl_ok(&["get", "clusters.fleet.gpustack.ai"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "PHASE", "LAST", "SYNC", "DEVICES", "AGE"]);
+
+    // Every upstream's devices, labelled with their cluster.
+    wait_list(&hub, "devices.fleet.gpustack.ai", "every node", |ds| {
+        ["east.gpu-a", "west.gpu-b", "north.amd-a"]
+            .iter()
+            .all(|n| item(ds, n).is_some())
+    });
+    let listed = hub.kubectl_ok(&[
+        "get",
+        "devices.fleet.gpustack.ai",
+        "-L",
+        "gpustack.ai/cluster",
+    ]);
+    for (node, cluster) in [
+        ("east.gpu-a", "east"),
+        ("west.gpu-b", "west"),
+        ("north.amd-a", "north"),
+    ] {
+        let row = listed
+            .lines()
+            .find(|l| l.starts_with(node))
+            .unwrap_or_else(|| panic!("{node} not listed:\n{listed}"));
+        assert!(row.split_whitespace().any(|c| c == cluster), "{row}");
+    }
+
+    // Identical pools of east and west make one aggregate, remaining summed.
+    wait_list(
+        &hub,
+        "instancetypes.fleet.gpustack.ai",
+        "the H100 aggregate of two clusters",
+        |its| {
+            aggregate_of(its, &H100).is_some_and(|a| {
+                a["status"]["clusters"] == serde_json::json!(["east", "west"])
+                    && a["status"]["accelerator"]["remaining"] == 16
+            })
+        },
+    );
+    let its = get_json(&hub, "instancetypes.fleet.gpustack.ai").unwrap();
+    let items = its["items"].as_array().unwrap();
+    assert!(
+        aggregate_of(items, &RX7800XT)
+            .is_some_and(|a| a["status"]["clusters"] == serde_json::json!(["north"]))
+    );
+    let h100 = aggregate_of(items, &H100).unwrap()["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let flavors = get_json(&hub, "instancetypeflavors.fleet.gpustack.ai").unwrap();
+    let h100_flavors: Vec<&Value> = flavors["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["spec"]["acceleratorGroup"]
+                == aggregate_of(items, &H100).unwrap()["spec"]["acceleratorGroup"]
+        })
+        .collect();
+    assert_eq!(h100_flavors.len(), 1, "{flavors:#}");
+    assert_eq!(
+        h100_flavors[0]["status"]["clusters"],
+        serde_json::json!(["east", "west"])
+    );
+
+    // A card turns unhealthy in east: the aggregate's remaining drops, seen by a watch.
+    let (mut watcher, lines) = watch(
+        &hub,
+        &[
+            &format!("instancetypes.fleet.gpustack.ai/{h100}"),
+            "-o",
+            "jsonpath={.status.accelerator.remaining}{\"\\n\"}",
+        ],
+    );
+    expect_line(&lines, "16");
+    east_machine.unhealthy = vec![0];
+    publish(&client(&east.gw).await, &east_machine)
+        .await
+        .unwrap();
+    expect_line(&lines, "15");
+    let _ = watcher.kill();
+
+    // East is lost: still listed, Degraded with its last sync time; its devices still served
+    // and its aggregate member marked stale. Back, it is Ready again.
+    let Upstream { gw, worker, port } = east;
+    drop(worker);
+    gw.crash();
+    wait_list(&hub, "clusters.fleet.gpustack.ai", "east Degraded", |cs| {
+        phase_is(cs, "east", "Degraded")
+            && item(cs, "east").is_some_and(|c| c["status"]["lastSyncTime"].is_string())
+    });
+    let devices = get_json(&hub, "devices.fleet.gpustack.ai").unwrap();
+    assert!(item(devices["items"].as_array().unwrap(), "east.gpu-a").is_some());
+    wait_list(
+        &hub,
+        "instancetypes.fleet.gpustack.ai",
+        "east's member stale",
+        |its| {
+            aggregate_of(its, &H100)
+                .is_some_and(|a| a["status"]["staleClusters"] == serde_json::json!(["east"]))
+        },
+    );
+    let east_again = start_cluster(root, "east", port);
+    wait_list(
+        &hub,
+        "clusters.fleet.gpustack.ai",
+        "east Ready again",
+        |cs| phase_is(cs, "east", "Ready"),
+    );
+
+    // Deleting a Cluster unsubscribes.
+    hub.kubectl_ok(&["delete", "clusters.fleet.gpustack.ai", "north"]);
+    wait_list(&hub, "clusters.fleet.gpustack.ai", "north gone", |cs| {
+        item(cs, "north").is_none()
+    });
+    assert!(mirror.worker("north").is_none());
+
+    // The gateway stops: the fleet's APIService turns unavailable, the worker's own API answers.
+    wait_until("the fleet APIService available", WAIT, || {
+        apiservice_available(&hub).filter(|(s, _)| s == "True")
+    });
+    mirror.stop();
+    let (_, message) = wait_until("the fleet APIService unavailable", WAIT, || {
+        apiservice_available(&hub).filter(|(s, _)| s == "False")
+    });
+    assert!(message.contains("503"), "{message}");
+    hub.kubectl_ok(&["get", "devices.worker.gpustack.ai"]);
+    hub.kubectl_ok(&["get", "--raw", "/apis/worker.gpustack.ai/v1"]);
+    drop((east_again, west, north, hub_worker));
+}

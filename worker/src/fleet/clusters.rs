@@ -1,0 +1,326 @@
+//! `clusters.fleet.gpustack.ai`: the gateway's upstream subscriptions as Kubernetes objects.
+//! Reading them renders the gateway's status (`GET /apis/workers`); creating one subscribes
+//! through the gateway with the kubeconfig or token held in a Secret of this cluster; deleting
+//! one unsubscribes.
+
+use std::collections::BTreeMap;
+
+use gpustack_kube_rest::status::ApiError;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::resources::{FLEET_GROUP, FLEET_VERSION};
+
+const PLURAL: &str = "clusters";
+/// Subscriptions' names are DNS labels, as the gateway requires.
+const MAX_NAME: usize = 63;
+/// Where an unnamed Secret namespace points: the worker's own.
+const KUBECONFIG_KEY: &str = "kubeconfig";
+const TOKEN_KEY: &str = "token";
+
+/// A `Cluster` object per entry of the gateway's status document.
+pub fn from_status(doc: &Value) -> BTreeMap<String, Value> {
+    let items = doc["items"].as_array().cloned().unwrap_or_default();
+    items
+        .into_iter()
+        .filter_map(|item| {
+            let name = item["cluster"].as_str()?.to_owned();
+            let mut status = json!({
+                "phase": item["phase"],
+                "counts": item["counts"],
+            });
+            for key in ["lastSyncTime", "lastError", "lastErrorPhase"] {
+                if !item[key].is_null() {
+                    status[key] = item[key].clone();
+                }
+            }
+            if item["notServed"].as_array().is_some_and(|a| !a.is_empty()) {
+                status["notServed"] = item["notServed"].clone();
+            }
+            let obj = json!({
+                "apiVersion": format!("{FLEET_GROUP}/{FLEET_VERSION}"),
+                "kind": "Cluster",
+                "metadata": {"name": name},
+                "status": status,
+            });
+            Some((name, obj))
+        })
+        .collect()
+}
+
+/// The phase of each cluster, by name.
+pub fn phases(clusters: &BTreeMap<String, Value>) -> BTreeMap<String, String> {
+    clusters
+        .iter()
+        .map(|(n, o)| {
+            let phase = o["status"]["phase"].as_str().unwrap_or("").to_owned();
+            (n.clone(), phase)
+        })
+        .collect()
+}
+
+/// What a `Cluster` asks for.
+#[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSpec {
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub secret_ref: Option<SecretRef>,
+    #[serde(default)]
+    pub context: Option<String>,
+    #[serde(default)]
+    pub extra_kinds: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretRef {
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
+/// How the gateway is to reach the new cluster.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Mode {
+    Kubeconfig,
+    GpustackApi,
+}
+
+/// A checked create request: the name, the mode and where the credential is.
+#[derive(Debug)]
+pub struct Checked {
+    pub name: String,
+    pub mode: Mode,
+    pub namespace: String,
+    pub secret: String,
+    pub key: String,
+    pub context: Option<String>,
+    pub extra_kinds: Vec<String>,
+}
+
+fn invalid(name: &str, message: impl Into<String>) -> ApiError {
+    ApiError::invalid("Cluster", name, message)
+}
+
+fn dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Checks a create body; `default_namespace` is where an unqualified Secret is looked up.
+pub fn check(body: &Value, default_namespace: &str) -> Result<Checked, ApiError> {
+    let name = body["metadata"]["name"].as_str().unwrap_or("").to_owned();
+    if body["metadata"].get("generateName").is_some() && name.is_empty() {
+        return Err(invalid(
+            "",
+            "metadata.generateName: Forbidden: a cluster is named by its subscription; give metadata.name",
+        ));
+    }
+    if !dns_label(&name) {
+        return Err(invalid(
+            &name,
+            format!(
+                "metadata.name: Invalid value: {name:?}: a DNS label (lowercase letters, digits and '-', at most {MAX_NAME})"
+            ),
+        ));
+    }
+    let spec: ClusterSpec = serde_json::from_value(body["spec"].clone())
+        .map_err(|e| invalid(&name, format!("spec: Invalid value: {e}")))?;
+    let mode = match spec.mode.as_deref() {
+        None | Some("kubeconfig") => Mode::Kubeconfig,
+        Some("gpustack-api") => Mode::GpustackApi,
+        Some(other) => {
+            return Err(invalid(
+                &name,
+                format!(
+                    "spec.mode: Unsupported value: {other:?}: supported values: \"kubeconfig\", \"gpustack-api\""
+                ),
+            ));
+        }
+    };
+    let secret = spec.secret_ref.unwrap_or_default();
+    if secret.name.is_empty() {
+        return Err(invalid(
+            &name,
+            "spec.secretRef.name: Required value: the Secret holding the cluster's kubeconfig or token",
+        ));
+    }
+    if mode == Mode::GpustackApi && spec.context.is_some() {
+        return Err(invalid(
+            &name,
+            "spec.context: Forbidden: only a kubeconfig has contexts",
+        ));
+    }
+    let key = secret.key.unwrap_or_else(|| {
+        match mode {
+            Mode::Kubeconfig => KUBECONFIG_KEY,
+            Mode::GpustackApi => TOKEN_KEY,
+        }
+        .to_owned()
+    });
+    Ok(Checked {
+        name,
+        mode,
+        namespace: secret
+            .namespace
+            .unwrap_or_else(|| default_namespace.to_owned()),
+        secret: secret.name,
+        key,
+        context: spec.context,
+        extra_kinds: spec.extra_kinds,
+    })
+}
+
+/// The gateway's subscription request for a checked create, with the credential read from the
+/// Secret. The credential goes to the gateway only; it is never logged or echoed.
+pub async fn subscription(client: &kube::Client, c: &Checked) -> Result<Value, ApiError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), &c.namespace);
+    let secret = api.get_opt(&c.secret).await.map_err(|e| {
+        ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("reading secret {}/{}: {e}", c.namespace, c.secret),
+        )
+    })?;
+    let Some(secret) = secret else {
+        return Err(invalid(
+            &c.name,
+            format!(
+                "spec.secretRef: Not found: secret {}/{} does not exist",
+                c.namespace, c.secret
+            ),
+        ));
+    };
+    let value = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(&c.key))
+        .map(|b| b.0.clone())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(&c.key))
+                .map(|s| s.clone().into_bytes())
+        })
+        .ok_or_else(|| {
+            invalid(
+                &c.name,
+                format!(
+                    "spec.secretRef.key: Not found: secret {}/{} has no key {:?}",
+                    c.namespace, c.secret, c.key
+                ),
+            )
+        })?;
+    let text = String::from_utf8(value).map_err(|_| {
+        invalid(
+            &c.name,
+            format!(
+                "spec.secretRef.key: Invalid value: {:?} of secret {}/{} is not text",
+                c.key, c.namespace, c.secret
+            ),
+        )
+    })?;
+    let mut body = json!({"clusters": [c.name], "gvks": c.extra_kinds});
+    match c.mode {
+        Mode::Kubeconfig => {
+            body["kubeconfigData"] = json!(text);
+            if let Some(ctx) = &c.context {
+                body["context"] = json!(ctx);
+            }
+        }
+        Mode::GpustackApi => body["token"] = json!(text.trim()),
+    }
+    Ok(body)
+}
+
+/// The error for a gateway's refusal of a subscription (its message, with credentials never
+/// part of it).
+pub fn refused(name: &str, code: u16, gateway_status: &Value) -> ApiError {
+    let message = gateway_status["message"]
+        .as_str()
+        .unwrap_or("the gateway refused the subscription")
+        .to_owned();
+    match code {
+        400 => invalid(name, format!("spec: Invalid value: {message}")),
+        409 => ApiError::new(409, "Conflict", message),
+        _ => ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("the gateway answered {code}: {message}"),
+        ),
+    }
+}
+
+pub fn not_found(name: &str) -> ApiError {
+    ApiError::not_found(FLEET_GROUP, PLURAL, name)
+}
+
+pub fn already_exists(name: &str) -> ApiError {
+    ApiError::already_exists(FLEET_GROUP, PLURAL, name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_entries_become_cluster_objects() {
+        let doc = json!({"items": [
+            {"cluster": "east", "phase": "Ready", "lastSyncTime": "2026-12-03T10:00:00Z",
+             "lastError": null, "notServed": [], "counts": {"Devices.worker.gpustack.ai": 3}},
+            {"cluster": "west", "phase": "Degraded", "lastSyncTime": "2026-12-03T09:00:00Z",
+             "lastError": "connection refused", "notServed": ["InstanceType.worker.gpustack.ai"], "counts": {}},
+        ]});
+        let cs = from_status(&doc);
+        assert_eq!(
+            cs["east"]["status"]["counts"]["Devices.worker.gpustack.ai"],
+            3
+        );
+        assert!(cs["east"]["status"].get("lastError").is_none());
+        assert_eq!(cs["west"]["status"]["lastError"], "connection refused");
+        assert_eq!(
+            cs["west"]["status"]["notServed"][0],
+            "InstanceType.worker.gpustack.ai"
+        );
+        assert_eq!(phases(&cs)["west"], "Degraded");
+    }
+
+    #[test]
+    fn bad_specs_are_refused_with_one_message_naming_the_field() {
+        let msg = |body: Value| check(&body, "gpustack-system").unwrap_err().message;
+        assert!(
+            msg(json!({"metadata": {"name": "East"}, "spec": {}}))
+                .starts_with("Cluster \"East\" is invalid: metadata.name")
+        );
+        assert!(
+            msg(json!({"metadata": {"name": "east"}, "spec": {}}))
+                .contains("spec.secretRef.name: Required value")
+        );
+        assert!(msg(json!({"metadata": {"name": "east"}, "spec": {"mode": "ssh", "secretRef": {"name": "s"}}})).contains("spec.mode: Unsupported value"));
+        assert!(
+            msg(json!({"metadata": {"name": "east"}, "spec": {"bogus": 1}}))
+                .contains("unknown field `bogus`")
+        );
+        let ok = check(
+            &json!({"metadata": {"name": "east"}, "spec": {"mode": "gpustack-api", "secretRef": {"name": "s"}}}),
+            "gpustack-system",
+        )
+        .unwrap();
+        assert_eq!(
+            (ok.namespace.as_str(), ok.key.as_str()),
+            ("gpustack-system", "token")
+        );
+    }
+}
