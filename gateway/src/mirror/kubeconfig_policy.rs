@@ -1,16 +1,20 @@
 //! What an upstream's kubeconfig may ask of the gateway. A subscription names a file on the
-//! gateway's host, so it could name any file (and see its first lines quoted in a parse error),
-//! run a command (an `exec` credential plugin), or make the gateway read a host file and send
-//! it to a server of the subscriber's choosing (`tokenFile`, client keys). So: run-time
-//! subscriptions may only name files under the allowed directories; no kubeconfig may run a
-//! plugin; a run-time subscription's kubeconfig carries its credentials inline; and errors
-//! name the file and the rule, never its content.
+//! gateway's host, or carries the document inline (`kubeconfigData`), so it could name any file
+//! (and see its first lines quoted in a parse error), run a command (an `exec` credential
+//! plugin), or make the gateway read a host file and send it to a server of the subscriber's
+//! choosing (`tokenFile`, client keys). So: run-time subscriptions may only name files under the
+//! allowed directories; no kubeconfig may run a plugin; a run-time subscription's kubeconfig
+//! carries its credentials inline; and errors name the source and the rule, never the content
+//! (users are named by position: even their names come from the document).
 
 use std::path::{Path, PathBuf};
 
 use kube::config::Kubeconfig;
 
-/// Why a kubeconfig is not used. Messages never quote the file.
+/// How an inline kubeconfig (a subscription's `kubeconfigData`) is named in errors.
+pub const INLINE_SOURCE: &str = "kubeconfigData";
+
+/// Why a kubeconfig is not used. Messages never quote the document.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KubeconfigRefused {
     #[error(
@@ -19,20 +23,20 @@ pub enum KubeconfigRefused {
     OutsideAllowedDirs { path: String, allowed: String },
     #[error("kubeconfig {path}: not readable ({reason})")]
     Unreadable { path: String, reason: String },
-    #[error("kubeconfig {path}: not a valid kubeconfig (its content is not shown)")]
-    Invalid { path: String },
+    #[error("{doc}: not a valid kubeconfig (its content is not shown)")]
+    Invalid { doc: String },
     #[error(
-        "kubeconfig {path}: user {user:?} uses an {what}, which the gateway never runs; give a token or client certificate inline"
+        "{doc}: users[{index}] uses an {what}, which the gateway never runs; give a token or client certificate inline"
     )]
     Plugin {
-        path: String,
-        user: String,
+        doc: String,
+        index: usize,
         what: &'static str,
     },
     #[error(
-        "kubeconfig {path}: {field} names a file; a subscription's kubeconfig must carry it inline ({field}-data or token)"
+        "{doc}: {field} names a file; a subscription's kubeconfig must carry it inline ({field}-data or token)"
     )]
-    FileReference { path: String, field: &'static str },
+    FileReference { doc: String, field: &'static str },
 }
 
 /// How much a kubeconfig is trusted.
@@ -40,27 +44,32 @@ pub enum KubeconfigRefused {
 pub enum Origin {
     /// Named in the operator's `--upstreams` file: it may reference files.
     OperatorFile,
-    /// Named by a run-time subscription: only what it holds inline.
+    /// Named or given inline by a run-time subscription: only what it holds inline.
     Subscription,
 }
 
 /// Reads and checks the kubeconfig at `path` for `origin`.
 pub fn load(path: &Path, origin: Origin) -> Result<Kubeconfig, KubeconfigRefused> {
-    let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| KubeconfigRefused::Unreadable {
-        path: shown.clone(),
+        path: path.display().to_string(),
         reason: e.kind().to_string(),
     })?;
-    let config = Kubeconfig::from_yaml(&text).map_err(|_| KubeconfigRefused::Invalid {
-        path: shown.clone(),
+    parse(&text, &format!("kubeconfig {}", path.display()), origin)
+}
+
+/// Parses and checks the kubeconfig document `text` for `origin`; `source` names it in errors.
+pub fn parse(text: &str, source: &str, origin: Origin) -> Result<Kubeconfig, KubeconfigRefused> {
+    // The parser's message would quote the document, so it is dropped.
+    let config = Kubeconfig::from_yaml(text).map_err(|_| KubeconfigRefused::Invalid {
+        doc: source.to_owned(),
     })?;
-    check(&config, &shown, origin)?;
+    check(&config, source, origin)?;
     Ok(config)
 }
 
 /// The rules of the module on a parsed kubeconfig.
-pub fn check(config: &Kubeconfig, path: &str, origin: Origin) -> Result<(), KubeconfigRefused> {
-    for named in &config.auth_infos {
+pub fn check(config: &Kubeconfig, source: &str, origin: Origin) -> Result<(), KubeconfigRefused> {
+    for (index, named) in config.auth_infos.iter().enumerate() {
         let Some(info) = &named.auth_info else {
             continue;
         };
@@ -73,8 +82,8 @@ pub fn check(config: &Kubeconfig, path: &str, origin: Origin) -> Result<(), Kube
         };
         if let Some(what) = plugin {
             return Err(KubeconfigRefused::Plugin {
-                path: path.to_owned(),
-                user: named.name.clone(),
+                doc: source.to_owned(),
+                index,
                 what,
             });
         }
@@ -86,7 +95,7 @@ pub fn check(config: &Kubeconfig, path: &str, origin: Origin) -> Result<(), Kube
             ];
             if let Some((field, _)) = files.iter().find(|(_, set)| *set) {
                 return Err(KubeconfigRefused::FileReference {
-                    path: path.to_owned(),
+                    doc: source.to_owned(),
                     field,
                 });
             }
@@ -100,7 +109,7 @@ pub fn check(config: &Kubeconfig, path: &str, origin: Origin) -> Result<(), Kube
                 .is_some_and(|c| c.certificate_authority.is_some())
             {
                 return Err(KubeconfigRefused::FileReference {
-                    path: path.to_owned(),
+                    doc: source.to_owned(),
                     field: "certificate-authority",
                 });
             }
@@ -188,6 +197,31 @@ current-context: x
         let err = load(&key, Origin::Subscription).unwrap_err().to_string();
         assert!(err.contains("not a valid kubeconfig"), "{err}");
         assert!(!err.contains("secret") && !err.contains("PRIVATE"), "{err}");
+    }
+
+    #[test]
+    fn inline_documents_follow_the_same_rules_and_are_never_quoted() {
+        assert!(parse(INLINE, INLINE_SOURCE, Origin::Subscription).is_ok());
+        let exec = INLINE.replace(
+            "user: {token: secret-token}",
+            "user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, echo secret-arg]}}",
+        );
+        let err = parse(&exec, INLINE_SOURCE, Origin::Subscription)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("kubeconfigData: users[0] uses an exec credential plugin"),
+            "{err}"
+        );
+        assert!(!err.contains("secret") && !err.contains("/bin/sh"), "{err}");
+        let garbage = "-----BEGIN PRIVATE KEY-----\nMIIsecretbytes\n";
+        let err = parse(garbage, INLINE_SOURCE, Origin::Subscription)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "kubeconfigData: not a valid kubeconfig (its content is not shown)"
+        );
     }
 
     #[test]
