@@ -142,11 +142,9 @@ pub fn check_location(path: &Path, allowed: &[PathBuf]) -> Result<PathBuf, Kubec
     if inside { Ok(real) } else { Err(outside()) }
 }
 
+/// A kubeconfig that passes every rule (credentials inline), for tests to vary.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const INLINE: &str = "apiVersion: v1
+pub(crate) const INLINE_EXAMPLE: &str = "apiVersion: v1
 kind: Config
 clusters:
 - name: c
@@ -160,11 +158,15 @@ contexts:
 current-context: x
 ";
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
     #[test]
     fn inline_credentials_pass_plugins_and_file_references_do_not() {
-        let ok = Kubeconfig::from_yaml(INLINE).unwrap();
+        let ok = Kubeconfig::from_yaml(INLINE_EXAMPLE).unwrap();
         assert_eq!(check(&ok, "k", Origin::Subscription), Ok(()));
-        let exec = INLINE.replace(
+        let exec = INLINE_EXAMPLE.replace(
             "user: {token: secret-token}",
             "user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, id]}}",
         );
@@ -173,7 +175,7 @@ current-context: x
             let err = check(&exec, "k", origin).unwrap_err().to_string();
             assert!(err.contains("exec credential plugin"), "{err}");
         }
-        let file = INLINE.replace(
+        let file = INLINE_EXAMPLE.replace(
             "user: {token: secret-token}",
             "user: {tokenFile: /etc/shadow}",
         );
@@ -181,7 +183,7 @@ current-context: x
         assert_eq!(check(&file, "k", Origin::OperatorFile), Ok(()));
         let err = check(&file, "k", Origin::Subscription).unwrap_err();
         assert!(err.to_string().contains("tokenFile names a file"), "{err}");
-        let ca = INLINE.replace(
+        let ca = INLINE_EXAMPLE.replace(
             "certificate-authority-data: 'AAAA'",
             "certificate-authority: /x/ca.key",
         );
@@ -201,8 +203,8 @@ current-context: x
 
     #[test]
     fn inline_documents_follow_the_same_rules_and_are_never_quoted() {
-        assert!(parse(INLINE, INLINE_SOURCE, Origin::Subscription).is_ok());
-        let exec = INLINE.replace(
+        assert!(parse(INLINE_EXAMPLE, INLINE_SOURCE, Origin::Subscription).is_ok());
+        let exec = INLINE_EXAMPLE.replace(
             "user: {token: secret-token}",
             "user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, echo secret-arg]}}",
         );
@@ -230,9 +232,9 @@ current-context: x
         let allowed = dir.path().join("data");
         std::fs::create_dir(&allowed).unwrap();
         let inside = allowed.join("east.kubeconfig");
-        std::fs::write(&inside, INLINE).unwrap();
+        std::fs::write(&inside, INLINE_EXAMPLE).unwrap();
         let outside = dir.path().join("other.kubeconfig");
-        std::fs::write(&outside, INLINE).unwrap();
+        std::fs::write(&outside, INLINE_EXAMPLE).unwrap();
         let link = allowed.join("link.kubeconfig");
         std::os::unix::fs::symlink(&outside, &link).unwrap();
         let dirs = [allowed.clone()];

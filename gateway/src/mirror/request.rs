@@ -214,6 +214,7 @@ pub fn unsubscribe_clusters(pairs: &[(String, String)]) -> Result<Vec<String>, S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mirror::kubeconfig_policy::INLINE_EXAMPLE;
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
@@ -269,20 +270,6 @@ mod tests {
         );
     }
 
-    const INLINE: &str = "apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: 'https://127.0.0.1:1', certificate-authority-data: 'AAAA'}
-users:
-- name: u
-  user: {token: inline-secret-9d2c}
-contexts:
-- name: x
-  context: {cluster: c, user: u}
-current-context: x
-";
-
     /// A JSON body subscribing `east` with `data` inline and the `extra` fields.
     fn inline_body(data: &str, extra: &str) -> Vec<u8> {
         let data = serde_json::to_string(data).unwrap();
@@ -291,23 +278,21 @@ current-context: x
 
     #[test]
     fn inline_kubeconfigs_are_used_in_either_mode_and_never_shown() {
-        let req = SubscribeRequest::from_json(&inline_body(INLINE, r#","context":"x""#)).unwrap();
+        let req =
+            SubscribeRequest::from_json(&inline_body(INLINE_EXAMPLE, r#","context":"x""#)).unwrap();
         let api = ConnMode::from_flags("gpustack-api", "https", 443);
         for mode in [ConnMode::Loopback, api] {
             let access = &req.upstreams(&mode)[0].access;
             assert_eq!(
                 *access,
                 Access::KubeconfigData {
-                    data: InlineKubeconfig(INLINE.into()),
+                    data: InlineKubeconfig(INLINE_EXAMPLE.into()),
                     context: Some("x".into()),
                 }
             );
-            assert!(
-                !format!("{access:?}").contains("inline-secret"),
-                "{access:?}"
-            );
+            assert!(!format!("{access:?}").contains("secret"), "{access:?}");
         }
-        assert!(!format!("{req:?}").contains("inline-secret"));
+        assert!(!format!("{req:?}").contains("secret"));
         // Empty is as if absent.
         let req = SubscribeRequest::from_json(&inline_body("", r#","token":"t""#)).unwrap();
         assert_eq!(req.kubeconfig_data, None);
@@ -315,23 +300,26 @@ current-context: x
 
     #[test]
     fn inline_kubeconfigs_are_refused_by_rule_without_being_quoted() {
-        let exec = INLINE.replace(
-            "user: {token: inline-secret-9d2c}",
-            "user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: inline-secret-9d2c}}",
+        let exec = INLINE_EXAMPLE.replace(
+            "user: {token: secret-token}",
+            "user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: secret-token}}",
         );
-        let file = INLINE.replace("token: inline-secret-9d2c", "tokenFile: /etc/inline-secret");
-        let huge = format!("{INLINE}# {}\n", "x".repeat(MAX_KUBECONFIG_DATA_BYTES));
+        let file = INLINE_EXAMPLE.replace("token: secret-token", "tokenFile: /etc/secret");
+        let huge = format!(
+            "{INLINE_EXAMPLE}# {}\n",
+            "x".repeat(MAX_KUBECONFIG_DATA_BYTES)
+        );
         let cases = [
             (
-                inline_body(INLINE, r#","kubeconfig":"/k""#),
+                inline_body(INLINE_EXAMPLE, r#","kubeconfig":"/k""#),
                 "kubeconfigData excludes kubeconfig:",
             ),
             (
-                inline_body(INLINE, r#","token":"t""#),
+                inline_body(INLINE_EXAMPLE, r#","token":"t""#),
                 "kubeconfigData excludes token:",
             ),
             (
-                inline_body(INLINE, r#","token":"t","kubeconfig":"/k""#),
+                inline_body(INLINE_EXAMPLE, r#","token":"t","kubeconfig":"/k""#),
                 "kubeconfigData excludes kubeconfig and token:",
             ),
             (inline_body(&huge, ""), "at most 262144 allowed"),
@@ -344,18 +332,18 @@ current-context: x
                 "kubeconfigData: tokenFile names a file",
             ),
             (
-                inline_body("inline-secret-9d2c: [", ""),
+                inline_body("secret-token: [", ""),
                 "kubeconfigData: not a valid kubeconfig",
             ),
             (
-                inline_body(INLINE, r#","context":"nope""#),
+                inline_body(INLINE_EXAMPLE, r#","context":"nope""#),
                 "context \"nope\": not a context of the kubeconfigData",
             ),
         ];
         for (body, expected) in cases {
             let e = SubscribeRequest::from_json(&body).unwrap_err();
             assert!(e.contains(expected), "{expected}: {e}");
-            assert!(!e.contains("inline-secret"), "{e}");
+            assert!(!e.contains("secret"), "{e}");
             assert_eq!(e.lines().count(), 1, "{e}");
         }
         // The query form has no inline kubeconfig.
