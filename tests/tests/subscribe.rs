@@ -328,3 +328,123 @@ fn a_restarted_hub_resumes_its_watches_instead_of_relisting() {
         "the restarted hub relisted instead of resuming:\n{log}"
     );
 }
+
+/// GETs `target` over the hub's socket and parses the JSON answer.
+fn get_json(hub: &HubProcess, target: &str) -> Value {
+    let (code, body) = hub.request("GET", target, None);
+    assert_eq!(code, 200, "{target}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[test]
+fn an_inline_kubeconfig_subscribes_in_any_mode_survives_a_restart_and_is_never_shown() {
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-a"]);
+    // An InstanceType with its status, as the worker's controllers would write it.
+    let it = root.path().join("h100.yaml");
+    std::fs::write(
+        &it,
+        "apiVersion: worker.gpustack.ai/v1alpha1\nkind: InstanceType\nmetadata: {name: h100}\nspec: {acceleratable: true, acceleratorGroup: nvidia-h100, os: linux, arch: amd64, unitResources: {cpu: '8', ram: 64Gi}}\n",
+    )
+    .unwrap();
+    east.kubectl_ok(&["create", "-f", it.to_str().unwrap()]);
+    east.kubectl_ok(&[
+        "patch",
+        "instancetypes.v1alpha1.worker.gpustack.ai",
+        "h100",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Active"}}"#,
+    ]);
+    let kubeconfig = std::fs::read_to_string(east.kubeconfig()).unwrap();
+    let token_line = kubeconfig
+        .lines()
+        .find(|l| l.trim_start().starts_with("token:"))
+        .unwrap();
+    let token = token_line
+        .trim_start()
+        .trim_start_matches("token:")
+        .trim()
+        .trim_matches(['"', '\''])
+        .to_owned();
+    // The default mode (gpustack-api, with no GPUStack server): the inline kubeconfig is used.
+    let data = root.path().join("hub");
+    let port = free_port();
+    let hub = HubProcess::start(&data, port, &[]);
+    let body = |extra: &str, doc: &str| {
+        format!(
+            r#"{{"clusters":["east"],"kubeconfigData":{}{extra}}}"#,
+            serde_json::to_string(doc).unwrap()
+        )
+    };
+    // Only alone: it names the server and carries the credentials.
+    let (code, answer) = hub.request(
+        "POST",
+        "/apis/workers",
+        Some(&body(r#","token":"t""#, &kubeconfig)),
+    );
+    assert_eq!(code, 400, "{answer}");
+    assert!(answer.contains("kubeconfigData excludes token"), "{answer}");
+    let (code, answer) = hub.request("POST", "/apis/workers", Some(&body("", &kubeconfig)));
+    assert_eq!(code, 202, "{answer}");
+    hub.wait_phase("east", "Ready");
+    wait_mirrored(&hub, "east", &["gpu-a"]);
+
+    // InstanceTypes are mirrored by default, status included, and served in the fleet view.
+    let types = "apis/worker.gpustack.ai/v1alpha1/instancetypes";
+    let own = get_json(&hub, &format!("/clusters/east/{types}"));
+    assert_eq!(own["items"][0]["metadata"]["name"], "h100", "{own}");
+    let fleet = get_json(&hub, &format!("/clusters/_fleet/{types}"));
+    let item = &fleet["items"][0];
+    assert_eq!(item["metadata"]["name"], "east.h100", "{fleet}");
+    assert_eq!(item["metadata"]["labels"]["gpustack.ai/cluster"], "east");
+    assert_eq!(item["status"]["phase"], "Active", "{fleet}");
+    let (code, events) = hub.request(
+        "GET",
+        &format!("/clusters/_fleet/{types}?watch=1&timeoutSeconds=1"),
+        None,
+    );
+    assert_eq!(code, 200, "{events}");
+    assert!(
+        events.contains(r#""type":"ADDED""#) && events.contains(r#""name":"east.h100""#),
+        "{events}"
+    );
+
+    // The kubeconfig's credentials reach neither status, nor metrics, nor the log.
+    let shown = || {
+        let (_, metrics) = hub.request("GET", "/metrics", None);
+        format!("{}\n{metrics}\n{}", hub.workers(), hub.log())
+    };
+    assert!(
+        !shown().contains(&token),
+        "the hub shows the kubeconfig's token"
+    );
+
+    // Stored: a restarted hub mirrors it again.
+    hub.stop();
+    let hub = HubProcess::start(&data, port, &[]);
+    assert_eq!(mirrored(&hub, "east"), ["gpu-a"], "served at once");
+    add_device(&east, "gpu-b");
+    wait_mirrored(&hub, "east", &["gpu-a", "gpu-b"]);
+    hub.wait_phase("east", "Ready");
+
+    // An exec plugin is refused by rule; the answer never quotes the document.
+    let marker = "inline-kubeconfig-marker-4e1f";
+    let exec = kubeconfig.replace(
+        token_line,
+        &format!("    exec: {{apiVersion: client.authentication.k8s.io/v1, command: /bin/echo, args: [{marker}]}}"),
+    );
+    let west = body("", &exec).replace("\"east\"", "\"west\"");
+    let (code, answer) = hub.request("POST", "/apis/workers", Some(&west));
+    assert_eq!(code, 400, "{answer}");
+    assert!(
+        answer.contains("kubeconfigData: users[0] uses an exec credential plugin"),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains(marker) && !answer.contains(&token),
+        "{answer}"
+    );
+    assert!(hub.worker("west").is_none());
+}

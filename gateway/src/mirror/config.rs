@@ -39,6 +39,12 @@ pub enum Access {
         path: Option<PathBuf>,
         context: Option<String>,
     },
+    /// A kubeconfig document given inline by a run-time subscription (`kubeconfigData`), used
+    /// as a named one is, whatever the connection mode.
+    KubeconfigData {
+        data: InlineKubeconfig,
+        context: Option<String>,
+    },
     /// The GPUStack server's per-cluster Kubernetes proxy (`gpustack-api` mode), with the
     /// subscription's token as bearer token. The proxy's certificate is not verified (it is on
     /// localhost, and commonly self-signed).
@@ -52,6 +58,11 @@ impl std::fmt::Debug for Access {
             Access::Kubeconfig { path, context } => f
                 .debug_struct("Kubeconfig")
                 .field("path", path)
+                .field("context", context)
+                .finish(),
+            Access::KubeconfigData { data, context } => f
+                .debug_struct("KubeconfigData")
+                .field("data", data)
                 .field("context", context)
                 .finish(),
             Access::GpustackApi { url, token } => f
@@ -68,8 +79,20 @@ impl Access {
     pub fn secret(&self) -> Option<&str> {
         match self {
             Access::GpustackApi { token, .. } => token.as_deref(),
-            Access::Kubeconfig { .. } => None,
+            Access::Kubeconfig { .. } | Access::KubeconfigData { .. } => None,
         }
+    }
+}
+
+/// A kubeconfig document held in memory (and in the store, with its subscription). It carries
+/// credentials, so its `Debug` shows only its size.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct InlineKubeconfig(pub String);
+
+impl std::fmt::Debug for InlineKubeconfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} bytes, not shown>", self.0.len())
     }
 }
 

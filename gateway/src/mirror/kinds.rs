@@ -71,11 +71,12 @@ pub fn with_extra(extra: &[MirroredKind]) -> Vec<MirroredKind> {
     kinds
 }
 
-/// The GPU-relevant kinds every upstream is mirrored for: the node ledgers, the model stores
-/// and artifacts of `worker.gpustack.ai`, and the nodes themselves.
+/// The GPU-relevant kinds every upstream is mirrored for: the node ledgers, the instance types,
+/// the model stores and artifacts of `worker.gpustack.ai`, and the nodes themselves.
 pub fn default_kinds() -> Vec<MirroredKind> {
     vec![
         MirroredKind::new("worker.gpustack.ai", "v1alpha1", "Devices"),
+        MirroredKind::new("worker.gpustack.ai", "v1alpha1", "InstanceType"),
         MirroredKind::new("worker.gpustack.ai", "v1alpha1", "NodeModelStore"),
         MirroredKind::new("worker.gpustack.ai", "v1alpha1", "ModelArtifact"),
         MirroredKind::new("", "v1", "Node"),
@@ -90,7 +91,8 @@ mod tests {
     fn labels() {
         let k = default_kinds();
         assert_eq!(k[0].label(), "Devices.worker.gpustack.ai");
-        assert_eq!(k[3].label(), "Node");
+        assert_eq!(k[1].label(), "InstanceType.worker.gpustack.ai");
+        assert_eq!(k.last().unwrap().label(), "Node");
     }
 
     #[test]

@@ -1,16 +1,20 @@
 //! What an upstream's kubeconfig may ask of the gateway. A subscription names a file on the
-//! gateway's host, so it could name any file (and see its first lines quoted in a parse error),
-//! run a command (an `exec` credential plugin), or make the gateway read a host file and send
-//! it to a server of the subscriber's choosing (`tokenFile`, client keys). So: run-time
-//! subscriptions may only name files under the allowed directories; no kubeconfig may run a
-//! plugin; a run-time subscription's kubeconfig carries its credentials inline; and errors
-//! name the file and the rule, never its content.
+//! gateway's host, or carries the document inline (`kubeconfigData`), so it could name any file
+//! (and see its first lines quoted in a parse error), run a command (an `exec` credential
+//! plugin), or make the gateway read a host file and send it to a server of the subscriber's
+//! choosing (`tokenFile`, client keys). So: run-time subscriptions may only name files under the
+//! allowed directories; no kubeconfig may run a plugin; a run-time subscription's kubeconfig
+//! carries its credentials inline; and errors name the source and the rule, never the content
+//! (users are named by position: even their names come from the document).
 
 use std::path::{Path, PathBuf};
 
 use kube::config::Kubeconfig;
 
-/// Why a kubeconfig is not used. Messages never quote the file.
+/// How an inline kubeconfig (a subscription's `kubeconfigData`) is named in errors.
+pub const INLINE_SOURCE: &str = "kubeconfigData";
+
+/// Why a kubeconfig is not used. Messages never quote the document.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KubeconfigRefused {
     #[error(
@@ -19,20 +23,20 @@ pub enum KubeconfigRefused {
     OutsideAllowedDirs { path: String, allowed: String },
     #[error("kubeconfig {path}: not readable ({reason})")]
     Unreadable { path: String, reason: String },
-    #[error("kubeconfig {path}: not a valid kubeconfig (its content is not shown)")]
-    Invalid { path: String },
+    #[error("{doc}: not a valid kubeconfig (its content is not shown)")]
+    Invalid { doc: String },
     #[error(
-        "kubeconfig {path}: user {user:?} uses an {what}, which the gateway never runs; give a token or client certificate inline"
+        "{doc}: users[{index}] uses an {what}, which the gateway never runs; give a token or client certificate inline"
     )]
     Plugin {
-        path: String,
-        user: String,
+        doc: String,
+        index: usize,
         what: &'static str,
     },
     #[error(
-        "kubeconfig {path}: {field} names a file; a subscription's kubeconfig must carry it inline ({field}-data or token)"
+        "{doc}: {field} names a file; a subscription's kubeconfig must carry it inline ({field}-data or token)"
     )]
-    FileReference { path: String, field: &'static str },
+    FileReference { doc: String, field: &'static str },
 }
 
 /// How much a kubeconfig is trusted.
@@ -40,27 +44,32 @@ pub enum KubeconfigRefused {
 pub enum Origin {
     /// Named in the operator's `--upstreams` file: it may reference files.
     OperatorFile,
-    /// Named by a run-time subscription: only what it holds inline.
+    /// Named or given inline by a run-time subscription: only what it holds inline.
     Subscription,
 }
 
 /// Reads and checks the kubeconfig at `path` for `origin`.
 pub fn load(path: &Path, origin: Origin) -> Result<Kubeconfig, KubeconfigRefused> {
-    let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| KubeconfigRefused::Unreadable {
-        path: shown.clone(),
+        path: path.display().to_string(),
         reason: e.kind().to_string(),
     })?;
-    let config = Kubeconfig::from_yaml(&text).map_err(|_| KubeconfigRefused::Invalid {
-        path: shown.clone(),
+    parse(&text, &format!("kubeconfig {}", path.display()), origin)
+}
+
+/// Parses and checks the kubeconfig document `text` for `origin`; `source` names it in errors.
+pub fn parse(text: &str, source: &str, origin: Origin) -> Result<Kubeconfig, KubeconfigRefused> {
+    // The parser's message would quote the document, so it is dropped.
+    let config = Kubeconfig::from_yaml(text).map_err(|_| KubeconfigRefused::Invalid {
+        doc: source.to_owned(),
     })?;
-    check(&config, &shown, origin)?;
+    check(&config, source, origin)?;
     Ok(config)
 }
 
 /// The rules of the module on a parsed kubeconfig.
-pub fn check(config: &Kubeconfig, path: &str, origin: Origin) -> Result<(), KubeconfigRefused> {
-    for named in &config.auth_infos {
+pub fn check(config: &Kubeconfig, source: &str, origin: Origin) -> Result<(), KubeconfigRefused> {
+    for (index, named) in config.auth_infos.iter().enumerate() {
         let Some(info) = &named.auth_info else {
             continue;
         };
@@ -73,8 +82,8 @@ pub fn check(config: &Kubeconfig, path: &str, origin: Origin) -> Result<(), Kube
         };
         if let Some(what) = plugin {
             return Err(KubeconfigRefused::Plugin {
-                path: path.to_owned(),
-                user: named.name.clone(),
+                doc: source.to_owned(),
+                index,
                 what,
             });
         }
@@ -86,7 +95,7 @@ pub fn check(config: &Kubeconfig, path: &str, origin: Origin) -> Result<(), Kube
             ];
             if let Some((field, _)) = files.iter().find(|(_, set)| *set) {
                 return Err(KubeconfigRefused::FileReference {
-                    path: path.to_owned(),
+                    doc: source.to_owned(),
                     field,
                 });
             }
@@ -100,7 +109,7 @@ pub fn check(config: &Kubeconfig, path: &str, origin: Origin) -> Result<(), Kube
                 .is_some_and(|c| c.certificate_authority.is_some())
             {
                 return Err(KubeconfigRefused::FileReference {
-                    path: path.to_owned(),
+                    doc: source.to_owned(),
                     field: "certificate-authority",
                 });
             }
@@ -133,11 +142,9 @@ pub fn check_location(path: &Path, allowed: &[PathBuf]) -> Result<PathBuf, Kubec
     if inside { Ok(real) } else { Err(outside()) }
 }
 
+/// A kubeconfig that passes every rule (credentials inline), for tests to vary.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const INLINE: &str = "apiVersion: v1
+pub(crate) const INLINE_EXAMPLE: &str = "apiVersion: v1
 kind: Config
 clusters:
 - name: c
@@ -151,11 +158,15 @@ contexts:
 current-context: x
 ";
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
     #[test]
     fn inline_credentials_pass_plugins_and_file_references_do_not() {
-        let ok = Kubeconfig::from_yaml(INLINE).unwrap();
+        let ok = Kubeconfig::from_yaml(INLINE_EXAMPLE).unwrap();
         assert_eq!(check(&ok, "k", Origin::Subscription), Ok(()));
-        let exec = INLINE.replace(
+        let exec = INLINE_EXAMPLE.replace(
             "user: {token: secret-token}",
             "user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, id]}}",
         );
@@ -164,7 +175,7 @@ current-context: x
             let err = check(&exec, "k", origin).unwrap_err().to_string();
             assert!(err.contains("exec credential plugin"), "{err}");
         }
-        let file = INLINE.replace(
+        let file = INLINE_EXAMPLE.replace(
             "user: {token: secret-token}",
             "user: {tokenFile: /etc/shadow}",
         );
@@ -172,7 +183,7 @@ current-context: x
         assert_eq!(check(&file, "k", Origin::OperatorFile), Ok(()));
         let err = check(&file, "k", Origin::Subscription).unwrap_err();
         assert!(err.to_string().contains("tokenFile names a file"), "{err}");
-        let ca = INLINE.replace(
+        let ca = INLINE_EXAMPLE.replace(
             "certificate-authority-data: 'AAAA'",
             "certificate-authority: /x/ca.key",
         );
@@ -191,14 +202,39 @@ current-context: x
     }
 
     #[test]
+    fn inline_documents_follow_the_same_rules_and_are_never_quoted() {
+        assert!(parse(INLINE_EXAMPLE, INLINE_SOURCE, Origin::Subscription).is_ok());
+        let exec = INLINE_EXAMPLE.replace(
+            "user: {token: secret-token}",
+            "user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, echo secret-arg]}}",
+        );
+        let err = parse(&exec, INLINE_SOURCE, Origin::Subscription)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("kubeconfigData: users[0] uses an exec credential plugin"),
+            "{err}"
+        );
+        assert!(!err.contains("secret") && !err.contains("/bin/sh"), "{err}");
+        let garbage = "-----BEGIN PRIVATE KEY-----\nMIIsecretbytes\n";
+        let err = parse(garbage, INLINE_SOURCE, Origin::Subscription)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "kubeconfigData: not a valid kubeconfig (its content is not shown)"
+        );
+    }
+
+    #[test]
     fn only_files_under_the_allowed_directories() {
         let dir = tempfile::tempdir().unwrap();
         let allowed = dir.path().join("data");
         std::fs::create_dir(&allowed).unwrap();
         let inside = allowed.join("east.kubeconfig");
-        std::fs::write(&inside, INLINE).unwrap();
+        std::fs::write(&inside, INLINE_EXAMPLE).unwrap();
         let outside = dir.path().join("other.kubeconfig");
-        std::fs::write(&outside, INLINE).unwrap();
+        std::fs::write(&outside, INLINE_EXAMPLE).unwrap();
         let link = allowed.join("link.kubeconfig");
         std::os::unix::fs::symlink(&outside, &link).unwrap();
         let dirs = [allowed.clone()];

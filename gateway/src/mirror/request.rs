@@ -1,7 +1,9 @@
 //! Reading a subscription request of `POST /apis/workers`: the query form
 //! `?cluster=X[&cluster=Y][&token=T][&force][&gvk=group/version/Kind...][&kubeconfig=PATH][&context=C]`
-//! or the same as a JSON body `{clusters, token, force, gvks, kubeconfig, context}`. Every
-//! refusal is one line naming the parameter and what is allowed.
+//! or the same as a JSON body `{clusters, token, force, gvks, kubeconfig, context}`. The body may
+//! instead carry the kubeconfig itself, `kubeconfigData` (a YAML document, checked here by the
+//! rules of [`kubeconfig_policy`]). Every refusal is one line naming the parameter and what is
+//! allowed, and never quotes an inline kubeconfig.
 
 use std::path::PathBuf;
 
@@ -9,9 +11,13 @@ use serde::Deserialize;
 
 use super::{
     Access, ConnMode, Upstream,
-    config::is_dns_label,
+    config::{InlineKubeconfig, is_dns_label},
     kinds::{MirroredKind, parse_gvk},
+    kubeconfig_policy::{self, INLINE_SOURCE, Origin},
 };
+
+/// The largest `kubeconfigData` accepted: a kubeconfig with a few certificates is a few KiB.
+pub const MAX_KUBECONFIG_DATA_BYTES: usize = 256 << 10;
 
 /// A validated subscription request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -21,6 +27,8 @@ pub struct SubscribeRequest {
     pub force: bool,
     pub gvks: Vec<MirroredKind>,
     pub kubeconfig: Option<PathBuf>,
+    /// An inline kubeconfig, already checked (JSON body only).
+    pub kubeconfig_data: Option<InlineKubeconfig>,
     pub context: Option<String>,
 }
 
@@ -36,6 +44,7 @@ struct Body {
     #[serde(default)]
     gvks: Vec<String>,
     kubeconfig: Option<PathBuf>,
+    kubeconfig_data: Option<String>,
     context: Option<String>,
 }
 
@@ -71,13 +80,14 @@ impl SubscribeRequest {
     /// From a JSON body.
     pub fn from_json(body: &[u8]) -> Result<Self, String> {
         let b: Body = serde_json::from_slice(body)
-            .map_err(|e| format!("the body is not a subscription {{clusters, token, force, gvks, kubeconfig, context}}: {e}"))?;
+            .map_err(|e| format!("the body is not a subscription {{clusters, token, force, gvks, kubeconfig, kubeconfigData, context}}: {e}"))?;
         let mut clusters = b.clusters;
         clusters.extend(b.cluster);
         let req = SubscribeRequest {
             token: b.token,
             force: b.force,
             kubeconfig: b.kubeconfig,
+            kubeconfig_data: b.kubeconfig_data.map(InlineKubeconfig),
             context: b.context,
             ..Default::default()
         };
@@ -102,6 +112,10 @@ impl SubscribeRequest {
         self.token = self.token.filter(|t| !t.is_empty());
         self.context = self.context.filter(|c| !c.is_empty());
         self.kubeconfig = self.kubeconfig.filter(|k| !k.as_os_str().is_empty());
+        self.kubeconfig_data = self.kubeconfig_data.filter(|d| !d.0.is_empty());
+        if let Some(data) = &self.kubeconfig_data {
+            self.check_inline(data)?;
+        }
         let mut seen = std::collections::HashSet::new();
         clusters.into_iter().for_each(|c| {
             if seen.insert(c.clone()) {
@@ -111,19 +125,61 @@ impl SubscribeRequest {
         Ok(self)
     }
 
-    /// The upstreams this request subscribes to in `mode`: with a kubeconfig, through it; else
-    /// through the GPUStack server's proxy with the token (`gpustack-api`), or the gateway's
-    /// default kubeconfig (`loopback`, one kubeconfig for every cluster, as the reference does).
+    /// The rules of `kubeconfigData`: alone (it names the server and carries the credentials),
+    /// bounded, and acceptable to [`kubeconfig_policy`] as a subscription's kubeconfig.
+    fn check_inline(&self, data: &InlineKubeconfig) -> Result<(), String> {
+        let others: Vec<&str> = [
+            ("kubeconfig", self.kubeconfig.is_some()),
+            ("token", self.token.is_some()),
+        ]
+        .iter()
+        .filter(|(_, given)| *given)
+        .map(|(name, _)| *name)
+        .collect();
+        if !others.is_empty() {
+            return Err(format!(
+                "kubeconfigData excludes {}: the inline kubeconfig names the upstream's server and carries its credentials",
+                others.join(" and ")
+            ));
+        }
+        if data.0.len() > MAX_KUBECONFIG_DATA_BYTES {
+            return Err(format!(
+                "kubeconfigData: {} bytes, at most {MAX_KUBECONFIG_DATA_BYTES} allowed",
+                data.0.len()
+            ));
+        }
+        let config = kubeconfig_policy::parse(&data.0, INLINE_SOURCE, Origin::Subscription)
+            .map_err(|e| e.to_string())?;
+        match &self.context {
+            Some(c) if !config.contexts.iter().any(|n| &n.name == c) => Err(format!(
+                "context {c:?}: not a context of the kubeconfigData"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The upstreams this request subscribes to in `mode`: with a kubeconfig (inline or named),
+    /// through it, in either mode; else through the GPUStack server's proxy with the token
+    /// (`gpustack-api`), or the gateway's default kubeconfig (`loopback`, one kubeconfig for
+    /// every cluster, as the reference does).
     pub fn upstreams(&self, mode: &ConnMode) -> Vec<Upstream> {
         self.clusters
             .iter()
             .map(|name| {
-                let access = match (&self.kubeconfig, mode.proxy_url(name)) {
-                    (None, Some(url)) => Access::GpustackApi {
+                let access = match (
+                    &self.kubeconfig_data,
+                    &self.kubeconfig,
+                    mode.proxy_url(name),
+                ) {
+                    (Some(data), _, _) => Access::KubeconfigData {
+                        data: data.clone(),
+                        context: self.context.clone(),
+                    },
+                    (None, None, Some(url)) => Access::GpustackApi {
                         url,
                         token: self.token.clone(),
                     },
-                    (path, _) => Access::Kubeconfig {
+                    (None, path, _) => Access::Kubeconfig {
                         path: path.clone(),
                         context: self.context.clone(),
                     },
@@ -158,6 +214,7 @@ pub fn unsubscribe_clusters(pairs: &[(String, String)]) -> Result<Vec<String>, S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mirror::kubeconfig_policy::INLINE_EXAMPLE;
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
@@ -211,6 +268,88 @@ mod tests {
             unsubscribe_clusters(&q(&[("cluster", "a")])).unwrap(),
             ["a"]
         );
+    }
+
+    /// A JSON body subscribing `east` with `data` inline and the `extra` fields.
+    fn inline_body(data: &str, extra: &str) -> Vec<u8> {
+        let data = serde_json::to_string(data).unwrap();
+        format!(r#"{{"clusters":["east"],"kubeconfigData":{data}{extra}}}"#).into_bytes()
+    }
+
+    #[test]
+    fn inline_kubeconfigs_are_used_in_either_mode_and_never_shown() {
+        let req =
+            SubscribeRequest::from_json(&inline_body(INLINE_EXAMPLE, r#","context":"x""#)).unwrap();
+        let api = ConnMode::from_flags("gpustack-api", "https", 443);
+        for mode in [ConnMode::Loopback, api] {
+            let access = &req.upstreams(&mode)[0].access;
+            assert_eq!(
+                *access,
+                Access::KubeconfigData {
+                    data: InlineKubeconfig(INLINE_EXAMPLE.into()),
+                    context: Some("x".into()),
+                }
+            );
+            assert!(!format!("{access:?}").contains("secret"), "{access:?}");
+        }
+        assert!(!format!("{req:?}").contains("secret"));
+        // Empty is as if absent.
+        let req = SubscribeRequest::from_json(&inline_body("", r#","token":"t""#)).unwrap();
+        assert_eq!(req.kubeconfig_data, None);
+    }
+
+    #[test]
+    fn inline_kubeconfigs_are_refused_by_rule_without_being_quoted() {
+        let exec = INLINE_EXAMPLE.replace(
+            "user: {token: secret-token}",
+            "user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: secret-token}}",
+        );
+        let file = INLINE_EXAMPLE.replace("token: secret-token", "tokenFile: /etc/secret");
+        let huge = format!(
+            "{INLINE_EXAMPLE}# {}\n",
+            "x".repeat(MAX_KUBECONFIG_DATA_BYTES)
+        );
+        let cases = [
+            (
+                inline_body(INLINE_EXAMPLE, r#","kubeconfig":"/k""#),
+                "kubeconfigData excludes kubeconfig:",
+            ),
+            (
+                inline_body(INLINE_EXAMPLE, r#","token":"t""#),
+                "kubeconfigData excludes token:",
+            ),
+            (
+                inline_body(INLINE_EXAMPLE, r#","token":"t","kubeconfig":"/k""#),
+                "kubeconfigData excludes kubeconfig and token:",
+            ),
+            (inline_body(&huge, ""), "at most 262144 allowed"),
+            (
+                inline_body(&exec, ""),
+                "kubeconfigData: users[0] uses an exec credential plugin",
+            ),
+            (
+                inline_body(&file, ""),
+                "kubeconfigData: tokenFile names a file",
+            ),
+            (
+                inline_body("secret-token: [", ""),
+                "kubeconfigData: not a valid kubeconfig",
+            ),
+            (
+                inline_body(INLINE_EXAMPLE, r#","context":"nope""#),
+                "context \"nope\": not a context of the kubeconfigData",
+            ),
+        ];
+        for (body, expected) in cases {
+            let e = SubscribeRequest::from_json(&body).unwrap_err();
+            assert!(e.contains(expected), "{expected}: {e}");
+            assert!(!e.contains("secret"), "{e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        // The query form has no inline kubeconfig.
+        let e = SubscribeRequest::from_query(&q(&[("cluster", "a"), ("kubeconfigData", "x")]))
+            .unwrap_err();
+        assert!(e.contains("unknown parameter"), "{e}");
     }
 
     #[test]

@@ -622,11 +622,16 @@ pub async fn connect(u: &Upstream) -> Result<Client, MirrorError> {
                 kubeconfig_policy::Origin::Subscription
             };
             let kubeconfig = kubeconfig_policy::load(path, origin)?;
-            let options = KubeConfigOptions {
-                context: context.clone(),
-                ..Default::default()
-            };
-            Config::from_custom_kubeconfig(kubeconfig, &options).await?
+            from_kubeconfig(kubeconfig, context).await?
+        }
+        // Checked again: a stored subscription may predate a rule.
+        Access::KubeconfigData { data, context } => {
+            let kubeconfig = kubeconfig_policy::parse(
+                &data.0,
+                kubeconfig_policy::INLINE_SOURCE,
+                kubeconfig_policy::Origin::Subscription,
+            )?;
+            from_kubeconfig(kubeconfig, context).await?
         }
         Access::Kubeconfig {
             path: None,
@@ -655,6 +660,18 @@ pub async fn connect(u: &Upstream) -> Result<Client, MirrorError> {
         }
     };
     Ok(Client::try_from(config)?)
+}
+
+/// The client configuration of a checked kubeconfig, in `context` (else its current one).
+async fn from_kubeconfig(
+    kubeconfig: kube::config::Kubeconfig,
+    context: &Option<String>,
+) -> Result<Config, MirrorError> {
+    let options = KubeConfigOptions {
+        context: context.clone(),
+        ..Default::default()
+    };
+    Ok(Config::from_custom_kubeconfig(kubeconfig, &options).await?)
 }
 
 /// A served kind known only from discovery: no printer columns, no schema.
