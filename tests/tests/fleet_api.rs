@@ -13,12 +13,14 @@ use std::{
 use gpustack_tests::{
     embedded::{GatewayProcess, free_port, stream_lines, wait_until},
     hub::{HubProcess, upstreams_file},
-    inventory::{H100, Machine, Product, RX7800XT, publish},
+    inventory::{H100, Machine, RX7800XT, publish},
     worker::WorkerProcess,
 };
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(90);
+/// How the H100 pools' accelerator group reads.
+const H100_CARD: &str = "h100";
 
 /// An upstream cluster: its embedded cluster and its worker, with `machine` published.
 struct Upstream {
@@ -63,12 +65,24 @@ fn get_json(hub: &GatewayProcess, resource: &str) -> Option<Value> {
     serde_json::from_slice(&out.stdout).ok()
 }
 
-/// Waits until `check` holds for the list of `resource` at the hub.
+/// Waits until `check` holds for the list of `resource` at the hub; on a timeout, says what the
+/// list held last.
 fn wait_list(hub: &GatewayProcess, resource: &str, what: &str, check: impl Fn(&[Value]) -> bool) {
-    wait_until(what, WAIT, || {
-        let list = get_json(hub, resource)?;
-        check(list["items"].as_array().map(Vec::as_slice).unwrap_or(&[])).then_some(())
-    });
+    let last = std::cell::RefCell::new(Value::Null);
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_until(what, WAIT, || {
+            let list = get_json(hub, resource)?;
+            let ok = check(list["items"].as_array().map(Vec::as_slice).unwrap_or(&[]));
+            *last.borrow_mut() = list;
+            ok.then_some(())
+        })
+    }));
+    if done.is_err() {
+        panic!(
+            "timed out waiting for {what}; {resource} last held:\n{:#}",
+            last.borrow()
+        );
+    }
 }
 
 fn item<'a>(items: &'a [Value], name: &str) -> Option<&'a Value> {
@@ -79,13 +93,12 @@ fn phase_is(items: &[Value], cluster: &str, phase: &str) -> bool {
     item(items, cluster).is_some_and(|c| c["status"]["phase"] == phase)
 }
 
-/// The aggregate holding `product`'s pool.
-fn aggregate_of<'a>(items: &'a [Value], product: &Product) -> Option<&'a Value> {
-    let group = format!("{}-{}", product.manufacturer, product.name).to_lowercase();
+/// The aggregate whose accelerator group names `card` (`h100`, `rx-7800`).
+fn aggregate_of<'a>(items: &'a [Value], card: &str) -> Option<&'a Value> {
     items.iter().find(|o| {
         o["spec"]["acceleratorGroup"]
             .as_str()
-            .is_some_and(|g| g.starts_with(&group))
+            .is_some_and(|g| g.contains(card))
     })
 }
 
@@ -229,7 +242,7 @@ async fn three_clusters_in_one_kubectl_view() {
         "instancetypes.fleet.gpustack.ai",
         "the H100 aggregate of two clusters",
         |its| {
-            aggregate_of(its, &H100).is_some_and(|a| {
+            aggregate_of(its, H100_CARD).is_some_and(|a| {
                 a["status"]["clusters"] == serde_json::json!(["east", "west"])
                     && a["status"]["accelerator"]["remaining"] == 16
             })
@@ -238,10 +251,10 @@ async fn three_clusters_in_one_kubectl_view() {
     let its = get_json(&hub, "instancetypes.fleet.gpustack.ai").unwrap();
     let items = its["items"].as_array().unwrap();
     assert!(
-        aggregate_of(items, &RX7800XT)
+        aggregate_of(items, "rx-7800")
             .is_some_and(|a| a["status"]["clusters"] == serde_json::json!(["north"]))
     );
-    let h100 = aggregate_of(items, &H100).unwrap()["metadata"]["name"]
+    let h100 = aggregate_of(items, H100_CARD).unwrap()["metadata"]["name"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -252,7 +265,7 @@ async fn three_clusters_in_one_kubectl_view() {
         .iter()
         .filter(|f| {
             f["spec"]["acceleratorGroup"]
-                == aggregate_of(items, &H100).unwrap()["spec"]["acceleratorGroup"]
+                == aggregate_of(items, H100_CARD).unwrap()["spec"]["acceleratorGroup"]
         })
         .collect();
     assert_eq!(h100_flavors.len(), 1, "{flavors:#}");
@@ -294,7 +307,7 @@ async fn three_clusters_in_one_kubectl_view() {
         "instancetypes.fleet.gpustack.ai",
         "east's member stale",
         |its| {
-            aggregate_of(its, &H100)
+            aggregate_of(its, H100_CARD)
                 .is_some_and(|a| a["status"]["staleClusters"] == serde_json::json!(["east"]))
         },
     );
