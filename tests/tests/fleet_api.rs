@@ -218,6 +218,9 @@ async fn three_clusters_in_one_kubectl_view() {
             .iter()
             .all(|n| item(ds, n).is_some())
     });
+    // A name both groups serve stays the hub cluster's own (it has no nodes): the fleet's
+    // APIService ranks below the worker's.
+    assert_eq!(hub.kubectl_ok(&["get", "devices", "-o", "name"]).trim(), "");
     let listed = hub.kubectl_ok(&[
         "get",
         "devices.fleet.gpustack.ai",

@@ -101,7 +101,7 @@ pub fn desired(system_namespace: &str, reach: &Reach, ca_pem: &str) -> Vec<Desir
     });
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     for group in [names::WORKER_GROUP, names::SETTINGS_GROUP] {
-        out.push(apiservice(group, system_namespace, port, &ca_bundle));
+        out.push(apiservice(group, system_namespace, port, &ca_bundle, 100));
     }
     // The admission webhooks last: they call a server that must find its kinds too.
     for (kind, plural, object) in
@@ -125,7 +125,13 @@ fn service_port(reach: &Reach) -> u16 {
 }
 
 /// The APIService `v1.<group>` that points the aggregator at this process.
-fn apiservice(group: &str, system_namespace: &str, port: u16, ca_bundle: &str) -> Desired {
+fn apiservice(
+    group: &str,
+    system_namespace: &str,
+    port: u16,
+    ca_bundle: &str,
+    priority: u16,
+) -> Desired {
     let labels = json!({"app.kubernetes.io/managed-by": "gpustack-operator"});
     Desired {
         resource: resource("apiregistration.k8s.io", "v1", "APIService", "apiservices"),
@@ -138,7 +144,7 @@ fn apiservice(group: &str, system_namespace: &str, port: u16, ca_bundle: &str) -
                 "version": "v1",
                 "service": {"namespace": system_namespace, "name": names::SERVICE, "port": port},
                 "caBundle": ca_bundle,
-                "groupPriorityMinimum": 100,
+                "groupPriorityMinimum": priority,
                 "versionPriority": 100,
             },
         }),
@@ -153,6 +159,9 @@ pub fn fleet_apiservice(system_namespace: &str, reach: &Reach, ca_pem: &str) -> 
         system_namespace,
         service_port(reach),
         &ca_bundle,
+        // Below the worker's own groups: a short name both serve (`devices`) stays the
+        // cluster's own; the fleet's is asked for by its full name.
+        50,
     )
 }
 

@@ -198,9 +198,10 @@ pub async fn run(
         }
         None => None,
     };
-    let mut defs = resources::all();
-    if fleet.is_some() {
-        defs.extend(crate::fleet::resources::all());
+    let defs = resources::all();
+    let mut plurals: Vec<String> = defs.iter().map(|d| d.plural.clone()).collect();
+    if let Some(f) = &fleet {
+        plurals.extend(f.defs.iter().map(|d| d.plural.clone()));
     }
     let server = Arc::new(ApiServer {
         client: client.clone(),
@@ -218,7 +219,7 @@ pub async fn run(
         auth,
         audit,
         cors: Cors::new(&config.cors_allowed_origins),
-        metrics: Metrics::new(defs.iter().map(|d| d.plural.clone()).collect()),
+        metrics: Metrics::new(plurals),
         defs,
         ready: ready.clone(),
         fleet: fleet.clone(),

@@ -56,6 +56,18 @@ pub struct ApiServer {
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
+impl ApiServer {
+    /// What discovery and OpenAPI describe: the worker's groups, and the fleet's once the gateway
+    /// has answered (a worker without a hub announces no group it cannot serve).
+    fn served_defs(&self) -> Vec<gpustack_kube_rest::resource::ResourceDef> {
+        let mut defs = self.defs.clone();
+        if let Some(fleet) = self.fleet.as_ref().filter(|f| f.has_answered()) {
+            defs.extend(fleet.defs.iter().cloned());
+        }
+        defs
+    }
+}
+
 /// What `/version` answers.
 pub fn server_version() -> ServerVersion {
     ServerVersion {
@@ -174,7 +186,7 @@ async fn serve(
         return Err(e);
     }
     if let Some(answer) =
-        documents::answer(&route, &accept, &server_version(), || server.defs.clone())
+        documents::answer(&route, &accept, &server_version(), || server.served_defs())
     {
         return answer;
     }

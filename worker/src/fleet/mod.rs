@@ -66,6 +66,8 @@ pub struct Fleet {
     pub clusters: Computed,
     pub instance_types: Computed,
     pub flavors: Computed,
+    /// Everything the group serves, for discovery and OpenAPI.
+    pub defs: Vec<gpustack_kube_rest::resource::ResourceDef>,
     devices: View,
     health: RwLock<Health>,
     /// Signalled the first time the gateway answers (the APIService is registered then).
@@ -92,6 +94,7 @@ impl Fleet {
             clusters: Computed::new(resources::clusters()),
             instance_types: Computed::new(resources::instance_types()),
             flavors: Computed::new(resources::instance_type_flavors()),
+            defs: resources::all(),
             devices: View {
                 def: resources::devices(),
                 served: FLEET_VERSION.into(),
