@@ -66,6 +66,27 @@ pub fn stream_lines(mut cmd: Command) -> (Child, std::sync::mpsc::Receiver<Strin
     (child, rx)
 }
 
+/// Writes to `path` a copy of `kubeconfig` whose user presents `token` instead.
+pub fn with_token(kubeconfig: &Path, token: &str, path: &Path) {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let mut doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    doc["users"][0]["user"]["token"] = serde_yaml_ng::Value::String(token.to_owned());
+    std::fs::write(path, serde_yaml_ng::to_string(&doc).unwrap()).unwrap();
+}
+
+/// kubectl with `kubeconfig` and its own discovery cache `cache`.
+pub fn kubectl_as(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
+    kubectl_with(
+        &[
+            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--cache-dir={}", cache.display()),
+        ],
+        args,
+    )
+    .output()
+    .unwrap()
+}
+
 pub struct GatewayProcess {
     child: Option<Child>,
     pub cluster: String,

@@ -11,7 +11,7 @@ use std::{
 };
 
 use gpustack_tests::{
-    embedded::{GatewayProcess, free_port, stream_lines, wait_until},
+    embedded::{GatewayProcess, free_port, kubectl_as, stream_lines, wait_until, with_token},
     hub::{HubProcess, upstreams_file},
     inventory::{H100, Machine, RX7800XT, publish},
     worker::WorkerProcess,
@@ -164,12 +164,8 @@ async fn three_clusters_in_one_kubectl_view() {
     let mirror = HubProcess::start(&mirror_data, mirror_port, &mirror_args);
     let hub = start_cluster(root, "hub", free_port());
     let socket = format!("--gateway-socket={}", mirror.socket.display());
-    let hub_worker = WorkerProcess::start(
-        &hub,
-        &root.join("hub-worker"),
-        &["--disable-auths", socket.as_str()],
-        &[],
-    );
+    // Delegated authentication and authorization, as in production.
+    let hub_worker = WorkerProcess::start(&hub, &root.join("hub-worker"), &[socket.as_str()], &[]);
 
     wait_list(
         &hub,
@@ -198,6 +194,33 @@ async fn three_clusters_in_one_kubectl_view() {
         "default",
         &format!("--from-file=kubeconfig={}", kubeconfig.display()),
     ]);
+    // Someone who may create clusters but not read that Secret is refused: the worker reads
+    // it with its own identity.
+    hub.kubectl_ok(&["create", "serviceaccount", "fleet-editor", "-n", "default"]);
+    let rbac = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: fleet-editor}\nrules:\n- {apiGroups: [fleet.gpustack.ai], resources: [clusters], verbs: [create, get, list]}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: fleet-editor}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: fleet-editor}\nsubjects:\n- {kind: ServiceAccount, name: fleet-editor, namespace: default}\n";
+    let granted = apply(&hub, root, "fleet-editor", rbac);
+    assert!(
+        granted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&granted.stderr)
+    );
+    let token = hub.kubectl_ok(&["create", "token", "fleet-editor", "-n", "default"]);
+    let editor = root.join("editor.kubeconfig");
+    with_token(&hub.kubeconfig(), token.trim(), &editor);
+    let manifest = root.join("north-cluster.yaml");
+    let denied = kubectl_as(
+        &editor,
+        &root.join("editor-cache"),
+        &["create", "-f", manifest.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&denied.stderr);
+    assert!(
+        !denied.status.success()
+            && err.contains(
+                "cannot get resource \"secrets\" in API group \"\" in the namespace \"default\""
+            ),
+        "{err}"
+    );
     let created = apply(&hub, root, "north-cluster", cluster_yaml);
     assert!(
         created.status.success(),

@@ -10,7 +10,7 @@ use std::{
 };
 
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, wait_until},
+    embedded::{DEADLINE, GatewayProcess, kubectl_as, wait_until, with_token},
     worker::WorkerProcess,
 };
 use kube::{
@@ -492,29 +492,6 @@ async fn kube_rs_crud_and_watch_on_v1_devices() {
 }
 
 /// `kubeconfig` with its user's token replaced by `token`, written to `path`.
-fn with_token(kubeconfig: &std::path::Path, token: &str, path: &std::path::Path) {
-    let text = std::fs::read_to_string(kubeconfig).unwrap();
-    let mut doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
-    doc["users"][0]["user"]["token"] = serde_yaml_ng::Value::String(token.to_owned());
-    std::fs::write(path, serde_yaml_ng::to_string(&doc).unwrap()).unwrap();
-}
-
-fn kubectl_as(
-    kubeconfig: &std::path::Path,
-    cache: &std::path::Path,
-    args: &[&str],
-) -> std::process::Output {
-    gpustack_tests::embedded::kubectl_with(
-        &[
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--cache-dir={}", cache.display()),
-        ],
-        args,
-    )
-    .output()
-    .unwrap()
-}
-
 /// A kube client on the worker's endpoint with no credentials, sending `headers`.
 async fn anonymous_client(
     worker: &WorkerProcess,

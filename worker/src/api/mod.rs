@@ -122,7 +122,7 @@ async fn handle(State(server): State<Arc<ApiServer>>, req: Request) -> Response 
                 headers: parts.headers.clone(),
                 watch,
             };
-            match serve(&server, route, asked, body).await {
+            match serve(&server, &user, route, asked, body).await {
                 Ok(r) => Ok((user, r)),
                 Err(e) => Err((user, e)),
             }
@@ -171,6 +171,7 @@ fn fleet_group_of(route: &Route) -> Option<&str> {
 
 async fn serve(
     server: &ApiServer,
+    user: &crate::auth::identity::User,
     route: Route,
     asked: Asked,
     body: Body,
@@ -205,7 +206,11 @@ async fn serve(
     if let Some(fleet) = &server.fleet
         && crate::fleet::Fleet::serves(&p.group)
     {
-        return fleet.handle(&p, asked, body).await;
+        let caller = crate::fleet::Caller {
+            auth: &server.auth,
+            user,
+        };
+        return fleet.handle(&p, asked, body, caller).await;
     }
     if p.group == resources::SETTINGS_GROUP
         && p.version == resources::SERVED_VERSION

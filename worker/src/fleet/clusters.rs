@@ -263,6 +263,18 @@ pub fn refused(name: &str, code: u16, gateway_status: &Value) -> ApiError {
     }
 }
 
+/// The refusal of a create whose caller may not read the Secret it names.
+pub fn secret_forbidden(c: &Checked, user: &str) -> ApiError {
+    ApiError::new(
+        403,
+        "Forbidden",
+        format!(
+            "clusters.{FLEET_GROUP} \"{}\" is forbidden: User \"{user}\" cannot get resource \"secrets\" in API group \"\" in the namespace \"{}\": spec.secretRef names secret {}/{}",
+            c.name, c.namespace, c.namespace, c.secret
+        ),
+    )
+}
+
 pub fn not_found(name: &str) -> ApiError {
     ApiError::not_found(FLEET_GROUP, PLURAL, name)
 }

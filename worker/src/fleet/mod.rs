@@ -35,7 +35,13 @@ use kube::{
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
 
-use crate::api::views::{self, Asked, View};
+use crate::{
+    api::views::{self, Asked, View},
+    auth::{
+        Auth,
+        identity::{Attributes, User},
+    },
+};
 use computed::Computed;
 use resources::{CLUSTER_LABEL, FLEET_GROUP, FLEET_VERSION};
 
@@ -174,6 +180,7 @@ impl Fleet {
         p: &ResourcePath,
         asked: Asked,
         body: Bytes,
+        caller: Caller<'_>,
     ) -> Result<Response, ApiError> {
         if p.version != FLEET_VERSION {
             return Err(ApiError::not_found_path());
@@ -191,7 +198,9 @@ impl Fleet {
             "instancetypes" => self.instance_types.read(p, &asked),
             "instancetypeflavors" => self.flavors.read(p, &asked),
             "clusters" => match (&asked.method, &p.name) {
-                (&Method::POST, None) if p.subresource.is_none() => self.create(&body).await,
+                (&Method::POST, None) if p.subresource.is_none() => {
+                    self.create(&body, caller).await
+                }
                 (&Method::DELETE, Some(name)) if p.subresource.is_none() => self.delete(name).await,
                 _ => self.clusters.read(p, &asked),
             },
@@ -199,10 +208,23 @@ impl Fleet {
         }
     }
 
-    async fn create(&self, body: &Bytes) -> Result<Response, ApiError> {
+    async fn create(&self, body: &Bytes, caller: Caller<'_>) -> Result<Response, ApiError> {
         let obj = gpustack_kube_rest::bounded::yaml_value(body, views::MAX_BODY)
             .map_err(|e| ApiError::bad_request(format!("the request body is not valid: {e}")))?;
         let checked = clusters::check(&obj, &self.system_namespace)?;
+        // The worker reads the Secret with its own identity: only for a caller who may read it.
+        let read_secret = Attributes::Resource {
+            verb: "get".into(),
+            group: String::new(),
+            version: "v1".into(),
+            resource: "secrets".into(),
+            subresource: String::new(),
+            namespace: checked.namespace.clone(),
+            name: checked.secret.clone(),
+        };
+        if !caller.auth.may(caller.user, &read_secret).await? {
+            return Err(clusters::secret_forbidden(&checked, &caller.user.name));
+        }
         if self.clusters.current().objects.contains_key(&checked.name) {
             return Err(clusters::already_exists(&checked.name));
         }
@@ -333,6 +355,13 @@ impl Fleet {
             .publish(version, aggregate::instance_types(&members, &phases));
         self.flavors.publish(version, aggregate::flavors(&members));
     }
+}
+
+/// Who asks, and how to check what else they may do.
+#[derive(Clone, Copy)]
+pub struct Caller<'a> {
+    pub auth: &'a Auth,
+    pub user: &'a User,
 }
 
 fn read_only(plural: &str) -> ApiError {
