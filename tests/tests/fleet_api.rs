@@ -365,3 +365,41 @@ async fn three_clusters_in_one_kubectl_view() {
     hub.kubectl_ok(&["get", "--raw", "/apis/worker.gpustack.ai/v1"]);
     drop((east_again, west, north, hub_worker));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_worker_reads_the_gateway_over_https_with_its_kubeconfig() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let east = gpustack_tests::hub::upstream(root, "east", &["gpu-a"]);
+    let upstreams = upstreams_file(root, &[&east]);
+    // The gateway's HTTPS endpoint, with its admin token and the kubeconfig it writes for it.
+    let mirror_data = root.join("mirror");
+    let token_file = root.join("admin.token");
+    let args = [
+        "--worker-conn-mode=loopback".to_owned(),
+        format!("--upstreams={}", upstreams.display()),
+        format!("--token-file={}", token_file.display()),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mirror = HubProcess::start(&mirror_data, free_port(), &args);
+    let hub = start_cluster(root, "hub", free_port());
+    let kubeconfig = format!(
+        "--gateway-kubeconfig={}",
+        mirror_data.join("_admin.kubeconfig").display()
+    );
+    let worker = WorkerProcess::start(
+        &hub,
+        &root.join("hub-worker"),
+        &["--disable-auths", kubeconfig.as_str()],
+        &[],
+    );
+    wait_list(&hub, "clusters.fleet.gpustack.ai", "east Ready", |cs| {
+        phase_is(cs, "east", "Ready")
+    });
+    wait_list(&hub, "devices.fleet.gpustack.ai", "east's node", |ds| {
+        item(ds, "east.gpu-a").is_some()
+    });
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    assert!(!worker.log().contains(token.trim()), "the token was logged");
+    drop((worker, hub, mirror, east));
+}
