@@ -131,9 +131,15 @@ impl Fleet {
         if *cur != h {
             match &h {
                 Health::Answering => tracing::info!(gateway = %self.address, "the gateway answers"),
-                Health::Unreachable(why) => {
+                // A gateway lost is worth a warning; one never seen (a worker without a hub,
+                // the default socket absent) only a note.
+                Health::Unreachable(why) if self.has_answered() => {
                     tracing::warn!(gateway = %self.address, "the gateway does not answer: {why}")
                 }
+                Health::Unreachable(why) => tracing::info!(
+                    gateway = %self.address,
+                    "no gateway answers, so no fleet is served until one does: {why}"
+                ),
                 Health::Unknown => {}
             }
             if h == Health::Answering {
