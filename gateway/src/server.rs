@@ -73,8 +73,11 @@ pub struct GatewayOptions {
     pub mirror: MirrorOptions,
     /// How upstreams subscribed without a kubeconfig are reached.
     pub conn_mode: ConnMode,
-    /// `--cert-dir`: serve its `tls.crt`/`tls.key` instead of a generated certificate.
+    /// `--cert-dir`: serve its `tls.crt`/`tls.key` instead of a generated certificate
+    /// (reloaded when they change).
     pub cert_dir: Option<PathBuf>,
+    /// How long a generated serving certificate is valid; it is renewed at two thirds of that.
+    pub serving_cert_lifetime: Duration,
     /// Holds the bearer token that may do anything over HTTPS; created (random, mode 0600)
     /// if missing.
     pub token_file: Option<PathBuf>,
@@ -101,6 +104,7 @@ impl GatewayOptions {
             conn_mode: ConnMode::Loopback,
             serving: serve::Limits::default(),
             cert_dir: None,
+            serving_cert_lifetime: DEFAULT_SERVING_CERT_LIFETIME,
             token_file: None,
         }
     }
@@ -314,7 +318,7 @@ impl Gateway {
         let store = Store::open(&opts.data_dir.join("gateway.db")).await?;
         let tls = match &opts.cert_dir {
             Some(dir) => tls::load_cert_dir(dir)?,
-            None => tls::load_or_create(&opts.data_dir.join("tls"))?,
+            None => tls::load_or_create(&opts.data_dir.join("tls"), opts.serving_cert_lifetime)?,
         };
         let listener = TcpListener::bind(opts.bind)
             .await
@@ -393,10 +397,12 @@ impl Gateway {
             require_token: false,
             ..state.clone()
         }));
+        let collector = state.collector.clone();
         let router = api::router(Arc::new(state));
 
         let (stop, stop_rx) = watch::channel(false);
         let acceptor = TlsAcceptor::from(tls.config);
+        let renewal = tokio::spawn(tls::keep_fresh(tls.renewal, stop_rx.clone()));
         let compaction = tokio::spawn(compact_periodically(
             store.clone(),
             opts.compaction.clone(),
@@ -438,7 +444,10 @@ impl Gateway {
             compaction.abort();
             checker.abort();
             role_aggregation.abort();
+            renewal.abort();
             task_subscriptions.stop().await;
+            // Collection under way may finish; what it leaves is resumed after a restart.
+            collector.finish(COLLECTION_GRACE).await;
             task_store.close().await;
         });
         tracing::info!(%addr, "serving HTTPS");
@@ -481,6 +490,12 @@ impl Gateway {
         let _ = self.task.await;
     }
 }
+
+/// How long a generated serving certificate is valid unless told otherwise: a year.
+pub const DEFAULT_SERVING_CERT_LIFETIME: Duration = Duration::from_secs(365 * 86_400);
+
+/// How long a shutdown lets the garbage collector's running passes finish.
+const COLLECTION_GRACE: Duration = Duration::from_secs(5);
 
 async fn compact_periodically(store: Store, policy: Compaction, embedded: Vec<String>) {
     let mut tick = tokio::time::interval(policy.interval);

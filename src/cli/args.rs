@@ -254,6 +254,11 @@ pub struct WorkerGatewayArgs {
     /// How long embedded clusters keep Event objects (as kube-apiserver's --event-ttl).
     #[arg(long, default_value_t = GoDuration::secs(3600), value_name = "DURATION", value_parser = at_least_1s)]
     pub event_ttl: GoDuration,
+    /// How long the generated serving certificate is valid (without --cert-dir); it is
+    /// re-signed by the same CA at two thirds of that while serving, so clients trusting the
+    /// CA never notice. A --cert-dir pair is instead reloaded when its files change.
+    #[arg(long, default_value_t = GoDuration(gpustack_gateway::server::DEFAULT_SERVING_CERT_LIFETIME), value_name = "DURATION", value_parser = at_least_5s)]
+    pub serving_cert_lifetime: GoDuration,
     /// How often the event log is trimmed to --event-log-retention (and Events expired).
     #[arg(long, default_value_t = GoDuration::secs(60), value_name = "DURATION", value_parser = at_least_1s)]
     pub event_log_compaction_interval: GoDuration,

@@ -51,6 +51,7 @@ async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
     };
     options.cert_dir =
         (!args.serving.cert_dir.is_empty()).then(|| args.serving.cert_dir.clone().into());
+    options.serving_cert_lifetime = args.serving_cert_lifetime.0;
     options.mirror = MirrorOptions {
         readiness_timeout: args.worker_readiness_check_timeout.0,
         ..MirrorOptions::default()

@@ -383,15 +383,20 @@ fn a_stored_subscription_named_like_an_embedded_cluster_is_skipped_not_fatal() {
     assert_eq!(code, 404);
 }
 
-/// Peak resident memory of the process, from `/proc/PID/status` (`VmHWM`), in MiB.
-fn peak_rss_mib(pid: u32) -> u64 {
+/// A memory figure of the process from `/proc/PID/status` (`field` as `VmHWM:`), in MiB.
+fn status_mib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kib: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap();
     kib / 1024
+}
+
+/// Peak resident memory of the process, in MiB.
+fn peak_rss_mib(pid: u32) -> u64 {
+    status_mib(pid, "VmHWM:")
 }
 
 #[test]
@@ -729,4 +734,354 @@ fn a_crd_update_that_is_not_stored_changes_nothing_served() {
         String::from_utf8_lossy(&out.stdout)
     );
     gw.kubectl_ok(&["get", "--raw", "/apis/example.com/v1"]);
+}
+
+/// The objects in `default` whose names start with `prefix`, counted over the socket.
+fn count_configmaps(gw: &GatewayProcess, prefix: &str) -> usize {
+    let (code, body) = http_over_unix(
+        &gw.socket(),
+        "GET",
+        "/clusters/demo/api/v1/namespaces/default/configmaps",
+        None,
+    )
+    .unwrap();
+    assert_eq!(code, 200, "{body}");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| {
+            o["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .count()
+}
+
+/// Creates a ConfigMap over the socket; its created state.
+fn create_configmap(gw: &GatewayProcess, body: &str) -> serde_json::Value {
+    let (code, answer) = http_over_unix(
+        &gw.socket(),
+        "POST",
+        "/clusters/demo/api/v1/namespaces/default/configmaps",
+        Some(body),
+    )
+    .unwrap();
+    assert_eq!(code, 201, "{answer}");
+    serde_json::from_str(&answer).unwrap()
+}
+
+#[test]
+fn collection_cut_short_by_a_crash_resumes_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    let owner = create_configmap(
+        &gw,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"owner"}}"#,
+    );
+    let uid = owner["metadata"]["uid"].as_str().unwrap().to_owned();
+    const DEPENDENTS: usize = 3_000;
+    for i in 0..DEPENDENTS {
+        create_configmap(
+            &gw,
+            &format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"dep-{i}","ownerReferences":[{{"apiVersion":"v1","kind":"ConfigMap","name":"owner","uid":"{uid}"}}]}}}}"#
+            ),
+        );
+    }
+    // The delete answers once the owner is gone; its dependents are the collector's work, not
+    // the request's, so the gateway can die right after with most of them still there.
+    let (code, answer) = http_over_unix(
+        &gw.socket(),
+        "DELETE",
+        "/clusters/demo/api/v1/namespaces/default/configmaps/owner?propagationPolicy=Background",
+        None,
+    )
+    .unwrap();
+    assert_eq!(code, 200, "{answer}");
+    gw.crash();
+    let gw = start(dir.path(), &[]);
+    let left = count_configmaps(&gw, "dep-");
+    assert!(
+        left > 0,
+        "3,000 durable deletes cannot all have happened between the answer and the kill"
+    );
+    // After the restart the queued owner is worked off: no dependent is left dangling.
+    wait_until(
+        "the dependents to be collected after the restart",
+        DEADLINE,
+        || (count_configmaps(&gw, "dep-") == 0).then_some(()),
+    );
+    assert_eq!(count_configmaps(&gw, "owner"), 0);
+    gw.kubectl_ok(&["create", "configmap", "after", "--from-literal=k=v"]);
+}
+
+#[test]
+fn a_dependent_with_another_owner_left_only_loses_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    let reference = |o: &serde_json::Value| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","name":"{}","uid":"{}"}}"#,
+            o["metadata"]["name"].as_str().unwrap(),
+            o["metadata"]["uid"].as_str().unwrap()
+        )
+    };
+    let a = create_configmap(
+        &gw,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#,
+    );
+    let b = create_configmap(
+        &gw,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b"}}"#,
+    );
+    create_configmap(
+        &gw,
+        &format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"shared","ownerReferences":[{},{}]}}}}"#,
+            reference(&a),
+            reference(&b)
+        ),
+    );
+    gw.kubectl_ok(&["delete", "configmap", "a"]);
+    // As kube's collector does: b still owns it, so it stays, naming b alone.
+    wait_until("the reference to a to be dropped", DEADLINE, || {
+        let owners = gw.kubectl_ok(&[
+            "get",
+            "configmap",
+            "shared",
+            "-o",
+            "jsonpath={.metadata.ownerReferences[*].name}",
+        ]);
+        (owners.trim() == "b").then_some(())
+    });
+    gw.kubectl_ok(&["delete", "configmap", "b"]);
+    wait_until("shared to go with its last owner", DEADLINE, || {
+        (count_configmaps(&gw, "shared") == 0).then_some(())
+    });
+}
+
+/// Resident memory now, in MiB.
+fn rss_mib(pid: u32) -> u64 {
+    status_mib(pid, "VmRSS:")
+}
+
+#[test]
+fn watches_that_are_never_read_hold_a_bounded_amount_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    // A collection of about 30 MB.
+    let value = "w".repeat(20_000);
+    let mut first_rv = String::new();
+    for i in 0..1_500 {
+        let created = create_configmap(
+            &gw,
+            &format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"big-{i}"}},"data":{{"k":"{value}"}}}}"#
+            ),
+        );
+        if i == 0 {
+            first_rv = created["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        }
+    }
+    let pid = gw.pid().unwrap();
+    let before = rss_mib(pid);
+    // Twelve watches start with the whole collection (and twelve replay its whole log), and
+    // none of them reads: each holds what its socket and a page hold, not the collection.
+    let watch = |query: &str| {
+        let mut s = std::os::unix::net::UnixStream::connect(gw.socket()).unwrap();
+        write!(
+            s,
+            "GET /clusters/demo/api/v1/namespaces/default/configmaps?watch=1&{query} HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        .unwrap();
+        let mut head = [0u8; 64];
+        let n = s.read(&mut head).unwrap();
+        assert!(String::from_utf8_lossy(&head[..n]).contains("200"));
+        s
+    };
+    let mut stalled: Vec<_> = (0..12).map(|_| watch("resourceVersion=0")).collect();
+    stalled.extend((0..12).map(|_| watch(&format!("resourceVersion={first_rv}"))));
+    // Others are still answered while they sit there.
+    gw.kubectl_ok(&["create", "configmap", "after", "--from-literal=k=v"]);
+    let grew = rss_mib(pid).saturating_sub(before);
+    // Whole collections read into memory per watch would be 24 x 30 MB.
+    assert!(
+        grew < 200,
+        "24 unread watches grew the gateway by {grew} MiB"
+    );
+    drop(stalled);
+    // A watch that reads replays the log past its first page: every event after the first
+    // create arrives.
+    let (code, body) = http_over_unix(
+        &gw.socket(),
+        "GET",
+        &format!(
+            "/clusters/demo/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={first_rv}&timeoutSeconds=3"
+        ),
+        None,
+    )
+    .unwrap();
+    assert_eq!(code, 200);
+    let added = body
+        .lines()
+        .filter(|l| l.contains(r#""type":"ADDED""#) && l.contains("big-"))
+        .count();
+    assert_eq!(added, 1_499);
+}
+
+#[test]
+fn a_strategic_merge_of_a_long_list_patches_every_item_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &[]);
+    // A Pod with 60,000 containers, each patched by name. How its cost grows with the list is
+    // measured by the gateway_mixed_load benchmark; here, that every item is found by its key.
+    const N: usize = 60_000;
+    let containers = |image: &str| {
+        (0..N)
+            .map(|i| format!(r#"{{"name":"c{i}","image":"{image}"}}"#))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let (code, answer) = http_over_unix(
+        &gw.socket(),
+        "POST",
+        "/clusters/demo/api/v1/namespaces/default/pods",
+        Some(&format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"wide"}},"spec":{{"containers":[{}]}}}}"#,
+            containers("a")
+        )),
+    )
+    .unwrap();
+    assert_eq!(code, 201, "{}", &answer[..answer.len().min(300)]);
+    let patch = format!(r#"{{"spec":{{"containers":[{}]}}}}"#, containers("b"));
+    let patch_file = dir.path().join("patch.json");
+    std::fs::write(&patch_file, &patch).unwrap();
+    gw.kubectl_ok(&[
+        "patch",
+        "pod",
+        "wide",
+        "--type=strategic",
+        "--patch-file",
+        patch_file.to_str().unwrap(),
+    ]);
+    let images = gw.kubectl_ok(&[
+        "get",
+        "pod",
+        "wide",
+        "-o",
+        "jsonpath={.spec.containers[*].image}",
+    ]);
+    assert_eq!(images.split_whitespace().filter(|i| *i == "b").count(), N);
+}
+
+/// The leaf certificate the gateway presents on a fresh TLS connection, as DER.
+fn presented_leaf(gw: &GatewayProcess) -> Vec<u8> {
+    let mut s = tls_connect(gw);
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock).expect("TLS handshake");
+    }
+    s.conn.peer_certificates().expect("a server certificate")[0].to_vec()
+}
+
+fn pem_leaf(path: &Path) -> Vec<u8> {
+    use rustls::pki_types::{CertificateDer, pem::PemObject};
+    CertificateDer::from_pem_file(path).unwrap().to_vec()
+}
+
+#[test]
+fn a_generated_serving_certificate_is_renewed_under_the_same_ca_while_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &["--serving-cert-lifetime=6s"]);
+    let first = presented_leaf(&gw);
+    assert_eq!(first, pem_leaf(&gw.data_dir.join("tls/serving.crt")));
+    let ca_before = std::fs::read(gw.data_dir.join("tls/ca.crt")).unwrap();
+    // Due at two thirds of the six seconds; renewed twice to show it keeps going.
+    let mut seen = vec![first];
+    for _ in 0..2 {
+        let next = wait_until("a renewed serving certificate", DEADLINE, || {
+            let now = presented_leaf(&gw);
+            (!seen.contains(&now)).then_some(now)
+        });
+        seen.push(next);
+    }
+    assert_eq!(
+        std::fs::read(gw.data_dir.join("tls/ca.crt")).unwrap(),
+        ca_before
+    );
+    // The CA clients were given is unchanged, so their configuration still works.
+    let out = gw.kubectl(&["get", "namespaces", "-o", "name"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("namespace/default"));
+    // A restart serves the renewed pair from disk.
+    let data = gw.data_dir.clone();
+    drop(gw);
+    let gw = GatewayProcess::start_with(&data, "demo", free_port(), &["--embedded-cluster=demo"]);
+    assert_eq!(presented_leaf(&gw), pem_leaf(&data.join("tls/serving.crt")));
+}
+
+#[test]
+fn a_cert_dir_pair_replaced_on_disk_is_served_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let write_pair = || {
+        let g = gpustack_kube_rest::certs::generate(&gpustack_kube_rest::certs::Names {
+            ca_common_name: "test-ca",
+            common_name: "gateway",
+            subject_alt_names: &["127.0.0.1"],
+        })
+        .unwrap();
+        std::fs::write(certs.join("ca.crt"), g.ca_pem).unwrap();
+        std::fs::write(certs.join("tls.key"), g.key_pem).unwrap();
+        std::fs::write(certs.join("tls.crt"), g.cert_pem).unwrap();
+    };
+    write_pair();
+    let flag = format!("--cert-dir={}", certs.display());
+    let gw = start(dir.path(), &[&flag]);
+    let client = |gw: &GatewayProcess| {
+        use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_file(certs.join("ca.crt")).unwrap())
+            .unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let mut conn = rustls::ClientConnection::new(
+            Arc::new(config),
+            ServerName::try_from("127.0.0.1").unwrap(),
+        )
+        .unwrap();
+        let mut tcp = TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        while conn.is_handshaking() {
+            if conn.complete_io(&mut tcp).is_err() {
+                return None;
+            }
+        }
+        Some(conn.peer_certificates()?[0].to_vec())
+    };
+    assert_eq!(client(&gw), Some(pem_leaf(&certs.join("tls.crt"))));
+    // A replacement (under a new CA, as a cert-manager reissue may be) is served within the
+    // reload check.
+    write_pair();
+    let wanted = pem_leaf(&certs.join("tls.crt"));
+    wait_until("the replaced pair served", DEADLINE, || {
+        (client(&gw) == Some(wanted.clone())).then_some(())
+    });
+    let (code, _) = unix_readyz(&gw);
+    assert_eq!(code, 200);
 }

@@ -1,7 +1,7 @@
 //! Serving certificates: a CA and a leaf signed by it for the names a server answers to, and
 //! the rustls server configuration (ring provider only) built from PEM.
 
-use std::{net::IpAddr, sync::Arc};
+use std::{net::IpAddr, sync::Arc, time::Duration};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -9,7 +9,8 @@ use rcgen::{
 };
 use rustls::{
     pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
-    server::danger::ClientCertVerifier,
+    server::{ClientHello, ResolvesServerCert, danger::ClientCertVerifier},
+    sign::CertifiedKey,
 };
 
 /// A generated CA and serving certificate, as PEM.
@@ -29,7 +30,49 @@ pub struct Names<'a> {
     pub subject_alt_names: &'a [&'a str],
 }
 
-/// A CA's parameters: named `common_name`, valid from 2025 to 2035.
+/// How long a CA is valid from its issue.
+pub const CA_LIFETIME: Duration = Duration::from_secs(10 * 365 * 86_400);
+/// How long a leaf is valid from its issue, unless its issuer says otherwise.
+pub const LEAF_LIFETIME: Duration = Duration::from_secs(10 * 365 * 86_400);
+/// How far back a certificate's validity starts, for peers whose clocks are behind ours.
+pub const BACKDATE: Duration = Duration::from_secs(3600);
+
+/// Sets `params` valid from (a little before) now for `lifetime`.
+pub fn valid_for(params: &mut CertificateParams, lifetime: Duration) {
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - BACKDATE;
+    params.not_after = now + lifetime;
+}
+
+/// When a certificate whose validity is (not before, not after), as Unix seconds, is due for
+/// renewal: two thirds of the way from its issue (not before, less [`BACKDATE`]) to its end.
+pub fn renewal_due((from, to): (i64, i64)) -> i64 {
+    let issued = (from + BACKDATE.as_secs() as i64).min(to);
+    issued + (to - issued) * 2 / 3
+}
+
+/// A certificate's validity (not before, not after) as Unix seconds, read from its PEM (the
+/// first certificate of a chain).
+pub fn validity(cert_pem: &str) -> Result<(i64, i64), ValidityError> {
+    let der = CertificateDer::from_pem_slice(cert_pem.as_bytes()).map_err(ValidityError::Pem)?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der)
+        .map_err(|e| ValidityError::Parse(e.to_string()))?;
+    let validity = cert.validity();
+    Ok((
+        validity.not_before.timestamp(),
+        validity.not_after.timestamp(),
+    ))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ValidityError {
+    #[error("certificate PEM: {0}")]
+    Pem(rustls::pki_types::pem::Error),
+    #[error("certificate: {0}")]
+    Parse(String),
+}
+
+/// A CA's parameters: named `common_name`, valid for [`CA_LIFETIME`] from now.
 pub fn ca_params(common_name: &str) -> Result<CertificateParams, rcgen::Error> {
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -39,13 +82,12 @@ pub fn ca_params(common_name: &str) -> Result<CertificateParams, rcgen::Error> {
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    ca.not_before = rcgen::date_time_ymd(2025, 1, 1);
-    ca.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    valid_for(&mut ca, CA_LIFETIME);
     Ok(ca)
 }
 
 /// A leaf certificate's parameters: named `common_name` with `dns_names`, for `purpose`
-/// (serving or client), valid from 2025 to 2035.
+/// (serving or client), valid for [`LEAF_LIFETIME`] from now.
 pub fn leaf_params(
     common_name: &str,
     dns_names: Vec<String>,
@@ -59,21 +101,44 @@ pub fn leaf_params(
         KeyUsagePurpose::KeyEncipherment,
     ];
     leaf.extended_key_usages = vec![purpose];
-    leaf.not_before = rcgen::date_time_ymd(2025, 1, 1);
-    leaf.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    valid_for(&mut leaf, LEAF_LIFETIME);
     Ok(leaf)
 }
 
-/// A fresh CA and a serving certificate it signed, valid 2025–2035.
+/// A fresh CA and a serving certificate it signed, each valid for its lifetime from now.
 pub fn generate(names: &Names<'_>) -> Result<Generated, rcgen::Error> {
-    let ca = ca_params(names.ca_common_name)?;
+    generate_for(names, LEAF_LIFETIME)
+}
+
+/// A fresh CA and a serving certificate it signed, valid for `leaf_lifetime` from now.
+pub fn generate_for(names: &Names<'_>, leaf_lifetime: Duration) -> Result<Generated, rcgen::Error> {
     let ca_key = KeyPair::generate()?;
-    let ca_cert = ca.self_signed(&ca_key)?;
+    let ca_cert = ca_params(names.ca_common_name)?.self_signed(&ca_key)?;
+    let ca_pem = ca_cert.pem();
+    let (cert_pem, key_pem) = issue_serving(&ca_pem, &ca_key, names, leaf_lifetime)?;
+    Ok(Generated {
+        ca_pem,
+        ca_key_pem: ca_key.serialize_pem(),
+        cert_pem,
+        key_pem,
+    })
+}
+
+/// A new serving certificate for `names`, valid for `lifetime` from now, signed by the CA
+/// `ca_pem` whose key is `ca_key`: (certificate, key) as PEM. Clients that trust the CA trust
+/// it at once, so a server can renew its certificate without touching their configuration.
+pub fn issue_serving(
+    ca_pem: &str,
+    ca_key: &KeyPair,
+    names: &Names<'_>,
+    lifetime: Duration,
+) -> Result<(String, String), rcgen::Error> {
     let mut leaf = leaf_params(
         names.common_name,
         Vec::new(),
         ExtendedKeyUsagePurpose::ServerAuth,
     )?;
+    valid_for(&mut leaf, lifetime);
     for name in names.subject_alt_names {
         leaf.subject_alt_names.push(match name.parse::<IpAddr>() {
             Ok(ip) => SanType::IpAddress(ip),
@@ -81,14 +146,9 @@ pub fn generate(names: &Names<'_>) -> Result<Generated, rcgen::Error> {
         });
     }
     let leaf_key = KeyPair::generate()?;
-    let issuer = Issuer::from_params(&ca, &ca_key);
+    let issuer = Issuer::from_ca_cert_pem(ca_pem, ca_key)?;
     let leaf_cert = leaf.signed_by(&leaf_key, &issuer)?;
-    Ok(Generated {
-        ca_pem: ca_cert.pem(),
-        ca_key_pem: ca_key.serialize_pem(),
-        cert_pem: leaf_cert.pem(),
-        key_pem: leaf_key.serialize_pem(),
-    })
+    Ok((leaf_cert.pem(), leaf_key.serialize_pem()))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +159,58 @@ pub enum ConfigError {
     Key(rustls::pki_types::pem::Error),
     #[error(transparent)]
     Rustls(#[from] rustls::Error),
+}
+
+/// A PEM chain (leaf first) and key as rustls serves them.
+fn certified_key(cert_pem: &str, key_pem: &str) -> Result<CertifiedKey, ConfigError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ConfigError::Chain)?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(ConfigError::Key)?;
+    let signing = rustls::crypto::ring::default_provider()
+        .key_provider
+        .load_private_key(key)?;
+    let certified = CertifiedKey::new(chain, signing);
+    certified.keys_match()?;
+    Ok(certified)
+}
+
+/// The certificate a server presents, replaceable while it serves: a renewed certificate is
+/// presented from the next handshake on, without a restart or a dropped connection.
+#[derive(Debug)]
+pub struct CertSlot(std::sync::RwLock<Arc<CertifiedKey>>);
+
+impl CertSlot {
+    pub fn new(cert_pem: &str, key_pem: &str) -> Result<Arc<Self>, ConfigError> {
+        Ok(Arc::new(CertSlot(std::sync::RwLock::new(Arc::new(
+            certified_key(cert_pem, key_pem)?,
+        )))))
+    }
+
+    /// Presents this chain and key from now on; on an error the current pair stays.
+    pub fn replace(&self, cert_pem: &str, key_pem: &str) -> Result<(), ConfigError> {
+        let new = Arc::new(certified_key(cert_pem, key_pem)?);
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = new;
+        Ok(())
+    }
+}
+
+impl ResolvesServerCert for CertSlot {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.read().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+}
+
+/// The server configuration presenting what `slot` holds, speaking HTTP/2 and 1.1.
+pub fn server_config_with(slot: Arc<CertSlot>) -> Result<Arc<rustls::ServerConfig>, rustls::Error> {
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_cert_resolver(slot);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// The server configuration for a PEM chain (leaf first) and key, speaking HTTP/2 and 1.1,
@@ -140,5 +252,54 @@ mod tests {
         assert!(g.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(server_config(&g.cert_pem, &g.key_pem, None).is_ok());
         assert!(server_config(&g.cert_pem, "nonsense", None).is_err());
+    }
+
+    #[test]
+    fn a_renewed_leaf_comes_from_the_same_ca_for_its_lifetime() {
+        let names = Names {
+            ca_common_name: "test-ca",
+            common_name: "svc",
+            subject_alt_names: &["localhost", "127.0.0.1"],
+        };
+        let g = generate(&names).unwrap();
+        let (ca_from, ca_to) = validity(&g.ca_pem).unwrap();
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        assert!(ca_from <= now && ca_from > now - 7200, "{ca_from}");
+        assert!(ca_to > now + 9 * 365 * 86_400);
+        let ca_key = KeyPair::from_pem(&g.ca_key_pem).unwrap();
+        let (cert, key) =
+            issue_serving(&g.ca_pem, &ca_key, &names, Duration::from_secs(600)).unwrap();
+        let (from, to) = validity(&cert).unwrap();
+        assert_eq!(to - from, 600 + 3600);
+        // The renewed leaf verifies against the original CA.
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(g.ca_pem.as_bytes()).unwrap())
+            .unwrap();
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .build()
+        .unwrap();
+        let leaf = CertificateDer::from_pem_slice(cert.as_bytes()).unwrap();
+        use rustls::client::danger::ServerCertVerifier;
+        verifier
+            .verify_server_cert(
+                &leaf,
+                &[],
+                &rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+                &[],
+                rustls::pki_types::UnixTime::now(),
+            )
+            .unwrap();
+        assert_eq!(renewal_due((from, to)), from + 3600 + 400);
+        let slot = CertSlot::new(&g.cert_pem, &g.key_pem).unwrap();
+        slot.replace(&cert, &key).unwrap();
+        assert!(
+            slot.replace(&cert, &g.key_pem).is_err(),
+            "a mismatched key is refused"
+        );
+        assert!(server_config_with(slot).is_ok());
     }
 }

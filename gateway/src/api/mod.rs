@@ -154,43 +154,6 @@ pub fn router(state: Arc<ApiState>) -> Router {
 /// The largest request body, and the largest a YAML body may expand to.
 pub const MAX_BODY_BYTES: usize = 16 << 20;
 
-/// Owners whose dependents a request still has to delete. Worked through in a loop by the
-/// outermost delete rather than by recursion, so an ownerReference chain of any length runs in
-/// constant stack.
-#[derive(Default)]
-pub(crate) struct PendingOwners {
-    uids: std::sync::Mutex<std::collections::VecDeque<String>>,
-    draining: std::sync::atomic::AtomicBool,
-}
-
-impl PendingOwners {
-    pub fn push(&self, uid: String) {
-        self.uids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(uid);
-    }
-
-    pub fn pop(&self) -> Option<String> {
-        self.uids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop_front()
-    }
-
-    /// Claims the draining of the queue; `false` when an outer call already drains it.
-    pub fn start_draining(&self) -> bool {
-        !self
-            .draining
-            .swap(true, std::sync::atomic::Ordering::SeqCst)
-    }
-
-    pub fn stop_draining(&self) {
-        self.draining
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 /// A request after routing and authentication.
 pub(crate) struct Ctx {
     /// Who asked (authenticated).
@@ -204,7 +167,6 @@ pub(crate) struct Ctx {
     pub body: Bytes,
     /// `Warning` headers for the response.
     pub warnings: std::sync::Mutex<Vec<String>>,
-    pub pending_owners: PendingOwners,
 }
 
 impl Ctx {
@@ -350,7 +312,6 @@ async fn answer(st: &ApiState, req: Request) -> Response {
         headers: parts.headers,
         body,
         warnings: Default::default(),
-        pending_owners: Default::default(),
     };
     match dispatch(st, ctx, route).await {
         Ok(r) => r,

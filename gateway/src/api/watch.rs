@@ -15,7 +15,7 @@ use super::{
     status::ApiError,
     table::IncludeObject,
 };
-use crate::store::{EventType, ReplayError, StoredEvent};
+use crate::store::{EventType, ReplayError, StoreError, StoredEvent};
 use gpustack_kube_rest::watch::{Framer, error_event, stream_response, timeout};
 
 /// What a live event means for a watcher with `filter`: the type to send, if any. An object
@@ -144,51 +144,34 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
 
     // Subscribe before reading so nothing committed in between is missed; duplicates are
     // dropped by resourceVersion.
-    let mut live = st.store.subscribe();
+    let live = st.store.subscribe();
     let mut epoch = st.store.watch_epoch();
     let requested = ctx.param("resourceVersion").filter(|s| !s.is_empty());
-    let mut initial = Vec::new();
-    let mut last_rv;
-    if requested.is_none() || requested == Some("0") || send_initial {
-        let page = st
+    let (group, resource) = (t.def.storage_group.clone(), t.def.plural.clone());
+    // The first read happens here, so that a store failure is this request's error (and a
+    // version too old its 410); the rest streams from the watch's task, a page at a time.
+    let start = if requested.is_none() || requested == Some("0") || send_initial {
+        let (snapshot, objects) = st
             .store
-            .list(
-                &ctx.cluster,
-                &t.def.storage_group,
-                &t.def.plural,
-                t.namespace.as_deref(),
-                None,
-                0,
-            )
+            .stream_raw(&ctx.cluster, &group, &resource, t.namespace.as_deref())
             .await
             .map_err(store_error)?;
-        last_rv = page.rv;
-        for obj in page.items.into_iter().filter(|o| filter.matches(o)) {
-            initial.push(line("ADDED", obj));
-        }
-        if send_initial {
-            initial.push(framer.bookmark(last_rv, true));
+        Start::Listing {
+            snapshot,
+            objects,
+            bookmark: send_initial,
         }
     } else {
         let rv_text = requested.unwrap_or("0");
         let rv: u64 = rv_text.parse().map_err(|_| {
             ApiError::bad_request(format!("resourceVersion: Invalid value: \"{rv_text}\""))
         })?;
-        last_rv = rv;
         match st
             .store
-            .events_since(&ctx.cluster, &t.def.storage_group, &t.def.plural, rv)
+            .events_page(&ctx.cluster, &group, &resource, rv, REPLAY_PAGE)
             .await
         {
-            Ok(events) => {
-                for ev in events {
-                    last_rv = last_rv.max(ev.rv);
-                    // Replayed events carry no previous state: send what matches now.
-                    if filter.matches(&ev.body) {
-                        initial.push(line(ev.kind.as_str(), (*ev.body).clone()));
-                    }
-                }
-            }
+            Ok(first) => Start::Replay { after: rv, first },
             Err(ReplayError::Expired {
                 requested,
                 compacted,
@@ -196,37 +179,183 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
                 let e = ApiError::expired(format!(
                     "too old resource version: {requested} ({compacted})"
                 ));
-                initial.push(error_event(&e));
-                return Ok(stream_response(initial, None));
+                return Ok(stream_response(vec![error_event(&e)], None));
             }
             Err(ReplayError::Store(e)) => return Err(store_error(e)),
         }
-    }
+    };
 
-    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
-    let cluster = ctx.cluster.clone();
-    let store = st.store.clone();
-    let (group, resource) = (t.def.storage_group.clone(), t.def.plural.clone());
+    // A few events ahead of the socket: a watcher that does not read holds little.
+    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(WATCH_AHEAD);
+    let watcher = Watcher {
+        store: st.store.clone(),
+        cluster: ctx.cluster.clone(),
+        group,
+        resource,
+        filter,
+        line: Box::new(line),
+        framer,
+        tx,
+    };
     let bookmark_every = st.options.bookmark_interval;
     epoch.borrow_and_update();
     tokio::spawn(async move {
         let _slot = slot;
-        for line in initial {
-            if tx.send(Ok(line)).await.is_err() {
-                return;
-            }
-        }
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
-        let mut ticker =
-            tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+        // The initial events race the deadline and the store's shutdown like the live ones.
+        let last_rv = tokio::select! {
+            _ = &mut deadline => return,
+            _ = epoch.changed() => return,
+            sent = watcher.initial(start) => match sent {
+                Some(rv) => rv,
+                None => return,
+            },
+        };
+        watcher
+            .follow(
+                live,
+                last_rv,
+                deadline,
+                epoch,
+                bookmarks.then_some(bookmark_every),
+            )
+            .await;
+    });
+    Ok(stream_response(Vec::new(), Some(rx)))
+}
+
+/// How many framed events a watch keeps ready ahead of its socket.
+const WATCH_AHEAD: usize = 16;
+
+/// How many logged events a watch reads at a time when replaying from a version.
+const REPLAY_PAGE: usize = 64;
+
+/// Where a watch starts.
+enum Start {
+    /// With the collection as of `snapshot`, as ADDED events (then a bookmark marking their
+    /// end, when `sendInitialEvents` asked for one).
+    Listing {
+        snapshot: u64,
+        objects: mpsc::Receiver<Result<crate::store::RawObject, StoreError>>,
+        bookmark: bool,
+    },
+    /// With the logged events after version `after`, whose first page is `first`.
+    Replay { after: u64, first: Vec<StoredEvent> },
+}
+
+/// Frames an event's object for the watcher (at the version it watches).
+type Line = Box<dyn Fn(&str, Value) -> Bytes + Send + Sync>;
+
+/// One watch's sending side.
+struct Watcher {
+    store: crate::store::Store,
+    cluster: String,
+    group: String,
+    resource: String,
+    filter: Filter,
+    line: Line,
+    framer: Arc<Framer>,
+    tx: mpsc::Sender<Result<Bytes, Infallible>>,
+}
+
+impl Watcher {
+    async fn send(&self, bytes: Bytes) -> Option<()> {
+        self.tx.send(Ok(bytes)).await.ok()
+    }
+
+    /// Sends the initial events; the last version they cover, or `None` when the watch has
+    /// ended (the client went away, or the log was compacted past a replay's next page).
+    async fn initial(&self, start: Start) -> Option<u64> {
+        match start {
+            Start::Listing {
+                snapshot,
+                mut objects,
+                bookmark,
+            } => {
+                while let Some(read) = objects.recv().await {
+                    let obj = match read.and_then(|o| Ok(serde_json::from_str(&o.body)?)) {
+                        Ok(obj) => obj,
+                        Err(e) => {
+                            let e = store_error(e);
+                            return self.send(error_event(&e)).await.and(None);
+                        }
+                    };
+                    if self.filter.matches(&obj) {
+                        self.send((self.line)("ADDED", obj)).await?;
+                    }
+                }
+                if bookmark {
+                    self.send(self.framer.bookmark(snapshot, true)).await?;
+                }
+                Some(snapshot)
+            }
+            Start::Replay { after, first } => {
+                let mut last_rv = after;
+                let mut page = first;
+                loop {
+                    let full = page.len() == REPLAY_PAGE;
+                    for ev in page {
+                        last_rv = last_rv.max(ev.rv);
+                        // Replayed events carry no previous state: send what matches now.
+                        if self.filter.matches(&ev.body) {
+                            self.send((self.line)(ev.kind.as_str(), (*ev.body).clone()))
+                                .await?;
+                        }
+                    }
+                    if !full {
+                        return Some(last_rv);
+                    }
+                    page = match self
+                        .store
+                        .events_page(
+                            &self.cluster,
+                            &self.group,
+                            &self.resource,
+                            last_rv,
+                            REPLAY_PAGE,
+                        )
+                        .await
+                    {
+                        Ok(page) => page,
+                        Err(e) => {
+                            let e = match e {
+                                ReplayError::Expired {
+                                    requested,
+                                    compacted,
+                                } => ApiError::expired(format!(
+                                    "too old resource version: {requested} ({compacted})"
+                                )),
+                                ReplayError::Store(e) => store_error(e),
+                            };
+                            return self.send(error_event(&e)).await.and(None);
+                        }
+                    };
+                }
+            }
+        }
+    }
+
+    /// Sends live events after `last_rv` until the deadline, the store's shutdown, the
+    /// client's leaving or a lag (the client resumes from its last version, and the log fills
+    /// the gap), with a bookmark every `bookmarks` if asked.
+    async fn follow(
+        &self,
+        mut live: tokio::sync::broadcast::Receiver<StoredEvent>,
+        mut last_rv: u64,
+        mut deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+        mut epoch: tokio::sync::watch::Receiver<u64>,
+        bookmarks: Option<std::time::Duration>,
+    ) {
+        let every = bookmarks.unwrap_or(std::time::Duration::from_secs(3600));
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         loop {
             tokio::select! {
                 _ = &mut deadline => return,
                 _ = epoch.changed() => return,
-                _ = tx.closed() => return,
-                _ = ticker.tick(), if bookmarks => {
-                    if tx.send(Ok(framer.bookmark(last_rv, false))).await.is_err() {
+                _ = self.tx.closed() => return,
+                _ = ticker.tick(), if bookmarks.is_some() => {
+                    if self.send(self.framer.bookmark(last_rv, false)).await.is_none() {
                         return;
                     }
                 }
@@ -236,26 +365,23 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
                             continue;
                         }
                         last_rv = ev.rv;
-                        if ev.key.group != group || ev.key.resource != resource {
+                        if ev.key.group != self.group || ev.key.resource != self.resource {
                             continue;
                         }
-                        let Some(ev) = store.seen_from(&cluster, &ev) else {
+                        let Some(ev) = self.store.seen_from(&self.cluster, &ev) else {
                             continue;
                         };
-                        if let Some(kind) = classify(&filter, &ev)
-                            && tx.send(Ok(line(kind, (*ev.body).clone()))).await.is_err()
+                        if let Some(kind) = classify(&self.filter, &ev)
+                            && self.send((self.line)(kind, (*ev.body).clone())).await.is_none()
                         {
                             return;
                         }
                     }
-                    // Fell behind or the store closed: end; the client resumes from its last
-                    // version and the log fills the gap.
                     Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
                 },
             }
         }
-    });
-    Ok(stream_response(Vec::new(), Some(rx)))
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! `synchronous=FULL`, so an acknowledged write survives a crash.
 
 mod clusters;
+mod collection_queue;
 pub mod compaction;
 mod credentials;
 mod expiry;

@@ -27,9 +27,9 @@ pub struct RawObject {
     pub body: String,
 }
 
-/// How many objects a streamed list reads ahead of the client (at ~2 KB each, a few hundred
-/// KB held per open list, whatever the collection's size).
-const STREAM_AHEAD: usize = 128;
+/// How many objects a streamed list reads ahead of the client (a page and a channel of them:
+/// about 128 KB held per open list at ~2 KB each, whatever the collection's size).
+const STREAM_AHEAD: usize = 32;
 
 /// A page of a collection, unparsed.
 #[derive(Debug)]
@@ -330,6 +330,19 @@ impl Store {
         resource: &str,
         after: u64,
     ) -> Result<Vec<StoredEvent>, ReplayError> {
+        self.events_page(cluster, group, resource, after, 0).await
+    }
+
+    /// [`Store::events_since`], at most `limit` of them (0: all): a watch replays the log a
+    /// page at a time, so it holds a page, not the log, in memory.
+    pub async fn events_page(
+        &self,
+        cluster: &str,
+        group: &str,
+        resource: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, ReplayError> {
         let mut tx = self.pool().begin().await.map_err(StoreError::from)?;
         let compacted: i64 = sqlx::query_scalar("SELECT compacted_rv FROM sequence WHERE id = 0")
             .fetch_one(&mut *tx)
@@ -347,10 +360,16 @@ impl Store {
         } else {
             sqlx::query(EVENTS_SINCE).bind(cluster)
         };
+        let limit = if limit == 0 {
+            -1
+        } else {
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        };
         let rows = query
             .bind(group)
             .bind(resource)
             .bind(to_i64(after))
+            .bind(limit)
             .fetch_all(&mut *tx)
             .await
             .map_err(StoreError::from)?;
@@ -411,7 +430,7 @@ const EVENTS_SINCE: &str = concat!(
     "SELECT e.rv, e.cluster, e.namespace, e.name, e.type, ",
     event_body!(),
     " AS body FROM events e WHERE e.cluster = ? AND e.grp = ? AND e.resource = ? AND e.rv > ? \
-     ORDER BY e.rv"
+     ORDER BY e.rv LIMIT ?"
 );
 
 /// [`EVENTS_SINCE`] for the fleet view: its members' events.
@@ -419,7 +438,7 @@ const FLEET_EVENTS_SINCE: &str = concat!(
     "SELECT e.rv, e.cluster, e.namespace, e.name, e.type, ",
     event_body!(),
     " AS body FROM events e WHERE e.cluster IN (SELECT cluster FROM fleet_members) \
-     AND e.grp = ? AND e.resource = ? AND e.rv > ? ORDER BY e.rv"
+     AND e.grp = ? AND e.resource = ? AND e.rv > ? ORDER BY e.rv LIMIT ?"
 );
 
 /// The latest logged state of one object at or before a version.

@@ -379,6 +379,27 @@ async fn insert_owner_refs(
     Ok(())
 }
 
+/// Queues the deleted `body` for the collector when objects still name it as their owner (see
+/// the migration `collection_queue`): in the deleting transaction, so that nothing is lost.
+async fn queue_for_collection(
+    tx: &mut sqlx::SqliteConnection,
+    cluster: &str,
+    body: &Value,
+) -> Result<(), StoreError> {
+    let Some(uid) = body.pointer("/metadata/uid").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    sqlx::query(
+        "INSERT OR IGNORE INTO collection_queue (cluster, owner_uid) SELECT ?1, ?2 \
+         WHERE EXISTS (SELECT 1 FROM owner_refs WHERE cluster = ?1 AND owner_uid = ?2)",
+    )
+    .bind(cluster)
+    .bind(uid)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
 /// One change (other than a create) inside the batch transaction, at resourceVersion `rv`.
 async fn apply_one(
     tx: &mut sqlx::SqliteConnection,
@@ -460,7 +481,9 @@ async fn apply_one(
         .bind(&key.name)
         .execute(&mut *tx)
         .await?;
-    if kind != EventType::Deleted {
+    if kind == EventType::Deleted {
+        queue_for_collection(tx, &key.cluster, &body).await?;
+    } else {
         insert_owner_refs(tx, &key, &body).await?;
     }
     sqlx::query(

@@ -244,13 +244,21 @@ async fn namespaces_must_exist_and_take_their_objects_along() {
         .delete("team", &DeleteParams::default())
         .await
         .unwrap();
-    assert!(
-        api.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    // As on kube-apiserver, the namespace is emptied after the delete answers, then goes.
+    eventually("team emptied and gone", || {
+        let (api, namespaces) = (api.clone(), namespaces.clone());
+        async move {
+            let empty = api
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty();
+            let gone = namespaces.get_opt("team").await.unwrap().is_none();
+            (empty && gone).then_some(())
+        }
+    })
+    .await;
     assert_eq!(api_error(namespaces.get("team").await.unwrap_err()).0, 404);
 
     // An object with a finalizer keeps its namespace Terminating until the finalizer goes.
@@ -282,7 +290,11 @@ async fn namespaces_must_exist_and_take_their_objects_along() {
         terminating.status.and_then(|s| s.phase).as_deref(),
         Some("Terminating")
     );
-    assert_eq!(api_error(api.get("plain").await.unwrap_err()).0, 404);
+    eventually("plain deleted with its namespace", || {
+        let api = api.clone();
+        async move { api.get_opt("plain").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
     assert!(
         api.get("pinned")
             .await
@@ -600,10 +612,15 @@ async fn owner_references_are_garbage_collected() {
     api.delete("root", &DeleteParams::background())
         .await
         .unwrap();
-    assert_eq!(
-        names(api.list(&ListParams::default()).await.unwrap()),
-        vec!["bystander"]
-    );
+    // The collector works after the delete has answered, as kube's does.
+    eventually("root's dependents collected", || {
+        let api = api.clone();
+        async move {
+            let left = names(api.list(&ListParams::default()).await.unwrap());
+            (left == ["bystander"]).then_some(())
+        }
+    })
+    .await;
 
     // Orphan: dependents stay, without the owner reference.
     let root = api.create(&pp, &cm("root2", &[])).await.unwrap();

@@ -20,8 +20,10 @@ pub(super) async fn finish_delete(
     rv: u64,
     body: Value,
 ) -> Result<Value, ApiError> {
-    if is_namespace(&t.def) {
-        delete_namespace_contents(st, ctx, &key.name).await?;
+    if is_namespace(&t.def) && !namespace_is_empty(st, ctx, &key.name).await? {
+        // The collector empties it first, then lets it go.
+        gc::sweep(st, &ctx.cluster);
+        return Ok(body);
     }
     let ev = st
         .store
@@ -44,10 +46,10 @@ pub(super) async fn finish_delete(
         st.registry.unregister(&ctx.cluster, &key.name);
         delete_all_of(st, ctx, &def, None).await?;
     }
-    // Background propagation: whatever still names this object as its owner goes too.
-    if let Some(uid) = ev.body.pointer("/metadata/uid").and_then(Value::as_str) {
-        delete_dependents(st, ctx, uid.to_owned()).await?;
-    }
+    // Background propagation: whatever still names this object as its owner goes too. The
+    // commit queued it for the collector, which works the queue in a task of its own, so the
+    // work neither holds up this answer nor stops when its client goes away.
+    gc::sweep(st, &ctx.cluster);
     // An owner deleted in the foreground may have been waiting for this one.
     gc::wake_owners(st, ctx, &ev.body).await?;
     // The last object of a terminating namespace lets the namespace go.
@@ -95,7 +97,11 @@ async fn namespace_is_empty(st: &ApiState, ctx: &Ctx, ns: &str) -> Result<bool, 
 }
 
 /// Removes namespace `ns` if it is terminating, has no finalizers and holds nothing any more.
-async fn finish_namespace_if_empty(st: &ApiState, ctx: &Ctx, ns: &str) -> Result<(), ApiError> {
+pub(super) async fn finish_namespace_if_empty(
+    st: &ApiState,
+    ctx: &Ctx,
+    ns: &str,
+) -> Result<(), ApiError> {
     let key = namespace_key(&ctx.cluster, ns);
     let Some((rv, namespace)) = st.store.get(&key).await.map_err(store_error)? else {
         return Ok(());
@@ -148,8 +154,10 @@ async fn delete_namespace(
             })?;
         current = (*ev.body).clone();
     }
-    delete_namespace_contents(st, ctx, name).await?;
+    // An empty namespace goes at once; the collector empties the others (and resumes that
+    // after a restart: it looks for terminating namespaces).
     finish_namespace_if_empty(st, ctx, name).await?;
+    gc::sweep(st, &ctx.cluster);
     match st.store.get(&key).await.map_err(store_error)? {
         Some((_, still)) => Ok((StatusCode::OK, at_version(&t.def, &t.version, still))),
         None => Ok((StatusCode::OK, at_version(&t.def, &t.version, current))),
@@ -231,35 +239,6 @@ pub(super) async fn dependents(
         .collect())
 }
 
-/// Deletes every dependent of `owner_uid` and, in turn, theirs (honouring their finalizers).
-/// A nested call (a dependent's own dependents) only queues its owner; the outermost call
-/// works the queue, breadth first.
-pub(super) async fn delete_dependents(
-    st: &ApiState,
-    ctx: &Ctx,
-    owner_uid: String,
-) -> Result<(), ApiError> {
-    ctx.pending_owners.push(owner_uid);
-    if !ctx.pending_owners.start_draining() {
-        return Ok(());
-    }
-    let drained = async {
-        while let Some(uid) = ctx.pending_owners.pop() {
-            for (t, name) in dependents(st, ctx, &uid).await? {
-                match Box::pin(delete_one(st, ctx, &t, &name, &background())).await {
-                    Ok(_) => {}
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        Ok(())
-    }
-    .await;
-    ctx.pending_owners.stop_draining();
-    drained
-}
-
 /// Removes the owner reference to `owner_uid` from every dependent.
 pub(super) async fn orphan_dependents(
     st: &ApiState,
@@ -267,19 +246,8 @@ pub(super) async fn orphan_dependents(
     owner_uid: &str,
 ) -> Result<(), ApiError> {
     for (t, name) in dependents(st, ctx, owner_uid).await? {
-        let result = guaranteed_update(st, ctx, &t, &name, |current| {
-            let mut new = current.clone();
-            if let Some(refs) = new
-                .pointer_mut("/metadata/ownerReferences")
-                .and_then(Value::as_array_mut)
-            {
-                refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
-            }
-            Ok(new)
-        })
-        .await;
-        match result {
-            Ok(_) => {}
+        match gc::drop_owner_reference(st, ctx, &t, &name, owner_uid).await {
+            Ok(()) => {}
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }
@@ -333,24 +301,17 @@ pub(super) async fn delete_all_of(
     Ok(())
 }
 
+/// How many objects of a collection are read at a time when emptying a namespace.
+const CONTENTS_PAGE: usize = 256;
+
+/// Deletes (or marks, while they have finalizers) every object in namespace `ns`, a page at a
+/// time.
 pub(super) async fn delete_namespace_contents(
     st: &ApiState,
     ctx: &Ctx,
     ns: &str,
 ) -> Result<(), ApiError> {
     for def in namespaced_collections(st, ctx) {
-        let page = st
-            .store
-            .list_raw(
-                &ctx.cluster,
-                &def.storage_group,
-                &def.plural,
-                Some(ns),
-                None,
-                0,
-            )
-            .await
-            .map_err(store_error)?;
         let t = Target {
             def: def.clone(),
             version: def.versions[0].clone(),
@@ -358,11 +319,30 @@ pub(super) async fn delete_namespace_contents(
             name: None,
             status: false,
         };
-        for obj in page.items {
-            match Box::pin(delete_one(st, ctx, &t, &obj.name, &background())).await {
-                Ok(_) => {}
-                Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e),
+        let mut after: Option<String> = None;
+        loop {
+            let page = st
+                .store
+                .list_raw(
+                    &ctx.cluster,
+                    &def.storage_group,
+                    &def.plural,
+                    Some(ns),
+                    after.as_deref().map(|name| (ns, name)),
+                    CONTENTS_PAGE,
+                )
+                .await
+                .map_err(store_error)?;
+            for obj in &page.items {
+                match delete_one(st, ctx, &t, &obj.name, &background()).await {
+                    Ok(_) => {}
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            match page.items.last() {
+                Some(last) if page.more => after = Some(last.name.clone()),
+                _ => break,
             }
         }
     }
@@ -439,10 +419,7 @@ pub(super) async fn delete_one(
                         Propagation::Foreground => gc::schedule(st, owner),
                         // Orphaned before the answer: clients expect the dependents' owner
                         // references gone once the delete returns.
-                        Propagation::Orphan => {
-                            let gc_ctx = gc::collector_ctx(&ctx.cluster);
-                            Box::pin(gc::collect(st, &gc_ctx, &owner)).await?;
-                        }
+                        Propagation::Orphan => gc::orphan_now(st, owner).await?,
                     }
                     return Ok((StatusCode::OK, at_version(&t.def, &t.version, body)));
                 }

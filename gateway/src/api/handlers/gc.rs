@@ -18,7 +18,11 @@ use std::{
 
 use axum::{body::Bytes, http::HeaderMap};
 
-use super::delete::{delete_one, dependents, orphan_dependents};
+use tokio_util::task::TaskTracker;
+
+use super::delete::{
+    delete_namespace_contents, delete_one, dependents, finish_namespace_if_empty, orphan_dependents,
+};
 use super::*;
 
 /// The finalizer of an owner waiting for its blocking dependents to go.
@@ -127,35 +131,62 @@ pub(super) fn collector_ctx(cluster: &str) -> Ctx {
         headers: HeaderMap::new(),
         body: Bytes::new(),
         warnings: Default::default(),
-        pending_owners: Default::default(),
     }
 }
 
-/// (cluster, owner uid) → whether another pass was asked for meanwhile.
-type Passes = HashMap<(String, String), bool>;
+/// What a collector task works on: one owner waiting (foreground, orphan) for its dependents,
+/// or one cluster's queue of deleted owners and terminating namespaces.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Work {
+    Owner { cluster: String, uid: String },
+    Sweep { cluster: String },
+}
+
+/// Work being done → whether another pass was asked for meanwhile.
+type Passes = HashMap<Work, bool>;
 
 /// What the collector keeps for one opening of the store, shared by every API state serving
 /// it (the TCP and unix-socket routers).
 #[derive(Default)]
 pub(crate) struct Collector {
-    /// The owners a pass is running for: one task per owner, another pass asked for while it
-    /// runs is run by that task after the current one (so a pass that started before a
-    /// dependent went is always followed by one that sees it gone).
+    /// The work a task is running for: one task per owner or sweep; another pass asked for
+    /// while it runs is run by that task after the current one (so a pass that started before
+    /// a dependent went is always followed by one that sees it gone).
     running: Mutex<Passes>,
     /// Whether the collection the stored objects call for was resumed.
     resumed: AtomicBool,
+    /// The collector's tasks, so that a shutdown can let them finish.
+    tasks: TaskTracker,
 }
 
 impl Collector {
     fn running(&self) -> std::sync::MutexGuard<'_, Passes> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Waits up to `grace` for the running passes (new ones are still taken meanwhile: a
+    /// pass's own deletes start others). What is left then is resumed after a restart.
+    pub(crate) async fn finish(&self, grace: Duration) {
+        let idle = async {
+            while !self.running().is_empty() {
+                self.tasks.close();
+                self.tasks.wait().await;
+                self.tasks.reopen();
+            }
+        };
+        if tokio::time::timeout(grace, idle).await.is_err() {
+            tracing::info!(
+                passes = self.running().len(),
+                "garbage collection left to resume after a restart"
+            );
+        }
+    }
 }
 
-/// Ends the claim on an owner when its task ends, however it ends.
+/// Ends the claim on a piece of work when its task ends, however it ends.
 struct Claim {
     collector: Arc<Collector>,
-    key: (String, String),
+    work: Work,
     released: bool,
 }
 
@@ -164,13 +195,13 @@ impl Claim {
     /// so no request for a pass falls between the two).
     fn again(&mut self) -> bool {
         let mut r = self.collector.running();
-        match r.get_mut(&self.key) {
+        match r.get_mut(&self.work) {
             Some(again) if *again => {
                 *again = false;
                 true
             }
             _ => {
-                r.remove(&self.key);
+                r.remove(&self.work);
                 self.released = true;
                 false
             }
@@ -181,7 +212,7 @@ impl Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         if !self.released {
-            self.collector.running().remove(&self.key);
+            self.collector.running().remove(&self.work);
         }
     }
 }
@@ -189,31 +220,35 @@ impl Drop for Claim {
 /// How many times a failed pass is retried (a storage error; conflicts are retried within).
 const PASS_ATTEMPTS: u32 = 4;
 
-/// Runs passes over `owner` in the background until nothing is left to do for now.
-pub(super) fn schedule(st: &ApiState, owner: Owner) {
-    let key = (owner.cluster.clone(), owner.uid.clone());
+/// Runs `pass` in a task of the collector's until no other pass of `work` is asked for; a
+/// second call while it runs only asks for one more.
+fn start<F, Fut>(st: &ApiState, work: Work, pass: F)
+where
+    F: Fn(ApiState) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), ApiError>> + Send,
+{
     {
         let mut r = st.collector.running();
-        if let Some(again) = r.get_mut(&key) {
+        if let Some(again) = r.get_mut(&work) {
             *again = true;
             return;
         }
-        r.insert(key.clone(), false);
+        r.insert(work.clone(), false);
     }
     let st = st.clone();
-    tokio::spawn(async move {
+    let tasks = st.collector.tasks.clone();
+    tasks.spawn(async move {
         let mut claim = Claim {
             collector: st.collector.clone(),
-            key,
+            work,
             released: false,
         };
-        let ctx = collector_ctx(&owner.cluster);
         loop {
             for attempt in 1..=PASS_ATTEMPTS {
-                match collect(&st, &ctx, &owner).await {
+                match pass(st.clone()).await {
                     Ok(()) => break,
                     Err(e) => {
-                        tracing::warn!(cluster = %owner.cluster, owner = %owner.name, attempt, error = %e.message, "garbage collection pass failed");
+                        tracing::warn!(work = ?claim.work, attempt, error = %e.message, "garbage collection pass failed");
                         tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
                     }
                 }
@@ -223,6 +258,237 @@ pub(super) fn schedule(st: &ApiState, owner: Owner) {
             }
         }
     });
+}
+
+/// Runs passes over `owner` in the background until nothing is left to do for now.
+pub(super) fn schedule(st: &ApiState, owner: Owner) {
+    let work = Work::Owner {
+        cluster: owner.cluster.clone(),
+        uid: owner.uid.clone(),
+    };
+    let owner = Arc::new(owner);
+    start(st, work, move |st| {
+        let owner = owner.clone();
+        async move {
+            let ctx = collector_ctx(&owner.cluster);
+            collect(&st, &ctx, &owner).await
+        }
+    });
+}
+
+/// Orphans the dependents of `owner` in a task of the collector's, and waits for it: the
+/// work goes on if the waiting request is dropped (its client went away).
+///
+/// A boxed future, so that its `Send` is stated rather than inferred: a delete can start a
+/// collection whose deletes can (as far as types tell) start another.
+pub(super) fn orphan_now(
+    st: &ApiState,
+    owner: Owner,
+) -> std::pin::Pin<Box<dyn Future<Output = Result<(), ApiError>> + Send + '_>> {
+    let task_st = st.clone();
+    Box::pin(async move {
+        st.collector
+            .tasks
+            .spawn(async move {
+                let ctx = collector_ctx(&owner.cluster);
+                collect(&task_st, &ctx, &owner).await
+            })
+            .await
+            .map_err(|e| ApiError::internal(format!("orphaning dependents: {e}")))?
+    })
+}
+
+/// Works off `cluster`'s queue of deleted owners and its terminating namespaces in the
+/// background (again, once, if it is already being worked off).
+pub(super) fn sweep(st: &ApiState, cluster: &str) {
+    let work = Work::Sweep {
+        cluster: cluster.to_owned(),
+    };
+    let cluster = cluster.to_owned();
+    start(st, work, move |st| {
+        let cluster = cluster.clone();
+        async move {
+            let ctx = collector_ctx(&cluster);
+            sweep_pass(&st, &ctx).await
+        }
+    });
+}
+
+/// How many queued owners are read at a time.
+const QUEUE_PAGE: usize = 64;
+
+/// One sweep: every queued owner's dependents are deleted, or released where another owner
+/// of theirs remains (a dependent's own deletion queues it in turn, so a chain of any length
+/// is worked off in a loop), then each terminating namespace is emptied.
+async fn sweep_pass(st: &ApiState, ctx: &Ctx) -> Result<(), ApiError> {
+    loop {
+        let owners = st
+            .store
+            .queued_owners(&ctx.cluster, QUEUE_PAGE)
+            .await
+            .map_err(store_error)?;
+        if owners.is_empty() {
+            break;
+        }
+        for uid in owners {
+            release_dependents(st, ctx, &uid).await?;
+            st.store
+                .collected(&ctx.cluster, &uid)
+                .await
+                .map_err(store_error)?;
+        }
+    }
+    for ns in terminating_namespaces(st, ctx).await? {
+        delete_namespace_contents(st, ctx, &ns).await?;
+        finish_namespace_if_empty(st, ctx, &ns).await?;
+    }
+    Ok(())
+}
+
+/// The namespaces of `ctx.cluster` marked for deletion.
+async fn terminating_namespaces(st: &ApiState, ctx: &Ctx) -> Result<Vec<String>, ApiError> {
+    let mut names = Vec::new();
+    let mut after: Option<(String, String)> = None;
+    loop {
+        let page = st
+            .store
+            .list_raw(
+                &ctx.cluster,
+                "",
+                "namespaces",
+                None,
+                after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+                RESUME_PAGE,
+            )
+            .await
+            .map_err(store_error)?;
+        for raw in &page.items {
+            // Only namespaces that say they are being deleted are parsed.
+            if raw.body.contains("deletionTimestamp")
+                && serde_json::from_str::<Value>(&raw.body).is_ok_and(|ns| is_deleting(&ns))
+            {
+                names.push(raw.name.clone());
+            }
+        }
+        match page.items.last() {
+            Some(last) if page.more => after = Some((last.namespace.clone(), last.name.clone())),
+            _ => return Ok(names),
+        }
+    }
+}
+
+/// Deals with each dependent of the deleted owner `owner_uid`: one that still has another
+/// owner loses only its reference to this one (as kube's collector does); the others are
+/// deleted in the background (or marked, while they have finalizers).
+async fn release_dependents(st: &ApiState, ctx: &Ctx, owner_uid: &str) -> Result<(), ApiError> {
+    for (t, name) in dependents(st, ctx, owner_uid).await? {
+        let Some((_, dependent)) = st
+            .store
+            .get(&t.key(&ctx.cluster, &name))
+            .await
+            .map_err(store_error)?
+        else {
+            continue;
+        };
+        let result = if another_owner_remains(st, ctx, &dependent, owner_uid).await? {
+            drop_owner_reference(st, ctx, &t, &name, owner_uid).await
+        } else {
+            delete_one(
+                st,
+                ctx,
+                &t,
+                &name,
+                &json!({"propagationPolicy": "Background"}),
+            )
+            .await
+            .map(drop)
+        };
+        match result {
+            Ok(()) => {}
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Whether `dependent` names an owner other than `gone_uid` that still exists.
+async fn another_owner_remains(
+    st: &ApiState,
+    ctx: &Ctx,
+    dependent: &Value,
+    gone_uid: &str,
+) -> Result<bool, ApiError> {
+    let refs = dependent
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let namespace = dependent
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty());
+    for r in refs {
+        if r.get("uid").and_then(Value::as_str) == Some(gone_uid) {
+            continue;
+        }
+        if referenced_owner(st, ctx, namespace, r).await?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The owner an ownerReference `r` of a dependent in `namespace` names, if it exists with the
+/// reference's uid (an owner recreated under its name is another owner).
+async fn referenced_owner(
+    st: &ApiState,
+    ctx: &Ctx,
+    namespace: Option<&str>,
+    r: &Value,
+) -> Result<Option<(Target, Value)>, ApiError> {
+    let (Some(def), Some(name), Some(uid)) = (
+        owner_def(st, &ctx.cluster, r),
+        r.get("name").and_then(Value::as_str),
+        r.get("uid").and_then(Value::as_str),
+    ) else {
+        return Ok(None);
+    };
+    let t = Target {
+        version: def.versions[0].clone(),
+        namespace: namespace.filter(|_| def.namespaced).map(String::from),
+        def,
+        name: None,
+        status: false,
+    };
+    let owner = st
+        .store
+        .get(&t.key(&ctx.cluster, name))
+        .await
+        .map_err(store_error)?;
+    Ok(owner.filter(|(_, o)| uid_of(o) == uid).map(|(_, o)| (t, o)))
+}
+
+/// Removes the reference to `owner_uid` from the dependent `name`.
+pub(super) async fn drop_owner_reference(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    name: &str,
+    owner_uid: &str,
+) -> Result<(), ApiError> {
+    guaranteed_update(st, ctx, t, name, |current| {
+        let mut new = current.clone();
+        if let Some(refs) = new
+            .pointer_mut("/metadata/ownerReferences")
+            .and_then(Value::as_array_mut)
+        {
+            refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
+        }
+        Ok(new)
+    })
+    .await
+    .map(drop)
 }
 
 /// One pass over `owner`: orphans or deletes its dependents, and drops the collector's
@@ -332,29 +598,10 @@ pub(super) async fn wake_owners(st: &ApiState, ctx: &Ctx, removed: &Value) -> Re
         .and_then(Value::as_str)
         .filter(|ns| !ns.is_empty());
     for r in refs {
-        let (Some(def), Some(name), Some(uid)) = (
-            owner_def(st, &ctx.cluster, &r),
-            r.get("name").and_then(Value::as_str),
-            r.get("uid").and_then(Value::as_str),
-        ) else {
+        let Some((t, owner)) = referenced_owner(st, ctx, namespace, &r).await? else {
             continue;
         };
-        let t = Target {
-            version: def.versions[0].clone(),
-            namespace: namespace.filter(|_| def.namespaced).map(String::from),
-            def,
-            name: None,
-            status: false,
-        };
-        let Some((_, owner)) = st
-            .store
-            .get(&t.key(&ctx.cluster, name))
-            .await
-            .map_err(store_error)?
-        else {
-            continue;
-        };
-        if uid_of(&owner) == uid && is_deleting(&owner) && has_finalizer(&owner, FOREGROUND) {
+        if is_deleting(&owner) && has_finalizer(&owner, FOREGROUND) {
             schedule(st, Owner::of(&ctx.cluster, &t.def, &owner));
         }
     }
@@ -362,7 +609,7 @@ pub(super) async fn wake_owners(st: &ApiState, ctx: &Ctx, removed: &Value) -> Re
 }
 
 /// Resumes, once per opening of the store, the collection its objects call for: every owner
-/// still carrying a collector's finalizer gets a pass.
+/// still carrying a collector's finalizer gets a pass, and each cluster's queue a sweep.
 pub(crate) fn resume_once(st: &ApiState) {
     // Every request asks; a plain load answers all but the first.
     if st.collector.resumed.load(Ordering::Relaxed)
@@ -379,6 +626,9 @@ pub(crate) fn resume_once(st: &ApiState) {
             .into_iter()
             .filter(|c| st.served.get(c).is_some_and(|s| !s.read_only));
         for cluster in hosted {
+            // Deleted owners whose dependents were not yet dealt with, and terminating
+            // namespaces not yet emptied.
+            sweep(&st, &cluster);
             if let Err(e) = resume(&st, &cluster).await {
                 tracing::warn!(cluster, error = %e.message, "resuming garbage collection failed");
             }

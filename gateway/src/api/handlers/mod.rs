@@ -87,7 +87,7 @@ pub(crate) async fn resource(
     {
         return match (&ctx.method, &p.namespace, &p.name) {
             (&Method::POST, Some(ns), Some(name)) => {
-                let body = write::object_body(&ctx)?;
+                let body = write::object_body(&ctx).await?;
                 auth::tokens::token_request(st, &ctx, ns, name, body).await
             }
             (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
@@ -101,7 +101,7 @@ pub(crate) async fn resource(
     if def.is_review() {
         return match (&ctx.method, &p.name, &p.subresource) {
             (&Method::POST, None, None) => {
-                let body = write::object_body(&ctx)?;
+                let body = write::object_body(&ctx).await?;
                 auth::reviews::answer(st, &ctx, &def, &p.version, p.namespace.as_deref(), body)
                     .await
             }

@@ -122,12 +122,34 @@ pub(crate) async fn create_object(
     ))
 }
 
-/// The body of a create or update: JSON or YAML; protobuf is refused with 415.
-pub(super) fn object_body(ctx: &Ctx) -> Result<Value, ApiError> {
-    let ct = ctx.header(header::CONTENT_TYPE);
+/// Bodies from this size on are decoded on the blocking pool, not on an async worker: a
+/// 16 MiB YAML document would otherwise hold the worker, and every request queued behind it.
+const DECODE_INLINE_MAX: usize = 64 << 10;
+
+/// Runs `decode` of a body of `size` bytes where it cannot stall other requests.
+async fn decode_off_workers<T: Send + 'static>(
+    size: usize,
+    decode: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    if size < DECODE_INLINE_MAX {
+        return decode();
+    }
+    tokio::task::spawn_blocking(decode)
+        .await
+        .map_err(|e| ApiError::internal(format!("decoding the request body: {e}")))?
+}
+
+/// The body of a create or update: JSON, YAML or protobuf.
+pub(super) async fn object_body(ctx: &Ctx) -> Result<Value, ApiError> {
+    let ct = ctx.header(header::CONTENT_TYPE).to_owned();
+    let body = ctx.body.clone();
+    decode_off_workers(body.len(), move || decode_object(&ct, &body)).await
+}
+
+fn decode_object(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
     let essence = ct.split(';').next().unwrap_or("").trim();
     if essence == "application/vnd.kubernetes.protobuf" {
-        return crate::api::protobuf::decode(&ctx.body)
+        return crate::api::protobuf::decode(body)
             .map_err(|m| ApiError::new(415, "UnsupportedMediaType", m));
     }
     if !matches!(
@@ -136,7 +158,7 @@ pub(super) fn object_body(ctx: &Ctx) -> Result<Value, ApiError> {
     ) {
         return Err(ApiError::unsupported_media_type(ct));
     }
-    patch::parse_body(&ctx.body).map_err(ApiError::bad_request)
+    patch::parse_body(body).map_err(ApiError::bad_request)
 }
 
 /// The most a `fieldManager` may be, in bytes.
@@ -196,8 +218,12 @@ fn writer(ctx: &Ctx, t: &Target) -> apply::Writer {
 }
 
 /// The configuration of an apply patch: an object that leaves managedFields to the server.
-fn applied_config(ctx: &Ctx) -> Result<Value, ApiError> {
-    let config = patch::parse_body(&ctx.body).map_err(ApiError::bad_request)?;
+async fn applied_config(ctx: &Ctx) -> Result<Value, ApiError> {
+    let body = ctx.body.clone();
+    let config = decode_off_workers(body.len(), move || {
+        patch::parse_body(&body).map_err(ApiError::bad_request)
+    })
+    .await?;
     if !config.is_object() {
         return Err(ApiError::bad_request(
             "the applied configuration must be an object",
@@ -215,7 +241,7 @@ fn applied_config(ctx: &Ctx) -> Result<Value, ApiError> {
 pub(super) async fn create(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
     check_field_validation(ctx)?;
     check_field_manager(ctx, "CreateOptions")?;
-    let body = object_body(ctx)?;
+    let body = object_body(ctx).await?;
     let obj = create_object(st, ctx, t, body, apply::Operation::Update).await?;
     Ok(json_response(StatusCode::CREATED, &obj))
 }
@@ -343,7 +369,7 @@ pub(super) async fn update(
 ) -> Result<Response, ApiError> {
     check_field_validation(ctx)?;
     check_field_manager(ctx, "UpdateOptions")?;
-    let body = object_body(ctx)?;
+    let body = object_body(ctx).await?;
     let given = rv_of(&body).map(String::from);
     let mut body = body;
     // Pruned before generation is worked out: an unknown field is no change.
@@ -398,7 +424,7 @@ pub(super) async fn patch(
         }
         let key = t.key(&ctx.cluster, name);
         if !t.status && st.store.get(&key).await.map_err(store_error)?.is_none() {
-            let mut body = applied_config(ctx)?;
+            let mut body = applied_config(ctx).await?;
             if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
                 if m.get("name")
                     .and_then(Value::as_str)
@@ -417,7 +443,7 @@ pub(super) async fn patch(
         }
     }
     let applied = match kind {
-        PatchKind::Apply => Some(applied_config(ctx)?),
+        PatchKind::Apply => Some(applied_config(ctx).await?),
         _ => None,
     };
     let w = writer(ctx, t);
