@@ -74,6 +74,25 @@ pub fn with_token(kubeconfig: &Path, token: &str, path: &Path) {
     std::fs::write(path, serde_yaml_ng::to_string(&doc).unwrap()).unwrap();
 }
 
+/// A TLS client configuration trusting only the CA a gateway generated under `data_dir`
+/// (`tls/ca.crt`), for raw HTTPS clients.
+pub fn trusting_gateway_ca(data_dir: &Path) -> rustls::ClientConfig {
+    use rustls::pki_types::{CertificateDer, pem::PemObject};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(data_dir.join("tls/ca.crt")).expect("the CA file") {
+        roots
+            .add(cert.expect("a CA certificate"))
+            .expect("a usable CA");
+    }
+    rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth()
+}
+
 /// kubectl with `kubeconfig` and its own discovery cache `cache`.
 pub fn kubectl_as(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
     kubectl_with(

@@ -927,7 +927,7 @@ fn partitioned_allocation_makes_a_mig_instance_until_the_pod_is_deleted() {
     let gw = cluster(dir.path());
     let node = nvidia::a100_mig_node(&dir.path().join("host"));
     let kubelet = Kubelet::start(&dir.path().join("kubelet"));
-    let _agent = Agent::start(&node, &kubelet, &gw, dir.path(), &[]);
+    let agent = Agent::start(&node, &kubelet, &gw, dir.path(), &[]);
     wait_until("the partitioned plugin to register", DEADLINE, || {
         kubelet
             .registered_resources()
@@ -1012,6 +1012,30 @@ fn partitioned_allocation_makes_a_mig_instance_until_the_pod_is_deleted() {
         .root
         .join(format!("var/lib/gpustack/operator/pods/{uid}/c-main"));
     assert!(work.join("partition.json").is_file());
+
+    // The snapshot lists the partition with its MIG device's memory (the 1g.10gb profile's
+    // 9,728 MiB) and the card's compute it is charged (1 of 7 slices).
+    let partitions = wait_until("the partition in the snapshot", DEADLINE, || {
+        let snap: Value = serde_json::from_str(&agent.get("/monitor/snapshot")?).ok()?;
+        snap["slices"]["partitions"]
+            .as_array()
+            .filter(|p| !p.is_empty())
+            .cloned()
+    });
+    assert_eq!(
+        partitions,
+        [serde_json::json!({
+            "manufacturer": "nvidia",
+            "podUID": uid.as_str(),
+            "container": "main",
+            "deviceID": card,
+            "id": mig.as_str(),
+            "profile": "1g.10gb",
+            "memoryTotalMiB": 9728,
+            "memoryUsedMiB": nvidia::A100_MIG_MEMORY_USED_MIB,
+            "coresPercent": 14,
+        })]
+    );
 
     // The whole card does not fit beside it: refused, and nothing is made.
     pod(

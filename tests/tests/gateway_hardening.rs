@@ -174,18 +174,8 @@ fn running_out_of_descriptors_neither_spins_nor_floods_the_log() {
 
 /// A TLS connection to the gateway trusting its generated CA (`<data>/tls/ca.crt`).
 fn tls_connect(gw: &GatewayProcess) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
-    use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(gw.data_dir.join("tls/ca.crt")).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    use rustls::pki_types::ServerName;
+    let config = gpustack_tests::embedded::trusting_gateway_ca(&gw.data_dir);
     let name = ServerName::try_from("127.0.0.1").unwrap();
     let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
     let tcp = TcpStream::connect(("127.0.0.1", gw.port)).unwrap();

@@ -27,9 +27,14 @@ pub struct RawObject {
     pub body: String,
 }
 
-/// How many objects a streamed list reads ahead of the client (a page and a channel of them:
-/// about 128 KB held per open list at ~2 KB each, whatever the collection's size).
-const STREAM_AHEAD: usize = 32;
+/// How many objects a streamed list reads per short transaction: pages much smaller than this
+/// make a long list pay for many more transactions (32 took a 10,000-object list from 170 to
+/// 283 ms).
+const STREAM_PAGE: usize = 128;
+
+/// How many read objects wait for the client: with a page, about 400 KB held per open list at
+/// ~2 KB each, whatever the collection's size.
+const STREAM_AHEAD: usize = 64;
 
 /// A page of a collection, unparsed.
 #[derive(Debug)]
@@ -169,7 +174,7 @@ impl Store {
         namespace: Option<&str>,
     ) -> Result<(u64, mpsc::Receiver<Result<RawObject, StoreError>>), StoreError> {
         let first = self
-            .list_raw(cluster, group, resource, namespace, None, STREAM_AHEAD)
+            .list_raw(cluster, group, resource, namespace, None, STREAM_PAGE)
             .await?;
         let snapshot = first.rv;
         let (send, receive) = mpsc::channel(STREAM_AHEAD);
@@ -199,7 +204,7 @@ impl Store {
                         &resource,
                         namespace.as_deref(),
                         Some((&ns, &name)),
-                        STREAM_AHEAD,
+                        STREAM_PAGE,
                         snapshot,
                     )
                     .await;

@@ -72,6 +72,10 @@ pub struct Device {
     /// `NVML_ERROR_NOT_SUPPORTED`, as for a profile the product lacks.
     #[serde(default)]
     pub mig_profiles: Vec<MigProfile>,
+    /// Memory used on each MIG device of the card (MiB), for `nvmlDeviceGetMemoryInfo(_v2)` on
+    /// a MIG device handle; absent answers `NVML_ERROR_NOT_SUPPORTED` there.
+    #[serde(default)]
+    pub mig_memory_used_mib: Option<u64>,
     #[serde(default)]
     pub utilization: Option<Utilization>,
     /// GPU sensor, °C.

@@ -12,7 +12,7 @@
 //! `nvmlGpuInstanceDestroy` (`NVML_ERROR_IN_USE` while it has compute instances, as the driver
 //! answers), `nvmlDeviceGetMaxMigDeviceCount`, `nvmlDeviceGetMigDeviceHandleByIndex`,
 //! `nvmlDeviceGetGpuInstanceId`, `nvmlDeviceGetComputeInstanceId`, and the MIG device's UUID
-//! through `nvmlDeviceGetUUID`.
+//! and memory through `nvmlDeviceGetUUID` and `nvmlDeviceGetMemoryInfo(_v2)`.
 //!
 //! Handles are opaque tagged integers, never dereferenced: a GPU instance is
 //! `GI_TAG | device << 16 | gi`, a compute instance and its MIG device `CI_TAG`/`MIG_TAG | device
@@ -530,6 +530,30 @@ pub fn mig_device_uuid(handle: NvmlDevice, uuid: *mut c_char, length: c_uint) ->
     with_mig(handle, |d, gi, ci| {
         put_str(uuid, length, &mig_uuid(&d.uuid, gi, ci))
     })
+}
+
+/// A MIG device's memory (MiB): its GPU instance profile's size, and the fixture's
+/// `migMemoryUsedMib` as used (absent answers `NVML_ERROR_NOT_SUPPORTED`).
+pub fn mig_device_memory(handle: NvmlDevice) -> Result<(u64, u64), NvmlReturn> {
+    let mut out = Err(NVML_ERROR_NOT_FOUND);
+    let status = with_mig(handle, |d, gi, _| {
+        let profile = load()
+            .gpu_instances
+            .iter()
+            .find(|g| g.device == d.uuid && g.id == gi)
+            .and_then(|g| d.mig_profiles.iter().find(|p| p.id == g.profile_id))
+            .map(|p| p.memory_size_mb);
+        out = match (profile, d.mig_memory_used_mib) {
+            (Some(total), Some(used)) => Ok((total, used.min(total))),
+            (None, _) => Err(NVML_ERROR_NOT_FOUND),
+            (_, None) => Err(NVML_ERROR_NOT_SUPPORTED),
+        };
+        NVML_SUCCESS
+    });
+    if status != NVML_SUCCESS {
+        return Err(status);
+    }
+    out
 }
 
 #[cfg(test)]

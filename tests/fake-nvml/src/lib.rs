@@ -456,6 +456,19 @@ pub extern "C" fn nvmlDeviceGetMemoryInfo(
     device: NvmlDevice,
     memory: *mut NvmlMemory,
 ) -> NvmlReturn {
+    if instances::is_mig_handle(device) {
+        return match instances::mig_device_memory(device) {
+            Ok((total, used)) => put(
+                memory,
+                NvmlMemory {
+                    total: total * MIB,
+                    free: (total - used) * MIB,
+                    used: used * MIB,
+                },
+            ),
+            Err(status) => status,
+        };
+    }
     with_device(device, |d| {
         let Some(used) = d.memory_used_mib else {
             return NVML_ERROR_NOT_SUPPORTED;
@@ -478,6 +491,24 @@ pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     device: NvmlDevice,
     memory: *mut NvmlMemoryV2,
 ) -> NvmlReturn {
+    if instances::is_mig_handle(device) {
+        if memory_version(memory) != Some(NVML_MEMORY_V2) {
+            return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        }
+        return match instances::mig_device_memory(device) {
+            Ok((total, used)) => put(
+                memory,
+                NvmlMemoryV2 {
+                    version: NVML_MEMORY_V2,
+                    total: total * MIB,
+                    reserved: 0,
+                    free: (total - used) * MIB,
+                    used: used * MIB,
+                },
+            ),
+            Err(status) => status,
+        };
+    }
     with_device(device, |d| {
         let Some(version) = memory_version(memory) else {
             return NVML_ERROR_INVALID_ARGUMENT;

@@ -177,6 +177,9 @@ const SEVEN: &[u32] = &[0, 1, 2, 3, 4, 5, 6];
 
 /// An A100-SXM4-80GB's profiles (driver 535), in NVML's enumeration order; memory is the GiB
 /// column × 1024 (9.50 GiB → 9728).
+/// What the NVML stand-in reports used on each MIG device of the A100 fixture (MiB).
+pub const A100_MIG_MEMORY_USED_MIB: u64 = 1_536;
+
 pub const A100_MIG_PROFILES: [MigProfile; 7] = [
     mig(0, 19, "MIG 1g.10gb", (1, 1), 7, 9728, SEVEN),
     mig(1, 14, "MIG 2g.20gb", (2, 2), 3, 19968, &[0, 2, 4]),
@@ -422,6 +425,7 @@ pub fn a100_mig_node(dir: &Path) -> NvidiaNode {
                 "memoryBusWidth": 5120,
                 "migMode": {"current": 1, "pending": 1},
                 "migProfiles": mig_profiles(&A100_MIG_PROFILES),
+                "migMemoryUsedMib": A100_MIG_MEMORY_USED_MIB,
                 "temperature": 31,
                 "powerUsageMw": 62_345,
             }],

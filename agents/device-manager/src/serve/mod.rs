@@ -264,7 +264,7 @@ async fn detect_loop(
             (
                 detect::detect(&root2, &env, &opts2),
                 detect::monitor(&root2, &env, &opts2),
-                sample_slices(&root2, &env, carved),
+                sample_slices(&root2, &env, carved.0, carved.1),
             )
         })
         .await
@@ -334,12 +334,18 @@ async fn detect_loop(
     }
 }
 
-/// The NVIDIA cards the ledger holds sliced, each with the containers holding its slices.
-fn carved_cards(state: &NodeState, ours: &[Manufacturer]) -> Vec<(String, Vec<(String, String)>)> {
+/// The NVIDIA cards the ledger holds sliced, each with the containers holding its slices, and
+/// the MIG partitions live containers hold.
+type Carved = (
+    Vec<(String, Vec<(String, String)>)>,
+    Vec<slices::PartitionHold>,
+);
+
+fn carved_cards(state: &NodeState, ours: &[Manufacturer]) -> Carved {
     if !ours.contains(&Manufacturer::Nvidia) {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
-    state
+    let sliced = state
         .ledger
         .status
         .groups
@@ -351,23 +357,28 @@ fn carved_cards(state: &NodeState, ours: &[Manufacturer]) -> Vec<(String, Vec<(S
             let held = slices::holders(&state.pods, Manufacturer::Nvidia, &a.id);
             (a.id.clone(), held)
         })
-        .collect()
+        .collect();
+    let partitions = slices::partition_holds(&state.pods, Manufacturer::Nvidia);
+    (sliced, partitions)
 }
 
 /// The per-slice view of the carved cards: their processes through NVML, each process's Pod
-/// through its cgroup under the system root. `None` when no card is carved.
+/// through its cgroup under the system root; and the held partitions' memory. `None` when no
+/// card is carved.
 fn sample_slices(
     root: &SystemRoot,
     env: &dyn Fn(&str) -> Option<String>,
     carved: Vec<(String, Vec<(String, String)>)>,
+    holds: Vec<slices::PartitionHold>,
 ) -> Option<slices::Slices> {
-    if carved.is_empty() {
+    if carved.is_empty() && holds.is_empty() {
         return None;
     }
     let ids: Vec<String> = carved.iter().map(|(id, _)| id.clone()).collect();
-    let rows = match crate::vendors::partitions::load_nvml(root, env) {
-        Ok((nvml, _)) => crate::vendors::nvidia::processes::list(&nvml, &ids),
-        Err(_) => ids
+    let nvml = crate::vendors::partitions::load_nvml(root, env).ok();
+    let rows = match &nvml {
+        Some((nvml, _)) => crate::vendors::nvidia::processes::list(nvml, &ids),
+        None => ids
             .iter()
             .map(|id| slices::CardRows {
                 accelerator: id.clone(),
@@ -375,20 +386,28 @@ fn sample_slices(
             })
             .collect(),
     };
+    let memory = match &nvml {
+        Some((nvml, _)) => crate::vendors::nvidia::processes::partition_memory(nvml, &holds),
+        None => vec![Err(slices::Reason::TransientDriverError); holds.len()],
+    };
     let cards: Vec<(slices::CardRows, Vec<(String, String)>)> = rows
         .into_iter()
         .zip(carved.into_iter().map(|(_, held)| held))
         .collect();
-    Some(slices::attribute(
-        Manufacturer::Nvidia,
-        &cards,
-        |pid| match std::fs::read_to_string(root.path(format!("/proc/{pid}/cgroup"))) {
-            Ok(text) => {
-                slices::pod_of_cgroup(&text).map_or(slices::Owner::NotAPod, slices::Owner::Pod)
-            }
-            Err(_) => slices::Owner::Unreadable,
-        },
-    ))
+    let mut view =
+        slices::attribute(
+            Manufacturer::Nvidia,
+            &cards,
+            |pid| match std::fs::read_to_string(root.path(format!("/proc/{pid}/cgroup"))) {
+                Ok(text) => {
+                    slices::pod_of_cgroup(&text).map_or(slices::Owner::NotAPod, slices::Owner::Pod)
+                }
+                Err(_) => slices::Owner::Unreadable,
+            },
+        );
+    let read: Vec<_> = holds.into_iter().zip(memory).collect();
+    view.partitions = slices::partitions(Manufacturer::Nvidia, &read);
+    Some(view)
 }
 
 /// Logs each card that turned unhealthy (with the reason its detector checks, which the

@@ -7,12 +7,19 @@
 //! unreadable, or two containers of its Pod holding the card) blanks the card's usages, with the
 //! reason, rather than charging a guess. A process of no Pod counts as `NonInstance`.
 //!
-//! Pure: [`attribute`] takes what was read; [`pod_of_cgroup`] parses one cgroup file. The reads
-//! are the monitor pass's.
+//! On a card cut into MIG partitions, each partition a container holds (its MIG UUID in the
+//! ledger's charge) is one `partitions[]` entry: its memory as the library reports it for the
+//! MIG device, and its share of the card's compute as the ledger charges it.
+//!
+//! Pure: [`attribute`] and [`partitions`] take what was read; [`pod_of_cgroup`] parses one
+//! cgroup file. The reads are the monitor pass's.
 
 use std::collections::BTreeMap;
 
-use gpustack_api::{Manufacturer, devices::AllocationMode};
+use gpustack_api::{
+    Manufacturer,
+    devices::{AcceleratorAllocation, AllocationMode, UNITS_PER_ACCELERATOR},
+};
 use serde::Serialize;
 
 use crate::ledger::PodCharges;
@@ -24,6 +31,53 @@ pub struct Slices {
     pub truncated: bool,
     pub usages: Vec<SliceUsage>,
     pub devices: Vec<SliceDevice>,
+    pub partitions: Vec<SlicePartition>,
+}
+
+/// One partition a container holds, and what it uses.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SlicePartition {
+    pub manufacturer: Manufacturer,
+    #[serde(rename = "podUID")]
+    pub pod_uid: String,
+    pub container: String,
+    /// The card it is cut from.
+    #[serde(rename = "deviceID")]
+    pub device_id: String,
+    /// The partition's own id (`MIG-…`).
+    pub id: String,
+    pub profile: String,
+    #[serde(rename = "memoryTotalMiB", skip_serializing_if = "Option::is_none")]
+    pub memory_total_mib: Option<u64>,
+    #[serde(rename = "memoryUsedMiB", skip_serializing_if = "Option::is_none")]
+    pub memory_used_mib: Option<u64>,
+    /// Its share of the card's compute, in percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cores_percent: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_reason: Option<Reason>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cores_reason: Option<Reason>,
+}
+
+/// A partition held by a live container, from the ledger.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionHold {
+    pub pod_uid: String,
+    pub container: String,
+    pub device_id: String,
+    pub id: String,
+    pub profile: String,
+    /// The units charged for it, of [`UNITS_PER_ACCELERATOR`].
+    pub units: u64,
+}
+
+/// A partition's memory as the library reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionMemory {
+    pub total_mib: u64,
+    pub used_mib: u64,
 }
 
 /// What one container's slice of one card uses.
@@ -101,25 +155,80 @@ pub struct CardRows {
     pub rows: Result<Vec<ProcessRow>, Reason>,
 }
 
-/// The containers holding a slice of `accelerator` (pod UID, container), from the ledger's
-/// Pods; finished Pods hold nothing.
-pub fn holders(pods: &[PodCharges], m: Manufacturer, accelerator: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for pod in pods.iter().filter(|p| !p.finished) {
-        for (container, a) in &pod.allocations {
-            let holds = a
-                .devices
+/// Each live container's charges of manufacturer `m`: (pod UID, container, charge). Finished
+/// Pods hold nothing.
+fn live_charges(
+    pods: &[PodCharges],
+    m: Manufacturer,
+) -> impl Iterator<Item = (&str, &str, &AcceleratorAllocation)> {
+    pods.iter()
+        .filter(|p| !p.finished)
+        .flat_map(|pod| pod.allocations.iter().map(move |(c, a)| (pod, c, a)))
+        .flat_map(move |(pod, container, a)| {
+            a.devices
                 .groups
                 .iter()
-                .filter(|g| g.manufacturer == m)
+                .filter(move |g| g.manufacturer == m)
                 .flat_map(|g| &g.accelerators)
-                .any(|x| x.id == accelerator && x.mode == AllocationMode::Sliced);
-            if holds {
-                out.push((pod.uid.clone(), container.clone()));
-            }
-        }
-    }
+                .map(move |x| (pod.uid.as_str(), container.as_str(), x))
+        })
+}
+
+/// The containers holding a slice of `accelerator` (pod UID, container), from the ledger's
+/// Pods.
+pub fn holders(pods: &[PodCharges], m: Manufacturer, accelerator: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = live_charges(pods, m)
+        .filter(|(_, _, x)| x.id == accelerator && x.mode == AllocationMode::Sliced)
+        .map(|(uid, container, _)| (uid.to_owned(), container.to_owned()))
+        .collect();
+    out.dedup();
     out
+}
+
+/// The partitions of manufacturer `m` that live containers hold; a charge without a partition
+/// id (not made yet) is left out.
+pub fn partition_holds(pods: &[PodCharges], m: Manufacturer) -> Vec<PartitionHold> {
+    live_charges(pods, m)
+        .filter(|(_, _, x)| {
+            x.mode == AllocationMode::Partitioned && !x.allocated_physical_id.is_empty()
+        })
+        .map(|(uid, container, x)| PartitionHold {
+            pod_uid: uid.to_owned(),
+            container: container.to_owned(),
+            device_id: x.id.clone(),
+            id: x.allocated_physical_id.clone(),
+            profile: x.allocated_physical_profile.clone(),
+            units: x.allocated,
+        })
+        .collect()
+}
+
+/// The `partitions[]` entries of held partitions, each with its memory as read (or why it
+/// could not be).
+pub fn partitions(
+    m: Manufacturer,
+    read: &[(PartitionHold, Result<PartitionMemory, Reason>)],
+) -> Vec<SlicePartition> {
+    read.iter()
+        .map(|(h, memory)| {
+            let share = (h.units > 0 && h.units <= UNITS_PER_ACCELERATOR).then(|| {
+                ((h.units * 100 + UNITS_PER_ACCELERATOR / 2) / UNITS_PER_ACCELERATOR) as u32
+            });
+            SlicePartition {
+                manufacturer: m,
+                pod_uid: h.pod_uid.clone(),
+                container: h.container.clone(),
+                device_id: h.device_id.clone(),
+                id: h.id.clone(),
+                profile: h.profile.clone(),
+                memory_total_mib: memory.as_ref().ok().map(|m| m.total_mib),
+                memory_used_mib: memory.as_ref().ok().map(|m| m.used_mib),
+                cores_percent: share,
+                memory_reason: memory.as_ref().err().copied(),
+                cores_reason: share.is_none().then_some(Reason::InvalidData),
+            }
+        })
+        .collect()
 }
 
 /// The view of `cards` (each with its holders from [`holders`]).
@@ -200,6 +309,7 @@ pub fn attribute(
         truncated: false,
         usages,
         devices,
+        partitions: Vec::new(),
     }
 }
 
@@ -354,5 +464,72 @@ mod tests {
             ]
         );
         assert_eq!(got.devices[1].rows.ambiguous, 1);
+    }
+
+    #[test]
+    fn partitions_carry_their_memory_and_their_charged_share() {
+        let hold = |id: &str, units: u64| PartitionHold {
+            pod_uid: UID_A.into(),
+            container: "main".into(),
+            device_id: "GPU-0".into(),
+            id: id.into(),
+            profile: "1g.10gb".into(),
+            units,
+        };
+        let read = [
+            (
+                hold("MIG-a", UNITS_PER_ACCELERATOR / 7),
+                Ok(PartitionMemory {
+                    total_mib: 9_856,
+                    used_mib: 1_024,
+                }),
+            ),
+            (
+                hold("MIG-b", UNITS_PER_ACCELERATOR),
+                Err(Reason::Unsupported),
+            ),
+            (hold("MIG-c", 0), Err(Reason::Unsupported)),
+        ];
+        let got = partitions(Manufacturer::Nvidia, &read);
+        let figures: Vec<_> = got
+            .iter()
+            .map(|p| {
+                (
+                    p.id.as_str(),
+                    p.memory_total_mib,
+                    p.memory_used_mib,
+                    p.cores_percent,
+                    p.memory_reason,
+                    p.cores_reason,
+                )
+            })
+            .collect();
+        assert_eq!(
+            figures,
+            [
+                ("MIG-a", Some(9_856), Some(1_024), Some(14), None, None),
+                (
+                    "MIG-b",
+                    None,
+                    None,
+                    Some(100),
+                    Some(Reason::Unsupported),
+                    None
+                ),
+                (
+                    "MIG-c",
+                    None,
+                    None,
+                    None,
+                    Some(Reason::Unsupported),
+                    Some(Reason::InvalidData)
+                ),
+            ]
+        );
+        let json = serde_json::to_value(&got[0]).unwrap();
+        assert_eq!(json["memoryTotalMiB"], 9_856);
+        assert_eq!(json["coresPercent"], 14);
+        assert_eq!(json["podUID"], UID_A);
+        assert!(json.get("memoryReason").is_none());
     }
 }

@@ -1,9 +1,10 @@
 //! The compute processes on NVIDIA cards (`nvmlDeviceGetComputeRunningProcesses_v3`: host PID
-//! and the card memory each holds), for the snapshot's per-slice view.
+//! and the card memory each holds), and the memory of the MIG devices containers hold, for the
+//! snapshot's per-slice view.
 
 use nvml_wrapper::{Nvml, enums::device::UsedGpuMemory, error::NvmlError};
 
-use crate::serve::slices::{CardRows, ProcessRow, Reason};
+use crate::serve::slices::{CardRows, PartitionHold, PartitionMemory, ProcessRow, Reason};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -15,8 +16,8 @@ fn reason(e: &NvmlError) -> Reason {
     }
 }
 
-/// Each of `cards` (by UUID) with its processes, or why they could not be read.
-pub fn list(nvml: &Nvml, cards: &[String]) -> Vec<CardRows> {
+/// The cards NVML lists, by UUID.
+fn cards_by_uuid(nvml: &Nvml) -> std::collections::BTreeMap<String, nvml_wrapper::Device<'_>> {
     let mut by_uuid = std::collections::BTreeMap::new();
     if let Ok(count) = nvml.device_count() {
         for index in 0..count {
@@ -27,6 +28,39 @@ pub fn list(nvml: &Nvml, cards: &[String]) -> Vec<CardRows> {
             }
         }
     }
+    by_uuid
+}
+
+/// The memory of each held partition's MIG device, found among its card's MIG devices by
+/// UUID; a partition the driver no longer lists answers `TransientDriverError`.
+pub fn partition_memory(
+    nvml: &Nvml,
+    holds: &[PartitionHold],
+) -> Vec<Result<PartitionMemory, Reason>> {
+    let by_uuid = cards_by_uuid(nvml);
+    holds
+        .iter()
+        .map(|h| {
+            let card = by_uuid
+                .get(&h.device_id)
+                .ok_or(Reason::TransientDriverError)?;
+            let count = card.mig_device_count().map_err(|e| reason(&e))?;
+            let mig = (0..count)
+                .filter_map(|i| card.mig_device_by_index(i).ok())
+                .find(|m| m.uuid().is_ok_and(|u| u == h.id))
+                .ok_or(Reason::TransientDriverError)?;
+            let info = mig.memory_info().map_err(|e| reason(&e))?;
+            Ok(PartitionMemory {
+                total_mib: info.total / MIB,
+                used_mib: info.used / MIB,
+            })
+        })
+        .collect()
+}
+
+/// Each of `cards` (by UUID) with its processes, or why they could not be read.
+pub fn list(nvml: &Nvml, cards: &[String]) -> Vec<CardRows> {
+    let by_uuid = cards_by_uuid(nvml);
     cards
         .iter()
         .map(|card| CardRows {
