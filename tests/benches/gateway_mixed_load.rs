@@ -28,7 +28,7 @@
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -124,40 +124,65 @@ async fn read_head(s: &mut TlsStream<TcpStream>) -> bool {
     true
 }
 
-/// A slow reader: asks for the whole list and reads 1 KiB every 100 ms until `stop`; asks
-/// again if the answer ever ends. Counts the bytes it got.
-async fn slow_reader(target: RawTarget, stop: Arc<AtomicBool>, bytes: Arc<AtomicU64>) {
-    while !stop.load(Ordering::Relaxed) {
+/// How often a slow reader takes 1 KiB: the pace that defines it, not a wait.
+const SLOW_READ_PACE: Duration = Duration::from_millis(100);
+/// How often a closed connection is reopened.
+const RECONNECT_PACE: Duration = Duration::from_millis(100);
+
+/// Set once when the run ends; every load task returns on it.
+type Stop = tokio::sync::watch::Receiver<bool>;
+
+async fn stopped(stop: &mut Stop) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// A slow reader: asks for the whole list and reads 1 KiB at [`SLOW_READ_PACE`] until
+/// `stop`; asks again if the answer ever ends. Counts the bytes it got.
+async fn slow_reader(target: RawTarget, mut stop: Stop, bytes: Arc<AtomicU64>) {
+    let mut pace = tokio::time::interval(SLOW_READ_PACE);
+    let mut buf = [0u8; 1024];
+    loop {
+        tokio::select! {
+            _ = pace.tick() => {}
+            _ = stopped(&mut stop) => return,
+        }
         let Ok(mut s) = target.connect().await else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
         let req = target.get("/api/v1/namespaces/default/configmaps");
         if s.write_all(req.as_bytes()).await.is_err() {
             continue;
         }
-        let mut buf = [0u8; 1024];
-        while !stop.load(Ordering::Relaxed) {
-            match s.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => bytes.fetch_add(n as u64, Ordering::Relaxed),
+        loop {
+            tokio::select! {
+                r = s.read(&mut buf) => match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => bytes.fetch_add(n as u64, Ordering::Relaxed),
+                },
+                _ = stopped(&mut stop) => return,
             };
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::select! {
+                _ = pace.tick() => {}
+                _ = stopped(&mut stop) => return,
+            }
         }
     }
 }
 
 /// An idle keep-alive connection: one request, then silence until `stop`, reopened (and
 /// counted) whenever the gateway closes it.
-async fn idle_connection(target: RawTarget, stop: Arc<AtomicBool>, closed: Arc<AtomicU64>) {
-    let mut first = true;
-    while !stop.load(Ordering::Relaxed) {
-        if !first {
+async fn idle_connection(target: RawTarget, mut stop: Stop, closed: Arc<AtomicU64>) {
+    let mut pace = tokio::time::interval(RECONNECT_PACE);
+    let mut buf = [0u8; 4096];
+    for opened in 0u64.. {
+        if opened > 0 {
             closed.fetch_add(1, Ordering::Relaxed);
         }
-        first = false;
+        tokio::select! {
+            _ = pace.tick() => {}
+            _ = stopped(&mut stop) => return,
+        }
         let Ok(mut s) = target.connect().await else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
         let req = target.get("/version");
@@ -166,40 +191,34 @@ async fn idle_connection(target: RawTarget, stop: Arc<AtomicBool>, closed: Arc<A
         }
         // The body is small and already read with the head, or it arrives now; afterwards the
         // connection only ends when the gateway closes it.
-        let mut buf = [0u8; 4096];
         loop {
             tokio::select! {
                 r = s.read(&mut buf) => if matches!(r, Ok(0) | Err(_)) { break },
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {
-                    if stop.load(Ordering::Relaxed) { return; }
-                }
+                _ = stopped(&mut stop) => return,
             }
         }
     }
 }
 
-/// A watcher of `busy`'s ConfigMaps from `rv`: counts the events (lines) it reads until
-/// `stop`; returns the count and whether its stream ended early.
-async fn watcher(client: Client, rv: String, stop: Arc<AtomicBool>) -> (u64, bool) {
+/// A watcher of `busy`'s ConfigMaps from `rv`: counts the events (lines) it reads into
+/// `seen` until `stop`; returns whether its stream ended early.
+async fn watcher(client: Client, rv: String, seen: Arc<AtomicU64>, mut stop: Stop) -> bool {
     let uri = format!(
         "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=3600"
     );
     let req = http::Request::get(uri).body(Vec::new()).unwrap();
     let Ok(stream) = client.request_stream(req).await else {
-        return (0, true);
+        return true;
     };
     let mut lines = stream.lines();
-    let mut n = 0u64;
     loop {
         tokio::select! {
             line = lines.next() => match line {
-                Some(Ok(_)) => n += 1,
-                _ => return (n, !stop.load(Ordering::Relaxed)),
+                Some(Ok(_)) => seen.fetch_add(1, Ordering::Relaxed),
+                _ => return !*stop.borrow(),
             },
-            _ = tokio::time::sleep(Duration::from_millis(200)) => {
-                if stop.load(Ordering::Relaxed) { return (n, false); }
-            }
-        }
+            _ = stopped(&mut stop) => return false,
+        };
     }
 }
 
@@ -302,7 +321,9 @@ async fn main() {
     ));
 
     // The load.
-    let stop = Arc::new(AtomicBool::new(false));
+    let (stop_all, stop) = tokio::sync::watch::channel(false);
+    // Watchers stop apart from the rest: once they have read every acknowledged write.
+    let (stop_watchers, stop_watching) = tokio::sync::watch::channel(false);
     let rv = busy_cms
         .list_metadata(&ListParams::default().limit(1))
         .await
@@ -311,7 +332,16 @@ async fn main() {
         .resource_version
         .unwrap_or_default();
     let watch_tasks: Vec<_> = (0..watchers)
-        .map(|_| tokio::spawn(watcher(busy.clone(), rv.clone(), stop.clone())))
+        .map(|_| {
+            let seen = Arc::new(AtomicU64::new(0));
+            let task = watcher(
+                busy.clone(),
+                rv.clone(),
+                seen.clone(),
+                stop_watching.clone(),
+            );
+            (seen, tokio::spawn(task))
+        })
         .collect();
     let raw = RawTarget::new(&gw, &gw.kubeconfig());
     let slow_bytes = Arc::new(AtomicU64::new(0));
@@ -350,7 +380,7 @@ async fn main() {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
             let mut tasks = Vec::new();
             let mut i = 0usize;
-            while !stop.load(Ordering::Relaxed) {
+            while !*stop.borrow() {
                 tick.tick().await;
                 let (api, acked, failed) = (api.clone(), acked.clone(), failed.clone());
                 let name = format!("load-{i}");
@@ -371,7 +401,7 @@ async fn main() {
 
     let run = Duration::from_secs(seconds as u64);
     let (loaded, loaded_failed) = probe(quiet_cms.clone(), probe_rate, run, "load").await;
-    stop.store(true, Ordering::Relaxed);
+    stop_all.send_replace(true);
     writer.await.unwrap();
     let acked = acked.load(Ordering::Relaxed);
     let write_failed = write_failed.load(Ordering::Relaxed);
@@ -400,12 +430,23 @@ async fn main() {
         Some(write_failed == 0),
     ));
 
-    let mut seen = Vec::new();
+    // Writes acknowledged just before the end may still be on their way to a watcher.
+    let counts = || -> Vec<u64> {
+        watch_tasks
+            .iter()
+            .map(|(seen, _)| seen.load(Ordering::Relaxed))
+            .collect()
+    };
+    poll(Duration::from_secs(10), || {
+        let caught_up = counts().iter().all(|n| *n >= acked);
+        async move { caught_up.then_some(()) }
+    })
+    .await;
+    let seen = counts();
+    stop_watchers.send_replace(true);
     let mut ended_early = 0;
-    for t in watch_tasks {
-        let (n, early) = t.await.unwrap();
-        seen.push(n);
-        ended_early += usize::from(early);
+    for (_, t) in watch_tasks {
+        ended_early += usize::from(t.await.unwrap());
     }
     let least = seen.iter().copied().min().unwrap_or(0);
     figures.push(Figure::new(

@@ -264,7 +264,7 @@ async fn detect_loop(
             (
                 detect::detect(&root2, &env, &opts2),
                 detect::monitor(&root2, &env, &opts2),
-                sample_slices(&root2, &env, carved.0, carved.1),
+                sample_slices(&root2, &env, carved),
             )
         })
         .await
@@ -334,16 +334,17 @@ async fn detect_loop(
     }
 }
 
-/// The NVIDIA cards the ledger holds sliced, each with the containers holding its slices, and
-/// the MIG partitions live containers hold.
-type Carved = (
-    Vec<(String, Vec<(String, String)>)>,
-    Vec<slices::PartitionHold>,
-);
+/// What the per-slice view reads: the NVIDIA cards the ledger holds sliced, each with the
+/// containers holding its slices, and the MIG partitions live containers hold.
+#[derive(Default)]
+struct Carved {
+    sliced: Vec<(String, Vec<(String, String)>)>,
+    partitions: Vec<slices::PartitionHold>,
+}
 
 fn carved_cards(state: &NodeState, ours: &[Manufacturer]) -> Carved {
     if !ours.contains(&Manufacturer::Nvidia) {
-        return (Vec::new(), Vec::new());
+        return Carved::default();
     }
     let sliced = state
         .ledger
@@ -358,8 +359,10 @@ fn carved_cards(state: &NodeState, ours: &[Manufacturer]) -> Carved {
             (a.id.clone(), held)
         })
         .collect();
-    let partitions = slices::partition_holds(&state.pods, Manufacturer::Nvidia);
-    (sliced, partitions)
+    Carved {
+        sliced,
+        partitions: slices::partition_holds(&state.pods, Manufacturer::Nvidia),
+    }
 }
 
 /// The per-slice view of the carved cards: their processes through NVML, each process's Pod
@@ -368,31 +371,36 @@ fn carved_cards(state: &NodeState, ours: &[Manufacturer]) -> Carved {
 fn sample_slices(
     root: &SystemRoot,
     env: &dyn Fn(&str) -> Option<String>,
-    carved: Vec<(String, Vec<(String, String)>)>,
-    holds: Vec<slices::PartitionHold>,
+    carved: Carved,
 ) -> Option<slices::Slices> {
-    if carved.is_empty() && holds.is_empty() {
+    use crate::vendors::nvidia::processes;
+    let Carved { sliced, partitions } = carved;
+    if sliced.is_empty() && partitions.is_empty() {
         return None;
     }
-    let ids: Vec<String> = carved.iter().map(|(id, _)| id.clone()).collect();
+    let ids: Vec<String> = sliced.iter().map(|(id, _)| id.clone()).collect();
     let nvml = crate::vendors::partitions::load_nvml(root, env).ok();
-    let rows = match &nvml {
-        Some((nvml, _)) => crate::vendors::nvidia::processes::list(nvml, &ids),
-        None => ids
-            .iter()
-            .map(|id| slices::CardRows {
-                accelerator: id.clone(),
-                rows: Err(slices::Reason::TransientDriverError),
-            })
-            .collect(),
-    };
-    let memory = match &nvml {
-        Some((nvml, _)) => crate::vendors::nvidia::processes::partition_memory(nvml, &holds),
-        None => vec![Err(slices::Reason::TransientDriverError); holds.len()],
+    let cards = nvml
+        .as_ref()
+        .map(|(nvml, _)| processes::cards_by_uuid(nvml));
+    let (rows, memory) = match &cards {
+        Some(cards) => (
+            processes::list(cards, &ids),
+            processes::partition_memory(cards, &partitions),
+        ),
+        None => (
+            ids.iter()
+                .map(|id| slices::CardRows {
+                    accelerator: id.clone(),
+                    rows: Err(slices::Reason::TransientDriverError),
+                })
+                .collect(),
+            vec![Err(slices::Reason::TransientDriverError); partitions.len()],
+        ),
     };
     let cards: Vec<(slices::CardRows, Vec<(String, String)>)> = rows
         .into_iter()
-        .zip(carved.into_iter().map(|(_, held)| held))
+        .zip(sliced.into_iter().map(|(_, held)| held))
         .collect();
     let mut view =
         slices::attribute(
@@ -405,7 +413,7 @@ fn sample_slices(
                 Err(_) => slices::Owner::Unreadable,
             },
         );
-    let read: Vec<_> = holds.into_iter().zip(memory).collect();
+    let read: Vec<_> = partitions.into_iter().zip(memory).collect();
     view.partitions = slices::partitions(Manufacturer::Nvidia, &read);
     Some(view)
 }

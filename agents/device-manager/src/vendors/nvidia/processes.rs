@@ -16,8 +16,11 @@ fn reason(e: &NvmlError) -> Reason {
     }
 }
 
-/// The cards NVML lists, by UUID.
-fn cards_by_uuid(nvml: &Nvml) -> std::collections::BTreeMap<String, nvml_wrapper::Device<'_>> {
+/// The cards NVML lists, by UUID: enumerated once per monitor pass and shared by its reads.
+pub type Cards<'nvml> = std::collections::BTreeMap<String, nvml_wrapper::Device<'nvml>>;
+
+/// The cards NVML lists (see [`Cards`]).
+pub fn cards_by_uuid(nvml: &Nvml) -> Cards<'_> {
     let mut by_uuid = std::collections::BTreeMap::new();
     if let Ok(count) = nvml.device_count() {
         for index in 0..count {
@@ -34,10 +37,9 @@ fn cards_by_uuid(nvml: &Nvml) -> std::collections::BTreeMap<String, nvml_wrapper
 /// The memory of each held partition's MIG device, found among its card's MIG devices by
 /// UUID; a partition the driver no longer lists answers `TransientDriverError`.
 pub fn partition_memory(
-    nvml: &Nvml,
+    by_uuid: &Cards<'_>,
     holds: &[PartitionHold],
 ) -> Vec<Result<PartitionMemory, Reason>> {
-    let by_uuid = cards_by_uuid(nvml);
     holds
         .iter()
         .map(|h| {
@@ -59,8 +61,7 @@ pub fn partition_memory(
 }
 
 /// Each of `cards` (by UUID) with its processes, or why they could not be read.
-pub fn list(nvml: &Nvml, cards: &[String]) -> Vec<CardRows> {
-    let by_uuid = cards_by_uuid(nvml);
+pub fn list(by_uuid: &Cards<'_>, cards: &[String]) -> Vec<CardRows> {
     cards
         .iter()
         .map(|card| CardRows {
