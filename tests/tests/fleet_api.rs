@@ -262,42 +262,40 @@ async fn three_clusters_in_one_kubectl_view() {
         assert!(row.split_whitespace().any(|c| c == cluster), "{row}");
     }
 
-    // Identical pools of east and west make one aggregate, remaining summed.
+    // Identical pools of east and west make one aggregate, remaining summed; north's pool is
+    // an aggregate of its own. Each upstream's worker derives its InstanceTypes in its own
+    // time, so both are waited for.
     wait_list(
         &hub,
         "instancetypes.fleet.gpustack.ai",
-        "the H100 aggregate of two clusters",
+        "the H100 aggregate of two clusters and north's RX 7800 aggregate",
         |its| {
             aggregate_of(its, H100_CARD).is_some_and(|a| {
                 a["status"]["clusters"] == serde_json::json!(["east", "west"])
                     && a["status"]["accelerator"]["remaining"] == 16
-            })
+            }) && aggregate_of(its, "rx-7800")
+                .is_some_and(|a| a["status"]["clusters"] == serde_json::json!(["north"]))
         },
     );
     let its = get_json(&hub, "instancetypes.fleet.gpustack.ai").unwrap();
     let items = its["items"].as_array().unwrap();
-    assert!(
-        aggregate_of(items, "rx-7800")
-            .is_some_and(|a| a["status"]["clusters"] == serde_json::json!(["north"]))
-    );
     let h100 = aggregate_of(items, H100_CARD).unwrap()["metadata"]["name"]
         .as_str()
         .unwrap()
         .to_owned();
-    let flavors = get_json(&hub, "instancetypeflavors.fleet.gpustack.ai").unwrap();
-    let h100_flavors: Vec<&Value> = flavors["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| {
-            f["spec"]["acceleratorGroup"]
-                == aggregate_of(items, H100_CARD).unwrap()["spec"]["acceleratorGroup"]
-        })
-        .collect();
-    assert_eq!(h100_flavors.len(), 1, "{flavors:#}");
-    assert_eq!(
-        h100_flavors[0]["status"]["clusters"],
-        serde_json::json!(["east", "west"])
+    let group = aggregate_of(items, H100_CARD).unwrap()["spec"]["acceleratorGroup"].clone();
+    // One flavor for the H100 pools of both clusters, listing both.
+    wait_list(
+        &hub,
+        "instancetypeflavors.fleet.gpustack.ai",
+        "one H100 flavor of east and west",
+        |flavors| {
+            let h100: Vec<&Value> = flavors
+                .iter()
+                .filter(|f| f["spec"]["acceleratorGroup"] == group)
+                .collect();
+            h100.len() == 1 && h100[0]["status"]["clusters"] == serde_json::json!(["east", "west"])
+        },
     );
 
     // A card turns unhealthy in east: the aggregate's remaining drops, seen by a watch.
