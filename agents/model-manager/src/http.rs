@@ -12,18 +12,12 @@ use std::{
 };
 
 use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
-use hyper_util::{
-    rt::{TokioExecutor, TokioIo},
-    server::conn::auto,
-    service::TowerToHyperService,
-};
+use gpustack_kube_rest::certs;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
 };
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use tokio::{net::TcpListener, sync::watch};
-use tokio_rustls::TlsAcceptor;
 
 use crate::{
     csi::NodePlugin,
@@ -32,16 +26,8 @@ use crate::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    #[error("reading {path}: {source}")]
-    Pem {
-        path: String,
-        #[source]
-        source: rustls::pki_types::pem::Error,
-    },
-    #[error("generating a serving certificate: {0}")]
-    Generate(#[from] rcgen::Error),
-    #[error("building the TLS configuration: {0}")]
-    Rustls(#[from] rustls::Error),
+    #[error(transparent)]
+    Tls(#[from] certs::ServingConfigError),
     #[error("registering metrics: {0}")]
     Metrics(#[from] prometheus::Error),
 }
@@ -238,72 +224,25 @@ async fn downloads(State(s): State<HttpState>) -> impl IntoResponse {
     axum::Json(serde_json::json!({ "downloads": downloads }))
 }
 
-/// The pair in `cert_dir`, else a fresh self-signed certificate.
+/// The serving configuration: the pair in `cert_dir`, else one generated at start.
 pub fn tls_config(cert_dir: Option<&Path>) -> Result<Arc<rustls::ServerConfig>, HttpError> {
-    let (certs, key) = match cert_dir {
-        Some(dir) => {
-            let crt = dir.join("tls.crt").display().to_string();
-            let certs = CertificateDer::pem_file_iter(&crt)
-                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                .map_err(|source| HttpError::Pem {
-                    path: crt.clone(),
-                    source,
-                })?;
-            let key_path = dir.join("tls.key").display().to_string();
-            let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|source| HttpError::Pem {
-                path: key_path,
-                source,
-            })?;
-            (certs, key)
-        }
-        None => {
-            let made = rcgen::generate_simple_self_signed(vec![
-                "localhost".to_owned(),
-                "127.0.0.1".to_owned(),
-            ])?;
-            let key = PrivateKeyDer::try_from(made.signing_key.serialize_der())
-                .map_err(|e| HttpError::Rustls(rustls::Error::General(e.to_owned())))?;
-            (vec![made.cert.der().clone()], key)
-        }
-    };
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)?;
-    Ok(Arc::new(config))
+    Ok(certs::serving_config(
+        cert_dir,
+        &certs::Names {
+            ca_common_name: "gpustack-model-manager-ca",
+            common_name: "gpustack-model-manager",
+            subject_alt_names: &["localhost", "127.0.0.1"],
+        },
+    )?)
 }
 
-/// Serves `router` over TLS on `listener` until `stop` turns true.
+/// Serves `router` over TLS on `listener` until `stop` turns true, with the toolkit's bounds (a
+/// connection cap, handshake and header deadlines, an accept loop that backs off).
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     router: Router,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    let acceptor = TlsAcceptor::from(tls);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => { tracing::warn!("accepting a connection: {e}"); continue; }
-            },
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(router.clone());
-        tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(stream).await else {
-                tracing::debug!(%peer, "TLS handshake failed");
-                return;
-            };
-            if let Err(e) = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), service)
-                .await
-            {
-                tracing::debug!(%peer, "connection ended: {e}");
-            }
-        });
-    }
+    gpustack_kube_rest::serve::serve_tls(listener, tls, router, stop).await;
 }

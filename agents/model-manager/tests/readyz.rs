@@ -32,30 +32,35 @@ impl ArtifactLookup for Lookup {
     }
 }
 
+/// The HTTPS port's router over a cache at `work/cache`, synced when `synced` says.
+fn router(work: &std::path::Path, synced: &Arc<AtomicBool>) -> axum::Router {
+    let m = Materializer::new(
+        Store::open(&work.join("cache")).unwrap(),
+        DownloadLimits::new(8, 0),
+        Tuning::default(),
+        StoreConfig::default(),
+    );
+    let plugin = NodePlugin::new(
+        "node-1".into(),
+        work.join("kubelet"),
+        "test".into(),
+        Arc::clone(&m),
+        Arc::new(Lookup(Arc::clone(synced))),
+    );
+    http::router(HttpState {
+        metrics: Arc::new(Metrics::new(prometheus::Registry::new()).unwrap()),
+        plugin,
+        materializer: m,
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_answers_503_naming_what_failed() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("cache");
-    let m = Materializer::new(
-        Store::open(&root).unwrap(),
-        DownloadLimits::new(8, 0),
-        Tuning::default(),
-        StoreConfig::default(),
-    );
     let synced = Arc::new(AtomicBool::new(false));
-    let plugin = NodePlugin::new(
-        "node-1".into(),
-        work.path().join("kubelet"),
-        "test".into(),
-        Arc::clone(&m),
-        Arc::new(Lookup(Arc::clone(&synced))),
-    );
-    let router = http::router(HttpState {
-        metrics: Arc::new(Metrics::new(prometheus::Registry::new()).unwrap()),
-        plugin,
-        materializer: m,
-    });
+    let router = router(work.path(), &synced);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("https://{}/readyz", listener.local_addr().unwrap());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -106,6 +111,57 @@ async fn readyz_answers_503_naming_what_failed() {
 
     stop_tx.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the port stops")
+        .unwrap();
+}
+
+/// Clients that connect and never start TLS (the same bound the API servers have): others are
+/// answered meanwhile, and each silent one is closed once the setup deadline (10 s) passes
+/// instead of holding its connection for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_never_start_tls_are_closed_and_lock_nobody_out() {
+    use tokio::io::AsyncReadExt;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let work = tempfile::tempdir().unwrap();
+    let synced = Arc::new(AtomicBool::new(true));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(http::serve(
+        listener,
+        http::tls_config(None).unwrap(),
+        router(work.path(), &synced),
+        stop_rx,
+    ));
+    let mut silent = Vec::new();
+    for _ in 0..32 {
+        silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let client = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let live = client
+        .get(format!("https://{addr}/livez"))
+        .send()
+        .await
+        .expect("answered while 32 clients stay silent");
+    assert_eq!(live.status().as_u16(), 200);
+    for (i, conn) in silent.iter_mut().enumerate() {
+        let mut buf = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(30), conn.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| panic!("silent client {i} still open after 30 s"));
+        // Closed by the server: end of stream (or a reset), never a byte of an answer.
+        assert!(
+            matches!(read, Ok(0) | Err(_)),
+            "silent client {i}: {read:?}"
+        );
+    }
+    stop_tx.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(15), server)
         .await
         .expect("the port stops")
         .unwrap();

@@ -1,7 +1,12 @@
 //! Serving certificates: a CA and a leaf signed by it for the names a server answers to, and
 //! the rustls server configuration (ring provider only) built from PEM.
 
-use std::{net::IpAddr, sync::Arc, time::Duration};
+use std::{
+    net::IpAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -237,9 +242,80 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
+/// Why a serving configuration could not be made from a directory or generated.
+#[derive(Debug, thiserror::Error)]
+pub enum ServingConfigError {
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", dir.display())]
+    Pair {
+        dir: PathBuf,
+        #[source]
+        source: ConfigError,
+    },
+    #[error("generating a serving certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    #[error("building the TLS configuration: {0}")]
+    Config(#[source] ConfigError),
+}
+
+/// The serving configuration of a port without a CA of its own: the `tls.crt`/`tls.key` pair in
+/// `cert_dir`, else a CA and certificate for `names` generated now (the CA is not kept; such a
+/// port's clients are given the pair through `cert_dir` when they verify it).
+pub fn serving_config(
+    cert_dir: Option<&Path>,
+    names: &Names<'_>,
+) -> Result<Arc<rustls::ServerConfig>, ServingConfigError> {
+    match cert_dir {
+        Some(dir) => {
+            let read = |name: &str| {
+                let path = dir.join(name);
+                std::fs::read_to_string(&path)
+                    .map_err(|source| ServingConfigError::Read { path, source })
+            };
+            let (cert_pem, key_pem) = (read("tls.crt")?, read("tls.key")?);
+            server_config(&cert_pem, &key_pem, None).map_err(|source| ServingConfigError::Pair {
+                dir: dir.to_path_buf(),
+                source,
+            })
+        }
+        None => {
+            let made = generate(names)?;
+            server_config(&made.cert_pem, &made.key_pem, None).map_err(ServingConfigError::Config)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_serving_config_comes_from_a_directory_or_is_generated() {
+        let names = Names {
+            ca_common_name: "agent-ca",
+            common_name: "agent",
+            subject_alt_names: &["localhost", "127.0.0.1"],
+        };
+        assert!(serving_config(None, &names).is_ok());
+        let dir = tempfile::tempdir().unwrap();
+        let missing = serving_config(Some(dir.path()), &names).unwrap_err();
+        assert!(
+            matches!(&missing, ServingConfigError::Read { path, .. } if path.ends_with("tls.crt")),
+            "{missing}"
+        );
+        let made = generate(&names).unwrap();
+        std::fs::write(dir.path().join("tls.crt"), &made.cert_pem).unwrap();
+        std::fs::write(dir.path().join("tls.key"), "not a key").unwrap();
+        let bad = serving_config(Some(dir.path()), &names).unwrap_err();
+        assert!(matches!(bad, ServingConfigError::Pair { .. }), "{bad}");
+        std::fs::write(dir.path().join("tls.key"), &made.key_pem).unwrap();
+        assert!(serving_config(Some(dir.path()), &names).is_ok());
+    }
 
     #[test]
     fn generated_material_serves() {

@@ -99,6 +99,27 @@ pub async fn serve(
     drained
 }
 
+/// Serves `router` over TLS on `tcp` with the default [`Limits`] until `stop` turns true: the
+/// one HTTPS port of a node agent, bounded as the API servers' ports are.
+pub async fn serve_tls(
+    tcp: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: Router,
+    stop: watch::Receiver<bool>,
+) -> bool {
+    let listener = Listener::Tls {
+        tcp,
+        tls: TlsAcceptor::from(tls),
+    };
+    serve(
+        vec![Endpoint { listener, router }],
+        Limits::default(),
+        stop,
+        || {},
+    )
+    .await
+}
+
 /// Resolves when `stop` is (or turns) true, or its sender is gone.
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;

@@ -9,16 +9,10 @@ use std::{
 
 use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 use gpustack_api::{monitor::MetricsGroup, time::Timestamp};
-use hyper_util::{
-    rt::{TokioExecutor, TokioIo},
-    server::conn::auto,
-    service::TowerToHyperService,
-};
+use gpustack_kube_rest::certs;
 use prometheus::{Encoder, Registry, TextEncoder};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use serde::Serialize;
-use tokio::{net::TcpListener, sync::watch};
-use tokio_rustls::TlsAcceptor;
+use tokio::sync::watch;
 
 /// The latest monitor sample (devices.md §6).
 #[derive(Serialize, Clone, Debug)]
@@ -40,56 +34,18 @@ pub struct HttpState {
     pub ready: watch::Receiver<bool>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    #[error("reading {path}: {source}")]
-    Pem {
-        path: String,
-        #[source]
-        source: rustls::pki_types::pem::Error,
-    },
-    #[error("generating a serving certificate: {0}")]
-    Generate(#[from] rcgen::Error),
-    #[error("building the TLS configuration: {0}")]
-    Rustls(#[from] rustls::Error),
-}
-
-/// The server configuration: the pair in `cert_dir`, else a fresh self-signed one.
-pub fn tls_config(cert_dir: Option<&Path>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let (certs, key) = match cert_dir {
-        Some(dir) => {
-            let pem = |name: &str| dir.join(name).display().to_string();
-            let crt = pem("tls.crt");
-            let certs = CertificateDer::pem_file_iter(&crt)
-                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                .map_err(|source| TlsError::Pem {
-                    path: crt.clone(),
-                    source,
-                })?;
-            let key_path = pem("tls.key");
-            let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|source| TlsError::Pem {
-                path: key_path,
-                source,
-            })?;
-            (certs, key)
-        }
-        None => {
-            let generated = rcgen::generate_simple_self_signed(vec![
-                "localhost".to_owned(),
-                "127.0.0.1".to_owned(),
-            ])?;
-            let key = PrivateKeyDer::try_from(generated.signing_key.serialize_der())
-                .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_owned())))?;
-            (vec![generated.cert.der().clone()], key)
-        }
-    };
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)?;
-    Ok(Arc::new(config))
+/// The serving configuration: the pair in `cert_dir`, else one generated at start.
+pub fn tls_config(
+    cert_dir: Option<&Path>,
+) -> Result<Arc<rustls::ServerConfig>, certs::ServingConfigError> {
+    certs::serving_config(
+        cert_dir,
+        &certs::Names {
+            ca_common_name: "gpustack-device-manager-ca",
+            common_name: "gpustack-device-manager",
+            subject_alt_names: &["localhost", "127.0.0.1"],
+        },
+    )
 }
 
 pub fn router(state: HttpState) -> Router {
@@ -130,41 +86,5 @@ async fn ready(State(s): State<HttpState>) -> impl IntoResponse {
             StatusCode::SERVICE_UNAVAILABLE,
             "the first detection pass is not published yet",
         )
-    }
-}
-
-/// Serves `router` over TLS on `listener` until `stop` turns true.
-pub async fn serve(
-    listener: TcpListener,
-    tls: Arc<rustls::ServerConfig>,
-    router: Router,
-    mut stop: watch::Receiver<bool>,
-) {
-    let acceptor = TlsAcceptor::from(tls);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => { tracing::warn!("accepting a connection: {e}"); continue; }
-            },
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(router.clone());
-        tokio::spawn(async move {
-            let tls = match acceptor.accept(stream).await {
-                Ok(tls) => tls,
-                Err(e) => {
-                    tracing::debug!(%peer, "TLS handshake failed: {e}");
-                    return;
-                }
-            };
-            if let Err(e) = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), service)
-                .await
-            {
-                tracing::debug!(%peer, "connection ended: {e}");
-            }
-        });
     }
 }

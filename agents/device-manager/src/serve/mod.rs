@@ -80,7 +80,7 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(transparent)]
-    Tls(#[from] http::TlsError),
+    Tls(#[from] gpustack_kube_rest::certs::ServingConfigError),
     #[error("listening on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -158,16 +158,17 @@ pub async fn run(
         status_rx,
         stop_rx.clone(),
     ))];
-    tasks.push(tokio::spawn(http::serve(
-        listener,
-        tls,
-        http::router(http::HttpState {
-            registry,
-            snapshot: snapshot.clone(),
-            ready: ready_rx,
-        }),
-        stop_rx.clone(),
-    )));
+    let router = http::router(http::HttpState {
+        registry,
+        snapshot: snapshot.clone(),
+        ready: ready_rx,
+    });
+    // The toolkit's serving: a connection cap, handshake and header deadlines, and an accept
+    // loop that backs off when descriptors run out.
+    let https = gpustack_kube_rest::serve::serve_tls(listener, tls, router, stop_rx.clone());
+    tasks.push(tokio::spawn(async move {
+        https.await;
+    }));
     tasks.push(tokio::spawn(detect_loop(
         config.clone(),
         client.clone(),
