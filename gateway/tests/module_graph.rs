@@ -276,17 +276,15 @@ fn the_reader_finds_a_planted_cycle() {
     );
 }
 
-/// Cycles not cut yet, which may shrink but not grow: the resource handlers share helpers
-/// through their parent module and delete and garbage collection call each other (issue 9,
-/// item 2, unfinished); the store's modules belong to the store's own rework.
+/// Cycles not cut yet, which may shrink but not grow: a delete may set off the collector, the
+/// collector updates and deletes, and an update that drops an object's last finalizer finishes
+/// its delete (issue 9, item 1: the one write pipeline, unfinished); the store's modules belong
+/// to the store's own rework.
 const NOT_YET_CUT: &[&[&str]] = &[
     &[
-        "crate::api::handlers",
         "crate::api::handlers::delete",
         "crate::api::handlers::gc",
-        "crate::api::handlers::read",
         "crate::api::handlers::write",
-        "crate::api::watch",
     ],
     &[
         "crate::store",
@@ -324,7 +322,19 @@ fn the_gateway_modules_import_no_importer() {
             .any(|k| c.iter().all(|m| k.contains(&m.as_str())))
     };
     assert!(found.iter().all(known), "import cycles: {inside:#?}");
-    // `api` and `mirror` no longer import each other, nor `admission` the handlers.
+    // `api` and `mirror` no longer import each other, nor `admission` the handlers; the
+    // dispatcher, reads and watches are in no cycle.
+    for m in [
+        "crate::api::handlers",
+        "crate::api::handlers::read",
+        "crate::api::handlers::target",
+        "crate::api::watch",
+    ] {
+        assert!(
+            !found.iter().any(|c| c.iter().any(|x| x == m)),
+            "{m} is in a cycle: {inside:#?}"
+        );
+    }
     for (a, b) in [
         ("crate::api", "crate::mirror"),
         ("crate::api::admission", "crate::api::handlers"),

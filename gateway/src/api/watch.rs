@@ -10,7 +10,7 @@ use tokio::sync::{broadcast::error::RecvError, mpsc};
 
 use super::{
     ApiState, Ctx,
-    handlers::{Filter, Target, at_version, store_error},
+    handlers::target::{Filter, Target, at_version, store_error},
     negotiate::{self, Representation},
     status::ApiError,
     table::IncludeObject,

@@ -3,7 +3,8 @@
 //! finalizers, see [`super::gc`]), deletecollection.
 
 use super::gc::{self, Owner};
-use super::*;
+use super::read::collect;
+use super::target::*;
 
 /// The options of a delete the server makes itself: dependents and namespace contents go in
 /// the background, whatever policy the request that set it off asked for.

@@ -23,7 +23,8 @@ use tokio_util::task::TaskTracker;
 use super::delete::{
     delete_namespace_contents, delete_one, dependents, finish_namespace_if_empty, orphan_dependents,
 };
-use super::*;
+use super::target::*;
+use super::write::guaranteed_update;
 
 /// The finalizer of an owner waiting for its blocking dependents to go.
 pub(super) const FOREGROUND: &str = "foregroundDeletion";

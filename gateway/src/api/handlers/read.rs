@@ -1,6 +1,6 @@
 //! Reads: get one object, list a collection (verbatim or filtered), page by page.
 
-use super::*;
+use super::target::*;
 use crate::store::ReplayError;
 use gpustack_kube_rest::list;
 
@@ -38,51 +38,6 @@ pub(super) async fn get(
                     jiff::Timestamp::now(),
                 ),
             ))
-        }
-    }
-}
-
-/// Namespace and selectors of a list or watch.
-pub(crate) struct Filter {
-    pub namespace: Option<String>,
-    pub labels: LabelSelector,
-    pub fields: FieldSelector,
-    /// Set when objects are stored in another form: field selectors apply to the served form.
-    pub served_as: Option<ResourceDef>,
-}
-
-impl Filter {
-    pub fn from_ctx(ctx: &Ctx, t: &Target) -> Result<Self, ApiError> {
-        let labels = LabelSelector::parse(ctx.param("labelSelector").unwrap_or(""))
-            .map_err(ApiError::bad_request)?;
-        let fields = FieldSelector::parse(
-            ctx.param("fieldSelector").unwrap_or(""),
-            &t.def.selectable_fields,
-        )
-        .map_err(ApiError::bad_request)?;
-        let served_as = (t.def.storage_group != t.def.group).then(|| t.def.clone());
-        Ok(Filter {
-            namespace: t.namespace.clone(),
-            labels,
-            fields,
-            served_as,
-        })
-    }
-
-    pub fn matches(&self, obj: &Value) -> bool {
-        if let Some(ns) = &self.namespace
-            && obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns)
-        {
-            return false;
-        }
-        if !self.labels.matches(&labels_of(obj)) {
-            return false;
-        }
-        match &self.served_as {
-            Some(def) => self
-                .fields
-                .matches(&conversion::from_storage(def, obj.clone())),
-            None => self.fields.matches(obj),
         }
     }
 }

@@ -1,18 +1,8 @@
 //! Writes: create (with `generateName`, namespace checks, CRD registration), update, patch
 //! and server-side apply, all through one read-modify-write loop.
 
-use super::*;
-
-/// The key of namespace `ns`.
-pub(super) fn namespace_key(cluster: &str, ns: &str) -> ObjectKey {
-    ObjectKey {
-        cluster: cluster.into(),
-        group: String::new(),
-        resource: "namespaces".into(),
-        namespace: String::new(),
-        name: ns.into(),
-    }
-}
+use super::delete::finish_delete;
+use super::target::*;
 
 /// Creates `body` in `t`'s collection, owned as `op` says; the response object.
 pub(crate) async fn create_object(

@@ -1,0 +1,192 @@
+//! What every verb shares: the resolved [`Target`] of a request, the request options all of
+//! them read (representation, dry run, field validation), the namespace and selectors of a read
+//! ([`Filter`]), and the vocabulary the verbs are written in. The verbs import this module, never
+//! the dispatcher ([`super`]) that imports them.
+
+pub(super) use axum::{
+    http::{Method, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+pub(super) use serde_json::{Value, json};
+
+pub(super) use crate::api::{
+    ApiState, Ctx, apply, conversion, json_response, negotiate,
+    negotiate::Representation,
+    objects::{self, finalizers_of, is_deleting, name_of, name_suffix, new_uid, rv_of},
+    pagination::Continue,
+    patch::{self, PatchKind},
+    schema::{self, FieldValidation},
+    selectors::{FieldSelector, LabelSelector, labels_of},
+    status::ApiError,
+    table::{self, IncludeObject},
+};
+pub(super) use crate::registry::{self as resources, ResourceDef};
+pub(super) use crate::store::{ObjectKey, Precondition, StoreError, WriteOp};
+
+/// How many times a write without a client-given resourceVersion retries after losing a race.
+pub(crate) const WRITE_ATTEMPTS: usize = 16;
+
+/// A resolved resource request.
+pub(crate) struct Target {
+    pub def: ResourceDef,
+    pub version: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub status: bool,
+}
+
+impl Target {
+    pub(crate) fn key(&self, cluster: &str, name: &str) -> ObjectKey {
+        ObjectKey {
+            cluster: cluster.to_owned(),
+            group: self.def.storage_group.clone(),
+            resource: self.def.plural.clone(),
+            namespace: self.namespace.clone().unwrap_or_default(),
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// The key of namespace `ns` of `cluster`.
+pub(crate) fn namespace_key(cluster: &str, ns: &str) -> ObjectKey {
+    ObjectKey {
+        cluster: cluster.into(),
+        group: String::new(),
+        resource: "namespaces".into(),
+        namespace: String::new(),
+        name: ns.into(),
+    }
+}
+
+pub(crate) fn store_error(e: StoreError) -> ApiError {
+    match e {
+        e @ StoreError::TooDeep { .. } => ApiError::bad_request(e.to_string()),
+        e => ApiError::internal(format!("storage error: {e}")),
+    }
+}
+
+/// Sets the `apiVersion` a client asked for (objects are stored once per group and resource),
+/// with the defaults a custom kind's schema gained since the object was stored.
+pub(crate) fn at_version(def: &ResourceDef, version: &str, obj: Value) -> Value {
+    let mut obj = conversion::from_storage(def, obj);
+    if let Some(s) = def.schema.as_deref().filter(|_| def.custom) {
+        schema::apply_defaults(s, &mut obj);
+    }
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("apiVersion".into(), json!(def.api_version(version)));
+    }
+    obj
+}
+
+pub(crate) fn representation(ctx: &Ctx) -> Result<Representation, ApiError> {
+    let accept = ctx.header(header::ACCEPT);
+    negotiate::for_resource(accept, true).ok_or_else(|| ApiError::not_acceptable(accept))
+}
+
+pub(crate) fn include_object(ctx: &Ctx) -> Result<IncludeObject, ApiError> {
+    IncludeObject::parse(ctx.param("includeObject")).map_err(ApiError::bad_request)
+}
+
+pub(crate) fn dry_run(ctx: &Ctx) -> Result<bool, ApiError> {
+    match ctx.param("dryRun") {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
+        ))),
+    }
+}
+
+pub(crate) fn check_field_validation(ctx: &Ctx) -> Result<FieldValidation, ApiError> {
+    FieldValidation::parse(ctx.param("fieldValidation")).map_err(ApiError::bad_request)
+}
+
+/// Applies a custom kind's schema defaults and prunes what the schema does not define,
+/// refusing (`Strict`) or warning about (`Warn`) it as the request asked.
+pub(crate) fn apply_schema(ctx: &Ctx, t: &Target, obj: &mut Value) -> Result<(), ApiError> {
+    let mode = check_field_validation(ctx)?;
+    let Some(schema) = t.def.schema.as_ref().filter(|_| t.def.custom) else {
+        return Ok(());
+    };
+    // Defaults first: a default is a field the schema knows, never an unknown one.
+    schema::apply_defaults(schema, obj);
+    let unknown = schema::prune(schema, obj);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let messages = unknown.iter().map(|f| format!("unknown field \"{f}\""));
+    match mode {
+        FieldValidation::Strict => Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            messages.collect::<Vec<_>>().join(", ")
+        ))),
+        FieldValidation::Warn => {
+            ctx.warn(messages);
+            Ok(())
+        }
+        FieldValidation::Ignore => Ok(()),
+    }
+}
+
+pub(crate) fn is_crd(def: &ResourceDef) -> bool {
+    def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions"
+}
+
+/// Namespace and selectors of a list or watch.
+pub(crate) struct Filter {
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    /// Set when objects are stored in another form: field selectors apply to the served form.
+    pub served_as: Option<ResourceDef>,
+}
+
+impl Filter {
+    pub fn from_ctx(ctx: &Ctx, t: &Target) -> Result<Self, ApiError> {
+        let labels = LabelSelector::parse(ctx.param("labelSelector").unwrap_or(""))
+            .map_err(ApiError::bad_request)?;
+        let fields = FieldSelector::parse(
+            ctx.param("fieldSelector").unwrap_or(""),
+            &t.def.selectable_fields,
+        )
+        .map_err(ApiError::bad_request)?;
+        let served_as = (t.def.storage_group != t.def.group).then(|| t.def.clone());
+        Ok(Filter {
+            namespace: t.namespace.clone(),
+            labels,
+            fields,
+            served_as,
+        })
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        if let Some(ns) = &self.namespace
+            && obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns)
+        {
+            return false;
+        }
+        if !self.labels.matches(&labels_of(obj)) {
+            return false;
+        }
+        match &self.served_as {
+            Some(def) => self
+                .fields
+                .matches(&conversion::from_storage(def, obj.clone())),
+            None => self.fields.matches(obj),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uids_look_like_uuids() {
+        let u = new_uid();
+        assert_eq!(u.len(), 36);
+        assert_eq!(u.matches('-').count(), 4);
+        assert_ne!(new_uid(), u);
+        assert_eq!(name_suffix().len(), 5);
+    }
+}
