@@ -17,7 +17,6 @@ use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
 };
-use tokio::{net::TcpListener, sync::watch};
 
 use crate::{
     csi::NodePlugin,
@@ -234,15 +233,4 @@ pub fn tls_config(cert_dir: Option<&Path>) -> Result<Arc<rustls::ServerConfig>, 
             subject_alt_names: &["localhost", "127.0.0.1"],
         },
     )?)
-}
-
-/// Serves `router` over TLS on `listener` until `stop` turns true, with the toolkit's bounds (a
-/// connection cap, handshake and header deadlines, an accept loop that backs off).
-pub async fn serve(
-    listener: TcpListener,
-    tls: Arc<rustls::ServerConfig>,
-    router: Router,
-    stop: watch::Receiver<bool>,
-) {
-    gpustack_kube_rest::serve::serve_tls(listener, tls, router, stop).await;
 }

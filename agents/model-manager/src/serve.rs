@@ -209,7 +209,14 @@ pub async fn run(
         plugin: Arc::clone(&plugin),
         materializer: Arc::clone(&materializer),
     });
-    let https = tokio::spawn(crate::http::serve(listener, tls, router, stop_rx.clone()));
+    // The toolkit's serving: a connection cap, handshake and header deadlines, and an accept
+    // loop that backs off when descriptors run out.
+    let https = tokio::spawn(gpustack_kube_rest::serve::serve_tls(
+        listener,
+        tls,
+        router,
+        stop_rx.clone(),
+    ));
     let reporter = tokio::spawn(report_loop(
         Reporter {
             client,

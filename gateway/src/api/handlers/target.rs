@@ -24,7 +24,7 @@ pub(super) use crate::registry::{self as resources, ResourceDef};
 pub(super) use crate::store::{ObjectKey, Precondition, StoreError, WriteOp};
 
 /// How many times a write without a client-given resourceVersion retries after losing a race.
-pub(crate) const WRITE_ATTEMPTS: usize = 16;
+pub(super) const WRITE_ATTEMPTS: usize = 16;
 
 /// A resolved resource request.
 pub(crate) struct Target {
@@ -36,7 +36,7 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    pub(crate) fn key(&self, cluster: &str, name: &str) -> ObjectKey {
+    pub(super) fn key(&self, cluster: &str, name: &str) -> ObjectKey {
         ObjectKey {
             cluster: cluster.to_owned(),
             group: self.def.storage_group.clone(),
@@ -48,7 +48,7 @@ impl Target {
 }
 
 /// The key of namespace `ns` of `cluster`.
-pub(crate) fn namespace_key(cluster: &str, ns: &str) -> ObjectKey {
+pub(super) fn namespace_key(cluster: &str, ns: &str) -> ObjectKey {
     ObjectKey {
         cluster: cluster.into(),
         group: String::new(),
@@ -78,16 +78,16 @@ pub(crate) fn at_version(def: &ResourceDef, version: &str, obj: Value) -> Value 
     obj
 }
 
-pub(crate) fn representation(ctx: &Ctx) -> Result<Representation, ApiError> {
+pub(super) fn representation(ctx: &Ctx) -> Result<Representation, ApiError> {
     let accept = ctx.header(header::ACCEPT);
     negotiate::for_resource(accept, true).ok_or_else(|| ApiError::not_acceptable(accept))
 }
 
-pub(crate) fn include_object(ctx: &Ctx) -> Result<IncludeObject, ApiError> {
+pub(super) fn include_object(ctx: &Ctx) -> Result<IncludeObject, ApiError> {
     IncludeObject::parse(ctx.param("includeObject")).map_err(ApiError::bad_request)
 }
 
-pub(crate) fn dry_run(ctx: &Ctx) -> Result<bool, ApiError> {
+pub(super) fn dry_run(ctx: &Ctx) -> Result<bool, ApiError> {
     match ctx.param("dryRun") {
         None | Some("") => Ok(false),
         Some("All") => Ok(true),
@@ -97,13 +97,13 @@ pub(crate) fn dry_run(ctx: &Ctx) -> Result<bool, ApiError> {
     }
 }
 
-pub(crate) fn check_field_validation(ctx: &Ctx) -> Result<FieldValidation, ApiError> {
+pub(super) fn check_field_validation(ctx: &Ctx) -> Result<FieldValidation, ApiError> {
     FieldValidation::parse(ctx.param("fieldValidation")).map_err(ApiError::bad_request)
 }
 
 /// Applies a custom kind's schema defaults and prunes what the schema does not define,
 /// refusing (`Strict`) or warning about (`Warn`) it as the request asked.
-pub(crate) fn apply_schema(ctx: &Ctx, t: &Target, obj: &mut Value) -> Result<(), ApiError> {
+pub(super) fn apply_schema(ctx: &Ctx, t: &Target, obj: &mut Value) -> Result<(), ApiError> {
     let mode = check_field_validation(ctx)?;
     let Some(schema) = t.def.schema.as_ref().filter(|_| t.def.custom) else {
         return Ok(());
@@ -128,7 +128,7 @@ pub(crate) fn apply_schema(ctx: &Ctx, t: &Target, obj: &mut Value) -> Result<(),
     }
 }
 
-pub(crate) fn is_crd(def: &ResourceDef) -> bool {
+pub(super) fn is_crd(def: &ResourceDef) -> bool {
     def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions"
 }
 
