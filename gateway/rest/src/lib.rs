@@ -13,6 +13,7 @@
 //! - [`documents`]: health, `/version`, discovery and OpenAPI answered from the descriptions.
 //! - [`table`] with [`jsonpath`] for printer columns; [`selectors`] (label and field);
 //!   [`list`] with [`pagination`] (`limit`/`continue`); [`watch`] event framing and bookmarks.
+//! - [`builtin_schemas`]: the OpenAPI schemas of built-in kinds, from k8s-openapi.
 //! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: the Kubernetes
 //!   protobuf envelope of request bodies.
 //!
@@ -24,6 +25,7 @@
 //! Deliberately absent: any store, any Kubernetes client (a test checks the dependency tree).
 
 pub mod bounded;
+pub mod builtin_schemas;
 pub mod certs;
 pub mod discovery;
 pub mod documents;

@@ -1,9 +1,11 @@
 //! OpenAPI documents. `/openapi/v3` lists one document per group-version; each names every
 //! kind's operations (with the `x-kubernetes-group-version-kind` and `fieldValidation` that
-//! kubectl looks for before it relies on server-side validation) and a schema per kind: the
-//! CRD's own, or a permissive one for built-in kinds. `/openapi/v2` has the same schemas as
-//! Kubernetes publishes them there, as JSON or as gnostic protobuf ([`crate::openapi_proto`]):
-//! kubectl validates the items of a `kind: List` file against it on the client side.
+//! kubectl looks for before it relies on server-side validation) and the schemas of its kinds:
+//! a CRD's own, a built-in kind's definition with every definition it reaches
+//! ([`crate::builtin_schemas`], which `kubectl explain` walks), or a permissive one for a kind
+//! with neither. `/openapi/v2` has the same schemas as Kubernetes publishes them there, as JSON
+//! or as gnostic protobuf ([`crate::openapi_proto`]): kubectl validates the items of a
+//! `kind: List` file against it on the client side.
 
 use axum::{
     http::{StatusCode, header},
@@ -13,6 +15,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::{
+    builtin_schemas,
     negotiate::{self, OpenApiV2},
     openapi_proto,
     resource::ResourceDef,
@@ -53,6 +56,84 @@ fn kind_schema(d: &ResourceDef, version: &str) -> Value {
         );
     }
     s
+}
+
+/// Which document a schema is written for.
+#[derive(Clone, Copy, PartialEq)]
+enum Form {
+    /// Swagger 2.0: `#/definitions/` refs, a `$ref` with its field's description beside it.
+    V2,
+    /// OpenAPI 3.0: `#/components/schemas/` refs; a `$ref` with siblings is wrapped in `allOf`
+    /// (3.0 ignores a `$ref`'s siblings), as kube-apiserver writes it.
+    V3,
+}
+
+const V3_REF_PREFIX: &str = "#/components/schemas/";
+
+/// A built-in definition as OpenAPI 3.0 writes it.
+fn v3_definition(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let target = m
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix(builtin_schemas::REF_PREFIX));
+            let mut out: Map<String, Value> = m
+                .iter()
+                .filter(|(k, _)| !(target.is_some() && k.as_str() == "$ref"))
+                .map(|(k, v)| (k.clone(), v3_definition(v)))
+                .collect();
+            if let Some(name) = target {
+                let r = json!({"$ref": format!("{V3_REF_PREFIX}{name}")});
+                if out.is_empty() {
+                    return r;
+                }
+                out.insert("allOf".into(), json!([r]));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(v3_definition).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Adds the schemas of kind `d` at `version` to `schemas`: a built-in kind's definition and
+/// every definition it reaches, or a CRD's schema (a permissive one without). Returns the name
+/// of the kind's own.
+fn add_kind_schemas(
+    schemas: &mut Map<String, Value>,
+    d: &ResourceDef,
+    version: &str,
+    form: Form,
+) -> String {
+    let shared = d.schema.as_deref().and_then(|doc| {
+        let (root, _) = builtin_schemas::kind_definition(doc, &d.group, version, &d.kind)?;
+        Some((doc, root))
+    });
+    if let Some((doc, root)) = shared {
+        let defs = builtin_schemas::definitions_of(doc);
+        for name in builtin_schemas::reachable(doc, &[root]) {
+            if schemas.contains_key(name) {
+                continue;
+            }
+            if let Some(def) = defs.and_then(|defs| defs.get(name)) {
+                let def = match form {
+                    Form::V2 => def.clone(),
+                    Form::V3 => v3_definition(def),
+                };
+                schemas.insert(name.to_owned(), def);
+            }
+        }
+        return root.to_owned();
+    }
+    let name = schema_name(d, version);
+    let s = kind_schema(d, version);
+    let s = match form {
+        Form::V2 => v2_schema(&s),
+        Form::V3 => s,
+    };
+    schemas.insert(name.clone(), s);
+    name
 }
 
 fn query_param(name: &str) -> Value {
@@ -96,9 +177,8 @@ pub fn v3_group_version(defs: &[ResourceDef], group: &str, version: &str) -> Opt
         .iter()
         .filter(|d| d.group == group && d.serves(version))
     {
-        let name = schema_name(d, version);
-        let r = format!("#/components/schemas/{name}");
-        schemas.insert(name, kind_schema(d, version));
+        let name = add_kind_schemas(&mut schemas, d, version, Form::V3);
+        let r = format!("{V3_REF_PREFIX}{name}");
         let collection = if d.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}", d.plural)
         } else {
@@ -253,7 +333,7 @@ pub fn v2_document(defs: &[ResourceDef]) -> Value {
     let mut definitions = Map::new();
     for d in defs {
         for v in &d.versions {
-            definitions.insert(schema_name(d, v), v2_schema(&kind_schema(d, v)));
+            add_kind_schemas(&mut definitions, d, v, Form::V2);
         }
     }
     json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0"}, "paths": {}, "definitions": definitions})
@@ -385,6 +465,84 @@ mod tests {
                 .code,
             406
         );
+    }
+
+    fn with_schemas() -> Vec<ResourceDef> {
+        let mut defs = builtins();
+        builtin_schemas::attach(&mut defs);
+        defs
+    }
+
+    /// Every `$ref` string in `v`.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => m.iter().for_each(|(k, c)| match (k.as_str(), c) {
+                ("$ref", Value::String(r)) => out.push(r.clone()),
+                _ => refs(c, out),
+            }),
+            Value::Array(a) => a.iter().for_each(|c| refs(c, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn v2_definitions_of_a_deployment_reach_an_integer_replicas() {
+        let doc = v2_document(&with_schemas());
+        let defs = &doc["definitions"];
+        let deployment = &defs["io.k8s.api.apps.v1.Deployment"];
+        assert_eq!(
+            deployment["x-kubernetes-group-version-kind"],
+            json!([{"group": "apps", "version": "v1", "kind": "Deployment"}])
+        );
+        let spec = &deployment["properties"]["spec"];
+        assert_eq!(
+            spec["$ref"],
+            "#/definitions/io.k8s.api.apps.v1.DeploymentSpec"
+        );
+        let spec = &defs["io.k8s.api.apps.v1.DeploymentSpec"];
+        assert_eq!(spec["properties"]["replicas"]["type"], "integer");
+        assert!(spec["properties"]["replicas"]["description"].is_string());
+        let mut all = Vec::new();
+        refs(defs, &mut all);
+        for r in all {
+            let name = r.strip_prefix("#/definitions/").unwrap();
+            assert!(defs.get(name).is_some(), "{r} dangles");
+        }
+        // The protobuf form carries them too.
+        assert!(openapi_proto::encode_document(&doc).len() > 100_000);
+    }
+
+    #[test]
+    fn v3_document_of_apps_v1_resolves_every_ref() {
+        let defs = with_schemas();
+        let doc = v3_group_version(&defs, "apps", "v1").unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let mut all = Vec::new();
+        refs(&doc, &mut all);
+        assert!(all.len() > 100);
+        for r in &all {
+            let name = r.strip_prefix("#/components/schemas/").unwrap();
+            assert!(schemas.get(name).is_some(), "{r} dangles");
+        }
+        let create = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments"]["post"];
+        assert_eq!(
+            create["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/io.k8s.api.apps.v1.Deployment"
+        );
+        // A `$ref` with its field's description is wrapped in allOf, as kube-apiserver writes it.
+        let spec = &schemas["io.k8s.api.apps.v1.Deployment"]["properties"]["spec"];
+        assert_eq!(
+            spec["allOf"],
+            json!([{"$ref": "#/components/schemas/io.k8s.api.apps.v1.DeploymentSpec"}])
+        );
+        assert!(spec.get("$ref").is_none() && spec["description"].is_string());
+        assert_eq!(
+            schemas["io.k8s.api.apps.v1.DeploymentSpec"]["properties"]["replicas"]["type"],
+            "integer"
+        );
+        // Only what apps/v1 reaches: no RBAC.
+        assert!(schemas.get("io.k8s.api.rbac.v1.Role").is_none());
+        assert!(schemas.get("io.k8s.api.core.v1.PodSpec").is_some());
     }
 
     #[test]

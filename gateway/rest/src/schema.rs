@@ -1,9 +1,14 @@
-//! Custom-resource schemas at write time: fields a CRD's structural schema does not know are
-//! pruned, as the Kubernetes API server does, and reported for `fieldValidation` (`Strict`
-//! refuses the request, `Warn` answers with `Warning` headers, `Ignore` says nothing); and the
-//! schema's `default`s are applied (structural defaulting), on writes and on reads.
+//! Schemas at write time: fields a CRD's structural schema, or a built-in kind's definitions
+//! ([`crate::builtin_schemas`]), do not know are pruned, as the Kubernetes API server does, and
+//! reported for `fieldValidation` (`Strict` refuses the request, `Warn` answers with `Warning`
+//! headers, `Ignore` says nothing); and a CRD schema's `default`s are applied (structural
+//! defaulting), on writes and on reads.
+
+use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
+
+use crate::builtin_schemas;
 
 /// What a request asked `fieldValidation` to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,14 +31,6 @@ impl FieldValidation {
     }
 }
 
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
 fn preserves_unknown(schema: &Value) -> bool {
     schema
         .get("x-kubernetes-preserve-unknown-fields")
@@ -41,73 +38,103 @@ fn preserves_unknown(schema: &Value) -> bool {
         == Some(true)
 }
 
-fn prune_value(schema: &Value, v: &mut Value, path: &str, unknown: &mut Vec<String>) {
-    match v {
-        Value::Object(m) => prune_object(schema, m, path, unknown, false),
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                for (i, item) in items.iter_mut().enumerate() {
-                    prune_value(item_schema, item, &format!("{path}[{i}]"), unknown);
-                }
-            }
-        }
-        _ => {}
-    }
+/// One pruning walk: `$ref`s resolve in `doc`; `path` is the dotted path of the value being
+/// walked (one buffer, grown and cut back, so that known fields cost no allocation).
+struct Pruner<'s> {
+    doc: &'s Value,
+    path: String,
+    unknown: Vec<String>,
 }
 
-fn prune_object(
-    schema: &Value,
-    m: &mut Map<String, Value>,
-    path: &str,
-    unknown: &mut Vec<String>,
-    root: bool,
-) {
-    if preserves_unknown(schema) && schema.get("properties").is_none() {
-        return;
-    }
-    let embedded = root
-        || schema
-            .get("x-kubernetes-embedded-resource")
-            .and_then(Value::as_bool)
-            == Some(true);
-    let props = schema.get("properties").and_then(Value::as_object);
-    let additional = schema.get("additionalProperties");
-    let keep_unknown =
-        preserves_unknown(schema) || additional.is_some_and(|a| a.as_bool() == Some(true));
-    let keys: Vec<String> = m.keys().cloned().collect();
-    for k in keys {
-        if embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
-            continue;
-        }
-        let child = props
-            .and_then(|p| p.get(&k))
-            .or_else(|| additional.filter(|a| a.is_object()));
-        match child {
-            Some(s) => {
-                if let Some(v) = m.get_mut(&k) {
-                    prune_value(s, v, &join(path, &k), unknown);
+impl<'s> Pruner<'s> {
+    fn value(&mut self, schema: &'s Value, v: &mut Value) {
+        let schema = builtin_schemas::resolve(self.doc, schema);
+        match v {
+            Value::Object(m) => self.object(schema, m, false),
+            Value::Array(items) => {
+                if let Some(item_schema) = schema.get("items") {
+                    for (i, item) in items.iter_mut().enumerate() {
+                        let len = self.path.len();
+                        let _ = write!(self.path, "[{i}]");
+                        self.value(item_schema, item);
+                        self.path.truncate(len);
+                    }
                 }
             }
-            None if keep_unknown => {}
-            None if props.is_none()
-                && additional.is_none()
-                && schema.get("type").and_then(Value::as_str) != Some("object") => {}
-            None => {
-                unknown.push(join(path, &k));
-                m.remove(&k);
-            }
+            _ => {}
         }
+    }
+
+    /// `server_meta`: the object's `apiVersion`, `kind` and `metadata` are the API server's, not
+    /// the schema's (a custom resource, or a resource embedded in one).
+    fn object(&mut self, schema: &'s Value, m: &mut Map<String, Value>, server_meta: bool) {
+        if preserves_unknown(schema) && schema.get("properties").is_none() {
+            return;
+        }
+        let server_meta = server_meta
+            || schema
+                .get("x-kubernetes-embedded-resource")
+                .and_then(Value::as_bool)
+                == Some(true);
+        let props = schema.get("properties").and_then(Value::as_object);
+        let additional = schema.get("additionalProperties");
+        let keep_unknown =
+            preserves_unknown(schema) || additional.is_some_and(|a| a.as_bool() == Some(true));
+        let untyped = props.is_none()
+            && additional.is_none()
+            && schema.get("type").and_then(Value::as_str) != Some("object");
+        m.retain(|k, v| {
+            if server_meta && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                return true;
+            }
+            let child = props
+                .and_then(|p| p.get(k))
+                .or_else(|| additional.filter(|a| a.is_object()));
+            let len = self.path.len();
+            if len > 0 {
+                self.path.push('.');
+            }
+            self.path.push_str(k);
+            let keep = match child {
+                Some(s) => {
+                    self.value(s, v);
+                    true
+                }
+                None if keep_unknown || untyped => true,
+                None => {
+                    self.unknown.push(self.path.clone());
+                    false
+                }
+            };
+            self.path.truncate(len);
+            keep
+        });
     }
 }
 
 /// Removes from `obj` what `schema` (a CRD's `openAPIV3Schema`) does not define; returns the
 /// dotted paths removed.
 pub fn prune(schema: &Value, obj: &mut Value) -> Vec<String> {
-    let mut unknown = Vec::new();
+    prune_walk(schema, schema, obj, true)
+}
+
+/// Removes from `obj` what the definition `root` in the document of definitions `doc` (a
+/// built-in kind's, [`crate::builtin_schemas`]) does not define, following `$ref`s; its
+/// `metadata` is held to its definition (ObjectMeta) too. Returns the dotted paths removed.
+pub fn prune_with_definitions(doc: &Value, root: &Value, obj: &mut Value) -> Vec<String> {
+    prune_walk(doc, root, obj, false)
+}
+
+fn prune_walk(doc: &Value, root: &Value, obj: &mut Value, server_meta: bool) -> Vec<String> {
+    let mut p = Pruner {
+        doc,
+        path: String::new(),
+        unknown: Vec::new(),
+    };
     if let Value::Object(m) = obj {
-        prune_object(schema, m, "", &mut unknown, true);
+        p.object(root, m, server_meta);
     }
-    unknown
+    p.unknown
 }
 
 fn nullable(schema: &Value) -> bool {
@@ -236,6 +263,69 @@ mod tests {
             json!({"size": 1, "items": [{"id": "a"}], "labels": {"k": "v"}, "free": {"whatever": {"deep": 1}}})
         );
         assert_eq!(o["metadata"]["anything"], 1);
+    }
+
+    #[test]
+    fn built_in_kinds_prune_through_their_definitions_metadata_included() {
+        let doc = builtin_schemas::generate();
+        let root = |g: &str, k: &str| {
+            builtin_schemas::kind_definition(&doc, g, "v1", k)
+                .unwrap()
+                .1
+        };
+        let mut cm = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labelz": {"a": "b"}, "labels": {"a": "b"},
+                         "managedFields": [{"manager": "m", "fieldsV1": {"f:data": {"f:x": {}}}}]},
+            "data": {"x": "1"}, "dataz": {"y": "2"}
+        });
+        let unknown = prune_with_definitions(&doc, root("", "ConfigMap"), &mut cm);
+        assert_eq!(unknown, vec!["metadata.labelz", "dataz"]);
+        assert_eq!(
+            cm["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:data": {"f:x": {}}})
+        );
+        assert_eq!(cm["data"], json!({"x": "1"}));
+
+        let mut d = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "d"}},
+                "strategy": {"rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
+                "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [
+                    {"name": "c", "image": "i", "imagez": "typo",
+                     "resources": {"limits": {"cpu": "1", "memory": 1024}},
+                     "ports": [{"containerPort": 80, "protocoll": "TCP"}]}]}}}
+        });
+        let unknown = prune_with_definitions(&doc, root("apps", "Deployment"), &mut d);
+        assert_eq!(
+            unknown,
+            vec![
+                "spec.template.spec.containers[0].imagez",
+                "spec.template.spec.containers[0].ports[0].protocoll"
+            ]
+        );
+        assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"],
+            1024
+        );
+
+        // A CRD's schema values (defaults, examples) are free-form JSON; its schema recurses.
+        let mut crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "ws.e.com"},
+            "spec": {"group": "e.com", "names": {"plural": "ws", "kind": "W"}, "scope": "Cluster",
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                    "type": "object", "properties": {"spec": {"type": "object", "default": {"any": {"thing": 1}},
+                        "properties": {"n": {"type": "integer", "typo": 1}}}}}}}]}});
+        let unknown = prune_with_definitions(
+            &doc,
+            root("apiextensions.k8s.io", "CustomResourceDefinition"),
+            &mut crd,
+        );
+        assert_eq!(
+            unknown,
+            vec!["spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.n.typo"]
+        );
     }
 
     #[test]

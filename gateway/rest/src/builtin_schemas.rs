@@ -1,0 +1,354 @@
+//! The OpenAPI schemas of Kubernetes' built-in kinds, generated from k8s-openapi's
+//! `JsonSchema` implementations (Kubernetes 1.33) in the shape kube-apiserver publishes them:
+//! definitions named by Go package (`io.k8s.api.apps.v1.Deployment`), `$ref`s between them
+//! (`#/definitions/NAME`, with the field's own description beside the `$ref` as in swagger 2.0),
+//! and `x-kubernetes-group-version-kind` on each kind's definition.
+//!
+//! The built-in kinds share one document, `{"definitions": {...}}`, as their
+//! [`ResourceDef::schema`]: a kind's own schema is the definition tagged with its group, version
+//! and kind ([`kind_definition`]), as kubectl finds it. A CRD's schema has no `definitions` and
+//! no `$ref`s: it is its own root, and every function here takes both. [`crate::openapi`]
+//! publishes the definitions a kind reaches; [`crate::schema::prune`] follows the `$ref`s when it
+//! drops unknown fields. Generated once per set of resources ([`attach`]), never per request.
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use k8s_openapi::{
+    Resource, api, apiextensions_apiserver::pkg::apis::apiextensions,
+    kube_aggregator::pkg::apis::apiregistration,
+};
+use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
+use serde_json::{Map, Value, json};
+
+use crate::resource::ResourceDef;
+
+/// What a `$ref` to a definition starts with.
+pub const REF_PREFIX: &str = "#/definitions/";
+
+/// Definitions whose values are free-form JSON: Kubernetes keeps what is inside them as given.
+const FREE_FORM: &[&str] = &[
+    "io.k8s.apimachinery.pkg.runtime.RawExtension",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON",
+];
+
+/// The kinds with a schema: those the embedded cluster serves or is about to, keyed by their
+/// group, version and kind (a [`ResourceDef`] picks its own up by those).
+fn add_kinds(c: &mut Collector) {
+    use api::{
+        admissionregistration::v1 as admission, apps::v1 as apps, authentication::v1 as authn,
+        authorization::v1 as authz, batch::v1 as batch, certificates::v1 as certificates,
+        coordination::v1 as coordination, core::v1 as core, events::v1 as events,
+        networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+        scheduling::v1 as scheduling, storage::v1 as storage,
+    };
+    c.add::<core::Namespace>();
+    c.add::<core::Node>();
+    c.add::<core::Pod>();
+    c.add::<core::Secret>();
+    c.add::<core::ConfigMap>();
+    c.add::<core::ServiceAccount>();
+    c.add::<core::Service>();
+    c.add::<core::Event>();
+    c.add::<core::ResourceQuota>();
+    c.add::<events::Event>();
+    c.add::<coordination::Lease>();
+    c.add::<apiextensions::v1::CustomResourceDefinition>();
+    c.add::<apiregistration::v1::APIService>();
+    c.add::<admission::ValidatingWebhookConfiguration>();
+    c.add::<admission::MutatingWebhookConfiguration>();
+    c.add::<storage::CSIDriver>();
+    c.add::<storage::CSINode>();
+    c.add::<authz::SelfSubjectAccessReview>();
+    c.add::<authz::SelfSubjectRulesReview>();
+    c.add::<authz::SubjectAccessReview>();
+    c.add::<authz::LocalSubjectAccessReview>();
+    c.add::<authn::SelfSubjectReview>();
+    c.add::<authn::TokenReview>();
+    c.add::<rbac::ClusterRole>();
+    c.add::<rbac::ClusterRoleBinding>();
+    c.add::<rbac::Role>();
+    c.add::<rbac::RoleBinding>();
+    c.add::<apps::Deployment>();
+    c.add::<apps::DaemonSet>();
+    c.add::<apps::StatefulSet>();
+    c.add::<apps::ReplicaSet>();
+    c.add::<batch::Job>();
+    c.add::<batch::CronJob>();
+    c.add::<scheduling::PriorityClass>();
+    c.add::<policy::PodDisruptionBudget>();
+    c.add::<networking::Ingress>();
+    c.add::<networking::IngressClass>();
+    c.add::<certificates::CertificateSigningRequest>();
+}
+
+struct Collector {
+    generator: SchemaGenerator,
+    /// Definition name and group-version-kind of each kind added.
+    kinds: Vec<(String, Value)>,
+}
+
+impl Collector {
+    fn add<T: JsonSchema + Resource>(&mut self) {
+        self.generator.subschema_for::<T>();
+        self.kinds.push((
+            T::schema_name().into_owned(),
+            json!({"group": T::GROUP, "version": T::VERSION, "kind": T::KIND}),
+        ));
+    }
+}
+
+/// The document of every built-in kind's definitions (some tens of milliseconds: do it once).
+pub fn generate() -> Value {
+    let settings = SchemaSettings::draft07().with(|s| {
+        s.definitions_path = "/definitions".into();
+        s.meta_schema = None;
+        s.transforms.clear();
+    });
+    let mut c = Collector {
+        generator: settings.into_generator(),
+        kinds: Vec::new(),
+    };
+    add_kinds(&mut c);
+    let mut definitions = c.generator.take_definitions(false);
+    for name in FREE_FORM {
+        if let Some(m) = definitions.get_mut(*name).and_then(Value::as_object_mut) {
+            m.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
+        }
+    }
+    for (name, gvk) in c.kinds {
+        let Some(def) = definitions.get_mut(&name).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        def.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
+        // k8s-openapi requires metadata (a Rust field that is no Option); Kubernetes does not.
+        if let Some(Value::Array(required)) = def.get_mut("required") {
+            required.retain(|r| r != "metadata");
+            if required.is_empty() {
+                def.remove("required");
+            }
+        }
+    }
+    json!({"definitions": definitions})
+}
+
+/// The definitions `schema` carries (none for a CRD's).
+pub fn definitions_of(schema: &Value) -> Option<&Map<String, Value>> {
+    schema.get("definitions").and_then(Value::as_object)
+}
+
+fn tagged(def: &Value, group: &str, version: &str, kind: &str) -> bool {
+    def.get("x-kubernetes-group-version-kind")
+        .and_then(Value::as_array)
+        .is_some_and(|gvks| {
+            gvks.iter()
+                .any(|g| g["group"] == group && g["version"] == version && g["kind"] == kind)
+        })
+}
+
+/// The name Kubernetes gives a built-in kind's definition: the Go package of its group (the
+/// group's first label; `core` for the legacy group), but for the two API servers that live
+/// elsewhere. Only a first guess: [`kind_definition`] checks the tag.
+fn likely_name(group: &str, version: &str, kind: &str) -> String {
+    match group {
+        "apiextensions.k8s.io" => {
+            format!("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.{version}.{kind}")
+        }
+        "apiregistration.k8s.io" => {
+            format!("io.k8s.kube-aggregator.pkg.apis.apiregistration.{version}.{kind}")
+        }
+        "" => format!("io.k8s.api.core.{version}.{kind}"),
+        g => {
+            let package = g.split('.').next().unwrap_or(g);
+            format!("io.k8s.api.{package}.{version}.{kind}")
+        }
+    }
+}
+
+/// The name and definition of a kind in `schema`'s definitions, when it has one there.
+pub fn kind_definition<'a>(
+    schema: &'a Value,
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Option<(&'a str, &'a Value)> {
+    let defs = definitions_of(schema)?;
+    let guess = likely_name(group, version, kind);
+    if let Some((name, def)) = defs.get_key_value(&guess)
+        && tagged(def, group, version, kind)
+    {
+        return Some((name.as_str(), def));
+    }
+    defs.iter()
+        .find(|(_, d)| tagged(d, group, version, kind))
+        .map(|(n, d)| (n.as_str(), d))
+}
+
+/// The schema of objects of a kind: its definition in a shared document, or a CRD's schema
+/// itself.
+pub fn root_of<'a>(schema: &'a Value, group: &str, version: &str, kind: &str) -> &'a Value {
+    kind_definition(schema, group, version, kind).map_or(schema, |(_, d)| d)
+}
+
+/// What `s` stands for: the definition its `$ref` names in `doc`'s definitions, else `s`.
+pub fn resolve<'a>(doc: &'a Value, s: &'a Value) -> &'a Value {
+    let target = s
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix(REF_PREFIX))
+        .and_then(|name| definitions_of(doc)?.get(name));
+    target.unwrap_or(s)
+}
+
+/// The names of the definitions `roots` refer to, directly or not, `roots` included.
+pub fn reachable<'a>(doc: &'a Value, roots: &[&'a str]) -> BTreeSet<&'a str> {
+    let mut reached = BTreeSet::new();
+    if let Some(defs) = definitions_of(doc) {
+        for root in roots {
+            reach(defs, root, &mut reached);
+        }
+    }
+    reached
+}
+
+/// Adds `name` and every definition its schema refers to, directly or not, to `reached`.
+fn reach<'a>(definitions: &'a Map<String, Value>, name: &str, reached: &mut BTreeSet<&'a str>) {
+    let Some((name, def)) = definitions.get_key_value(name) else {
+        return;
+    };
+    if !reached.insert(name.as_str()) {
+        return;
+    }
+    let mut refs = Vec::new();
+    refs_in(def, &mut refs);
+    for r in refs {
+        reach(definitions, r, reached);
+    }
+}
+
+/// The definition names `v` refers to.
+fn refs_in<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                match (k.as_str(), child) {
+                    ("$ref", Value::String(r)) => {
+                        if let Some(name) = r.strip_prefix(REF_PREFIX) {
+                            out.push(name);
+                        }
+                    }
+                    _ => refs_in(child, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| refs_in(i, out)),
+        _ => {}
+    }
+}
+
+/// Gives each built-in kind of `defs` (not from a CRD, without a schema) the shared document
+/// of definitions when its storage version has one there.
+pub fn attach(defs: &mut [ResourceDef]) {
+    let doc = Arc::new(generate());
+    for d in defs.iter_mut().filter(|d| !d.custom && d.schema.is_none()) {
+        let Some(version) = d.versions.first() else {
+            continue;
+        };
+        if kind_definition(&doc, &d.group, version, &d.kind).is_some() {
+            d.schema = Some(doc.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deployment_refers_to_its_spec_where_replicas_is_an_integer() {
+        let doc = generate();
+        let (name, deployment) = kind_definition(&doc, "apps", "v1", "Deployment").unwrap();
+        assert_eq!(name, "io.k8s.api.apps.v1.Deployment");
+        assert!(deployment.get("required").is_none(), "metadata is optional");
+        let spec_ref = &deployment["properties"]["spec"];
+        assert_eq!(
+            spec_ref["$ref"],
+            "#/definitions/io.k8s.api.apps.v1.DeploymentSpec"
+        );
+        assert_eq!(
+            spec_ref["description"],
+            "Specification of the desired behavior of the Deployment."
+        );
+        let spec = resolve(&doc, spec_ref);
+        assert_eq!(spec["properties"]["replicas"]["type"], "integer");
+        let reached = reachable(&doc, &[name]);
+        assert!(reached.contains("io.k8s.api.core.v1.Container"));
+        assert!(!reached.contains("io.k8s.api.rbac.v1.Role"));
+    }
+
+    #[test]
+    fn kinds_are_found_by_their_tag_whatever_their_package() {
+        let doc = generate();
+        for (group, kind, name) in [
+            ("", "ConfigMap", "io.k8s.api.core.v1.ConfigMap"),
+            (
+                "rbac.authorization.k8s.io",
+                "Role",
+                "io.k8s.api.rbac.v1.Role",
+            ),
+            ("events.k8s.io", "Event", "io.k8s.api.events.v1.Event"),
+            (
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+            ),
+            (
+                "apiregistration.k8s.io",
+                "APIService",
+                "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService",
+            ),
+        ] {
+            assert_eq!(kind_definition(&doc, group, "v1", kind).unwrap().0, name);
+        }
+        assert!(kind_definition(&doc, "apps", "v1", "Widget").is_none());
+        // A CRD's schema is its own root.
+        let crd = json!({"type": "object"});
+        assert_eq!(root_of(&crd, "e.com", "v1", "W"), &crd);
+    }
+
+    #[test]
+    fn free_form_values_keep_unknown_fields_and_quantities_are_int_or_string() {
+        let doc = generate();
+        let defs = definitions_of(&doc).unwrap();
+        assert_eq!(
+            defs["io.k8s.apimachinery.pkg.api.resource.Quantity"]["x-kubernetes-int-or-string"],
+            true
+        );
+        for name in FREE_FORM.iter().filter(|n| defs.contains_key(**n)) {
+            assert_eq!(
+                defs[*name]["x-kubernetes-preserve-unknown-fields"], true,
+                "{name}"
+            );
+        }
+        assert!(defs.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1"));
+    }
+
+    #[test]
+    fn every_builtin_and_announced_kind_has_a_schema() {
+        let mut defs = crate::resource::builtins();
+        attach(&mut defs);
+        for d in &defs {
+            assert!(d.schema.is_some(), "{}/{}", d.group, d.kind);
+        }
+        let doc = generate();
+        for (g, k) in [
+            ("batch", "CronJob"),
+            ("", "ResourceQuota"),
+            ("networking.k8s.io", "Ingress"),
+            ("networking.k8s.io", "IngressClass"),
+            ("certificates.k8s.io", "CertificateSigningRequest"),
+        ] {
+            assert!(kind_definition(&doc, g, "v1", k).is_some(), "{g}/{k}");
+        }
+    }
+}
