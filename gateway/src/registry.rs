@@ -21,8 +21,11 @@ pub struct Registry {
 
 impl Registry {
     pub fn new() -> Self {
+        let mut defs = builtins();
+        // Their OpenAPI schemas, generated once per registry: documents and pruning share them.
+        gpustack_kube_rest::builtin_schemas::attach(&mut defs);
         Registry {
-            builtins: Arc::new(builtins()),
+            builtins: Arc::new(defs),
             custom: Default::default(),
         }
     }

@@ -19,6 +19,7 @@ use k8s_openapi::{
 };
 use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::resource::ResourceDef;
 
@@ -129,7 +130,18 @@ pub fn generate() -> Value {
             }
         }
     }
-    json!({"definitions": definitions})
+    let digest = Sha256::digest(Value::Object(definitions.clone()).to_string().as_bytes());
+    let digest: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    json!({"definitions": definitions, DIGEST: digest})
+}
+
+/// Where a document of definitions keeps the digest of its content.
+const DIGEST: &str = "x-content-sha256";
+
+/// The digest of a document of definitions' content (computed when it was generated), which
+/// stands for the content in the hashes of the documents built from it.
+pub fn digest_of(doc: &Value) -> Option<&str> {
+    doc.get(DIGEST).and_then(Value::as_str)
 }
 
 /// The definitions `schema` carries (none for a CRD's).

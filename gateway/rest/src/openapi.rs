@@ -228,6 +228,35 @@ pub fn v3_group_version(defs: &[ResourceDef], group: &str, version: &str) -> Opt
     }))
 }
 
+/// The hash of a group-version's document (kubectl caches documents by it), from what the
+/// document is built of rather than the document: each of its kinds' description, and its
+/// schema's content (a shared document of definitions by its digest). Building every document to
+/// hash it would cost every `kubectl apply` that asks for the index.
+fn group_version_hash(defs: &[ResourceDef], group: &str, version: &str) -> String {
+    let mut h = Sha256::new();
+    for d in defs
+        .iter()
+        .filter(|d| d.group == group && d.serves(version))
+    {
+        let described = ResourceDef {
+            schema: None,
+            ..d.clone()
+        };
+        h.update(format!("{described:?}").as_bytes());
+        if let Some(s) = d.schema.as_deref() {
+            match builtin_schemas::digest_of(s) {
+                Some(digest) => h.update(digest.as_bytes()),
+                None => h.update(s.to_string().as_bytes()),
+            }
+        }
+    }
+    h.finalize()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02X}"))
+        .collect()
+}
+
 /// `/openapi/v3`: where each group-version's document is, with a content hash.
 pub fn v3_root(defs: &[ResourceDef]) -> Value {
     let mut gvs: Vec<(String, String)> = Vec::new();
@@ -246,12 +275,7 @@ pub fn v3_root(defs: &[ResourceDef]) -> Value {
         } else {
             format!("apis/{g}/{v}")
         };
-        let doc = v3_group_version(defs, &g, &v).unwrap_or(Value::Null);
-        let hash: String = Sha256::digest(doc.to_string().as_bytes())
-            .iter()
-            .take(16)
-            .map(|b| format!("{b:02X}"))
-            .collect();
+        let hash = group_version_hash(defs, &g, &v);
         paths.insert(
             key.clone(),
             json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}")}),
@@ -553,6 +577,43 @@ mod tests {
             .unwrap();
         assert!(url.starts_with("/openapi/v3/apis/coordination.k8s.io/v1?hash="));
         assert!(root["paths"]["api/v1"].is_object());
+    }
+
+    #[test]
+    fn a_group_version_hash_changes_with_its_kinds_only() {
+        let defs = with_schemas();
+        let hash = |defs: &[ResourceDef], gv: &str| {
+            v3_root(defs)["paths"][gv]["serverRelativeURL"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(
+            hash(&defs, "apis/apps/v1"),
+            hash(&with_schemas(), "apis/apps/v1")
+        );
+        let mut changed = defs.clone();
+        let crd = changed
+            .iter_mut()
+            .find(|d| d.kind == "CustomResourceDefinition")
+            .unwrap();
+        crd.schema = None;
+        assert_ne!(
+            hash(&defs, "apis/apiextensions.k8s.io/v1"),
+            hash(&changed, "apis/apiextensions.k8s.io/v1")
+        );
+        assert_eq!(hash(&defs, "apis/apps/v1"), hash(&changed, "apis/apps/v1"));
+        let mut custom = crate::resource::from_crd(&json!({
+            "metadata": {"name": "ws.e.com"},
+            "spec": {"group": "e.com", "names": {"plural": "ws", "kind": "W"}, "versions": [
+                {"name": "v1", "served": true, "storage": true,
+                 "schema": {"openAPIV3Schema": {"type": "object"}}}]}}))
+        .unwrap();
+        let before = hash(&[custom.clone()], "apis/e.com/v1");
+        custom.schema = Some(std::sync::Arc::new(
+            json!({"type": "object", "properties": {}}),
+        ));
+        assert_ne!(before, hash(&[custom], "apis/e.com/v1"));
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub(super) use crate::api::{
 };
 pub(super) use crate::registry::{self as resources, ResourceDef};
 pub(super) use crate::store::{ObjectKey, Precondition, StoreError, WriteOp};
+use gpustack_kube_rest::builtin_schemas;
 
 /// How many times a write without a client-given resourceVersion retries after losing a race.
 pub(super) const WRITE_ATTEMPTS: usize = 16;
@@ -101,25 +102,70 @@ pub(super) fn check_field_validation(ctx: &Ctx) -> Result<FieldValidation, ApiEr
     FieldValidation::parse(ctx.param("fieldValidation")).map_err(ApiError::bad_request)
 }
 
-/// Applies a custom kind's schema defaults and prunes what the schema does not define,
-/// refusing (`Strict`) or warning about (`Warn`) it as the request asked.
-pub(super) fn apply_schema(ctx: &Ctx, t: &Target, obj: &mut Value) -> Result<(), ApiError> {
+/// Applies a custom kind's schema defaults and prunes what the kind's schema (a CRD's, or a
+/// built-in kind's definitions) does not define, refusing (`Strict`) or warning about (`Warn`)
+/// it as the request asked. `current` is the object an update starts from: unknown fields it
+/// already held (written before its kind had a schema) go without being reported.
+pub(super) fn apply_schema(
+    ctx: &Ctx,
+    t: &Target,
+    obj: &mut Value,
+    current: Option<&Value>,
+) -> Result<(), ApiError> {
     let mode = check_field_validation(ctx)?;
-    let Some(schema) = t.def.schema.as_ref().filter(|_| t.def.custom) else {
+    let Some(schema) = t.def.schema.as_deref() else {
         return Ok(());
     };
-    // Defaults first: a default is a field the schema knows, never an unknown one.
-    schema::apply_defaults(schema, obj);
-    let unknown = schema::prune(schema, obj);
+    let unknown = if t.def.custom {
+        // Defaults first: a default is a field the schema knows, never an unknown one.
+        schema::apply_defaults(schema, obj);
+        schema::prune(schema, obj)
+    } else {
+        let Some((_, root)) =
+            builtin_schemas::kind_definition(schema, &t.def.group, &t.version, &t.def.kind)
+        else {
+            return Ok(());
+        };
+        // Another kind's body (a subresource's) is not this kind's to prune.
+        if obj
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| k != t.def.kind)
+        {
+            return Ok(());
+        }
+        let mut unknown = schema::prune_with_definitions(schema, root, obj);
+        if !unknown.is_empty()
+            && let Some(current) = current
+        {
+            let before = schema::prune_with_definitions(schema, root, &mut current.clone());
+            unknown.retain(|f| !before.contains(f));
+        }
+        unknown
+    };
     if unknown.is_empty() {
         return Ok(());
     }
     let messages = unknown.iter().map(|f| format!("unknown field \"{f}\""));
     match mode {
-        FieldValidation::Strict => Err(ApiError::bad_request(format!(
-            "strict decoding error: {}",
-            messages.collect::<Vec<_>>().join(", ")
-        ))),
+        FieldValidation::Strict => {
+            let error = format!(
+                "strict decoding error: {}",
+                messages.collect::<Vec<_>>().join(", ")
+            );
+            // A create or update names the kind it could not decode, as kube-apiserver does.
+            Err(ApiError::bad_request(
+                if matches!(ctx.method, Method::POST | Method::PUT) {
+                    format!(
+                        "{kind} in version \"{}\" cannot be handled as a {kind}: {error}",
+                        t.version,
+                        kind = t.def.kind
+                    )
+                } else {
+                    error
+                },
+            ))
+        }
         FieldValidation::Warn => {
             ctx.warn(messages);
             Ok(())

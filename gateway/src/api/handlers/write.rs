@@ -69,7 +69,7 @@ pub(crate) async fn create_object(
     if t.def.kind == "Namespace" && t.def.group.is_empty() {
         obj["status"] = json!({"phase": "Active"});
     }
-    apply_schema(ctx, t, &mut obj)?;
+    apply_schema(ctx, t, &mut obj, None)?;
     let mut obj = crate::api::validation::validated(&st.patterns, &t.def, obj, None)?;
     let w = writer(ctx, t);
     match op {
@@ -330,7 +330,7 @@ async fn admit_update(
         None,
     );
     if admission::mutate(st, ctx, &a, &mut new, Some(current)).await? {
-        apply_schema(ctx, t, &mut new)?;
+        apply_schema(ctx, t, &mut new, Some(current))?;
         new = crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))?;
     }
     admission::validate(st, ctx, &a, Some(&new), Some(current)).await?;
@@ -363,7 +363,7 @@ pub(super) async fn update(
     let given = rv_of(&body).map(String::from);
     let mut body = body;
     // Pruned before generation is worked out: an unknown field is no change.
-    apply_schema(ctx, t, &mut body)?;
+    apply_schema(ctx, t, &mut body, None)?;
     let w = writer(ctx, t);
     let obj = guaranteed_update(st, ctx, t, name, |current| {
         pinned_rv_matches(t, name, given.as_deref(), current)?;
@@ -452,7 +452,7 @@ pub(super) async fn patch(
         pinned_rv_matches(t, name, rv_of(&patched), current)?;
         let mut patched = patched;
         // Pruned before generation is worked out: an unknown field is no change.
-        apply_schema(ctx, t, &mut patched)?;
+        apply_schema(ctx, t, &mut patched, Some(current))?;
         let mut new = objects::prepare_update(&t.def, &t.version, current, patched, t.status)
             .and_then(|new| {
                 crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))
