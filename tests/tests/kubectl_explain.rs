@@ -189,4 +189,13 @@ fn nested_unknown_field_of_a_deployment_applied_as_json_is_refused_warned_or_dro
         "nginx:1.27",
         "nothing changed"
     );
+
+    // A valid change applies: kubectl works its patch out with these schemas.
+    let d = deployment("warned", json!({"name": "app", "image": "nginx:1.28"}));
+    let fixed = write(dir, "fixed.json", &d.to_string());
+    gw.kubectl_ok(&["apply", "-f", &fixed]);
+    assert_eq!(
+        containers("warned"),
+        json!([{"name": "app", "image": "nginx:1.28"}])
+    );
 }
