@@ -1,5 +1,6 @@
-//! The kinds each hosted cluster serves: the built-in ones (stored schemalessly) and those
-//! registered by its CustomResourceDefinitions. What a kind is lives in the toolkit
+//! The kinds each hosted cluster serves: the built-in ones (with the OpenAPI schemas of
+//! Kubernetes 1.33, generated once per registry) and those registered by its
+//! CustomResourceDefinitions. What a kind is lives in the toolkit
 //! ([`gpustack_kube_rest::resource`]).
 
 use std::{

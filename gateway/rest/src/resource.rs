@@ -88,8 +88,10 @@ pub struct ResourceDef {
     pub selectable_fields: Vec<String>,
     /// From a CRD (`false` for built-in kinds).
     pub custom: bool,
-    /// The CRD's `openAPIV3Schema` of the storage version, for `/openapi/v3`. Shared: a
-    /// definition is cloned for every request, and a schema can be large.
+    /// The CRD's `openAPIV3Schema` of the storage version, for `/openapi/v3`; for a built-in
+    /// kind, the document of definitions all built-in kinds share, where the kind's own is
+    /// tagged with its group-version-kind ([`crate::builtin_schemas`]). Shared: a definition is
+    /// cloned for every request, and a schema can be large.
     pub schema: Option<Arc<Value>>,
     /// Whether stored objects may lack the schema's defaults, which reads then fill in: only
     /// when the schema has defaults and the CRD's spec changed since it was created (objects
