@@ -4,12 +4,13 @@
 //! (`#/definitions/NAME`, with the field's own description beside the `$ref` as in swagger 2.0),
 //! and `x-kubernetes-group-version-kind` on each kind's definition.
 //!
-//! The built-in kinds share one document, `{"definitions": {...}}`, as their
+//! The built-in kinds share one document, `{"definitions": {...}}` (with the digest of its
+//! content, [`digest_of`]), as their
 //! [`ResourceDef::schema`]: a kind's own schema is the definition tagged with its group, version
 //! and kind ([`kind_definition`]), as kubectl finds it. A CRD's schema has no `definitions` and
 //! no `$ref`s: it is its own root, and every function here takes both. [`crate::openapi`]
-//! publishes the definitions a kind reaches; [`crate::schema::prune`] follows the `$ref`s when it
-//! drops unknown fields. Generated once per set of resources ([`attach`]), never per request.
+//! publishes the definitions a kind reaches; [`crate::schema::prune_with_definitions`] follows the
+//! `$ref`s when it drops unknown fields. Generated once per set of resources ([`attach`]), never per request.
 
 use std::{collections::BTreeSet, sync::Arc};
 
@@ -130,7 +131,8 @@ pub fn generate() -> Value {
             }
         }
     }
-    let digest = Sha256::digest(Value::Object(definitions.clone()).to_string().as_bytes());
+    let content = serde_json::to_vec(&definitions).unwrap_or_default();
+    let digest = Sha256::digest(&content);
     let digest: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     json!({"definitions": definitions, DIGEST: digest})
 }
