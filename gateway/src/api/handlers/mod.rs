@@ -6,6 +6,7 @@
 mod delete;
 mod gc;
 mod read;
+mod subresources;
 pub(crate) mod target;
 mod write;
 
@@ -49,9 +50,10 @@ pub(crate) async fn resource(
             (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
         };
     }
-    let status = match p.subresource.as_deref() {
-        None => false,
-        Some("status") if def.status_subresource() => true,
+    let (status, other) = match p.subresource.as_deref() {
+        None => (false, None),
+        Some("status") if def.status_subresource() => (true, None),
+        Some(s) if def.subresource(s).is_some() => (false, Some(s.to_owned())),
         Some(_) => return Err(ApiError::not_found_path()),
     };
     if def.is_review() {
@@ -73,6 +75,9 @@ pub(crate) async fn resource(
     };
     let watching = p.watch || ctx.flag("watch");
     let result = match (&ctx.method, t.name.clone()) {
+        _ if other.is_some() => {
+            subresources::serve(st, &ctx, &t, other.as_deref().unwrap_or_default()).await
+        }
         (&Method::GET, _) if watching => watch::serve(st, &ctx, &t).await,
         (&Method::GET, Some(name)) => get(st, &ctx, &t, &name).await,
         (&Method::GET, None) => list(st, &ctx, &t).await,
