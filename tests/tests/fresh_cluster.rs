@@ -136,7 +136,18 @@ fn a_fresh_cluster_holds_what_every_cluster_holds() {
         "{gone}"
     );
 
-    // A restart finds everything there and writes nothing twice.
+    // A restart finds everything there and writes nothing twice; a CA certificate that does
+    // not say what the kubeconfig trusts is published again.
+    gw.kubectl_ok(&[
+        "patch",
+        "cm",
+        "kube-root-ca.crt",
+        "-n",
+        "kube-public",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"ca.crt":"stale"}}"#,
+    ]);
     let (data_dir, port) = (gw.data_dir.clone(), gw.port);
     assert!(gw.stop().success());
     let serve = "--embedded-cluster=demo";
@@ -150,6 +161,16 @@ fn a_fresh_cluster_holds_what_every_cluster_holds() {
             .count(),
         1
     );
+    let republished = gw.kubectl_ok(&[
+        "get",
+        "cm",
+        "kube-root-ca.crt",
+        "-n",
+        "kube-public",
+        "-o",
+        "jsonpath={.data.ca\\.crt}",
+    ]);
+    assert_eq!(republished, ca);
 }
 
 fn deployment(name: &str, replicas: u32) -> Value {
@@ -301,6 +322,20 @@ fn certificate_requests_are_approved_and_denied_through_approval() {
     assert!(!refused.status.success());
     assert!(err.contains("mutually exclusive"), "{err}");
     assert_eq!(condition("alice"), "Approved");
+    let table = gw.kubectl_ok(&["get", "csr", "alice"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "AGE",
+            "SIGNERNAME",
+            "REQUESTOR",
+            "REQUESTEDDURATION"
+        ],
+        "{table}"
+    );
+    assert!(table.contains("example.com/signer"), "{table}");
     // Who asked is the server's to say: the kubeconfig's user.
     let requester = gw.kubectl_ok(&["get", "csr", "alice", "-o", "jsonpath={.spec.username}"]);
     let whoami = gw.kubectl_ok(&[

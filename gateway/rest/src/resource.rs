@@ -227,6 +227,13 @@ const EVENT_COLUMNS: &[Column] = &[
     Column("Message", "string", ".message", 0),
     AGE,
 ];
+/// kube-apiserver's, but for `Condition` (worked out from the conditions, not a JSONPath).
+const CSR_COLUMNS: &[Column] = &[
+    AGE,
+    Column("SignerName", "string", ".spec.signerName", 0),
+    Column("Requestor", "string", ".spec.username", 0),
+    Column("RequestedDuration", "string", ".spec.expirationSeconds", 0),
+];
 const CRD_COLUMNS: &[Column] = &[Column(
     "Created At",
     "string",
@@ -723,7 +730,7 @@ const BUILTINS: &[Builtin] = &[
         short: &["csr"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
+        columns: CSR_COLUMNS,
         fields: &["spec.signerName"],
         status: true,
     },
