@@ -1,7 +1,7 @@
 //! Resource requests: get, list, create, update, patch, delete, deletecollection (watch is in
 //! [`super::watch`]). This module resolves the target and dispatches; the verbs live in
-//! [`read`], [`write`] and [`delete`], written in what [`target`] shares, and none of them
-//! imports this dispatcher.
+//! [`read`], [`write`] and [`delete`] (subresources besides `status` in [`subresources`]),
+//! written in what [`target`] shares, and none of them imports this dispatcher.
 
 mod delete;
 mod gc;
@@ -73,11 +73,11 @@ pub(crate) async fn resource(
         name: p.name,
         status,
     };
+    if let Some(sub) = other.as_deref() {
+        return subresources::serve(st, &ctx, &t, sub).await;
+    }
     let watching = p.watch || ctx.flag("watch");
     let result = match (&ctx.method, t.name.clone()) {
-        _ if other.is_some() => {
-            subresources::serve(st, &ctx, &t, other.as_deref().unwrap_or_default()).await
-        }
         (&Method::GET, _) if watching => watch::serve(st, &ctx, &t).await,
         (&Method::GET, Some(name)) => get(st, &ctx, &t, &name).await,
         (&Method::GET, None) => list(st, &ctx, &t).await,

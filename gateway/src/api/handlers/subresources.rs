@@ -244,17 +244,21 @@ async fn evict(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Respo
             return Ok(success());
         }
         if let Some(pdb) = counted {
+            let key = budgets.key(&ctx.cluster, name_of(&pdb));
+            // Counted against the budget as it was weighed, or weighed again.
+            let (rv, stored) = match st.store.get(&key).await.map_err(store_error)? {
+                Some(found) => found,
+                None => continue,
+            };
+            if !objects::same_content(&stored, &pdb) {
+                continue;
+            }
             let now = objects::rfc3339(jiff::Timestamp::now());
-            let mut new = pdb.clone();
+            let mut new = stored;
             new["status"] = disruption::disrupted_status(&pdb, name, &now);
-            let rv = rv_of(&pdb).unwrap_or_default().parse().unwrap_or(0);
             match st
                 .store
-                .commit(
-                    &budgets.key(&ctx.cluster, name_of(&pdb)),
-                    Precondition::At(rv),
-                    WriteOp::Put(new),
-                )
+                .commit(&key, Precondition::At(rv), WriteOp::Put(new))
                 .await
             {
                 Ok(_) => {}
