@@ -61,6 +61,32 @@ impl PrinterColumn {
 pub struct Subresource {
     pub name: String,
     pub verbs: Vec<String>,
+    /// The kind it takes and answers when that is not the resource's own (`scale` answers
+    /// `autoscaling/v1` `Scale`); discovery names it, and `kubectl drain` looks for it.
+    pub kind: Option<KindRef>,
+}
+
+/// A kind by group, version and name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KindRef {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+}
+
+impl KindRef {
+    pub fn new(group: &str, version: &str, kind: &str) -> Self {
+        KindRef {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        }
+    }
+
+    /// `autoscaling/v1` `Scale`, what every `scale` subresource serves.
+    pub fn scale() -> Self {
+        Self::new("autoscaling", "v1", "Scale")
+    }
 }
 
 /// A served resource.
@@ -152,6 +178,7 @@ impl ResourceDef {
         Subresource {
             name: "status".into(),
             verbs: strings(STATUS_VERBS),
+            kind: None,
         }
     }
 }
@@ -199,6 +226,13 @@ const EVENT_COLUMNS: &[Column] = &[
     Column("Reason", "string", ".reason", 0),
     Column("Message", "string", ".message", 0),
     AGE,
+];
+/// kube-apiserver's, but for `Condition` (worked out from the conditions, not a JSONPath).
+const CSR_COLUMNS: &[Column] = &[
+    AGE,
+    Column("SignerName", "string", ".spec.signerName", 0),
+    Column("Requestor", "string", ".spec.username", 0),
+    Column("RequestedDuration", "string", ".spec.expirationSeconds", 0),
 ];
 const CRD_COLUMNS: &[Column] = &[Column(
     "Created At",
@@ -686,13 +720,87 @@ const BUILTINS: &[Builtin] = &[
         fields: &[],
         status: true,
     },
+    // Stored and approved (`/approval`); nothing signs them.
+    Builtin {
+        group: "certificates.k8s.io",
+        version: "v1",
+        kind: "CertificateSigningRequest",
+        plural: "certificatesigningrequests",
+        namespaced: false,
+        short: &["csr"],
+        categories: &[],
+        verbs: ALL_VERBS,
+        columns: CSR_COLUMNS,
+        fields: &["spec.signerName"],
+        status: true,
+    },
+];
+
+/// A subresource of a built-in kind besides `status`.
+struct OtherSubresource {
+    group: &'static str,
+    plural: &'static str,
+    name: &'static str,
+    verbs: &'static [&'static str],
+    /// Group, version and kind it takes and answers, when not the resource's own.
+    kind: Option<(&'static str, &'static str, &'static str)>,
+}
+
+const SCALE: Option<(&str, &str, &str)> = Some(("autoscaling", "v1", "Scale"));
+
+const OTHER_SUBRESOURCES: &[OtherSubresource] = &[
+    OtherSubresource {
+        group: "",
+        plural: "serviceaccounts",
+        name: "token",
+        verbs: CREATE_ONLY,
+        kind: Some(("authentication.k8s.io", "v1", "TokenRequest")),
+    },
+    OtherSubresource {
+        group: "",
+        plural: "pods",
+        name: "eviction",
+        verbs: CREATE_ONLY,
+        kind: Some(("policy", "v1", "Eviction")),
+    },
+    OtherSubresource {
+        group: "",
+        plural: "pods",
+        name: "binding",
+        verbs: CREATE_ONLY,
+        kind: Some(("", "v1", "Binding")),
+    },
+    OtherSubresource {
+        group: "apps",
+        plural: "deployments",
+        name: "scale",
+        verbs: STATUS_VERBS,
+        kind: SCALE,
+    },
+    OtherSubresource {
+        group: "apps",
+        plural: "replicasets",
+        name: "scale",
+        verbs: STATUS_VERBS,
+        kind: SCALE,
+    },
+    OtherSubresource {
+        group: "apps",
+        plural: "statefulsets",
+        name: "scale",
+        verbs: STATUS_VERBS,
+        kind: SCALE,
+    },
+    OtherSubresource {
+        group: "certificates.k8s.io",
+        plural: "certificatesigningrequests",
+        name: "approval",
+        verbs: STATUS_VERBS,
+        kind: None,
+    },
 ];
 
 /// The built-in kinds every embedded cluster serves.
-/// Subresources of built-in kinds besides `status`: group, plural, name, verbs.
-const OTHER_SUBRESOURCES: &[(&str, &str, &str, &[&str])] =
-    &[("", "serviceaccounts", "token", CREATE_ONLY)];
-
 pub fn builtins() -> Vec<ResourceDef> {
     BUILTINS
         .iter()
@@ -719,10 +827,11 @@ pub fn builtins() -> Vec<ResourceDef> {
                 .chain(
                     OTHER_SUBRESOURCES
                         .iter()
-                        .filter(|(g, p, _, _)| *g == b.group && *p == b.plural)
-                        .map(|(_, _, name, verbs)| Subresource {
-                            name: (*name).into(),
-                            verbs: strings(verbs),
+                        .filter(|o| o.group == b.group && o.plural == b.plural)
+                        .map(|o| Subresource {
+                            name: o.name.into(),
+                            verbs: strings(o.verbs),
+                            kind: o.kind.map(|(g, v, k)| KindRef::new(g, v, k)),
                         }),
                 )
                 .collect(),
@@ -789,6 +898,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, InvalidCrd> {
         subresources.push(Subresource {
             name: "scale".into(),
             verbs: strings(STATUS_VERBS),
+            kind: Some(KindRef::scale()),
         });
     }
     // `selectableFields` (Kubernetes 1.31+): JSONPaths such as `.spec.color`.

@@ -694,6 +694,7 @@ pub fn def_from_discovery(r: &ApiResource, caps: &ApiCapabilities) -> ResourceDe
             .map(|_| resources::Subresource {
                 name: "status".into(),
                 verbs: vec!["get".into()],
+                kind: None,
             })
             .collect(),
         columns: Vec::new(),

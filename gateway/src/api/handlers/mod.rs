@@ -1,11 +1,12 @@
 //! Resource requests: get, list, create, update, patch, delete, deletecollection (watch is in
 //! [`super::watch`]). This module resolves the target and dispatches; the verbs live in
-//! [`read`], [`write`] and [`delete`], written in what [`target`] shares, and none of them
-//! imports this dispatcher.
+//! [`read`], [`write`] and [`delete`] (subresources besides `status` in [`subresources`]),
+//! written in what [`target`] shares, and none of them imports this dispatcher.
 
 mod delete;
 mod gc;
 mod read;
+mod subresources;
 pub(crate) mod target;
 mod write;
 
@@ -49,9 +50,10 @@ pub(crate) async fn resource(
             (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
         };
     }
-    let status = match p.subresource.as_deref() {
-        None => false,
-        Some("status") if def.status_subresource() => true,
+    let (status, other) = match p.subresource.as_deref() {
+        None => (false, None),
+        Some("status") if def.status_subresource() => (true, None),
+        Some(s) if def.subresource(s).is_some() => (false, Some(s.to_owned())),
         Some(_) => return Err(ApiError::not_found_path()),
     };
     if def.is_review() {
@@ -71,6 +73,9 @@ pub(crate) async fn resource(
         name: p.name,
         status,
     };
+    if let Some(sub) = other.as_deref() {
+        return subresources::serve(st, &ctx, &t, sub).await;
+    }
     let watching = p.watch || ctx.flag("watch");
     let result = match (&ctx.method, t.name.clone()) {
         (&Method::GET, _) if watching => watch::serve(st, &ctx, &t).await,

@@ -69,6 +69,11 @@ pub(crate) async fn create_object(
     if t.def.kind == "Namespace" && t.def.group.is_empty() {
         obj["status"] = json!({"phase": "Active"});
     }
+    if crate::api::csr::is_csr(&t.def.group, &t.def.plural) {
+        let requested = name_of(&obj).to_owned();
+        obj = crate::api::csr::prepared(obj, &ctx.user)
+            .map_err(|e| ApiError::invalid(&t.def.kind, &requested, e.to_string()))?;
+    }
     apply_schema(ctx, t, &mut obj)?;
     let mut obj = crate::api::validation::validated(&st.patterns, &t.def, obj, None)?;
     let w = writer(ctx, t);
@@ -103,6 +108,16 @@ pub(crate) async fn create_object(
         })?;
     if let Some(def) = crd {
         st.registry.register(&ctx.cluster, &name, def);
+    }
+    if t.def.kind == "Namespace" && t.def.group.is_empty() {
+        crate::api::cluster_defaults::seed_namespace(
+            &st.store,
+            &ctx.cluster,
+            &name,
+            &st.root_ca_pem,
+        )
+        .await
+        .map_err(store_error)?;
     }
     // The event is the writer's to share; without a watcher holding it, no copy is needed.
     Ok(at_version(
@@ -186,7 +201,7 @@ fn manager_of(ctx: &Ctx) -> String {
 }
 
 /// The writer of a request to `t`, for field ownership.
-fn writer(ctx: &Ctx, t: &Target) -> apply::Writer {
+pub(super) fn writer(ctx: &Ctx, t: &Target) -> apply::Writer {
     apply::Writer {
         manager: manager_of(ctx),
         subresource: t.status.then_some("status"),
