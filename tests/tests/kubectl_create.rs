@@ -108,6 +108,32 @@ fn workloads_created_by_kubectl_keep_every_field_it_sent() {
         gw.kubectl_ok(&["get", "all"])
             .contains("cronjob.batch/tick")
     );
+    // Discovery lists the kinds these commands need, with their short names.
+    let resources = gw.kubectl_ok(&["api-resources", "--no-headers"]);
+    let listed = |row: &[&str]| {
+        resources
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == row)
+    };
+    for row in [
+        &["cronjobs", "cj", "batch/v1", "true", "CronJob"][..],
+        &["resourcequotas", "quota", "v1", "true", "ResourceQuota"],
+        &[
+            "ingresses",
+            "ing",
+            "networking.k8s.io/v1",
+            "true",
+            "Ingress",
+        ],
+        &[
+            "ingressclasses",
+            "networking.k8s.io/v1",
+            "false",
+            "IngressClass",
+        ],
+    ] {
+        assert!(listed(row), "{row:?} in {resources}");
+    }
 
     let out = gw.kubectl_ok(&[
         "run",
