@@ -5,8 +5,9 @@
 //!
 //! ```text
 //! cargo run -p gpustack-kube-rest --example protobuf_schema > gateway/rest/src/protobuf/schema.rs
-//! cargo fmt --all
 //! ```
+//!
+//! (rustfmt leaves the file as written: one message a line.)
 //!
 //! Both crates are found through `cargo metadata` (they are dev-dependencies of the toolkit).
 //! The table holds the messages reachable from the kinds k8s-pb declares (its `Resource`

@@ -12,6 +12,8 @@
 
 mod decode;
 mod encode;
+// Generated: one message a line, as the generator writes it.
+#[rustfmt::skip]
 mod schema;
 mod table;
 mod time;
