@@ -150,9 +150,9 @@ fn plain(
                 match (f.ty, v) {
                     // Packed numbers: one length-delimited run of values.
                     (Ty::I32 | Ty::I64 | Ty::Bool | Ty::F64, Value::Bytes(run)) => {
-                        for item in packed(f.ty, run) {
+                        for x in wire::packed(run, f.ty == Ty::F64) {
                             budget.spend()?;
-                            arr.push(item?);
+                            arr.push(number(f.ty, x?)?);
                         }
                     }
                     _ => {
@@ -210,10 +210,9 @@ fn element(
             }
             Json::String(STANDARD.encode(b))
         }
-        (Ty::Bool, Value::Varint(x)) => Json::Bool(x != 0),
-        (Ty::I32, Value::Varint(x)) => json!(x as i32),
-        (Ty::I64, Value::Varint(x)) => json!(x as i64),
-        (Ty::F64, Value::Fixed64(x)) => double(x)?,
+        (Ty::Bool | Ty::I32 | Ty::I64, Value::Varint(x)) | (Ty::F64, Value::Fixed64(x)) => {
+            number(f.ty, x)?
+        }
         (Ty::Msg(i), Value::Bytes(b)) => return message(b, i, depth + 1, budget),
         _ => return Err(ProtobufError::WireType(f.json)),
     }))
@@ -225,49 +224,13 @@ fn double(bits: u64) -> Result<Json, ProtobufError> {
         .ok_or(ProtobufError::Malformed("a double that is not a number"))
 }
 
-fn packed(ty: Ty, run: &[u8]) -> impl Iterator<Item = Result<Json, ProtobufError>> + '_ {
-    let mut pos = 0;
-    std::iter::from_fn(move || {
-        if pos >= run.len() {
-            return None;
-        }
-        Some(match ty {
-            Ty::F64 => match run.get(pos..pos + 8) {
-                Some(b) => {
-                    pos += 8;
-                    double(u64::from_le_bytes(b.try_into().expect("8 bytes")))
-                }
-                None => {
-                    pos = run.len();
-                    Err(ProtobufError::Malformed("truncated packed double"))
-                }
-            },
-            _ => {
-                let mut x = 0u64;
-                let mut shift = 0;
-                loop {
-                    let Some(b) = run.get(pos) else {
-                        pos = run.len();
-                        return Some(Err(ProtobufError::Malformed("truncated packed varint")));
-                    };
-                    pos += 1;
-                    if shift > 63 {
-                        pos = run.len();
-                        return Some(Err(ProtobufError::Malformed("varint too long")));
-                    }
-                    x |= u64::from(b & 0x7f) << shift;
-                    shift += 7;
-                    if b & 0x80 == 0 {
-                        break;
-                    }
-                }
-                Ok(match ty {
-                    Ty::Bool => Json::Bool(x != 0),
-                    Ty::I32 => json!(x as i32),
-                    _ => json!(x as i64),
-                })
-            }
-        })
+/// A number field's value from its wire bits.
+fn number(ty: Ty, x: u64) -> Result<Json, ProtobufError> {
+    Ok(match ty {
+        Ty::Bool => Json::Bool(x != 0),
+        Ty::I32 => json!(x as i32),
+        Ty::F64 => double(x)?,
+        _ => json!(x as i64),
     })
 }
 

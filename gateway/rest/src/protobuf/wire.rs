@@ -96,6 +96,28 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// The values of a packed repeated number field: varints, or (`fixed64`) 8-byte values.
+pub(super) fn packed(
+    run: &[u8],
+    fixed64: bool,
+) -> impl Iterator<Item = Result<u64, ProtobufError>> + '_ {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        (pos < run.len()).then(|| {
+            let item = if fixed64 {
+                take(run, &mut pos, 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            } else {
+                varint(run, &mut pos)
+            };
+            if item.is_err() {
+                // Nothing after a malformed value can be read.
+                pos = run.len();
+            }
+            item
+        })
+    })
+}
+
 /// Appends protobuf fields to a buffer.
 #[derive(Default)]
 pub(super) struct Writer {
@@ -151,6 +173,15 @@ mod tests {
         let mut ten = vec![0xff; 9];
         ten.push(0x02);
         assert!(varint(&ten, &mut pos).is_err());
+    }
+
+    #[test]
+    fn packed_runs_are_read_and_a_truncated_one_is_refused() {
+        let run = [0x01, 0xac, 0x02, 0xff, 0xff, 0xff, 0xff, 0x0f];
+        let got: Vec<u64> = packed(&run, false).collect::<Result<_, _>>().unwrap();
+        assert_eq!(got, [1, 300, u64::from(u32::MAX)]);
+        assert!(packed(&[0x80], false).any(|v| v.is_err()));
+        assert!(packed(&[0; 12], true).any(|v| v.is_err()));
     }
 
     #[test]
