@@ -13,8 +13,8 @@
 //! - [`documents`]: health, `/version`, discovery and OpenAPI answered from the descriptions.
 //! - [`table`] with [`jsonpath`] for printer columns; [`selectors`] (label and field);
 //!   [`list`] with [`pagination`] (`limit`/`continue`); [`watch`] event framing and bookmarks.
-//! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: the Kubernetes
-//!   protobuf envelope of request bodies.
+//! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: Kubernetes protobuf
+//!   of every built-in kind (request bodies, and answers for protobuf-only clients).
 //!
 //! - [`bounded`]: request documents parsed with their expanded size and nesting bounded.
 //! - [`certs`]: a generated CA and serving certificate for given names; rustls server configs.

@@ -3,6 +3,7 @@
 //! [`read`], [`write`] and [`delete`] (subresources besides `status` in [`subresources`]),
 //! written in what [`target`] shares, and none of them imports this dispatcher.
 
+mod as_protobuf;
 mod delete;
 mod gc;
 mod read;
@@ -89,6 +90,9 @@ pub(crate) async fn resource(
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
     };
     let mut response = result?;
+    if !watching && super::negotiate::protobuf_only(ctx.header(header::ACCEPT)) {
+        response = as_protobuf::transcode(response).await?;
+    }
     let mut warnings = std::mem::take(&mut *ctx.warnings.lock().unwrap_or_else(|e| e.into_inner()));
     // A write retried after losing a race warns again about the same fields.
     warnings.dedup();

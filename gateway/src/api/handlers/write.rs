@@ -154,8 +154,13 @@ pub(super) async fn object_body(ctx: &Ctx) -> Result<Value, ApiError> {
 fn decode_object(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
     let essence = ct.split(';').next().unwrap_or("").trim();
     if essence == "application/vnd.kubernetes.protobuf" {
-        return crate::api::protobuf::decode(body)
-            .map_err(|m| ApiError::new(415, "UnsupportedMediaType", m));
+        use crate::api::protobuf::ProtobufError;
+        return crate::api::protobuf::decode(body).map_err(|e| match e {
+            ProtobufError::UnknownKind { .. } | ProtobufError::ContentEncoding(_) => {
+                ApiError::new(415, "UnsupportedMediaType", e.to_string())
+            }
+            e => ApiError::bad_request(e.to_string()),
+        });
     }
     if !matches!(
         essence,
