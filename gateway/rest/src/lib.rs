@@ -11,7 +11,8 @@
 //! - [`discovery`] (legacy and aggregated v2, the server's [`discovery::ServerVersion`]) and
 //!   [`openapi`] (v2 as JSON or gnostic protobuf via [`openapi_proto`], v3) built from those.
 //! - [`documents`]: health, `/version`, discovery and OpenAPI answered from the descriptions.
-//! - [`table`] with [`jsonpath`] for printer columns; [`selectors`] (label and field);
+//! - [`table`] with [`jsonpath`] for CRDs' printer columns and [`printers`] for the built-in
+//!   kinds' (kube-apiserver's columns, computed from the object); [`selectors`] (label and field);
 //!   [`list`] with [`pagination`] (`limit`/`continue`); [`watch`] event framing and bookmarks.
 //! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: the Kubernetes
 //!   protobuf envelope of request bodies.
@@ -34,6 +35,7 @@ pub mod openapi;
 pub mod openapi_proto;
 pub mod pagination;
 pub mod path;
+pub mod printers;
 pub mod protobuf;
 pub mod resource;
 pub mod response;

@@ -27,18 +27,45 @@ pub const CREATE_ONLY: &[&str] = &["create"];
 /// The verbs of a `status` subresource.
 pub const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 
-/// One printer column of a kind (`additionalPrinterColumns` for custom kinds).
+/// A printer cell computed from the object and the time of the request (for ages), as
+/// kube-apiserver's printers compute theirs. Pure.
+pub type CellFn = fn(&Value, jiff::Timestamp) -> Value;
+
+/// Where a printer column's cells come from.
+#[derive(Clone, Debug)]
+pub enum CellSource {
+    /// A JSONPath into the object, its value shown as the column's type says (CRDs'
+    /// `additionalPrinterColumns`).
+    JsonPath(String),
+    /// A function of the whole object (built-in kinds, see [`crate::printers`]).
+    Computed(CellFn),
+}
+
+impl PartialEq for CellSource {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (CellSource::JsonPath(a), CellSource::JsonPath(b)) => a == b,
+            (CellSource::Computed(a), CellSource::Computed(b)) => std::ptr::fn_addr_eq(*a, *b),
+            _ => false,
+        }
+    }
+}
+
+/// One printer column of a kind.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PrinterColumn {
     pub name: String,
     pub type_: String,
+    /// `name` marks the column holding the object's name.
     pub format: String,
     pub description: String,
+    /// 0: always shown; 1 and above: only with `-o wide`.
     pub priority: i64,
-    pub json_path: String,
+    pub cell: CellSource,
 }
 
 impl PrinterColumn {
+    /// A column whose cells are found at `json_path`.
     pub fn new(name: &str, type_: &str, json_path: &str, priority: i64) -> Self {
         PrinterColumn {
             name: name.into(),
@@ -46,13 +73,30 @@ impl PrinterColumn {
             format: String::new(),
             description: String::new(),
             priority,
-            json_path: json_path.into(),
+            cell: CellSource::JsonPath(json_path.into()),
+        }
+    }
+
+    /// A column whose cells `cell` computes.
+    pub fn computed(name: &str, type_: &str, priority: i64, cell: CellFn) -> Self {
+        PrinterColumn {
+            cell: CellSource::Computed(cell),
+            ..Self::new(name, type_, "", priority)
         }
     }
 
     /// The `Age` column every kind without columns of its own gets.
     pub fn age() -> Self {
         Self::new("Age", "date", ".metadata.creationTimestamp", 0)
+    }
+
+    /// The `Name` column that leads a table unless the kind places one itself.
+    pub fn name() -> Self {
+        PrinterColumn {
+            format: "name".into(),
+            description: "Name must be unique within a namespace. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names".into(),
+            ..Self::computed("Name", "string", 0, crate::printers::format::name)
+        }
     }
 }
 
@@ -165,48 +209,6 @@ pub fn read_only(defs: Vec<ResourceDef>) -> Vec<ResourceDef> {
         .collect()
 }
 
-/// A built-in printer column: name, type, JSONPath, priority.
-struct Column(&'static str, &'static str, &'static str, i64);
-
-const AGE: Column = Column("Age", "date", ".metadata.creationTimestamp", 0);
-const AGE_ONLY: &[Column] = &[AGE];
-const NAMESPACE_COLUMNS: &[Column] = &[Column("Status", "string", ".status.phase", 0), AGE];
-const NODE_COLUMNS: &[Column] = &[
-    Column(
-        "Status",
-        "string",
-        ".status.conditions[?(@.type=='Ready')].status",
-        0,
-    ),
-    Column("Version", "string", ".status.nodeInfo.kubeletVersion", 0),
-    AGE,
-];
-const POD_COLUMNS: &[Column] = &[
-    Column("Status", "string", ".status.phase", 0),
-    Column("IP", "string", ".status.podIP", 1),
-    Column("Node", "string", ".spec.nodeName", 1),
-    AGE,
-];
-const SECRET_COLUMNS: &[Column] = &[Column("Type", "string", ".type", 0), AGE];
-const SERVICE_COLUMNS: &[Column] = &[
-    Column("Type", "string", ".spec.type", 0),
-    Column("Cluster-IP", "string", ".spec.clusterIP", 0),
-    AGE,
-];
-const LEASE_COLUMNS: &[Column] = &[Column("Holder", "string", ".spec.holderIdentity", 0), AGE];
-const EVENT_COLUMNS: &[Column] = &[
-    Column("Type", "string", ".type", 0),
-    Column("Reason", "string", ".reason", 0),
-    Column("Message", "string", ".message", 0),
-    AGE,
-];
-const CRD_COLUMNS: &[Column] = &[Column(
-    "Created At",
-    "string",
-    ".metadata.creationTimestamp",
-    0,
-)];
-
 const POD_FIELDS: &[&str] = &[
     "spec.nodeName",
     "spec.restartPolicy",
@@ -246,8 +248,6 @@ struct Builtin {
     short: &'static [&'static str],
     categories: &'static [&'static str],
     verbs: &'static [&'static str],
-    /// Printer columns after Name (empty: Age only).
-    columns: &'static [Column],
     /// Fields selectable besides `metadata.name` and `metadata.namespace`.
     fields: &'static [&'static str],
     /// Whether `/status` is a subresource.
@@ -264,7 +264,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ns"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: NAMESPACE_COLUMNS,
         fields: NAMESPACE_FIELDS,
         status: true,
     },
@@ -277,7 +276,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["no"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: NODE_COLUMNS,
         fields: NODE_FIELDS,
         status: true,
     },
@@ -290,7 +288,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["po"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: POD_COLUMNS,
         fields: POD_FIELDS,
         status: true,
     },
@@ -303,7 +300,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: SECRET_COLUMNS,
         fields: SECRET_FIELDS,
         status: false,
     },
@@ -316,7 +312,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["cm"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -329,7 +324,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["sa"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -342,7 +336,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["svc"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: SERVICE_COLUMNS,
         fields: &[],
         status: true,
     },
@@ -355,7 +348,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ev"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: EVENT_COLUMNS,
         fields: EVENT_FIELDS,
         status: false,
     },
@@ -368,7 +360,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ev"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: EVENT_COLUMNS,
         fields: EVENT_FIELDS,
         status: false,
     },
@@ -381,7 +372,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: LEASE_COLUMNS,
         fields: &[],
         status: false,
     },
@@ -394,7 +384,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["crd", "crds"],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: CRD_COLUMNS,
         fields: &[],
         status: true,
     },
@@ -407,7 +396,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -420,7 +408,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -433,7 +420,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -446,7 +432,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -459,7 +444,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -473,7 +457,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -486,7 +469,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -499,7 +481,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -512,7 +493,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -525,7 +505,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -538,7 +517,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -552,7 +530,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -565,7 +542,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -578,7 +554,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -591,7 +566,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -604,7 +578,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["deploy"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -617,7 +590,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ds"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -630,7 +602,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["sts"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -643,7 +614,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["rs"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -656,7 +626,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -669,7 +638,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["pc"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -682,7 +650,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["pdb"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -726,11 +693,8 @@ pub fn builtins() -> Vec<ResourceDef> {
                         }),
                 )
                 .collect(),
-            columns: b
-                .columns
-                .iter()
-                .map(|c| PrinterColumn::new(c.0, c.1, c.2, c.3))
-                .collect(),
+            // Kinds kube-apiserver has no printer for show Age (`table::columns`).
+            columns: crate::printers::columns(b.group, b.kind).unwrap_or_default(),
             selectable_fields: strings(b.fields),
             custom: false,
             schema: None,
@@ -811,7 +775,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, InvalidCrd> {
                     format: str_at(c, "format").unwrap_or("").into(),
                     description: str_at(c, "description").unwrap_or("").into(),
                     priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
-                    json_path: str_at(c, "jsonPath").unwrap_or("").into(),
+                    cell: CellSource::JsonPath(str_at(c, "jsonPath").unwrap_or("").into()),
                 })
                 .collect()
         })
@@ -969,7 +933,10 @@ mod tests {
         assert_eq!(d.versions, vec!["v1", "v1beta1"]);
         assert!(d.namespaced && d.status_subresource() && d.custom);
         assert_eq!(d.short_names, vec!["wd"]);
-        assert_eq!(d.columns[0].json_path, ".status.phase");
+        assert_eq!(
+            d.columns[0].cell,
+            CellSource::JsonPath(".status.phase".into())
+        );
         assert_eq!(d.list_kind, "WidgetList");
     }
 

@@ -69,6 +69,11 @@ pub(crate) async fn create_object(
     if t.def.kind == "Namespace" && t.def.group.is_empty() {
         obj["status"] = json!({"phase": "Active"});
     }
+    // As kube-apiserver does: a new pod is Pending until a kubelet reports on it. A phase
+    // given on create is kept (kube-apiserver drops it; clients here may seed one).
+    if t.def.kind == "Pod" && t.def.group.is_empty() && obj.pointer("/status/phase").is_none() {
+        obj["status"]["phase"] = json!("Pending");
+    }
     apply_schema(ctx, t, &mut obj)?;
     let mut obj = crate::api::validation::validated(&st.patterns, &t.def, obj, None)?;
     let w = writer(ctx, t);
