@@ -162,7 +162,7 @@ fn kubectl_apply_get_and_output_formats() {
     ]);
     let all = gw.kubectl_ok(&["get", "cm", "-A"]);
     let header: Vec<&str> = all.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAMESPACE", "NAME", "AGE"], "{all}");
+    assert_eq!(header, ["NAMESPACE", "NAME", "DATA", "AGE"], "{all}");
     assert!(
         all.lines()
             .any(|l| l.split_whitespace().take(2).eq(["team-a", "other"])),
