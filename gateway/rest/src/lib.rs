@@ -11,9 +11,10 @@
 //! - [`discovery`] (legacy and aggregated v2, the server's [`discovery::ServerVersion`]) and
 //!   [`openapi`] (v2 as JSON or gnostic protobuf via [`openapi_proto`], v3) built from those.
 //! - [`documents`]: health, `/version`, discovery and OpenAPI answered from the descriptions.
-//! - [`table`] with [`jsonpath`] for CRDs' printer columns and [`printers`] for the built-in
-//!   kinds' (kube-apiserver's columns, computed from the object); [`selectors`] (label and field);
-//!   [`list`] with [`pagination`] (`limit`/`continue`); [`watch`] event framing and bookmarks.
+//! - [`table`] with its [`columns`]: [`jsonpath`] for CRDs' printer columns and [`printers`]
+//!   for the built-in kinds' (kube-apiserver's columns, computed from the object).
+//! - [`selectors`] (label and field); [`list`] with [`pagination`] (`limit`/`continue`);
+//!   [`watch`] event framing and bookmarks.
 //! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: the Kubernetes
 //!   protobuf envelope of request bodies.
 //!
@@ -26,6 +27,7 @@
 
 pub mod bounded;
 pub mod certs;
+pub mod columns;
 pub mod discovery;
 pub mod documents;
 pub mod jsonpath;

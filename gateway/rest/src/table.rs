@@ -4,9 +4,13 @@
 use serde_json::{Map, Value, json};
 
 use crate::{
+    columns::{CellSource, PrinterColumn},
     jsonpath,
-    resource::{CellSource, PrinterColumn, ResourceDef},
+    resource::ResourceDef,
 };
+
+/// Ages as `kubectl get` shows them, for callers that format their own cells.
+pub use crate::printers::format::human_duration;
 
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,52 +45,6 @@ pub fn columns(def: &ResourceDef) -> Vec<PrinterColumn> {
         own
     } else {
         std::iter::once(PrinterColumn::name()).chain(own).collect()
-    }
-}
-
-/// Kubernetes' short human duration (`5s`, `3m20s`, `4h`, `2d3h`, `3y`).
-pub fn human_duration(secs: i64) -> String {
-    if secs < -1 {
-        return "<invalid>".into();
-    }
-    let s = secs.max(0);
-    let (m, h) = (s / 60, s / 3600);
-    if s < 120 {
-        format!("{s}s")
-    } else if m < 10 {
-        if s % 60 == 0 {
-            format!("{m}m")
-        } else {
-            format!("{m}m{}s", s % 60)
-        }
-    } else if m < 180 {
-        format!("{m}m")
-    } else if h < 8 {
-        if m % 60 == 0 {
-            format!("{h}h")
-        } else {
-            format!("{h}h{}m", m % 60)
-        }
-    } else if h < 48 {
-        format!("{h}h")
-    } else if h < 24 * 8 {
-        let d = h / 24;
-        if h % 24 == 0 {
-            format!("{d}d")
-        } else {
-            format!("{d}d{}h", h % 24)
-        }
-    } else if h < 24 * 365 * 2 {
-        format!("{}d", h / 24)
-    } else if h < 24 * 365 * 8 {
-        let d = h / 24;
-        if d % 365 == 0 {
-            format!("{}y", d / 365)
-        } else {
-            format!("{}y{}d", d / 365, d % 365)
-        }
-    } else {
-        format!("{}y", h / 24 / 365)
     }
 }
 
@@ -194,18 +152,6 @@ pub fn table(
 mod tests {
     use super::*;
     use crate::resource::{builtins, from_crd};
-
-    #[test]
-    fn durations_like_kubernetes() {
-        assert_eq!(human_duration(5), "5s");
-        assert_eq!(human_duration(119), "119s");
-        assert_eq!(human_duration(200), "3m20s");
-        assert_eq!(human_duration(600), "10m");
-        assert_eq!(human_duration(3 * 3600 + 60), "3h1m");
-        assert_eq!(human_duration(30 * 3600), "30h");
-        assert_eq!(human_duration(3 * 86400 + 3600), "3d1h");
-        assert_eq!(human_duration(-5), "<invalid>");
-    }
 
     #[test]
     fn builtin_table_leads_with_name() {

@@ -5,9 +5,8 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::core::load_balancer_points;
-use super::format::{count, int_at, items, len_at, or_none, text};
+use super::format::{count, human_duration, int_at, items, len_at, or_none, text};
 use super::{AGE, Col, col, wide};
-use crate::table::human_duration;
 
 pub const ROLE_BINDING: &[Col] = &[
     col("Role", "string", binding_role),

@@ -47,7 +47,7 @@ pub const EVENT: &[Col] = &[
     wide("Count", "string", event_count),
     Col {
         format: "name",
-        ..wide("Name", "string", super::format::name)
+        ..wide("Name", "string", crate::columns::object_name)
     },
 ];
 pub const RESOURCE_QUOTA: &[Col] = &[

@@ -4,8 +4,6 @@
 use jiff::Timestamp;
 use serde_json::Value;
 
-use crate::table::human_duration;
-
 /// The string at `ptr` (a JSON pointer), or `""`.
 pub fn text<'a>(obj: &'a Value, ptr: &str) -> &'a str {
     obj.pointer(ptr).and_then(Value::as_str).unwrap_or("")
@@ -49,6 +47,52 @@ pub fn timestamp(s: &str) -> Option<Timestamp> {
     s.parse().ok()
 }
 
+/// Kubernetes' short human duration (`5s`, `3m20s`, `4h`, `2d3h`, `3y`).
+pub fn human_duration(secs: i64) -> String {
+    if secs < -1 {
+        return "<invalid>".into();
+    }
+    let s = secs.max(0);
+    let (m, h) = (s / 60, s / 3600);
+    if s < 120 {
+        format!("{s}s")
+    } else if m < 10 {
+        if s % 60 == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{}s", s % 60)
+        }
+    } else if m < 180 {
+        format!("{m}m")
+    } else if h < 8 {
+        if m % 60 == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{}m", m % 60)
+        }
+    } else if h < 48 {
+        format!("{h}h")
+    } else if h < 24 * 8 {
+        let d = h / 24;
+        if h % 24 == 0 {
+            format!("{d}d")
+        } else {
+            format!("{d}d{}h", h % 24)
+        }
+    } else if h < 24 * 365 * 2 {
+        format!("{}d", h / 24)
+    } else if h < 24 * 365 * 8 {
+        let d = h / 24;
+        if d % 365 == 0 {
+            format!("{}y", d / 365)
+        } else {
+            format!("{}y{}d", d / 365, d % 365)
+        }
+    } else {
+        format!("{}y", h / 24 / 365)
+    }
+}
+
 /// How long `from` came before `to`, as `kubectl get` shows ages (`5m2s`, `3h`, `2d3h`).
 pub fn between(from: Timestamp, to: Timestamp) -> String {
     human_duration(to.as_second() - from.as_second())
@@ -73,11 +117,6 @@ pub fn created_at(obj: &Value, _now: Timestamp) -> Value {
         Some(t) => t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string().into(),
         None => Value::Null,
     }
-}
-
-/// The object's name, the cell of a `Name` column.
-pub fn name(obj: &Value, _now: Timestamp) -> Value {
-    text(obj, "/metadata/name").into()
 }
 
 /// A label map as `a=1,b=2` (sorted by key), `<none>` when empty.
@@ -170,6 +209,18 @@ pub fn int_or_string(v: Option<&Value>) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn durations_like_kubernetes() {
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(119), "119s");
+        assert_eq!(human_duration(200), "3m20s");
+        assert_eq!(human_duration(600), "10m");
+        assert_eq!(human_duration(3 * 3600 + 60), "3h1m");
+        assert_eq!(human_duration(30 * 3600), "30h");
+        assert_eq!(human_duration(3 * 86400 + 3600), "3d1h");
+        assert_eq!(human_duration(-5), "<invalid>");
+    }
 
     #[test]
     fn ages_and_creation_times() {

@@ -1,6 +1,6 @@
 //! The columns `kubectl get` shows for each built-in kind, as kube-apiserver prints them: each
 //! column a name, a type, a priority (1: only with `-o wide`) and a pure function computing its
-//! cell from the object. [`columns`] looks a kind's set up by group and kind; kinds without one
+//! cell from the object. [`columns()`] looks a kind's set up by group and kind; kinds without one
 //! get the Age column (see [`crate::table::columns`]). CRDs' columns are JSONPaths from the CRD.
 //!
 //! - [`core`]: ConfigMap, Secret, ServiceAccount, Namespace, Node, Service, Event,
@@ -9,7 +9,7 @@
 //!   PodDisruptionBudget.
 //! - [`cluster`]: RBAC, CustomResourceDefinition, APIService, webhook configurations,
 //!   PriorityClass, Lease, CSIDriver, CSINode, CertificateSigningRequest, Ingress, IngressClass.
-//! - [`format`]: field access and the formatting the printers share.
+//! - [`format`](mod@format): field access and the formatting the printers share.
 
 pub mod cluster;
 pub mod core;
@@ -17,7 +17,7 @@ pub mod format;
 pub mod pod;
 pub mod workloads;
 
-use crate::resource::{CellFn, PrinterColumn};
+use crate::columns::{CellFn, PrinterColumn};
 
 /// One column of a built-in kind.
 pub struct Col {
