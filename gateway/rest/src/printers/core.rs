@@ -341,9 +341,14 @@ fn event_count(ev: &Value, _: Timestamp) -> Value {
 }
 
 /// `resource: used/hard` for each resource of the quota's status, sorted, those named
-/// `limits.*` in the Limit column and the others in the Request column.
+/// `limits.*` in the Limit column and the others in the Request column. Until a status is
+/// written (no quota controller runs here) the spec's limits show, with nothing used, as a
+/// real cluster shows them once its controller has copied them.
 fn quota_usage(quota: &Value, limits: bool) -> String {
-    let hard = quota.pointer("/status/hard").and_then(Value::as_object);
+    let hard = quota
+        .pointer("/status/hard")
+        .or_else(|| quota.pointer("/spec/hard"))
+        .and_then(Value::as_object);
     let mut names: Vec<(&String, &Value)> = hard.into_iter().flatten().collect();
     names.sort_unstable_by_key(|(name, _)| *name);
     let parts: Vec<String> = names
@@ -523,5 +528,8 @@ mod tests {
             "limits.cpu: 1/4, limits.memory: 0/1Gi"
         );
         assert_eq!(quota_limits(&json!({}), now()), "");
+        let unwatched = json!({"spec": {"hard": {"pods": "4", "limits.cpu": "1"}}});
+        assert_eq!(quota_requests(&unwatched, now()), "pods: 0/4");
+        assert_eq!(quota_limits(&unwatched, now()), "limits.cpu: 0/1");
     }
 }
