@@ -270,10 +270,8 @@ fn kubectl_drain_evicts_pods_and_honours_disruption_budgets() {
     gw.kubectl_ok(&["get", "pod", "guarded"]);
 }
 
-/// `kubectl certificate approve|deny` send the CertificateSigningRequest as protobuf, which
-/// the embedded cluster does not decode for this kind yet; the same update of `/approval`
-/// (the request read back with its condition added) is sent here as JSON with
-/// `kubectl replace --raw`.
+/// `kubectl certificate approve|deny` (protobuf bodies to `/approval`); a contradicting
+/// decision is sent as kubectl would send it with `--force`, as JSON through `replace --raw`.
 #[test]
 fn certificate_requests_are_approved_and_denied_through_approval() {
     let (dir, gw) = start();
@@ -303,8 +301,10 @@ fn certificate_requests_are_approved_and_denied_through_approval() {
             format!("/apis/certificates.k8s.io/v1/certificatesigningrequests/{name}/approval");
         gw.kubectl(&["replace", "--raw", &url, "-f", path.to_str().unwrap()])
     };
-    assert!(decide("alice", "Approved").status.success());
-    assert!(decide("bob", "Denied").status.success());
+    let out = gw.kubectl_ok(&["certificate", "approve", "alice"]);
+    assert!(out.contains("certificatesigningrequest.certificates.k8s.io/alice approved"), "{out}");
+    let out = gw.kubectl_ok(&["certificate", "deny", "bob"]);
+    assert!(out.contains("certificatesigningrequest.certificates.k8s.io/bob denied"), "{out}");
     let condition = |name: &str| {
         gw.kubectl_ok(&[
             "get",
@@ -331,7 +331,8 @@ fn certificate_requests_are_approved_and_denied_through_approval() {
             "AGE",
             "SIGNERNAME",
             "REQUESTOR",
-            "REQUESTEDDURATION"
+            "REQUESTEDDURATION",
+            "CONDITION"
         ],
         "{table}"
     );

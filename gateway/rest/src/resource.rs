@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+pub use crate::columns::{CellFn, CellSource, PrinterColumn};
+
 /// Every verb of a stored kind, as discovery lists them.
 pub const ALL_VERBS: &[&str] = &[
     "create",
@@ -26,35 +28,6 @@ pub const CREATE_ONLY: &[&str] = &["create"];
 
 /// The verbs of a `status` subresource.
 pub const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
-
-/// One printer column of a kind (`additionalPrinterColumns` for custom kinds).
-#[derive(Clone, Debug, PartialEq)]
-pub struct PrinterColumn {
-    pub name: String,
-    pub type_: String,
-    pub format: String,
-    pub description: String,
-    pub priority: i64,
-    pub json_path: String,
-}
-
-impl PrinterColumn {
-    pub fn new(name: &str, type_: &str, json_path: &str, priority: i64) -> Self {
-        PrinterColumn {
-            name: name.into(),
-            type_: type_.into(),
-            format: String::new(),
-            description: String::new(),
-            priority,
-            json_path: json_path.into(),
-        }
-    }
-
-    /// The `Age` column every kind without columns of its own gets.
-    pub fn age() -> Self {
-        Self::new("Age", "date", ".metadata.creationTimestamp", 0)
-    }
-}
 
 /// A subresource (`status`, `scale`, ...) and the verbs it serves.
 #[derive(Clone, Debug, PartialEq)]
@@ -192,55 +165,6 @@ pub fn read_only(defs: Vec<ResourceDef>) -> Vec<ResourceDef> {
         .collect()
 }
 
-/// A built-in printer column: name, type, JSONPath, priority.
-struct Column(&'static str, &'static str, &'static str, i64);
-
-const AGE: Column = Column("Age", "date", ".metadata.creationTimestamp", 0);
-const AGE_ONLY: &[Column] = &[AGE];
-const NAMESPACE_COLUMNS: &[Column] = &[Column("Status", "string", ".status.phase", 0), AGE];
-const NODE_COLUMNS: &[Column] = &[
-    Column(
-        "Status",
-        "string",
-        ".status.conditions[?(@.type=='Ready')].status",
-        0,
-    ),
-    Column("Version", "string", ".status.nodeInfo.kubeletVersion", 0),
-    AGE,
-];
-const POD_COLUMNS: &[Column] = &[
-    Column("Status", "string", ".status.phase", 0),
-    Column("IP", "string", ".status.podIP", 1),
-    Column("Node", "string", ".spec.nodeName", 1),
-    AGE,
-];
-const SECRET_COLUMNS: &[Column] = &[Column("Type", "string", ".type", 0), AGE];
-const SERVICE_COLUMNS: &[Column] = &[
-    Column("Type", "string", ".spec.type", 0),
-    Column("Cluster-IP", "string", ".spec.clusterIP", 0),
-    AGE,
-];
-const LEASE_COLUMNS: &[Column] = &[Column("Holder", "string", ".spec.holderIdentity", 0), AGE];
-const EVENT_COLUMNS: &[Column] = &[
-    Column("Type", "string", ".type", 0),
-    Column("Reason", "string", ".reason", 0),
-    Column("Message", "string", ".message", 0),
-    AGE,
-];
-/// kube-apiserver's, but for `Condition` (worked out from the conditions, not a JSONPath).
-const CSR_COLUMNS: &[Column] = &[
-    AGE,
-    Column("SignerName", "string", ".spec.signerName", 0),
-    Column("Requestor", "string", ".spec.username", 0),
-    Column("RequestedDuration", "string", ".spec.expirationSeconds", 0),
-];
-const CRD_COLUMNS: &[Column] = &[Column(
-    "Created At",
-    "string",
-    ".metadata.creationTimestamp",
-    0,
-)];
-
 const POD_FIELDS: &[&str] = &[
     "spec.nodeName",
     "spec.restartPolicy",
@@ -280,8 +204,6 @@ struct Builtin {
     short: &'static [&'static str],
     categories: &'static [&'static str],
     verbs: &'static [&'static str],
-    /// Printer columns after Name (empty: Age only).
-    columns: &'static [Column],
     /// Fields selectable besides `metadata.name` and `metadata.namespace`.
     fields: &'static [&'static str],
     /// Whether `/status` is a subresource.
@@ -298,7 +220,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ns"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: NAMESPACE_COLUMNS,
         fields: NAMESPACE_FIELDS,
         status: true,
     },
@@ -311,7 +232,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["no"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: NODE_COLUMNS,
         fields: NODE_FIELDS,
         status: true,
     },
@@ -324,7 +244,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["po"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: POD_COLUMNS,
         fields: POD_FIELDS,
         status: true,
     },
@@ -337,7 +256,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: SECRET_COLUMNS,
         fields: SECRET_FIELDS,
         status: false,
     },
@@ -350,7 +268,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["cm"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -363,7 +280,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["sa"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -376,7 +292,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["svc"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: SERVICE_COLUMNS,
         fields: &[],
         status: true,
     },
@@ -389,7 +304,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ev"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: EVENT_COLUMNS,
         fields: EVENT_FIELDS,
         status: false,
     },
@@ -402,7 +316,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ev"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: EVENT_COLUMNS,
         fields: EVENT_FIELDS,
         status: false,
     },
@@ -415,7 +328,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: LEASE_COLUMNS,
         fields: &[],
         status: false,
     },
@@ -428,7 +340,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["crd", "crds"],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: CRD_COLUMNS,
         fields: &[],
         status: true,
     },
@@ -441,7 +352,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -454,7 +364,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -467,7 +376,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -480,7 +388,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -493,7 +400,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -507,7 +413,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -520,7 +425,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -533,7 +437,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -546,7 +449,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -559,7 +461,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -572,7 +473,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -586,7 +486,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -599,7 +498,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -612,7 +510,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -625,7 +522,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -638,7 +534,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["deploy"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -651,7 +546,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ds"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -664,7 +558,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["sts"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -677,7 +570,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["rs"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -690,7 +582,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -703,7 +594,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["cj"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -716,7 +606,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["pc"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -729,7 +618,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["pdb"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -742,7 +630,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["quota"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -755,7 +642,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ing"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -768,7 +654,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -782,7 +667,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["csr"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: CSR_COLUMNS,
         fields: &["spec.signerName"],
         status: true,
     },
@@ -887,11 +771,8 @@ pub fn builtins() -> Vec<ResourceDef> {
                         }),
                 )
                 .collect(),
-            columns: b
-                .columns
-                .iter()
-                .map(|c| PrinterColumn::new(c.0, c.1, c.2, c.3))
-                .collect(),
+            // Kinds kube-apiserver has no printer for show Age (`table::columns`).
+            columns: crate::printers::columns(b.group, b.kind).unwrap_or_default(),
             selectable_fields: strings(b.fields),
             custom: false,
             schema: None,
@@ -973,7 +854,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, InvalidCrd> {
                     format: str_at(c, "format").unwrap_or("").into(),
                     description: str_at(c, "description").unwrap_or("").into(),
                     priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
-                    json_path: str_at(c, "jsonPath").unwrap_or("").into(),
+                    cell: CellSource::JsonPath(str_at(c, "jsonPath").unwrap_or("").into()),
                 })
                 .collect()
         })
@@ -1131,7 +1012,10 @@ mod tests {
         assert_eq!(d.versions, vec!["v1", "v1beta1"]);
         assert!(d.namespaced && d.status_subresource() && d.custom);
         assert_eq!(d.short_names, vec!["wd"]);
-        assert_eq!(d.columns[0].json_path, ".status.phase");
+        assert_eq!(
+            d.columns[0].cell,
+            CellSource::JsonPath(".status.phase".into())
+        );
         assert_eq!(d.list_kind, "WidgetList");
     }
 

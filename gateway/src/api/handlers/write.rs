@@ -69,6 +69,11 @@ pub(crate) async fn create_object(
     if t.def.kind == "Namespace" && t.def.group.is_empty() {
         obj["status"] = json!({"phase": "Active"});
     }
+    // As kube-apiserver does: a new pod is Pending until a kubelet reports on it. A phase
+    // given on create is kept (kube-apiserver drops it; clients here may seed one).
+    if t.def.kind == "Pod" && t.def.group.is_empty() && obj.pointer("/status/phase").is_none() {
+        obj["status"]["phase"] = json!("Pending");
+    }
     if crate::api::csr::is_csr(&t.def.group, &t.def.plural) {
         let requested = name_of(&obj).to_owned();
         obj = crate::api::csr::prepared(obj, &ctx.user)
