@@ -22,7 +22,9 @@ use std::{
 };
 
 use futures::future::join_all;
-use gpustack_gateway::store::{ObjectKey, SeenNames, Store, compaction::files_bytes, fleet::FLEET};
+use gpustack_gateway::store::{
+    ObjectKey, Store, compaction::files_bytes, fleet::FLEET, mirror::SeenNames,
+};
 use gpustack_tests::bench::{Figure, device, env_usize, proc_status_mb};
 
 const GROUP: &str = "worker.gpustack.ai";

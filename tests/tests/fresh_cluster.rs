@@ -302,9 +302,15 @@ fn certificate_requests_are_approved_and_denied_through_approval() {
         gw.kubectl(&["replace", "--raw", &url, "-f", path.to_str().unwrap()])
     };
     let out = gw.kubectl_ok(&["certificate", "approve", "alice"]);
-    assert!(out.contains("certificatesigningrequest.certificates.k8s.io/alice approved"), "{out}");
+    assert!(
+        out.contains("certificatesigningrequest.certificates.k8s.io/alice approved"),
+        "{out}"
+    );
     let out = gw.kubectl_ok(&["certificate", "deny", "bob"]);
-    assert!(out.contains("certificatesigningrequest.certificates.k8s.io/bob denied"), "{out}");
+    assert!(
+        out.contains("certificatesigningrequest.certificates.k8s.io/bob denied"),
+        "{out}"
+    );
     let condition = |name: &str| {
         gw.kubectl_ok(&[
             "get",

@@ -32,7 +32,7 @@ use super::{
 };
 use crate::{
     registry::{self as resources, Registry, ResourceDef},
-    store::{ObjectKey, SeenNames, Store, fleet},
+    store::{ObjectKey, Store, fleet, mirror::SeenNames},
 };
 
 /// How a mirror behaves; [`MirrorOptions::default`] is the reference's behaviour.

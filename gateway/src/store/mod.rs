@@ -13,7 +13,7 @@ mod expiry;
 pub mod fleet;
 mod fleet_view;
 pub use clusters::token_hash;
-mod mirror;
+pub mod mirror;
 mod read;
 mod subscriptions;
 pub mod tokens;
@@ -27,7 +27,6 @@ use sqlx::sqlite::{
 };
 use tokio::sync::{Mutex, broadcast, mpsc, watch};
 
-pub use mirror::SeenNames;
 pub use read::{ListPage, RawObject, RawPage, ReplayError};
 pub use write::{Precondition, WriteOp};
 
