@@ -22,7 +22,9 @@ use std::{
 };
 
 use futures::future::join_all;
-use gpustack_gateway::store::{ObjectKey, Store, compaction::files_bytes, fleet::FLEET};
+use gpustack_gateway::store::{
+    ObjectKey, Store, compaction::files_bytes, fleet::FLEET, mirror::SeenNames,
+};
 use gpustack_tests::bench::{Figure, device, env_usize, proc_status_mb};
 
 const GROUP: &str = "worker.gpustack.ai";
@@ -113,8 +115,10 @@ async fn measure(dir: &Path, upstreams: usize, per: usize, object_bytes: usize) 
     let start = Instant::now();
     let store = Store::open(&db).await.unwrap();
     let rewritten = write_upstream(&store, 0, per).await;
-    let keep: HashSet<(String, String)> =
-        (0..per).map(|i| (String::new(), key(0, i).name)).collect();
+    let mut keep = SeenNames::default();
+    for i in 0..per {
+        keep.insert("", &key(0, i).name);
+    }
     let swept = store
         .mirror_sweep(&key(0, 0).cluster, GROUP, RESOURCE, &keep)
         .await

@@ -27,8 +27,7 @@
 //! apply guesses list shapes without schemas (custom kinds' lists are atomic, built-in kinds'
 //! lists of objects keyed by their strategic-merge keys), there is no impersonation, no
 //! client-certificate authentication and no OpenAPI from aggregated APIs, built-in kinds have
-//! no real schemas (unknown fields in them are kept), and protobuf request bodies are read only
-//! for the kinds `kubectl create`, `kubectl create token` and `kubectl auth` send.
+//! no real schemas (unknown fields in them are kept), and protobuf watches are refused (406).
 
 pub mod api;
 pub mod hosting;

@@ -9,7 +9,7 @@ use std::{
 };
 
 pub use gpustack_kube_rest::resource::{
-    InvalidCrd, PrinterColumn, READ_VERBS, ResourceDef, Subresource, builtins, from_crd,
+    InvalidCrd, KindRef, PrinterColumn, READ_VERBS, ResourceDef, Subresource, builtins, from_crd,
 };
 
 /// The kinds of every hosted cluster: built-ins plus each cluster's CRD kinds.

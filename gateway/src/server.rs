@@ -27,8 +27,9 @@ use crate::{
             availability::Checker,
             front_proxy::{self, FrontProxyError},
         },
+        cluster_defaults::{self, ensure_object},
         clusters::ServedClusters,
-        objects, resources,
+        resources,
         stored_kinds::StoredKinds,
     },
     hosting::{Hosting, HostingError},
@@ -157,55 +158,15 @@ pub use crate::hosting::kubeconfig_path;
 /// The namespaces every cluster starts with.
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
-/// Creates `body` (of the built-in kind `plural`, in `namespace` if it is namespaced) unless it
-/// exists; `status` set as given.
-async fn ensure_object(
+/// What every cluster starts with: its namespaces, the default RBAC objects
+/// ([`api::auth::defaults`]) and what [`cluster_defaults`] adds (the API's Service on `port`,
+/// each namespace's account and CA certificate `ca_pem`).
+async fn ensure_initial_objects(
     store: &Store,
     cluster: &str,
-    plural: &str,
-    namespace: Option<&str>,
-    body: serde_json::Value,
-    status: Option<serde_json::Value>,
+    port: u16,
+    ca_pem: &str,
 ) -> Result<(), StoreError> {
-    let def = resources::builtins()
-        .into_iter()
-        .find(|d| d.plural == plural)
-        .expect("initial objects are of built-in kinds");
-    let key = ObjectKey {
-        cluster: cluster.into(),
-        group: def.group.clone(),
-        resource: def.plural.clone(),
-        namespace: namespace.unwrap_or_default().into(),
-        name: body["metadata"]["name"].as_str().unwrap_or_default().into(),
-    };
-    if store.get(&key).await?.is_some() {
-        return Ok(());
-    }
-    let mut obj = objects::prepare_create(
-        &def,
-        &def.versions[0],
-        namespace,
-        body,
-        &objects::new_uid(),
-        "",
-        jiff::Timestamp::now(),
-    )
-    .expect("initial objects are valid");
-    if let Some(status) = status {
-        obj["status"] = status;
-    }
-    match store
-        .commit(&key, Precondition::Absent, WriteOp::Put(obj))
-        .await
-    {
-        Ok(_) | Err(StoreError::AlreadyExists) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// What every cluster starts with: its namespaces and the default RBAC objects
-/// ([`api::auth::defaults`]).
-async fn ensure_initial_objects(store: &Store, cluster: &str) -> Result<(), StoreError> {
     for ns in INITIAL_NAMESPACES {
         let body = serde_json::json!({"metadata": {"name": ns}});
         let status = serde_json::json!({"phase": "Active"});
@@ -214,10 +175,13 @@ async fn ensure_initial_objects(store: &Store, cluster: &str) -> Result<(), Stor
     for role in api::auth::defaults::cluster_roles() {
         ensure_object(store, cluster, "clusterroles", None, role, None).await?;
     }
+    for binding in api::auth::defaults::cluster_role_bindings() {
+        ensure_object(store, cluster, "clusterrolebindings", None, binding, None).await?;
+    }
     for (namespace, role) in api::auth::defaults::roles() {
         ensure_object(store, cluster, "roles", Some(namespace), role, None).await?;
     }
-    Ok(())
+    cluster_defaults::seed_cluster(store, cluster, port, ca_pem).await
 }
 
 /// Writes `kube-system/extension-apiserver-authentication` (what extension API servers trust)
@@ -345,7 +309,7 @@ impl Gateway {
             tracing::info!(kubeconfig = %path.display(), "the admin token's kubeconfig");
         }
         for cluster in &opts.clusters {
-            ensure_initial_objects(&store, cluster).await?;
+            ensure_initial_objects(&store, cluster, addr.port(), &tls.ca_pem).await?;
             let path = hosting.host(cluster, false).await?;
             tracing::info!(cluster, kubeconfig = %path.display(), "embedded cluster ready");
         }
@@ -380,6 +344,7 @@ impl Gateway {
             },
             require_token: true,
             admin_token_hash: admin_token.as_deref().map(token_hash),
+            root_ca_pem: tls.ca_pem.clone(),
             subscriptions: subscriptions.clone(),
             metrics: Default::default(),
             watches: Default::default(),

@@ -114,7 +114,7 @@ fn kubectl_apply_get_and_output_formats() {
 
     let table = gw.kubectl_ok(&["get", "configmaps"]);
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "AGE"], "{table}");
+    assert_eq!(header, ["NAME", "DATA", "AGE"], "{table}");
     assert!(
         table.lines().any(|l| l.starts_with("web-config ")),
         "{table}"
@@ -139,8 +139,12 @@ fn kubectl_apply_get_and_output_formats() {
 
     let selected = gw.kubectl_ok(&["get", "cm", "-l", "app in (web),tier", "-o", "name"]);
     assert_eq!(selected.trim(), "configmap/web-config");
+    // `!=` also selects what has no such label: the namespace's CA, as on any cluster.
     let selected = gw.kubectl_ok(&["get", "cm", "-l", "app!=web", "-o", "name"]);
-    assert_eq!(selected.trim(), "configmap/db-config");
+    assert_eq!(
+        selected.trim(),
+        "configmap/db-config\nconfigmap/kube-root-ca.crt"
+    );
     let by_field = gw.kubectl_ok(&[
         "get",
         "cm",
@@ -162,7 +166,7 @@ fn kubectl_apply_get_and_output_formats() {
     ]);
     let all = gw.kubectl_ok(&["get", "cm", "-A"]);
     let header: Vec<&str> = all.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAMESPACE", "NAME", "AGE"], "{all}");
+    assert_eq!(header, ["NAMESPACE", "NAME", "DATA", "AGE"], "{all}");
     assert!(
         all.lines()
             .any(|l| l.split_whitespace().take(2).eq(["team-a", "other"])),

@@ -106,13 +106,23 @@ pub fn resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Option
         }
         resources.push(r);
         for sub in &d.subresources {
-            resources.push(json!({
+            let mut r = json!({
                 "name": format!("{}/{}", d.plural, sub.name),
                 "singularName": "",
                 "namespaced": d.namespaced,
                 "kind": d.kind,
                 "verbs": sub.verbs,
-            }));
+            });
+            // Another kind's group and version are named (`kubectl drain` looks for the
+            // Eviction's); the core group has no name to give.
+            if let Some(k) = &sub.kind {
+                r["kind"] = json!(k.kind);
+                if !k.group.is_empty() {
+                    r["group"] = json!(k.group);
+                    r["version"] = json!(k.version);
+                }
+            }
+            resources.push(r);
         }
     }
     if resources.is_empty() {
@@ -165,7 +175,13 @@ pub fn aggregated(defs: &[ResourceDef], core: bool, version: &str) -> Value {
                             let subs: Vec<Value> = d
                                 .subresources
                                 .iter()
-                                .map(|s| json!({"subresource": s.name, "responseKind": kind, "verbs": s.verbs}))
+                                .map(|s| {
+                                    let kind = match &s.kind {
+                                        Some(k) => json!({"group": k.group, "version": k.version, "kind": k.kind}),
+                                        None => kind.clone(),
+                                    };
+                                    json!({"subresource": s.name, "responseKind": kind, "verbs": s.verbs})
+                                })
                                 .collect();
                             r["subresources"] = Value::Array(subs);
                         }
@@ -207,6 +223,60 @@ mod tests {
         let status = res.iter().find(|r| r["name"] == "nodes/status").unwrap();
         assert_eq!(status["verbs"], json!(["get", "patch", "update"]));
         assert!(res.iter().all(|r| r["name"] != "configmaps/status"));
+    }
+
+    #[test]
+    fn subresources_of_another_kind_name_it() {
+        let defs = builtins();
+        let core = resource_list(&defs, "", "v1").unwrap();
+        let named = |doc: &Value, n: &str| {
+            doc["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"] == n)
+                .cloned()
+                .unwrap_or_else(|| panic!("{n} is listed"))
+        };
+        // What `kubectl drain` looks for before it evicts.
+        let eviction = named(&core, "pods/eviction");
+        assert_eq!(
+            (&eviction["group"], &eviction["version"], &eviction["kind"]),
+            (&json!("policy"), &json!("v1"), &json!("Eviction"))
+        );
+        assert_eq!(eviction["verbs"], json!(["create"]));
+        let binding = named(&core, "pods/binding");
+        assert_eq!(binding["kind"], "Binding");
+        assert!(binding.get("group").is_none());
+        let apps = resource_list(&defs, "apps", "v1").unwrap();
+        let scale = named(&apps, "deployments/scale");
+        assert_eq!(
+            (&scale["group"], &scale["kind"], &scale["verbs"]),
+            (
+                &json!("autoscaling"),
+                &json!("Scale"),
+                &json!(["get", "patch", "update"])
+            )
+        );
+        let agg = aggregated(&defs, false, "v2");
+        let deployments = agg["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g["metadata"]["name"] == "apps")
+            .flat_map(|g| g["versions"][0]["resources"].as_array().unwrap().clone())
+            .find(|r| r["resource"] == "deployments")
+            .unwrap();
+        let scale = deployments["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["subresource"] == "scale")
+            .unwrap();
+        assert_eq!(
+            scale["responseKind"],
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+        );
     }
 
     #[test]
@@ -271,7 +341,7 @@ mod read_only_tests {
         let core = resource_list(&defs, "", "v1").unwrap();
         for r in core["resources"].as_array().unwrap() {
             let name = r["name"].as_str().unwrap();
-            if name.ends_with("/status") {
+            if name.contains('/') {
                 assert_eq!(r["verbs"], json!(["get"]), "{name}");
             } else {
                 assert_eq!(r["verbs"], reads, "{name}");

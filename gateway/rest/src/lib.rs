@@ -11,11 +11,13 @@
 //! - [`discovery`] (legacy and aggregated v2, the server's [`discovery::ServerVersion`]) and
 //!   [`openapi`] (v2 as JSON or gnostic protobuf via [`openapi_proto`], v3) built from those.
 //! - [`documents`]: health, `/version`, discovery and OpenAPI answered from the descriptions.
-//! - [`table`] with [`jsonpath`] for printer columns; [`selectors`] (label and field);
-//!   [`list`] with [`pagination`] (`limit`/`continue`); [`watch`] event framing and bookmarks.
+//! - [`table`] with its [`columns`]: [`jsonpath`] for CRDs' printer columns and [`printers`]
+//!   for the built-in kinds' (kube-apiserver's columns, computed from the object).
+//! - [`selectors`] (label and field); [`list`] with [`pagination`] (`limit`/`continue`);
+//!   [`watch`] event framing and bookmarks.
+//! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: Kubernetes protobuf
+//!   of every built-in kind (request bodies, and answers for protobuf-only clients).
 //! - [`builtin_schemas`]: the OpenAPI schemas of built-in kinds, from k8s-openapi.
-//! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: the Kubernetes
-//!   protobuf envelope of request bodies.
 //!
 //! - [`bounded`]: request documents parsed with their expanded size and nesting bounded.
 //! - [`certs`]: a generated CA and serving certificate for given names; rustls server configs.
@@ -27,6 +29,7 @@
 pub mod bounded;
 pub mod builtin_schemas;
 pub mod certs;
+pub mod columns;
 pub mod discovery;
 pub mod documents;
 pub mod jsonpath;
@@ -36,6 +39,7 @@ pub mod openapi;
 pub mod openapi_proto;
 pub mod pagination;
 pub mod path;
+pub mod printers;
 pub mod protobuf;
 pub mod resource;
 pub mod response;

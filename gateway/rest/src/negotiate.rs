@@ -74,6 +74,18 @@ pub fn for_resource(accept: &str, table_allowed: bool) -> Option<Representation>
     None
 }
 
+/// Whether `accept` allows Kubernetes protobuf objects and nothing JSON-like: the one case a
+/// resource is answered in protobuf (clients that list `*/*` or JSON too are answered JSON).
+/// Tables and metadata-only forms have no protobuf form here.
+pub fn protobuf_only(accept: &str) -> bool {
+    let ranges = parse(accept);
+    let protobuf = |r: &MediaRange<'_>| {
+        r.essence.eq_ignore_ascii_case(crate::protobuf::MEDIA_TYPE)
+            && !r.params.iter().any(|(k, _)| *k == "as")
+    };
+    ranges.iter().any(protobuf) && !ranges.iter().any(|r| json_like(r.essence))
+}
+
 /// The form of a discovery document.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Discovery {
@@ -207,6 +219,19 @@ mod tests {
             Some(Json)
         );
         assert_eq!(for_openapi_v2("application/vnd.kubernetes.protobuf"), None);
+    }
+
+    #[test]
+    fn protobuf_is_chosen_only_when_nothing_else_is_acceptable() {
+        let pb = "application/vnd.kubernetes.protobuf";
+        assert!(protobuf_only(pb));
+        assert!(protobuf_only(&format!("{pb};q=1, text/html")));
+        // What kubectl's typed clients send: JSON is acceptable, so JSON it is.
+        assert!(!protobuf_only(&format!("{pb}, */*")));
+        assert!(!protobuf_only(&format!("{pb},application/json")));
+        assert!(!protobuf_only(&format!("{pb};as=Table;v=v1;g=meta.k8s.io")));
+        assert!(!protobuf_only(""));
+        assert!(!protobuf_only("application/json"));
     }
 
     #[test]

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+pub use crate::columns::{CellFn, CellSource, PrinterColumn};
+
 /// Every verb of a stored kind, as discovery lists them.
 pub const ALL_VERBS: &[&str] = &[
     "create",
@@ -27,40 +29,37 @@ pub const CREATE_ONLY: &[&str] = &["create"];
 /// The verbs of a `status` subresource.
 pub const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 
-/// One printer column of a kind (`additionalPrinterColumns` for custom kinds).
-#[derive(Clone, Debug, PartialEq)]
-pub struct PrinterColumn {
-    pub name: String,
-    pub type_: String,
-    pub format: String,
-    pub description: String,
-    pub priority: i64,
-    pub json_path: String,
-}
-
-impl PrinterColumn {
-    pub fn new(name: &str, type_: &str, json_path: &str, priority: i64) -> Self {
-        PrinterColumn {
-            name: name.into(),
-            type_: type_.into(),
-            format: String::new(),
-            description: String::new(),
-            priority,
-            json_path: json_path.into(),
-        }
-    }
-
-    /// The `Age` column every kind without columns of its own gets.
-    pub fn age() -> Self {
-        Self::new("Age", "date", ".metadata.creationTimestamp", 0)
-    }
-}
-
 /// A subresource (`status`, `scale`, ...) and the verbs it serves.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Subresource {
     pub name: String,
     pub verbs: Vec<String>,
+    /// The kind it takes and answers when that is not the resource's own (`scale` answers
+    /// `autoscaling/v1` `Scale`); discovery names it, and `kubectl drain` looks for it.
+    pub kind: Option<KindRef>,
+}
+
+/// A kind by group, version and name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KindRef {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+}
+
+impl KindRef {
+    pub fn new(group: &str, version: &str, kind: &str) -> Self {
+        KindRef {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        }
+    }
+
+    /// `autoscaling/v1` `Scale`, what every `scale` subresource serves.
+    pub fn scale() -> Self {
+        Self::new("autoscaling", "v1", "Scale")
+    }
 }
 
 /// A served resource.
@@ -154,6 +153,7 @@ impl ResourceDef {
         Subresource {
             name: "status".into(),
             verbs: strings(STATUS_VERBS),
+            kind: None,
         }
     }
 }
@@ -166,48 +166,6 @@ pub fn read_only(defs: Vec<ResourceDef>) -> Vec<ResourceDef> {
         .filter(|d| !d.verbs.is_empty())
         .collect()
 }
-
-/// A built-in printer column: name, type, JSONPath, priority.
-struct Column(&'static str, &'static str, &'static str, i64);
-
-const AGE: Column = Column("Age", "date", ".metadata.creationTimestamp", 0);
-const AGE_ONLY: &[Column] = &[AGE];
-const NAMESPACE_COLUMNS: &[Column] = &[Column("Status", "string", ".status.phase", 0), AGE];
-const NODE_COLUMNS: &[Column] = &[
-    Column(
-        "Status",
-        "string",
-        ".status.conditions[?(@.type=='Ready')].status",
-        0,
-    ),
-    Column("Version", "string", ".status.nodeInfo.kubeletVersion", 0),
-    AGE,
-];
-const POD_COLUMNS: &[Column] = &[
-    Column("Status", "string", ".status.phase", 0),
-    Column("IP", "string", ".status.podIP", 1),
-    Column("Node", "string", ".spec.nodeName", 1),
-    AGE,
-];
-const SECRET_COLUMNS: &[Column] = &[Column("Type", "string", ".type", 0), AGE];
-const SERVICE_COLUMNS: &[Column] = &[
-    Column("Type", "string", ".spec.type", 0),
-    Column("Cluster-IP", "string", ".spec.clusterIP", 0),
-    AGE,
-];
-const LEASE_COLUMNS: &[Column] = &[Column("Holder", "string", ".spec.holderIdentity", 0), AGE];
-const EVENT_COLUMNS: &[Column] = &[
-    Column("Type", "string", ".type", 0),
-    Column("Reason", "string", ".reason", 0),
-    Column("Message", "string", ".message", 0),
-    AGE,
-];
-const CRD_COLUMNS: &[Column] = &[Column(
-    "Created At",
-    "string",
-    ".metadata.creationTimestamp",
-    0,
-)];
 
 const POD_FIELDS: &[&str] = &[
     "spec.nodeName",
@@ -248,8 +206,6 @@ struct Builtin {
     short: &'static [&'static str],
     categories: &'static [&'static str],
     verbs: &'static [&'static str],
-    /// Printer columns after Name (empty: Age only).
-    columns: &'static [Column],
     /// Fields selectable besides `metadata.name` and `metadata.namespace`.
     fields: &'static [&'static str],
     /// Whether `/status` is a subresource.
@@ -266,7 +222,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ns"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: NAMESPACE_COLUMNS,
         fields: NAMESPACE_FIELDS,
         status: true,
     },
@@ -279,7 +234,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["no"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: NODE_COLUMNS,
         fields: NODE_FIELDS,
         status: true,
     },
@@ -292,7 +246,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["po"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: POD_COLUMNS,
         fields: POD_FIELDS,
         status: true,
     },
@@ -305,7 +258,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: SECRET_COLUMNS,
         fields: SECRET_FIELDS,
         status: false,
     },
@@ -318,7 +270,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["cm"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -331,7 +282,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["sa"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -344,7 +294,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["svc"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: SERVICE_COLUMNS,
         fields: &[],
         status: true,
     },
@@ -357,7 +306,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ev"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: EVENT_COLUMNS,
         fields: EVENT_FIELDS,
         status: false,
     },
@@ -370,7 +318,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ev"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: EVENT_COLUMNS,
         fields: EVENT_FIELDS,
         status: false,
     },
@@ -383,7 +330,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: LEASE_COLUMNS,
         fields: &[],
         status: false,
     },
@@ -396,7 +342,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["crd", "crds"],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: CRD_COLUMNS,
         fields: &[],
         status: true,
     },
@@ -409,7 +354,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -422,7 +366,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -435,7 +378,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["api-extensions"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -448,7 +390,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -461,7 +402,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -475,7 +415,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -488,7 +427,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -501,7 +439,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -514,7 +451,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -527,7 +463,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -540,7 +475,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: CREATE_ONLY,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -554,7 +488,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -567,7 +500,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -580,7 +512,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -593,7 +524,6 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -606,7 +536,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["deploy"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -619,7 +548,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["ds"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -632,7 +560,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["sts"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -645,7 +572,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["rs"],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: true,
     },
@@ -658,7 +584,18 @@ const BUILTINS: &[Builtin] = &[
         short: &[],
         categories: &["all"],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
+        fields: &[],
+        status: true,
+    },
+    Builtin {
+        group: "batch",
+        version: "v1",
+        kind: "CronJob",
+        plural: "cronjobs",
+        namespaced: true,
+        short: &["cj"],
+        categories: &["all"],
+        verbs: ALL_VERBS,
         fields: &[],
         status: true,
     },
@@ -671,7 +608,6 @@ const BUILTINS: &[Builtin] = &[
         short: &["pc"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
         status: false,
     },
@@ -684,17 +620,125 @@ const BUILTINS: &[Builtin] = &[
         short: &["pdb"],
         categories: &[],
         verbs: ALL_VERBS,
-        columns: AGE_ONLY,
         fields: &[],
+        status: true,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "ResourceQuota",
+        plural: "resourcequotas",
+        namespaced: true,
+        short: &["quota"],
+        categories: &[],
+        verbs: ALL_VERBS,
+        fields: &[],
+        status: true,
+    },
+    Builtin {
+        group: "networking.k8s.io",
+        version: "v1",
+        kind: "Ingress",
+        plural: "ingresses",
+        namespaced: true,
+        short: &["ing"],
+        categories: &[],
+        verbs: ALL_VERBS,
+        fields: &[],
+        status: true,
+    },
+    Builtin {
+        group: "networking.k8s.io",
+        version: "v1",
+        kind: "IngressClass",
+        plural: "ingressclasses",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        verbs: ALL_VERBS,
+        fields: &[],
+        status: false,
+    },
+    // Stored and approved (`/approval`); nothing signs them.
+    Builtin {
+        group: "certificates.k8s.io",
+        version: "v1",
+        kind: "CertificateSigningRequest",
+        plural: "certificatesigningrequests",
+        namespaced: false,
+        short: &["csr"],
+        categories: &[],
+        verbs: ALL_VERBS,
+        fields: &["spec.signerName"],
         status: true,
     },
 ];
 
-/// The built-in kinds every embedded cluster serves.
-/// Subresources of built-in kinds besides `status`: group, plural, name, verbs.
-const OTHER_SUBRESOURCES: &[(&str, &str, &str, &[&str])] =
-    &[("", "serviceaccounts", "token", CREATE_ONLY)];
+/// A subresource of a built-in kind besides `status`.
+struct OtherSubresource {
+    group: &'static str,
+    plural: &'static str,
+    name: &'static str,
+    verbs: &'static [&'static str],
+    /// Group, version and kind it takes and answers, when not the resource's own.
+    kind: Option<(&'static str, &'static str, &'static str)>,
+}
 
+const SCALE: Option<(&str, &str, &str)> = Some(("autoscaling", "v1", "Scale"));
+
+const OTHER_SUBRESOURCES: &[OtherSubresource] = &[
+    OtherSubresource {
+        group: "",
+        plural: "serviceaccounts",
+        name: "token",
+        verbs: CREATE_ONLY,
+        kind: Some(("authentication.k8s.io", "v1", "TokenRequest")),
+    },
+    OtherSubresource {
+        group: "",
+        plural: "pods",
+        name: "eviction",
+        verbs: CREATE_ONLY,
+        kind: Some(("policy", "v1", "Eviction")),
+    },
+    OtherSubresource {
+        group: "",
+        plural: "pods",
+        name: "binding",
+        verbs: CREATE_ONLY,
+        kind: Some(("", "v1", "Binding")),
+    },
+    OtherSubresource {
+        group: "apps",
+        plural: "deployments",
+        name: "scale",
+        verbs: STATUS_VERBS,
+        kind: SCALE,
+    },
+    OtherSubresource {
+        group: "apps",
+        plural: "replicasets",
+        name: "scale",
+        verbs: STATUS_VERBS,
+        kind: SCALE,
+    },
+    OtherSubresource {
+        group: "apps",
+        plural: "statefulsets",
+        name: "scale",
+        verbs: STATUS_VERBS,
+        kind: SCALE,
+    },
+    OtherSubresource {
+        group: "certificates.k8s.io",
+        plural: "certificatesigningrequests",
+        name: "approval",
+        verbs: STATUS_VERBS,
+        kind: None,
+    },
+];
+
+/// The built-in kinds every embedded cluster serves.
 pub fn builtins() -> Vec<ResourceDef> {
     BUILTINS
         .iter()
@@ -721,18 +765,16 @@ pub fn builtins() -> Vec<ResourceDef> {
                 .chain(
                     OTHER_SUBRESOURCES
                         .iter()
-                        .filter(|(g, p, _, _)| *g == b.group && *p == b.plural)
-                        .map(|(_, _, name, verbs)| Subresource {
-                            name: (*name).into(),
-                            verbs: strings(verbs),
+                        .filter(|o| o.group == b.group && o.plural == b.plural)
+                        .map(|o| Subresource {
+                            name: o.name.into(),
+                            verbs: strings(o.verbs),
+                            kind: o.kind.map(|(g, v, k)| KindRef::new(g, v, k)),
                         }),
                 )
                 .collect(),
-            columns: b
-                .columns
-                .iter()
-                .map(|c| PrinterColumn::new(c.0, c.1, c.2, c.3))
-                .collect(),
+            // Kinds kube-apiserver has no printer for show Age (`table::columns`).
+            columns: crate::printers::columns(b.group, b.kind).unwrap_or_default(),
             selectable_fields: strings(b.fields),
             custom: false,
             schema: None,
@@ -791,6 +833,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, InvalidCrd> {
         subresources.push(Subresource {
             name: "scale".into(),
             verbs: strings(STATUS_VERBS),
+            kind: Some(KindRef::scale()),
         });
     }
     // `selectableFields` (Kubernetes 1.31+): JSONPaths such as `.spec.color`.
@@ -813,7 +856,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, InvalidCrd> {
                     format: str_at(c, "format").unwrap_or("").into(),
                     description: str_at(c, "description").unwrap_or("").into(),
                     priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
-                    json_path: str_at(c, "jsonPath").unwrap_or("").into(),
+                    cell: CellSource::JsonPath(str_at(c, "jsonPath").unwrap_or("").into()),
                 })
                 .collect()
         })
@@ -971,7 +1014,10 @@ mod tests {
         assert_eq!(d.versions, vec!["v1", "v1beta1"]);
         assert!(d.namespaced && d.status_subresource() && d.custom);
         assert_eq!(d.short_names, vec!["wd"]);
-        assert_eq!(d.columns[0].json_path, ".status.phase");
+        assert_eq!(
+            d.columns[0].cell,
+            CellSource::JsonPath(".status.phase".into())
+        );
         assert_eq!(d.list_kind, "WidgetList");
     }
 

@@ -119,6 +119,75 @@ impl LabelSelector {
     }
 }
 
+impl LabelSelector {
+    /// The requirements of a `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`),
+    /// sorted by key as kube-apiserver orders them. An operator it does not know matches
+    /// nothing; a missing or empty selector matches everything.
+    pub fn from_object(selector: &Value) -> Self {
+        let mut reqs = Vec::new();
+        let labels = selector.get("matchLabels").and_then(Value::as_object);
+        for (k, v) in labels.into_iter().flatten() {
+            reqs.push(LabelRequirement::Equals(
+                k.clone(),
+                v.as_str().unwrap_or_default().to_owned(),
+            ));
+        }
+        let expressions = selector.get("matchExpressions").and_then(Value::as_array);
+        for e in expressions.into_iter().flatten() {
+            let key = e["key"].as_str().unwrap_or_default().to_owned();
+            let mut values: Vec<String> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect();
+            values.sort();
+            reqs.push(match e["operator"].as_str().unwrap_or_default() {
+                "In" => LabelRequirement::In(key, values),
+                "NotIn" => LabelRequirement::NotIn(key, values),
+                "Exists" => LabelRequirement::Exists(key),
+                "DoesNotExist" => LabelRequirement::NotExists(key),
+                // An empty set: nothing is in it.
+                _ => LabelRequirement::In(key, Vec::new()),
+            });
+        }
+        reqs.sort_by(|a, b| a.key().cmp(b.key()));
+        LabelSelector(reqs)
+    }
+}
+
+impl LabelRequirement {
+    pub fn key(&self) -> &str {
+        match self {
+            LabelRequirement::Exists(k)
+            | LabelRequirement::NotExists(k)
+            | LabelRequirement::Equals(k, _)
+            | LabelRequirement::NotEquals(k, _)
+            | LabelRequirement::In(k, _)
+            | LabelRequirement::NotIn(k, _) => k,
+        }
+    }
+}
+
+/// The text form a `labelSelector` parameter takes (and `Scale.status.selector` holds).
+impl std::fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|r| match r {
+                LabelRequirement::Exists(k) => k.clone(),
+                LabelRequirement::NotExists(k) => format!("!{k}"),
+                LabelRequirement::Equals(k, v) => format!("{k}={v}"),
+                LabelRequirement::NotEquals(k, v) => format!("{k}!={v}"),
+                LabelRequirement::In(k, vs) => format!("{k} in ({})", vs.join(",")),
+                LabelRequirement::NotIn(k, vs) => format!("{k} notin ({})", vs.join(",")),
+            })
+            .collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
 /// The labels of an object.
 pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
     obj.pointer("/metadata/labels")
@@ -204,6 +273,25 @@ fn field_value(obj: &Value, field: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn selector_objects_read_as_sorted_text_and_match() {
+        let sel = LabelSelector::from_object(&json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["b", "a"]},
+                {"key": "canary", "operator": "DoesNotExist"},
+            ],
+        }));
+        assert_eq!(sel.to_string(), "app=web,!canary,tier in (a,b)");
+        assert_eq!(LabelSelector::parse(&sel.to_string()).unwrap().0.len(), 3);
+        assert!(sel.matches(&labels(&[("app", "web"), ("tier", "a")])));
+        assert!(!sel.matches(&labels(&[("app", "web"), ("tier", "c")])));
+        let odd = LabelSelector::from_object(&json!({"matchExpressions": [
+            {"key": "x", "operator": "Near", "values": ["1"]}]}));
+        assert!(!odd.matches(&labels(&[("x", "1")])));
+        assert!(LabelSelector::from_object(&json!({})).matches(&labels(&[])));
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

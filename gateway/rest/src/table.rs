@@ -4,9 +4,13 @@
 use serde_json::{Map, Value, json};
 
 use crate::{
+    columns::{CellSource, PrinterColumn},
     jsonpath,
-    resource::{PrinterColumn, ResourceDef},
+    resource::ResourceDef,
 };
+
+/// Ages as `kubectl get` shows them, for callers that format their own cells.
+pub use crate::printers::format::human_duration;
 
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,69 +33,37 @@ impl IncludeObject {
     }
 }
 
-/// The columns after Name: the kind's own, or Age.
+/// A table's columns: the kind's own (or Age), led by Name unless the kind places its name
+/// column itself.
 pub fn columns(def: &ResourceDef) -> Vec<PrinterColumn> {
-    if def.columns.is_empty() {
+    let own = if def.columns.is_empty() {
         vec![PrinterColumn::age()]
     } else {
         def.columns.clone()
-    }
-}
-
-/// Kubernetes' short human duration (`5s`, `3m20s`, `4h`, `2d3h`, `3y`).
-pub fn human_duration(secs: i64) -> String {
-    if secs < -1 {
-        return "<invalid>".into();
-    }
-    let s = secs.max(0);
-    let (m, h) = (s / 60, s / 3600);
-    if s < 120 {
-        format!("{s}s")
-    } else if m < 10 {
-        if s % 60 == 0 {
-            format!("{m}m")
-        } else {
-            format!("{m}m{}s", s % 60)
-        }
-    } else if m < 180 {
-        format!("{m}m")
-    } else if h < 8 {
-        if m % 60 == 0 {
-            format!("{h}h")
-        } else {
-            format!("{h}h{}m", m % 60)
-        }
-    } else if h < 48 {
-        format!("{h}h")
-    } else if h < 24 * 8 {
-        let d = h / 24;
-        if h % 24 == 0 {
-            format!("{d}d")
-        } else {
-            format!("{d}d{}h", h % 24)
-        }
-    } else if h < 24 * 365 * 2 {
-        format!("{}d", h / 24)
-    } else if h < 24 * 365 * 8 {
-        let d = h / 24;
-        if d % 365 == 0 {
-            format!("{}y", d / 365)
-        } else {
-            format!("{}y{}d", d / 365, d % 365)
-        }
+    };
+    if own.iter().any(|c| c.format == "name") {
+        own
     } else {
-        format!("{}y", h / 24 / 365)
+        std::iter::once(PrinterColumn::name()).chain(own).collect()
     }
 }
 
 fn cell(c: &PrinterColumn, obj: &Value, now: jiff::Timestamp) -> Value {
-    let Ok(found) = jsonpath::find(obj, &c.json_path) else {
+    match &c.cell {
+        CellSource::JsonPath(path) => json_path_cell(&c.type_, path, obj, now),
+        CellSource::Computed(compute) => compute(obj, now),
+    }
+}
+
+/// The value at `path`, shown as `type_` says (a `date` as an age).
+fn json_path_cell(type_: &str, path: &str, obj: &Value, now: jiff::Timestamp) -> Value {
+    let Ok(found) = jsonpath::find(obj, path) else {
         return Value::Null;
     };
     let Some(v) = found.first() else {
         return Value::Null;
     };
-    match c.type_.as_str() {
+    match type_ {
         "date" => match v.as_str().and_then(|s| s.parse::<jiff::Timestamp>().ok()) {
             Some(t) => json!(human_duration(now.as_second() - t.as_second())),
             None => json!("<unknown>"),
@@ -112,23 +84,19 @@ fn cell(c: &PrinterColumn, obj: &Value, now: jiff::Timestamp) -> Value {
 }
 
 fn column_definitions(cols: &[PrinterColumn]) -> Vec<Value> {
-    let mut defs = vec![json!({
-        "name": "Name",
-        "type": "string",
-        "format": "name",
-        "description": "Name must be unique within a namespace. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
-        "priority": 0,
-    })];
-    defs.extend(cols.iter().map(|c| {
-        json!({
-            "name": c.name,
-            "type": if c.type_ == "date" { "string" } else { c.type_.as_str() },
-            "format": c.format,
-            "description": c.description,
-            "priority": c.priority,
+    cols.iter()
+        .map(|c| {
+            // A JSONPath `date` is shown as an age, a string.
+            let json_date = c.type_ == "date" && matches!(c.cell, CellSource::JsonPath(_));
+            json!({
+                "name": c.name,
+                "type": if json_date { "string" } else { c.type_.as_str() },
+                "format": c.format,
+                "description": c.description,
+                "priority": c.priority,
+            })
         })
-    }));
-    defs
+        .collect()
 }
 
 /// The `PartialObjectMetadata` of an object.
@@ -140,15 +108,14 @@ pub fn partial_object_metadata(obj: &Value) -> Value {
     })
 }
 
-/// One row for `obj`.
+/// One row for `obj`, a cell for each of `cols` (see [`columns`]).
 pub fn row(
     cols: &[PrinterColumn],
     obj: &Value,
     include: IncludeObject,
     now: jiff::Timestamp,
 ) -> Value {
-    let mut cells = vec![obj.pointer("/metadata/name").cloned().unwrap_or(json!(""))];
-    cells.extend(cols.iter().map(|c| cell(c, obj, now)));
+    let cells = cols.iter().map(|c| cell(c, obj, now)).collect();
     let mut r = Map::new();
     r.insert("cells".into(), Value::Array(cells));
     match include {
@@ -187,19 +154,7 @@ mod tests {
     use crate::resource::{builtins, from_crd};
 
     #[test]
-    fn durations_like_kubernetes() {
-        assert_eq!(human_duration(5), "5s");
-        assert_eq!(human_duration(119), "119s");
-        assert_eq!(human_duration(200), "3m20s");
-        assert_eq!(human_duration(600), "10m");
-        assert_eq!(human_duration(3 * 3600 + 60), "3h1m");
-        assert_eq!(human_duration(30 * 3600), "30h");
-        assert_eq!(human_duration(3 * 86400 + 3600), "3d1h");
-        assert_eq!(human_duration(-5), "<invalid>");
-    }
-
-    #[test]
-    fn builtin_table_has_name_and_age() {
+    fn builtin_table_leads_with_name() {
         let defs = builtins();
         let cm = defs.iter().find(|d| d.plural == "configmaps").unwrap();
         let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
@@ -213,10 +168,66 @@ mod tests {
         );
         assert_eq!(t["kind"], "Table");
         assert_eq!(t["columnDefinitions"][0]["format"], "name");
-        assert_eq!(t["columnDefinitions"][1]["name"], "Age");
-        assert_eq!(t["rows"][0]["cells"], json!(["a", "60s"]));
+        assert_eq!(t["columnDefinitions"][1]["name"], "Data");
+        assert_eq!(t["columnDefinitions"][2]["name"], "Age");
+        assert_eq!(t["rows"][0]["cells"], json!(["a", 0, "60s"]));
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "ns");
+    }
+
+    #[test]
+    fn every_builtin_row_has_a_cell_per_column() {
+        let now = jiff::Timestamp::now();
+        for def in builtins() {
+            let t = table(
+                &def,
+                &[json!({}), json!({"metadata": {"name": "x"}})],
+                IncludeObject::None,
+                json!({}),
+                now,
+            );
+            let width = t["columnDefinitions"].as_array().unwrap().len();
+            for row in t["rows"].as_array().unwrap() {
+                assert_eq!(
+                    row["cells"].as_array().unwrap().len(),
+                    width,
+                    "{}",
+                    def.kind
+                );
+            }
+            let names = t["columnDefinitions"].as_array().unwrap().iter();
+            assert_eq!(
+                names.filter(|c| c["format"] == "name").count(),
+                1,
+                "{}",
+                def.kind
+            );
+        }
+    }
+
+    #[test]
+    fn events_place_their_name_last_and_wide() {
+        let defs = builtins();
+        let ev = defs
+            .iter()
+            .find(|d| d.plural == "events" && d.group.is_empty())
+            .unwrap();
+        let obj = json!({"metadata": {"name": "e1"}, "type": "Normal", "reason": "Pulled",
+            "involvedObject": {"kind": "Pod", "name": "p"}, "message": "done", "count": 2,
+            "lastTimestamp": "2026-01-01T00:00:00Z", "firstTimestamp": "2026-01-01T00:00:00Z"});
+        let now: jiff::Timestamp = "2026-01-01T00:00:30Z".parse().unwrap();
+        let t = table(ev, &[obj], IncludeObject::None, json!({}), now);
+        let cols = t["columnDefinitions"].as_array().unwrap();
+        assert_eq!(cols[0]["name"], "Last Seen");
+        assert_eq!(cols.last().unwrap()["name"], "Name");
+        assert_eq!(cols.last().unwrap()["format"], "name");
+        assert_eq!(cols.last().unwrap()["priority"], 1);
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!([
+                "30s", "Normal", "Pulled", "pod/p", "", "", "done", "30s", 2, "e1"
+            ])
+        );
     }
 
     #[test]

@@ -5,12 +5,16 @@ pub mod admission;
 pub mod aggregation;
 pub mod apply;
 pub mod auth;
+pub mod cluster_defaults;
 pub mod clusters;
 pub mod conversion;
+pub mod csr;
+pub mod disruption;
 mod handlers;
 pub mod objects;
 pub mod ops;
 pub mod patch;
+pub mod scale;
 pub mod services;
 pub mod stored_kinds;
 pub mod strategic;
@@ -94,6 +98,9 @@ pub struct ApiState {
     pub require_token: bool,
     /// SHA-256 of the `--token-file` token, which may do anything.
     pub admin_token_hash: Option<String>,
+    /// The CA certificate (PEM) clients of the hosted clusters trust; every namespace
+    /// publishes it ([`cluster_defaults`]).
+    pub root_ca_pem: String,
     /// The upstream mirrors, their status and the subscription API.
     pub subscriptions: Subscriptions,
     pub metrics: ops::RequestMetrics,

@@ -32,7 +32,7 @@ use super::{
 };
 use crate::{
     registry::{self as resources, Registry, ResourceDef},
-    store::{ObjectKey, Store, fleet},
+    store::{ObjectKey, Store, fleet, mirror::SeenNames},
 };
 
 /// How a mirror behaves; [`MirrorOptions::default`] is the reference's behaviour.
@@ -65,7 +65,7 @@ impl Default for MirrorOptions {
 /// written, and their resourceVersions (the checkpoint).
 #[derive(Default)]
 struct Relist {
-    seen: HashSet<(String, String)>,
+    seen: SeenNames,
     pending: Vec<(ObjectKey, Value)>,
     rvs: Vec<String>,
 }
@@ -332,7 +332,7 @@ impl Mirror {
             watcher::Event::InitApply(obj) => {
                 list.rvs.extend(obj.metadata.resource_version.clone());
                 let (key, body) = self.entry(resource, obj);
-                list.seen.insert((key.namespace.clone(), key.name.clone()));
+                list.seen.insert(&key.namespace, &key.name);
                 list.pending.push((key, body));
                 if list.pending.len() >= BATCH {
                     self.put_all(std::mem::take(&mut list.pending)).await
@@ -552,11 +552,7 @@ impl Mirror {
     }
 
     /// Ends a relist: deletes what the upstream no longer has.
-    async fn sweep(
-        &self,
-        resource: &ApiResource,
-        seen: &HashSet<(String, String)>,
-    ) -> Result<(), MirrorFailure> {
+    async fn sweep(&self, resource: &ApiResource, seen: &SeenNames) -> Result<(), MirrorFailure> {
         self.store
             .mirror_sweep(&self.upstream.name, &resource.group, &resource.plural, seen)
             .await
@@ -698,6 +694,7 @@ pub fn def_from_discovery(r: &ApiResource, caps: &ApiCapabilities) -> ResourceDe
             .map(|_| resources::Subresource {
                 name: "status".into(),
                 verbs: vec!["get".into()],
+                kind: None,
             })
             .collect(),
         columns: Vec::new(),

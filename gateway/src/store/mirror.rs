@@ -8,9 +8,12 @@
 //! key, and left as it is where its stored content hash (a digest of the body without its
 //! resourceVersion) equals the new one, so a relist of unchanged objects wakes no watcher.
 
-use std::collections::HashSet;
+use std::{
+    collections::HashSet,
+    hash::{BuildHasher, RandomState},
+};
 
-use futures::future::join_all;
+use futures::{TryStreamExt, future::join_all};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
@@ -19,6 +22,33 @@ use super::{ObjectKey, Store, StoreError, StoredEvent, to_u64, write::Change};
 
 /// How many deletions [`Store::delete_keys`] queues together.
 const DELETE_CHUNK: usize = 256;
+
+/// The (namespace, name) pairs a relist saw, kept as 128-bit digests rather than the names
+/// themselves: every upstream may relist at once, and with names a 5,000-object list held about
+/// 0.8 MB until its sweep (a tenth of that as digests). The two halves come from two hashers
+/// keyed at random per set, so a collision (which would spare one stale object from the sweep)
+/// is as unlikely as a 128-bit guess, and an upstream cannot craft one.
+#[derive(Debug, Default)]
+pub struct SeenNames {
+    keys: (RandomState, RandomState),
+    digests: HashSet<u128>,
+}
+
+impl SeenNames {
+    fn digest(&self, namespace: &str, name: &str) -> u128 {
+        let pair = (namespace, name);
+        (u128::from(self.keys.0.hash_one(pair)) << 64) | u128::from(self.keys.1.hash_one(pair))
+    }
+
+    pub fn insert(&mut self, namespace: &str, name: &str) {
+        let d = self.digest(namespace, name);
+        self.digests.insert(d);
+    }
+
+    pub fn contains(&self, namespace: &str, name: &str) -> bool {
+        self.digests.contains(&self.digest(namespace, name))
+    }
+}
 
 /// A digest of `body`'s content, `metadata.resourceVersion` (which the gateway rewrites) left
 /// out: what decides whether a mirrored object changed.
@@ -62,31 +92,32 @@ impl Store {
         cluster: &str,
         group: &str,
         resource: &str,
-        keep: &HashSet<(String, String)>,
+        keep: &SeenNames,
     ) -> Result<usize, StoreError> {
-        let rows = sqlx::query(
+        // Streamed, not fetched whole: only the doomed keys are held, not a row per object.
+        let mut rows = sqlx::query(
             "SELECT namespace, name FROM objects WHERE cluster = ? AND grp = ? AND resource = ?",
         )
         .bind(cluster)
         .bind(group)
         .bind(resource)
-        .fetch_all(self.pool())
-        .await?;
+        .fetch(self.pool());
         let mut doomed = Vec::new();
-        for row in rows {
-            let namespace: String = row.try_get("namespace")?;
-            let name: String = row.try_get("name")?;
-            if keep.contains(&(namespace.clone(), name.clone())) {
+        while let Some(row) = rows.try_next().await? {
+            let namespace: &str = row.try_get("namespace")?;
+            let name: &str = row.try_get("name")?;
+            if keep.contains(namespace, name) {
                 continue;
             }
             doomed.push(ObjectKey {
                 cluster: cluster.to_owned(),
                 group: group.to_owned(),
                 resource: resource.to_owned(),
-                namespace,
-                name,
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
             });
         }
+        drop(rows);
         self.delete_keys(doomed).await
     }
 
@@ -260,6 +291,18 @@ mod tests {
         assert!(store.get(&key("a")).await.unwrap().is_none());
     }
 
+    #[test]
+    fn seen_names_tell_pairs_apart_where_their_joined_text_is_the_same() {
+        let mut seen = SeenNames::default();
+        seen.insert("ns", "a");
+        seen.insert("", "b");
+        assert!(seen.contains("ns", "a"));
+        assert!(seen.contains("", "b"));
+        assert!(!seen.contains("n", "sa"));
+        assert!(!seen.contains("nsa", ""));
+        assert!(!seen.contains("b", ""));
+    }
+
     #[tokio::test]
     async fn sweep_deletes_only_what_is_not_kept_in_that_resource_and_cluster() {
         let (_dir, store) = store().await;
@@ -275,7 +318,8 @@ mod tests {
             .mirror_put(&other, device("a", "1", json!({})))
             .await
             .unwrap();
-        let keep: HashSet<(String, String)> = [(String::new(), "b".to_owned())].into();
+        let mut keep = SeenNames::default();
+        keep.insert("", "b");
         let mut events = store.subscribe();
         let n = store
             .mirror_sweep("up", "worker.gpustack.ai", "devices", &keep)

@@ -13,7 +13,7 @@ mod expiry;
 pub mod fleet;
 mod fleet_view;
 pub use clusters::token_hash;
-mod mirror;
+pub mod mirror;
 mod read;
 mod subscriptions;
 pub mod tokens;
@@ -152,6 +152,9 @@ const WRITE_QUEUE: usize = 4096;
 /// resumes from the event log).
 const FANOUT_CAPACITY: usize = 1024;
 
+/// Each pooled (reading) connection's page cache, in KiB.
+const READER_CACHE_KIB: u32 = 512;
+
 /// The store. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -204,12 +207,18 @@ impl Store {
             .foreign_keys(true)
             // After a checkpoint the WAL is cut back to this size, whatever a burst grew it to.
             .pragma("journal_size_limit", WAL_LIMIT_BYTES.to_string());
+        // Readers mostly stream long runs of rows that the OS page cache holds anyway: a small
+        // cache each keeps eight of them from holding 2 MiB apiece (SQLite's default) after a
+        // large list. The writer keeps the default: its batches revisit the same index pages.
+        let readers = options
+            .clone()
+            .pragma("cache_size", format!("-{READER_CACHE_KIB}"));
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             // A ping before each acquire is a round trip to the connection's worker thread on
             // every read and every write batch; a local file's connection does not go stale.
             .test_before_acquire(false)
-            .connect_with(options.clone())
+            .connect_with(readers)
             .await
             .map_err(|source| StoreError::Open {
                 path: display.clone(),

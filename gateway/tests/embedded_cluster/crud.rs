@@ -13,7 +13,7 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use crate::harness::{eventually, start};
+use crate::harness::{ROOT_CA, eventually, start};
 
 fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     ConfigMap {
@@ -187,7 +187,7 @@ async fn configmap_crud_conflicts_and_selectors() {
                 .await
                 .unwrap()
         ),
-        vec!["c", gen_name.as_str()]
+        vec!["c", gen_name.as_str(), ROOT_CA]
     );
     assert_eq!(
         names(
@@ -349,7 +349,8 @@ async fn pagination_returns_every_object_once() {
     assert_eq!(seen, (0..7).map(|i| format!("p{i}")).collect::<Vec<_>>());
     assert_eq!(pages, 3);
 
-    // Without selectors (objects served verbatim): 8 objects in pages of 3.
+    // Without selectors (objects served verbatim): 9 objects (with the namespace's CA) in
+    // pages of 3.
     let mut all = Vec::new();
     let mut lp = ListParams::default().limit(3);
     let mut rvs = Vec::new();
@@ -362,8 +363,8 @@ async fn pagination_returns_every_object_once() {
             _ => break,
         }
     }
-    assert_eq!(all.len(), 8);
-    assert_eq!(all[7], "p6");
+    assert_eq!(all.len(), 9);
+    assert_eq!(all[8], "p6");
     assert_eq!(rvs.len(), 3);
     assert!(
         rvs.windows(2).all(|w| w[0] == w[1]),
@@ -556,7 +557,7 @@ async fn dry_run_writes_nothing_and_delete_collection_honours_selectors() {
         .into_iter()
         .map(|c| c.metadata.name.unwrap())
         .collect();
-    assert_eq!(left, vec!["d3"]);
+    assert_eq!(left, vec!["d3", ROOT_CA]);
 
     let e = api
         .patch(
@@ -617,7 +618,7 @@ async fn owner_references_are_garbage_collected() {
         let api = api.clone();
         async move {
             let left = names(api.list(&ListParams::default()).await.unwrap());
-            (left == ["bystander"]).then_some(())
+            (left == ["bystander", ROOT_CA]).then_some(())
         }
     })
     .await;

@@ -11,6 +11,10 @@ use kube::{
 };
 use tempfile::TempDir;
 
+/// The ConfigMap every namespace holds from its creation (the cluster's CA), as on any
+/// cluster: lists of a namespace's ConfigMaps show it.
+pub const ROOT_CA: &str = "kube-root-ca.crt";
+
 /// How long any awaited condition may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 

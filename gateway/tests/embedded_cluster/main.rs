@@ -8,5 +8,6 @@ mod crud;
 mod gc;
 mod harness;
 mod http;
+mod subresources;
 mod validation;
 mod watch;

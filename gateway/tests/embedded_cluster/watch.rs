@@ -13,7 +13,7 @@ use kube::{
     },
 };
 
-use crate::harness::{cm, eventually, start, start_with, within};
+use crate::harness::{ROOT_CA, cm, eventually, start, start_with, within};
 
 /// Next event whose kind `pick` accepts, skipping the rest.
 async fn next_matching<S, T>(
@@ -57,7 +57,7 @@ async fn watcher_reaches_init_done_then_sees_every_change() {
         _ => None,
     })
     .await;
-    assert_eq!(initial, vec!["before"]);
+    assert_eq!(initial, vec!["before", ROOT_CA]);
 
     api.create(&PostParams::default(), &cm("after"))
         .await
@@ -95,17 +95,17 @@ async fn reflector_store_follows_the_cluster() {
     within("reflector ready", reader.wait_until_ready())
         .await
         .unwrap();
-    assert_eq!(reader.state().len(), 1);
+    assert_eq!(reader.state().len(), 2, "one, and the namespace's CA");
     for i in 0..5 {
         api.create(&PostParams::default(), &cm(&format!("n{i}")))
             .await
             .unwrap();
     }
     api.delete("one", &DeleteParams::default()).await.unwrap();
-    eventually("store has the 5 new objects only", || {
+    eventually("store has the 5 new objects and the CA only", || {
         let mut names: Vec<String> = reader.state().iter().map(|o| o.name_any()).collect();
         names.sort();
-        async move { (names == ["n0", "n1", "n2", "n3", "n4"]).then_some(()) }
+        async move { (names == [ROOT_CA, "n0", "n1", "n2", "n3", "n4"]).then_some(()) }
     })
     .await;
     driver.abort();
@@ -183,7 +183,7 @@ async fn watch_from_a_compacted_version_gets_410_and_the_watcher_relists() {
     .await;
     assert!(saw_gone, "the watcher never saw 410 Gone");
     relisted.sort();
-    assert_eq!(relisted, vec!["a", "b"]);
+    assert_eq!(relisted, vec!["a", "b", ROOT_CA]);
 }
 
 #[tokio::test]
@@ -220,7 +220,7 @@ async fn watches_get_bookmarks_and_streaming_lists_end_with_the_initial_events_m
         _ => None,
     })
     .await;
-    assert_eq!(initial, vec!["x"]);
+    assert_eq!(initial, vec![ROOT_CA, "x"]);
     api.create(&PostParams::default(), &cm("y")).await.unwrap();
     let name = next_matching(&mut stream, "Apply(y)", |e| match e {
         Event::Apply(o) => Some(o.name_any()),
@@ -320,7 +320,7 @@ async fn metadata_only_gets_lists_and_watchers() {
         .list_metadata(&kube::api::ListParams::default())
         .await
         .unwrap();
-    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items.len(), 2, "m1, and the namespace's CA");
     assert!(list.metadata.resource_version.is_some());
 
     // kube's PartialObjectMeta would accept whole objects too, so the wire form is checked

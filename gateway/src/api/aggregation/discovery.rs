@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 use serde_json::{Value, json};
 
 use super::registry::ApiService;
-use crate::registry::{ResourceDef, Subresource};
+use crate::registry::{KindRef, ResourceDef, Subresource};
 
 /// The group priority of built-in groups (kube-apiserver gives its own groups 16000–18000).
 const BUILTIN_GROUP_PRIORITY: i64 = 17000;
@@ -42,6 +42,7 @@ pub fn defs_of(list: &Value, group: &str, version: &str) -> Vec<ResourceDef> {
                 d.subresources.push(Subresource {
                     name: sub.to_owned(),
                     verbs: strings(&e["verbs"]),
+                    kind: subresource_kind(e, &d.kind),
                 });
             }
             continue;
@@ -68,6 +69,15 @@ pub fn defs_of(list: &Value, group: &str, version: &str) -> Vec<ResourceDef> {
         });
     }
     defs
+}
+
+/// The kind a backend says a subresource entry takes, when not the resource's own.
+fn subresource_kind(entry: &Value, resource_kind: &str) -> Option<KindRef> {
+    let text = |k: &str| entry[k].as_str().unwrap_or_default();
+    let other = (!text("kind").is_empty() && text("kind") != resource_kind)
+        || !text("group").is_empty()
+        || !text("version").is_empty();
+    other.then(|| KindRef::new(text("group"), text("version"), text("kind")))
 }
 
 fn group_priority(group: &str, services: &[ApiService], local: &[ResourceDef]) -> i64 {

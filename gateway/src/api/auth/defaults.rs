@@ -2,8 +2,10 @@
 //! them (for the kinds an embedded cluster serves): `cluster-admin`; the user-facing `admin`,
 //! `edit` and `view`, aggregated from the ClusterRoles labelled
 //! `rbac.authorization.k8s.io/aggregate-to-{admin,edit,view}` (the `system:aggregate-to-*`
-//! ones below, and whatever an installer adds); `system:auth-delegator`; and the Role
-//! `kube-system/extension-apiserver-authentication-reader`. Pure data.
+//! ones below, and whatever an installer adds); `system:auth-delegator`; `system:discovery`,
+//! `system:basic-user` and `system:public-info-viewer` with their bindings to every
+//! authenticated caller; and the Role `kube-system/extension-apiserver-authentication-reader`.
+//! Pure data.
 
 use serde_json::{Value, json};
 
@@ -67,7 +69,10 @@ pub fn cluster_roles() -> Vec<Value> {
         "replicasets",
         "replicasets/status",
         "statefulsets",
-        "statefulsets/status"
+        "statefulsets/status",
+        "deployments/scale",
+        "replicasets/scale",
+        "statefulsets/scale"
     ]);
     let batch = json!(["jobs", "jobs/status", "cronjobs", "cronjobs/status"]);
     let core_write = json!([
@@ -104,8 +109,10 @@ pub fn cluster_roles() -> Vec<Value> {
             json!([
                 {"apiGroups": [""], "resources": core_write, "verbs": WRITE},
                 {"apiGroups": [""], "resources": ["secrets"], "verbs": READ},
-                {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
-                {"apiGroups": ["apps"], "resources": ["deployments", "daemonsets", "replicasets", "statefulsets"], "verbs": WRITE},
+                {"apiGroups": [""], "resources": ["serviceaccounts/token", "pods/eviction"], "verbs": ["create"]},
+                {"apiGroups": ["apps"], "resources": ["deployments", "daemonsets", "replicasets", "statefulsets",
+                    "deployments/scale", "replicasets/scale", "statefulsets/scale"], "verbs": WRITE},
+                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": WRITE},
                 {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": WRITE},
                 {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             ]),
@@ -118,12 +125,60 @@ pub fn cluster_roles() -> Vec<Value> {
             ]),
         ),
         role(
+            "system:discovery",
+            json!({}),
+            json!({"rules": [{"nonResourceURLs": [
+                "/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi",
+                "/openapi/*", "/readyz", "/version", "/version/"], "verbs": ["get"]}]}),
+        ),
+        role(
+            "system:public-info-viewer",
+            json!({}),
+            json!({"rules": [{"nonResourceURLs": [
+                "/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]}),
+        ),
+        role(
+            "system:basic-user",
+            json!({}),
+            json!({"rules": [
+                {"apiGroups": ["authorization.k8s.io"],
+                 "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+            ]}),
+        ),
+        role(
             "system:auth-delegator",
             json!({}),
             json!({"rules": [
                 {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
                 {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
             ]}),
+        ),
+    ]
+}
+
+/// The default ClusterRoleBindings: `cluster-admin` to `system:masters`, and what every
+/// authenticated caller may do (which the authorizer also grants without them: these say so
+/// to whoever reads the cluster's RBAC).
+pub fn cluster_role_bindings() -> Vec<Value> {
+    let group = |name: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name});
+    let binding = |name: &str, groups: &[&str]| {
+        role(
+            name,
+            json!({}),
+            json!({
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": groups.iter().map(|g| group(g)).collect::<Vec<_>>(),
+            }),
+        )
+    };
+    vec![
+        binding("cluster-admin", &["system:masters"]),
+        binding("system:discovery", &["system:authenticated"]),
+        binding("system:basic-user", &["system:authenticated"]),
+        binding(
+            "system:public-info-viewer",
+            &["system:authenticated", "system:unauthenticated"],
         ),
     ]
 }
@@ -165,5 +220,15 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), roles.len());
+    }
+
+    #[test]
+    fn every_binding_names_a_default_role() {
+        let roles = cluster_roles();
+        for b in cluster_role_bindings() {
+            let name = &b["roleRef"]["name"];
+            assert!(roles.iter().any(|r| r["metadata"]["name"] == *name), "{b}");
+            assert!(!b["subjects"].as_array().unwrap().is_empty());
+        }
     }
 }

@@ -1,11 +1,13 @@
 //! Resource requests: get, list, create, update, patch, delete, deletecollection (watch is in
 //! [`super::watch`]). This module resolves the target and dispatches; the verbs live in
-//! [`read`], [`write`] and [`delete`], written in what [`target`] shares, and none of them
-//! imports this dispatcher.
+//! [`read`], [`write`] and [`delete`] (subresources besides `status` in [`subresources`]),
+//! written in what [`target`] shares, and none of them imports this dispatcher.
 
+mod as_protobuf;
 mod delete;
 mod gc;
 mod read;
+mod subresources;
 pub(crate) mod target;
 mod write;
 
@@ -49,9 +51,10 @@ pub(crate) async fn resource(
             (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
         };
     }
-    let status = match p.subresource.as_deref() {
-        None => false,
-        Some("status") if def.status_subresource() => true,
+    let (status, other) = match p.subresource.as_deref() {
+        None => (false, None),
+        Some("status") if def.status_subresource() => (true, None),
+        Some(s) if def.subresource(s).is_some() => (false, Some(s.to_owned())),
         Some(_) => return Err(ApiError::not_found_path()),
     };
     if def.is_review() {
@@ -71,6 +74,9 @@ pub(crate) async fn resource(
         name: p.name,
         status,
     };
+    if let Some(sub) = other.as_deref() {
+        return subresources::serve(st, &ctx, &t, sub).await;
+    }
     let watching = p.watch || ctx.flag("watch");
     let result = match (&ctx.method, t.name.clone()) {
         (&Method::GET, _) if watching => watch::serve(st, &ctx, &t).await,
@@ -84,6 +90,9 @@ pub(crate) async fn resource(
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
     };
     let mut response = result?;
+    if !watching && super::negotiate::protobuf_only(ctx.header(header::ACCEPT)) {
+        response = as_protobuf::transcode(response).await?;
+    }
     let mut warnings = std::mem::take(&mut *ctx.warnings.lock().unwrap_or_else(|e| e.into_inner()));
     // A write retried after losing a race warns again about the same fields.
     warnings.dedup();

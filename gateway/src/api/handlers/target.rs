@@ -81,6 +81,10 @@ pub(crate) fn at_version(def: &ResourceDef, version: &str, obj: Value) -> Value 
 
 pub(super) fn representation(ctx: &Ctx) -> Result<Representation, ApiError> {
     let accept = ctx.header(header::ACCEPT);
+    // Answered as JSON here, turned into protobuf by the dispatcher (`as_protobuf`).
+    if negotiate::protobuf_only(accept) {
+        return Ok(Representation::Json);
+    }
     negotiate::for_resource(accept, true).ok_or_else(|| ApiError::not_acceptable(accept))
 }
 

@@ -69,6 +69,16 @@ pub(crate) async fn create_object(
     if t.def.kind == "Namespace" && t.def.group.is_empty() {
         obj["status"] = json!({"phase": "Active"});
     }
+    // As kube-apiserver does: a new pod is Pending until a kubelet reports on it. A phase
+    // given on create is kept (kube-apiserver drops it; clients here may seed one).
+    if t.def.kind == "Pod" && t.def.group.is_empty() && obj.pointer("/status/phase").is_none() {
+        obj["status"]["phase"] = json!("Pending");
+    }
+    if crate::api::csr::is_csr(&t.def.group, &t.def.plural) {
+        let requested = name_of(&obj).to_owned();
+        obj = crate::api::csr::prepared(obj, &ctx.user)
+            .map_err(|e| ApiError::invalid(&t.def.kind, &requested, e.to_string()))?;
+    }
     apply_schema(ctx, t, &mut obj, None)?;
     let mut obj = crate::api::validation::validated(&st.patterns, &t.def, obj, None)?;
     let w = writer(ctx, t);
@@ -103,6 +113,16 @@ pub(crate) async fn create_object(
         })?;
     if let Some(def) = crd {
         st.registry.register(&ctx.cluster, &name, def);
+    }
+    if t.def.kind == "Namespace" && t.def.group.is_empty() {
+        crate::api::cluster_defaults::seed_namespace(
+            &st.store,
+            &ctx.cluster,
+            &name,
+            &st.root_ca_pem,
+        )
+        .await
+        .map_err(store_error)?;
     }
     // The event is the writer's to share; without a watcher holding it, no copy is needed.
     Ok(at_version(
@@ -139,8 +159,13 @@ pub(super) async fn object_body(ctx: &Ctx) -> Result<Value, ApiError> {
 fn decode_object(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
     let essence = ct.split(';').next().unwrap_or("").trim();
     if essence == "application/vnd.kubernetes.protobuf" {
-        return crate::api::protobuf::decode(body)
-            .map_err(|m| ApiError::new(415, "UnsupportedMediaType", m));
+        use crate::api::protobuf::ProtobufError;
+        return crate::api::protobuf::decode(body).map_err(|e| match e {
+            ProtobufError::UnknownKind { .. } | ProtobufError::ContentEncoding(_) => {
+                ApiError::new(415, "UnsupportedMediaType", e.to_string())
+            }
+            e => ApiError::bad_request(e.to_string()),
+        });
     }
     if !matches!(
         essence,
@@ -186,7 +211,7 @@ fn manager_of(ctx: &Ctx) -> String {
 }
 
 /// The writer of a request to `t`, for field ownership.
-fn writer(ctx: &Ctx, t: &Target) -> apply::Writer {
+pub(super) fn writer(ctx: &Ctx, t: &Target) -> apply::Writer {
     apply::Writer {
         manager: manager_of(ctx),
         subresource: t.status.then_some("status"),
