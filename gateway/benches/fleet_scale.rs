@@ -16,7 +16,6 @@
 //! upstream's objects written again unchanged and swept, as a relist does).
 
 use std::{
-    collections::HashSet,
     path::Path,
     time::{Duration, Instant},
 };

@@ -2,11 +2,7 @@
 //! mirrored kinds, then run one watcher per kind that writes straight into the store, and a
 //! health probe. Each upstream runs in its own task, so one broken upstream never delays another.
 
-use std::{
-    collections::{HashMap, HashSet},
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use futures::{StreamExt, future::join_all};
 use kube::{
