@@ -12,6 +12,13 @@ use std::{
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
+/// Writes `text` to `dir/name` (a manifest for `kubectl -f`) and returns the path.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("writing a manifest");
+    path.to_str().expect("a UTF-8 path").to_owned()
+}
+
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("binding an ephemeral port");
     l.local_addr().expect("local address").port()
@@ -250,6 +257,14 @@ impl GatewayProcess {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `kubectl get ARGS -o json`, required to succeed, parsed.
+    pub fn get_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["get"];
+        all.extend_from_slice(args);
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.kubectl_ok(&all)).expect("kubectl prints JSON")
     }
 
     /// Runs kubectl, requires failure, returns standard error.

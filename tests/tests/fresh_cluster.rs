@@ -16,13 +16,6 @@ fn start() -> (tempfile::TempDir, GatewayProcess) {
     (dir, gw)
 }
 
-fn get_json(gw: &GatewayProcess, args: &[&str]) -> Value {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend(["-o", "json"]);
-    serde_json::from_str(&gw.kubectl_ok(&all)).expect("kubectl prints JSON")
-}
-
 /// Creates `objects` with `kubectl create -f` (a JSON file).
 fn create(gw: &GatewayProcess, dir: &Path, name: &str, objects: Value) -> String {
     let path = dir.join(format!("{name}.json"));
@@ -54,7 +47,7 @@ fn a_fresh_cluster_holds_what_every_cluster_holds() {
         table.contains("kubernetes") && table.contains("10.96.0.1"),
         "{table}"
     );
-    let svc = get_json(&gw, &["svc", "kubernetes", "-n", "default"]);
+    let svc = gw.get_json(&["svc", "kubernetes", "-n", "default"]);
     assert_eq!(
         svc["metadata"]["labels"],
         json!({"component": "apiserver", "provider": "kubernetes"})
@@ -152,7 +145,7 @@ fn a_fresh_cluster_holds_what_every_cluster_holds() {
     assert!(gw.stop().success());
     let serve = "--embedded-cluster=demo";
     let gw = GatewayProcess::start_with(&data_dir, "demo", port, &[serve]);
-    let again = get_json(&gw, &["svc", "kubernetes", "-n", "default"]);
+    let again = gw.get_json(&["svc", "kubernetes", "-n", "default"]);
     assert_eq!(again["metadata"]["uid"], uid);
     assert_eq!(
         gw.kubectl_ok(&["get", "sa", "-n", "kube-system", "-o", "name"])
@@ -288,7 +281,7 @@ fn certificate_requests_are_approved_and_denied_through_approval() {
         json!({"apiVersion": "v1", "kind": "List", "items": [csr("alice"), csr("bob")]}),
     );
     let decide = |name: &str, decision: &str| {
-        let mut current = get_json(&gw, &["csr", name]);
+        let mut current = gw.get_json(&["csr", name]);
         let condition = json!({"type": decision, "status": "True", "reason": "KubectlApprove",
             "message": "decided by the test"});
         match current["status"]["conditions"].as_array_mut() {

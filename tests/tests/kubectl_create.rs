@@ -17,13 +17,6 @@ fn start(name: &str) -> (tempfile::TempDir, GatewayProcess) {
     (dir, gw)
 }
 
-fn get_json(gw: &GatewayProcess, args: &[&str]) -> Value {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend(["-o", "json"]);
-    serde_json::from_str(&gw.kubectl_ok(&all)).expect("kubectl prints JSON")
-}
-
 #[test]
 fn workloads_created_by_kubectl_keep_every_field_it_sent() {
     let (_dir, gw) = start("workloads");
@@ -37,7 +30,7 @@ fn workloads_created_by_kubectl_keep_every_field_it_sent() {
         "--port=80",
     ]);
     assert_eq!(out.trim(), "deployment.apps/web created");
-    let d = get_json(&gw, &["deployment", "web"]);
+    let d = gw.get_json(&["deployment", "web"]);
     assert_eq!(d["spec"]["replicas"], json!(3), "{d}");
     assert_eq!(d["spec"]["selector"]["matchLabels"], json!({"app": "web"}));
     let c = &d["spec"]["template"]["spec"]["containers"][0];
@@ -64,7 +57,7 @@ fn workloads_created_by_kubectl_keep_every_field_it_sent() {
         "--image=nginx",
         "--replicas=0",
     ]);
-    let idle = get_json(&gw, &["deployment", "idle"]);
+    let idle = gw.get_json(&["deployment", "idle"]);
     assert_eq!(idle["spec"]["replicas"], json!(0), "{idle}");
 
     let out = gw.kubectl_ok(&[
@@ -77,7 +70,7 @@ fn workloads_created_by_kubectl_keep_every_field_it_sent() {
         "hi",
     ]);
     assert_eq!(out.trim(), "job.batch/once created");
-    let job = get_json(&gw, &["job", "once"]);
+    let job = gw.get_json(&["job", "once"]);
     let c = &job["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["image"], json!("busybox"), "{job}");
     assert_eq!(c["command"], json!(["echo", "hi"]), "{job}");
@@ -96,7 +89,7 @@ fn workloads_created_by_kubectl_keep_every_field_it_sent() {
         "date",
     ]);
     assert_eq!(out.trim(), "cronjob.batch/tick created");
-    let cj = get_json(&gw, &["cronjob", "tick"]);
+    let cj = gw.get_json(&["cronjob", "tick"]);
     assert_eq!(cj["spec"]["schedule"], json!("*/5 * * * *"), "{cj}");
     let c = &cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["command"], json!(["date"]), "{cj}");
@@ -143,7 +136,7 @@ fn workloads_created_by_kubectl_keep_every_field_it_sent() {
         "--labels=run=solo",
     ]);
     assert_eq!(out.trim(), "pod/solo created");
-    let pod = get_json(&gw, &["pod", "solo"]);
+    let pod = gw.get_json(&["pod", "solo"]);
     let c = &pod["spec"]["containers"][0];
     assert_eq!((&c["name"], &c["image"]), (&json!("solo"), &json!("nginx")));
     assert_eq!(c["ports"][0]["containerPort"], json!(8080), "{pod}");
@@ -157,14 +150,14 @@ fn workloads_created_by_kubectl_keep_every_field_it_sent() {
         "--target-port=8080",
     ]);
     assert_eq!(out.trim(), "service/web exposed");
-    let svc = get_json(&gw, &["service", "web"]);
+    let svc = gw.get_json(&["service", "web"]);
     assert_eq!(svc["spec"]["selector"], json!({"app": "web"}), "{svc}");
     assert_eq!(svc["spec"]["ports"][0]["port"], json!(80), "{svc}");
     assert_eq!(svc["spec"]["ports"][0]["targetPort"], json!(8080), "{svc}");
 
     let out = gw.kubectl_ok(&["set", "image", "deployment/web", "nginx=nginx:1.27"]);
     assert_eq!(out.trim(), "deployment.apps/web image updated");
-    let d = get_json(&gw, &["deployment", "web"]);
+    let d = gw.get_json(&["deployment", "web"]);
     assert_eq!(
         d["spec"]["template"]["spec"]["containers"][0]["image"],
         json!("nginx:1.27")
@@ -182,7 +175,7 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
 
     let out = gw.kubectl_ok(&["create", "service", "clusterip", "api", "--tcp=80:8080"]);
     assert_eq!(out.trim(), "service/api created");
-    let svc = get_json(&gw, &["service", "api"]);
+    let svc = gw.get_json(&["service", "api"]);
     assert_eq!(svc["spec"]["type"], json!("ClusterIP"), "{svc}");
     let port = &svc["spec"]["ports"][0];
     assert_eq!(
@@ -201,7 +194,7 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
         "--from-literal=empty=",
     ]);
     assert_eq!(out.trim(), "secret/creds created");
-    let secret = get_json(&gw, &["secret", "creds"]);
+    let secret = gw.get_json(&["secret", "creds"]);
     // Bytes are base64 in JSON, an empty value is kept.
     assert_eq!(
         secret["data"],
@@ -217,7 +210,7 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
         "--resource=pods",
     ]);
     assert_eq!(out.trim(), "role.rbac.authorization.k8s.io/reader created");
-    let role = get_json(&gw, &["role", "reader"]);
+    let role = gw.get_json(&["role", "reader"]);
     assert_eq!(
         role["rules"],
         json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}])
@@ -233,7 +226,7 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
         out.trim(),
         "rolebinding.rbac.authorization.k8s.io/read created"
     );
-    let rb = get_json(&gw, &["rolebinding", "read"]);
+    let rb = gw.get_json(&["rolebinding", "read"]);
     assert_eq!(
         rb["roleRef"],
         json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"})
@@ -252,7 +245,7 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
         out.trim(),
         "clusterrole.rbac.authorization.k8s.io/node-reader created"
     );
-    let cr = get_json(&gw, &["clusterrole", "node-reader"]);
+    let cr = gw.get_json(&["clusterrole", "node-reader"]);
     assert_eq!(cr["rules"][0]["resources"], json!(["nodes"]), "{cr}");
     assert_eq!(cr["rules"][0]["verbs"], json!(["get", "watch"]), "{cr}");
     let out = gw.kubectl_ok(&[
@@ -266,7 +259,7 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
         out.trim(),
         "clusterrolebinding.rbac.authorization.k8s.io/node-readers created"
     );
-    let crb = get_json(&gw, &["clusterrolebinding", "node-readers"]);
+    let crb = gw.get_json(&["clusterrolebinding", "node-readers"]);
     assert_eq!(crb["subjects"][0]["kind"], json!("Group"), "{crb}");
     assert_eq!(crb["roleRef"]["name"], json!("node-reader"), "{crb}");
     // The binding takes effect: alice may list pods in default, not secrets.
@@ -285,7 +278,7 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
         "--preemption-policy=Never",
     ]);
     assert_eq!(out.trim(), "priorityclass.scheduling.k8s.io/high created");
-    let pc = get_json(&gw, &["priorityclass", "high"]);
+    let pc = gw.get_json(&["priorityclass", "high"]);
     assert_eq!(pc["value"], json!(1000), "{pc}");
     assert_eq!(pc["description"], json!("important"));
     assert_eq!(pc["preemptionPolicy"], json!("Never"));
@@ -300,7 +293,7 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
         "--min-available=50%",
     ]);
     assert_eq!(out.trim(), "poddisruptionbudget.policy/web-pdb created");
-    let pdb = get_json(&gw, &["pdb", "web-pdb"]);
+    let pdb = gw.get_json(&["pdb", "web-pdb"]);
     assert_eq!(pdb["spec"]["minAvailable"], json!("50%"), "{pdb}");
     assert_eq!(
         pdb["spec"]["selector"]["matchLabels"],
@@ -309,7 +302,7 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
 
     let out = gw.kubectl_ok(&["create", "quota", "small", "--hard=cpu=1,memory=1G,pods=2"]);
     assert_eq!(out.trim(), "resourcequota/small created");
-    let quota = get_json(&gw, &["quota", "small"]);
+    let quota = gw.get_json(&["quota", "small"]);
     assert_eq!(
         quota["spec"]["hard"],
         json!({"cpu": "1", "memory": "1G", "pods": "2"}),
@@ -325,7 +318,7 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
         "--class=default",
     ]);
     assert_eq!(out.trim(), "ingress.networking.k8s.io/site created");
-    let ing = get_json(&gw, &["ingress", "site"]);
+    let ing = gw.get_json(&["ingress", "site"]);
     assert_eq!(ing["spec"]["ingressClassName"], json!("default"), "{ing}");
     let rule = &ing["spec"]["rules"][0];
     assert_eq!(rule["host"], json!("example.com"), "{ing}");
@@ -354,7 +347,7 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
         assert!(out.trim().ends_with(" labeled"), "{target}: {out}");
         let out = gw.kubectl_ok(&["annotate", target, "owner=team-a"]);
         assert!(out.trim().ends_with(" annotated"), "{target}: {out}");
-        let obj = get_json(&gw, &[target]);
+        let obj = gw.get_json(&[target]);
         assert_eq!(
             obj["metadata"]["labels"]["tier"],
             json!("front"),

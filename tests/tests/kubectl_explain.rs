@@ -4,28 +4,13 @@
 //! warned about and dropped (`--validate=warn`) or dropped (`--validate=false`) by the server,
 //! as kube-apiserver does.
 
-use std::path::Path;
-
-use gpustack_tests::embedded::GatewayProcess;
+use gpustack_tests::embedded::{GatewayProcess, write_file};
 use serde_json::{Value, json};
 
 fn start() -> (tempfile::TempDir, GatewayProcess) {
     let dir = tempfile::tempdir().expect("tempdir");
     let gw = GatewayProcess::start(&dir.path().join("gw"), "explain");
     (dir, gw)
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_owned()
-}
-
-fn get_json(gw: &GatewayProcess, args: &[&str]) -> Value {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend(["-o", "json"]);
-    serde_json::from_str(&gw.kubectl_ok(&all)).unwrap()
 }
 
 #[test]
@@ -72,7 +57,7 @@ fn unknown_top_level_field_of_a_configmap_is_refused_warned_or_dropped() {
     let (dir, gw) = start();
     let dir = dir.path();
     let manifest = |name: &str| {
-        write(
+        write_file(
             dir,
             &format!("{name}.yaml"),
             &format!(
@@ -99,7 +84,7 @@ fn unknown_top_level_field_of_a_configmap_is_refused_warned_or_dropped() {
         stderr.contains(r#"Warning: unknown field "dataz""#),
         "{stderr}"
     );
-    let cm = get_json(&gw, &["configmap", "warned"]);
+    let cm = gw.get_json(&["configmap", "warned"]);
     assert!(cm.get("dataz").is_none(), "{cm}");
     assert_eq!(cm["data"], json!({"x": "1"}));
 
@@ -108,7 +93,7 @@ fn unknown_top_level_field_of_a_configmap_is_refused_warned_or_dropped() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("dataz"), "{stderr}");
-    let cm = get_json(&gw, &["configmap", "ignored"]);
+    let cm = gw.get_json(&["configmap", "ignored"]);
     assert!(cm.get("dataz").is_none(), "{cm}");
     assert_eq!(cm["data"], json!({"x": "1"}));
 }
@@ -138,10 +123,10 @@ fn nested_unknown_field_of_a_deployment_applied_as_json_is_refused_warned_or_dro
             name,
             json!({"name": "app", "image": "nginx:1.27", "imagez": "typo"}),
         );
-        write(dir, &format!("{name}.json"), &d.to_string())
+        write_file(dir, &format!("{name}.json"), &d.to_string())
     };
     let containers = |name: &str| {
-        get_json(&gw, &["deployment", name])["spec"]["template"]["spec"]["containers"].clone()
+        gw.get_json(&["deployment", name])["spec"]["template"]["spec"]["containers"].clone()
     };
 
     let err = gw.kubectl_err(&["apply", "-f", &manifest("strict")]);
@@ -181,7 +166,7 @@ fn nested_unknown_field_of_a_deployment_applied_as_json_is_refused_warned_or_dro
     // patched object is refused the same way.
     let mut d = deployment("warned", json!({"name": "app", "image": "nginx:1.28"}));
     d["spec"]["replicaz"] = json!(3);
-    let again = write(dir, "again.json", &d.to_string());
+    let again = write_file(dir, "again.json", &d.to_string());
     let err = gw.kubectl_err(&["apply", "-f", &again]);
     assert!(err.contains(r#"unknown field "spec.replicaz""#), "{err}");
     assert_eq!(
@@ -192,7 +177,7 @@ fn nested_unknown_field_of_a_deployment_applied_as_json_is_refused_warned_or_dro
 
     // A valid change applies: kubectl works its patch out with these schemas.
     let d = deployment("warned", json!({"name": "app", "image": "nginx:1.28"}));
-    let fixed = write(dir, "fixed.json", &d.to_string());
+    let fixed = write_file(dir, "fixed.json", &d.to_string());
     gw.kubectl_ok(&["apply", "-f", &fixed]);
     assert_eq!(
         containers("warned"),

@@ -3,9 +3,10 @@
 //! for as gnostic protobuf only; with default validation (`Strict`) the whole command fails when
 //! that document cannot be had.
 
-use std::path::Path;
-
-use gpustack_tests::{embedded::GatewayProcess, hub::upstream};
+use gpustack_tests::{
+    embedded::{GatewayProcess, write_file},
+    hub::upstream,
+};
 use serde_json::{Value, json};
 
 /// An embedded cluster with the worker CRDs installed.
@@ -13,19 +14,6 @@ fn start() -> (tempfile::TempDir, GatewayProcess) {
     let dir = tempfile::tempdir().expect("tempdir");
     let gw = upstream(dir.path(), "lists", &[]);
     (dir, gw)
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_owned()
-}
-
-fn get_json(gw: &GatewayProcess, args: &[&str]) -> Value {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend(["-o", "json"]);
-    serde_json::from_str(&gw.kubectl_ok(&all)).unwrap()
 }
 
 /// Two ConfigMaps and a Devices object with a filled-in spec (nested lists, integers, a `null`
@@ -63,7 +51,7 @@ fn apply_and_create_lists() {
     let dir = dir.path();
 
     // `kubectl apply -f` of a YAML List: each item created.
-    let file = write(dir, "list.yaml", LIST_YAML);
+    let file = write_file(dir, "list.yaml", LIST_YAML);
     let out = gw.kubectl_ok(&["apply", "-f", &file]);
     assert!(out.contains("configmap/list-a created"), "{out}");
     assert!(out.contains("configmap/list-b created"), "{out}");
@@ -71,10 +59,10 @@ fn apply_and_create_lists() {
         out.contains("devices.worker.gpustack.ai/list-node created"),
         "{out}"
     );
-    let a = get_json(&gw, &["configmap", "list-a"]);
+    let a = gw.get_json(&["configmap", "list-a"]);
     assert_eq!(a["data"], json!({"greeting": "hello"}));
     assert_eq!(a["metadata"]["labels"]["from"], "list");
-    let node = get_json(&gw, &["devices", "list-node"]);
+    let node = gw.get_json(&["devices", "list-node"]);
     assert_eq!(node["spec"]["groups"][0]["memory"], 144000);
     assert_eq!(
         node["spec"]["groups"][0]["accelerators"][0]["topology"]["pciBusId"],
@@ -83,7 +71,7 @@ fn apply_and_create_lists() {
 
     // Applying it again with one change: that item configured, the others unchanged.
     let changed = LIST_YAML.replace("greeting: hello", "greeting: bonjour");
-    let file = write(dir, "list.yaml", &changed);
+    let file = write_file(dir, "list.yaml", &changed);
     let out = gw.kubectl_ok(&["apply", "-f", &file]);
     assert!(out.contains("configmap/list-a configured"), "{out}");
     assert!(out.contains("configmap/list-b unchanged"), "{out}");
@@ -93,7 +81,7 @@ fn apply_and_create_lists() {
         out.contains("devices.worker.gpustack.ai/list-node "),
         "{out}"
     );
-    let a = get_json(&gw, &["configmap", "list-a"]);
+    let a = gw.get_json(&["configmap", "list-a"]);
     assert_eq!(a["data"], json!({"greeting": "bonjour"}));
 
     // `kubectl create -f` of a JSON List.
@@ -107,7 +95,7 @@ fn apply_and_create_lists() {
              "metadata": {"name": "json-node"}, "spec": {"groups": []}},
         ],
     });
-    let file = write(dir, "list.json", &list.to_string());
+    let file = write_file(dir, "list.json", &list.to_string());
     let out = gw.kubectl_ok(&["create", "-f", &file]);
     assert!(out.contains("configmap/json-cm created"), "{out}");
     assert!(
@@ -115,11 +103,11 @@ fn apply_and_create_lists() {
         "{out}"
     );
     assert_eq!(
-        get_json(&gw, &["configmap", "json-cm"])["data"],
+        gw.get_json(&["configmap", "json-cm"])["data"],
         json!({"k": "v"})
     );
     assert_eq!(
-        get_json(&gw, &["devices", "json-node"])["spec"],
+        gw.get_json(&["devices", "json-node"])["spec"],
         json!({"groups": []})
     );
     // A second create reports the existing objects.
@@ -143,7 +131,7 @@ fn apply_and_create_lists() {
 fn unknown_fields_in_list_items() {
     let (dir, gw) = start();
     let dir = dir.path();
-    let bad_list = write(
+    let bad_list = write_file(
         dir,
         "bad-list.yaml",
         r#"
@@ -179,7 +167,7 @@ items:
     assert!(none.contains(r#""bad-node" not found"#), "{none}");
 
     // The same item alone: validated by the server (fieldValidation=Strict).
-    let single = write(
+    let single = write_file(
         dir,
         "bad.yaml",
         "apiVersion: worker.gpustack.ai/v1alpha1\nkind: Devices\nmetadata: {name: bad-node}\nspec: {bogus: 1}\n",
@@ -192,7 +180,7 @@ items:
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains(r#"unknown field "spec.bogus""#), "{stderr}");
-    let node = get_json(&gw, &["devices", "bad-node"]);
+    let node = gw.get_json(&["devices", "bad-node"]);
     assert!(node["spec"].get("bogus").is_none(), "{node}");
 }
 
