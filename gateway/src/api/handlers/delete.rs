@@ -390,12 +390,7 @@ pub(super) async fn delete_one(
     let dry = dry_run(ctx)?;
     let policy = propagation(options, ctx)?;
     for _ in 0..WRITE_ATTEMPTS {
-        let (rv, current) = st
-            .store
-            .get(&key)
-            .await
-            .map_err(store_error)?
-            .ok_or_else(|| ApiError::not_found(&t.def.group, &t.def.plural, name))?;
+        let (rv, current) = t.stored(st, &ctx.cluster, name).await?;
         check_preconditions(t, name, options, &current)?;
         let mut marked = current.clone();
         let added = policy

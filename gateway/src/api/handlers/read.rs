@@ -13,12 +13,7 @@ pub(super) async fn get(
     if t.def.namespaced && t.namespace.is_none() {
         return Err(ApiError::not_found_path());
     }
-    let (_, obj) = st
-        .store
-        .get(&t.key(&ctx.cluster, name))
-        .await
-        .map_err(store_error)?
-        .ok_or_else(|| ApiError::not_found(&t.def.group, &t.def.plural, name))?;
+    let (_, obj) = t.stored(st, &ctx.cluster, name).await?;
     let obj = at_version(&t.def, &t.version, obj);
     match representation(ctx)? {
         Representation::Json => Ok(json_response(StatusCode::OK, &obj)),

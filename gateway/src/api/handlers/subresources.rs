@@ -68,12 +68,7 @@ async fn scale_paths(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<ScalePaths,
 
 async fn get_scale(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Response, ApiError> {
     let paths = scale_paths(st, ctx, t).await?;
-    let (_, obj) = st
-        .store
-        .get(&t.key(&ctx.cluster, name))
-        .await
-        .map_err(store_error)?
-        .ok_or_else(|| ApiError::not_found(&t.def.group, &t.def.plural, name))?;
+    let (_, obj) = t.stored(st, &ctx.cluster, name).await?;
     let served = at_version(&t.def, &t.version, obj);
     Ok(json_response(
         StatusCode::OK,
@@ -186,12 +181,7 @@ async fn evict(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Respo
     let ns = t.namespace.clone().unwrap_or_default();
     let budgets = other_target(st, ctx, "policy", "poddisruptionbudgets", &ns)?;
     for _ in 0..EVICTION_ATTEMPTS {
-        let (_, pod) = st
-            .store
-            .get(&t.key(&ctx.cluster, name))
-            .await
-            .map_err(store_error)?
-            .ok_or_else(|| ApiError::not_found("", "pods", name))?;
+        let (_, pod) = t.stored(st, &ctx.cluster, name).await?;
         let mut counted = None;
         if !disruption::ignores_budgets(&pod) {
             let pdbs = st

@@ -46,6 +46,21 @@ impl Target {
             name: name.to_owned(),
         }
     }
+
+    /// The stored object `name` of this kind and its resourceVersion; 404 naming it when
+    /// there is none.
+    pub(super) async fn stored(
+        &self,
+        st: &ApiState,
+        cluster: &str,
+        name: &str,
+    ) -> Result<(u64, Value), ApiError> {
+        st.store
+            .get(&self.key(cluster, name))
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| ApiError::not_found(&self.def.group, &self.def.plural, name))
+    }
 }
 
 /// The key of namespace `ns` of `cluster`.

@@ -277,12 +277,7 @@ where
     let key = t.key(&ctx.cluster, name);
     let dry = dry_run(ctx)?;
     for _ in 0..WRITE_ATTEMPTS {
-        let (rv, current) = st
-            .store
-            .get(&key)
-            .await
-            .map_err(store_error)?
-            .ok_or_else(|| ApiError::not_found(&t.def.group, &t.def.plural, name))?;
+        let (rv, current) = t.stored(st, &ctx.cluster, name).await?;
         // `mutate` sees and returns the served form; the store keeps the stored one.
         let served = at_version(&t.def, &t.version, current.clone());
         let new = mutate(&served)?;
