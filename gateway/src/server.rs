@@ -351,7 +351,7 @@ impl Gateway {
             kinds: StoredKinds::new(store.clone()),
             aggregator: aggregator.clone(),
             admission: Default::default(),
-            collector: Default::default(),
+            collector: std::sync::Arc::new(crate::api::handlers::new_collector()),
             patterns: Default::default(),
         };
         // Stored mirrors (with their CRDs) are served at once, before their upstreams answer.

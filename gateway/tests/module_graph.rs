@@ -276,23 +276,14 @@ fn the_reader_finds_a_planted_cycle() {
     );
 }
 
-/// Cycles not cut yet, which may shrink but not grow: a delete may set off the collector, the
-/// collector updates and deletes, and an update that drops an object's last finalizer finishes
-/// its delete (issue 9, item 1: the one write pipeline, unfinished); the store's modules belong
-/// to the store's own rework.
-const NOT_YET_CUT: &[&[&str]] = &[
-    &[
-        "crate::api::handlers::delete",
-        "crate::api::handlers::gc",
-        "crate::api::handlers::write",
-    ],
-    &[
-        "crate::store",
-        "crate::store::clusters",
-        "crate::store::read",
-        "crate::store::write",
-    ],
-];
+/// Cycles not cut yet, which may shrink but not grow: the store's modules belong to the store's
+/// own rework.
+const NOT_YET_CUT: &[&[&str]] = &[&[
+    "crate::store",
+    "crate::store::clusters",
+    "crate::store::read",
+    "crate::store::write",
+]];
 
 #[test]
 fn the_gateway_modules_import_no_importer() {
@@ -323,11 +314,17 @@ fn the_gateway_modules_import_no_importer() {
     };
     assert!(found.iter().all(known), "import cycles: {inside:#?}");
     // `api` and `mirror` no longer import each other, nor `admission` the handlers; the
-    // dispatcher, reads and watches are in no cycle.
+    // dispatcher, the verbs, the one commit path, the collector and watches are in no cycle.
     for m in [
         "crate::api::handlers",
         "crate::api::handlers::read",
         "crate::api::handlers::target",
+        "crate::api::handlers::write",
+        "crate::api::handlers::delete",
+        "crate::api::handlers::commit",
+        "crate::api::handlers::collector",
+        "crate::api::handlers::gc",
+        "crate::api::handlers::owners",
         "crate::api::watch",
     ] {
         assert!(

@@ -12,7 +12,7 @@
 //! publishes the definitions a kind reaches; [`crate::schema::prune_with_definitions`] follows the
 //! `$ref`s when it drops unknown fields. Generated once per set of resources ([`attach`]), never per request.
 
-use std::{collections::BTreeSet, sync::Arc};
+use std::collections::BTreeSet;
 
 use k8s_openapi::{
     Resource, api, apiextensions_apiserver::pkg::apis::apiextensions,
@@ -22,7 +22,7 @@ use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::resource::ResourceDef;
+use crate::resource::{ResourceDef, Schema};
 
 /// What a `$ref` to a definition starts with.
 pub const REF_PREFIX: &str = "#/definitions/";
@@ -85,19 +85,35 @@ fn add_kinds(c: &mut Collector) {
 }
 
 struct Collector {
-    generator: SchemaGenerator,
+    /// Absent when only the kinds are wanted, not their schemas.
+    generator: Option<SchemaGenerator>,
     /// Definition name and group-version-kind of each kind added.
     kinds: Vec<(String, Value)>,
 }
 
 impl Collector {
     fn add<T: JsonSchema + Resource>(&mut self) {
-        self.generator.subschema_for::<T>();
+        if let Some(g) = &mut self.generator {
+            g.subschema_for::<T>();
+        }
         self.kinds.push((
             T::schema_name().into_owned(),
             json!({"group": T::GROUP, "version": T::VERSION, "kind": T::KIND}),
         ));
     }
+}
+
+/// Whether the built-in document has a definition for `group`/`version`/`kind`, known without
+/// generating it.
+fn has_kind(group: &str, version: &str, kind: &str) -> bool {
+    let mut c = Collector {
+        generator: None,
+        kinds: Vec::new(),
+    };
+    add_kinds(&mut c);
+    c.kinds
+        .iter()
+        .any(|(_, gvk)| gvk["group"] == group && gvk["version"] == version && gvk["kind"] == kind)
 }
 
 /// The document of every built-in kind's definitions (some tens of milliseconds: do it once).
@@ -108,11 +124,15 @@ pub fn generate() -> Value {
         s.transforms.clear();
     });
     let mut c = Collector {
-        generator: settings.into_generator(),
+        generator: Some(settings.into_generator()),
         kinds: Vec::new(),
     };
     add_kinds(&mut c);
-    let mut definitions = c.generator.take_definitions(false);
+    let mut definitions = c
+        .generator
+        .as_mut()
+        .map(|g| g.take_definitions(false))
+        .unwrap_or_default();
     for name in FREE_FORM {
         if let Some(m) = definitions.get_mut(*name).and_then(Value::as_object_mut) {
             m.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
@@ -261,14 +281,15 @@ fn refs_in<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
 }
 
 /// Gives each built-in kind of `defs` (not from a CRD, without a schema) the shared document
-/// of definitions when its storage version has one there.
+/// of definitions when its storage version has one there. The document is built the first time
+/// any kind's schema is read, not here.
 pub fn attach(defs: &mut [ResourceDef]) {
-    let doc = Arc::new(generate());
+    let doc = Schema::deferred(generate);
     for d in defs.iter_mut().filter(|d| !d.custom && d.schema.is_none()) {
         let Some(version) = d.versions.first() else {
             continue;
         };
-        if kind_definition(&doc, &d.group, version, &d.kind).is_some() {
+        if has_kind(&d.group, version, &d.kind) {
             d.schema = Some(doc.clone());
         }
     }
@@ -348,13 +369,24 @@ mod tests {
     }
 
     #[test]
-    fn every_builtin_and_announced_kind_has_a_schema() {
+    fn every_builtin_and_announced_kind_has_a_schema_built_on_first_read() {
         let mut defs = crate::resource::builtins();
         attach(&mut defs);
-        for d in &defs {
-            assert!(d.schema.is_some(), "{}/{}", d.group, d.kind);
-        }
         let doc = generate();
+        for d in &defs {
+            let schema = d.schema.as_ref();
+            assert!(
+                schema.is_some_and(|s| !s.is_built()),
+                "{}/{}",
+                d.group,
+                d.kind
+            );
+            let version = &d.versions[0];
+            assert!(kind_definition(&doc, &d.group, version, &d.kind).is_some());
+        }
+        let shared = defs[0].schema.as_ref().unwrap();
+        assert!(kind_definition(shared, "apps", "v1", "Deployment").is_some());
+        assert!(defs.iter().all(|d| d.schema.as_ref().unwrap().is_built()));
         for (g, k) in [
             ("batch", "CronJob"),
             ("", "ResourceQuota"),

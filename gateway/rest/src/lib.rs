@@ -17,7 +17,8 @@
 //!   [`watch`] event framing and bookmarks.
 //! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: Kubernetes protobuf
 //!   of every built-in kind (request bodies, and answers for protobuf-only clients).
-//! - [`builtin_schemas`]: the OpenAPI schemas of built-in kinds, from k8s-openapi.
+//! - [`builtin_schemas`]: the OpenAPI schemas of built-in kinds, from k8s-openapi, held as a
+//!   [`kind_schema::Schema`] built on first use.
 //!
 //! - [`bounded`]: request documents parsed with their expanded size and nesting bounded.
 //! - [`certs`]: a generated CA and serving certificate for given names; rustls server configs.
@@ -33,6 +34,7 @@ pub mod columns;
 pub mod discovery;
 pub mod documents;
 pub mod jsonpath;
+pub mod kind_schema;
 pub mod list;
 pub mod negotiate;
 pub mod openapi;

@@ -610,9 +610,7 @@ mod tests {
                  "schema": {"openAPIV3Schema": {"type": "object"}}}]}}))
         .unwrap();
         let before = hash(&[custom.clone()], "apis/e.com/v1");
-        custom.schema = Some(std::sync::Arc::new(
-            json!({"type": "object", "properties": {}}),
-        ));
+        custom.schema = Some(json!({"type": "object", "properties": {}}).into());
         assert_ne!(before, hash(&[custom], "apis/e.com/v1"));
     }
 

@@ -2,11 +2,10 @@
 //! selectable fields. Discovery, OpenAPI, tables and selectors are all built from a
 //! [`ResourceDef`]; nothing downstream branches on a kind's name.
 
-use std::sync::Arc;
-
 use serde_json::Value;
 
 pub use crate::columns::{CellFn, CellSource, PrinterColumn};
+pub use crate::kind_schema::Schema;
 
 /// Every verb of a stored kind, as discovery lists them.
 pub const ALL_VERBS: &[&str] = &[
@@ -89,9 +88,9 @@ pub struct ResourceDef {
     pub custom: bool,
     /// The CRD's `openAPIV3Schema` of the storage version, for `/openapi/v3`; for a built-in
     /// kind, the document of definitions all built-in kinds share, where the kind's own is
-    /// tagged with its group-version-kind ([`crate::builtin_schemas`]). Shared: a definition is
-    /// cloned for every request, and a schema can be large.
-    pub schema: Option<Arc<Value>>,
+    /// tagged with its group-version-kind ([`crate::builtin_schemas`]), built when first read.
+    /// Shared: a schema can be large.
+    pub schema: Option<Schema>,
     /// Whether stored objects may lack the schema's defaults, which reads then fill in: only
     /// when the schema has defaults and the CRD's spec changed since it was created (objects
     /// written under the current schema were defaulted as they were written).
@@ -103,6 +102,12 @@ fn strings(s: &[&str]) -> Vec<String> {
 }
 
 impl ResourceDef {
+    /// A CRD's own schema; `None` for a built-in kind, whose shared document this leaves unbuilt.
+    pub fn custom_schema(&self) -> Option<&Value> {
+        // Filtered before the deref: reading a built-in kind's document would build it.
+        self.schema.as_ref().filter(|_| self.custom).map(|s| &**s)
+    }
+
     /// `group/version` or `version` for the core group.
     pub fn api_version(&self, version: &str) -> String {
         if self.group.is_empty() {
@@ -875,7 +880,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceDef, InvalidCrd> {
     let schema = storage
         .pointer("/schema/openAPIV3Schema")
         .cloned()
-        .map(Arc::new);
+        .map(Schema::from);
     let changed_since_created = crd
         .pointer("/metadata/generation")
         .and_then(Value::as_u64)

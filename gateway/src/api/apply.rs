@@ -14,11 +14,11 @@
 //! creates, except the top-level `metadata`, `spec` and `status`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use super::status::ApiError;
+use gpustack_kube_rest::resource::Schema;
 
 /// A field path, each step spelled as in `FieldsV1`: `f:name`, `k:{"name":"a"}`.
 type Path = Vec<String>;
@@ -87,7 +87,7 @@ pub enum Lists {
     /// Custom kinds: lists the schema (a CRD's `openAPIV3Schema`) marks
     /// `x-kubernetes-list-type: map` merge by their `x-kubernetes-list-map-keys`; every other
     /// list, and every list of a kind without a schema, is atomic.
-    Schema(Option<Arc<Value>>),
+    Schema(Option<Schema>),
 }
 
 impl Lists {
@@ -1063,7 +1063,7 @@ mod tests {
             "tags": {"type": "array", "items": {"type": "object"}},
         }}}});
         let mut w = writer("a");
-        w.lists = Lists::Schema(Some(Arc::new(schema)));
+        w.lists = Lists::Schema(Some(schema.into()));
         let live = json!({"spec": {
             "ports": [{"port": 80, "protocol": "TCP", "n": 1}, {"port": 80, "protocol": "UDP"}],
             "tags": [{"t": 1}, {"t": 2}],

@@ -10,7 +10,7 @@ pub mod clusters;
 pub mod conversion;
 pub mod csr;
 pub mod disruption;
-mod handlers;
+pub(crate) mod handlers;
 pub mod objects;
 pub mod ops;
 pub mod patch;

@@ -581,7 +581,7 @@ pub fn validated(
     obj: Value,
     old: Option<&Value>,
 ) -> Result<Value, ApiError> {
-    let Some(schema) = def.schema.as_deref().filter(|_| def.custom) else {
+    let Some(schema) = def.custom_schema() else {
         return Ok(obj);
     };
     let errors = validate(patterns, schema, &obj, old);

@@ -2,8 +2,6 @@
 //! views (built from the project's CRDs, re-versioned, with the names the reference serves) and
 //! `gpustack.ai/v1` settings.
 
-use std::sync::Arc;
-
 use gpustack_kube_rest::resource::{self, PrinterColumn, ResourceDef};
 use serde_json::json;
 
@@ -110,7 +108,7 @@ pub fn settings() -> ResourceDef {
         ],
         selectable_fields: Vec::new(),
         custom: false,
-        schema: Some(Arc::new(schema)),
+        schema: Some(schema.into()),
         defaults_on_read: false,
     }
 }
@@ -157,7 +155,7 @@ pub fn instance_type_flavors() -> ResourceDef {
         ],
         selectable_fields: Vec::new(),
         custom: false,
-        schema: Some(Arc::new(schema)),
+        schema: Some(schema.into()),
         defaults_on_read: false,
     }
 }

@@ -2,8 +2,6 @@
 //! gateway's subscriptions), `devices` (every upstream's, as the gateway mirrors them) and the
 //! fleet aggregates `instancetypes` and `instancetypeflavors`.
 
-use std::sync::Arc;
-
 use gpustack_kube_rest::resource::{PrinterColumn, ResourceDef};
 use serde_json::{Value, json};
 
@@ -45,7 +43,7 @@ fn def(
         columns,
         selectable_fields: Vec::new(),
         custom: false,
-        schema: Some(Arc::new(schema)),
+        schema: Some(schema.into()),
         defaults_on_read: false,
     }
 }
@@ -108,7 +106,7 @@ pub fn devices() -> ResourceDef {
     let schema = gpustack_kube_rest::resource::from_crd(&crd)
         .ok()
         .and_then(|d| d.schema)
-        .unwrap_or_else(|| Arc::new(json!({"type": "object"})));
+        .unwrap_or_else(|| json!({"type": "object"}).into());
     let mut d = def(
         "Devices",
         "devices",

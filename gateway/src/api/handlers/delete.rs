@@ -1,8 +1,13 @@
-//! Deletes: finalizers and `deletionTimestamp`, namespace and CRD cascades, owner-reference
-//! garbage collection (background here; foreground and orphan through the collector's
-//! finalizers, see [`super::gc`]), deletecollection.
+//! Deletes: finalizers and `deletionTimestamp`, namespaces (emptied by the collector), owner
+//! references (background propagation here; foreground and orphan through the collector's
+//! finalizers, see [`super::gc`]), deletecollection. The removal itself is
+//! [`super::commit::finish_delete`].
 
-use super::gc::{self, Owner};
+use super::collector;
+use super::commit::{
+    finish_delete, finish_namespace_if_empty, is_namespace, namespaced_collections,
+};
+use super::owners::{FOREGROUND, ORPHAN, Owner, add_finalizer};
 use super::read::collect;
 use super::target::*;
 
@@ -10,117 +15,6 @@ use super::target::*;
 /// the background, whatever policy the request that set it off asked for.
 fn background() -> Value {
     json!({"propagationPolicy": "Background"})
-}
-
-/// Removes an object for good, with what that implies for namespaces and CRDs.
-pub(super) async fn finish_delete(
-    st: &ApiState,
-    ctx: &Ctx,
-    t: &Target,
-    key: &crate::store::ObjectKey,
-    rv: u64,
-    body: Value,
-) -> Result<Value, ApiError> {
-    if is_namespace(&t.def) && !namespace_is_empty(st, ctx, &key.name).await? {
-        // The collector empties it first, then lets it go.
-        gc::sweep(st, &ctx.cluster);
-        return Ok(body);
-    }
-    let ev = st
-        .store
-        .commit(key, Precondition::At(rv), WriteOp::Delete(body))
-        .await
-        .map_err(|e| match e {
-            StoreError::NotFound => ApiError::not_found(&t.def.group, &t.def.plural, &key.name),
-            StoreError::Conflict { .. } => {
-                ApiError::conflict(&t.def.group, &t.def.plural, &key.name)
-            }
-            e => store_error(e),
-        })?;
-    if is_crd(&t.def)
-        && let Some(def) = st
-            .registry
-            .all(&ctx.cluster)
-            .into_iter()
-            .find(|d| d.custom && format!("{}.{}", d.plural, d.group) == key.name)
-    {
-        st.registry.unregister(&ctx.cluster, &key.name);
-        delete_all_of(st, ctx, &def, None).await?;
-    }
-    // Background propagation: whatever still names this object as its owner goes too. The
-    // commit queued it for the collector, which works the queue in a task of its own, so the
-    // work neither holds up this answer nor stops when its client goes away.
-    gc::sweep(st, &ctx.cluster);
-    // An owner deleted in the foreground may have been waiting for this one.
-    gc::wake_owners(st, ctx, &ev.body).await?;
-    // The last object of a terminating namespace lets the namespace go.
-    if t.def.namespaced && !key.namespace.is_empty() {
-        finish_namespace_if_empty(st, ctx, &key.namespace).await?;
-    }
-    Ok((*ev.body).clone())
-}
-
-fn is_namespace(def: &ResourceDef) -> bool {
-    def.group.is_empty() && def.plural == "namespaces"
-}
-
-/// The namespaced resources, once per stored collection.
-fn namespaced_collections(st: &ApiState, ctx: &Ctx) -> Vec<ResourceDef> {
-    let mut defs: Vec<ResourceDef> = st
-        .registry
-        .all(&ctx.cluster)
-        .into_iter()
-        .filter(|d| d.namespaced)
-        .collect();
-    defs.retain(|d| d.storage_group == d.group);
-    defs
-}
-
-async fn namespace_is_empty(st: &ApiState, ctx: &Ctx, ns: &str) -> Result<bool, ApiError> {
-    for def in namespaced_collections(st, ctx) {
-        let page = st
-            .store
-            .list_raw(
-                &ctx.cluster,
-                &def.storage_group,
-                &def.plural,
-                Some(ns),
-                None,
-                1,
-            )
-            .await
-            .map_err(store_error)?;
-        if !page.items.is_empty() {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Removes namespace `ns` if it is terminating, has no finalizers and holds nothing any more.
-pub(super) async fn finish_namespace_if_empty(
-    st: &ApiState,
-    ctx: &Ctx,
-    ns: &str,
-) -> Result<(), ApiError> {
-    let key = namespace_key(&ctx.cluster, ns);
-    let Some((rv, namespace)) = st.store.get(&key).await.map_err(store_error)? else {
-        return Ok(());
-    };
-    if !is_deleting(&namespace)
-        || finalizers_of(&namespace) > 0
-        || !namespace_is_empty(st, ctx, ns).await?
-    {
-        return Ok(());
-    }
-    match st
-        .store
-        .commit(&key, Precondition::At(rv), WriteOp::Delete(namespace))
-        .await
-    {
-        Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => Ok(()),
-        Err(e) => Err(store_error(e)),
-    }
 }
 
 /// Deleting a namespace: it turns `Terminating`, its objects are deleted (those with
@@ -158,7 +52,7 @@ async fn delete_namespace(
     // An empty namespace goes at once; the collector empties the others (and resumes that
     // after a restart: it looks for terminating namespaces).
     finish_namespace_if_empty(st, ctx, name).await?;
-    gc::sweep(st, &ctx.cluster);
+    collector::sweep(st, &ctx.cluster);
     match st.store.get(&key).await.map_err(store_error)? {
         Some((_, still)) => Ok((StatusCode::OK, at_version(&t.def, &t.version, still))),
         None => Ok((StatusCode::OK, at_version(&t.def, &t.version, current))),
@@ -181,8 +75,8 @@ impl Propagation {
     fn finalizer(self) -> Option<&'static str> {
         match self {
             Propagation::Background => None,
-            Propagation::Foreground => Some(gc::FOREGROUND),
-            Propagation::Orphan => Some(gc::ORPHAN),
+            Propagation::Foreground => Some(FOREGROUND),
+            Propagation::Orphan => Some(ORPHAN),
         }
     }
 }
@@ -205,101 +99,6 @@ pub(super) fn propagation(options: &Value, ctx: &Ctx) -> Result<Propagation, Api
             "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
         ))),
     }
-}
-
-/// The dependents of `owner_uid`, with the target to address each.
-pub(super) async fn dependents(
-    st: &ApiState,
-    ctx: &Ctx,
-    owner_uid: &str,
-) -> Result<Vec<(Target, String)>, ApiError> {
-    let keys = st
-        .store
-        .dependents(&ctx.cluster, owner_uid)
-        .await
-        .map_err(store_error)?;
-    Ok(keys
-        .into_iter()
-        .filter_map(|key| {
-            let def = st
-                .registry
-                .find_stored(&ctx.cluster, &key.group, &key.resource)?;
-            let version = def.versions[0].clone();
-            let namespace = (!key.namespace.is_empty()).then_some(key.namespace);
-            Some((
-                Target {
-                    def,
-                    version,
-                    namespace,
-                    name: None,
-                    status: false,
-                },
-                key.name,
-            ))
-        })
-        .collect())
-}
-
-/// Removes the owner reference to `owner_uid` from every dependent.
-pub(super) async fn orphan_dependents(
-    st: &ApiState,
-    ctx: &Ctx,
-    owner_uid: &str,
-) -> Result<(), ApiError> {
-    for (t, name) in dependents(st, ctx, owner_uid).await? {
-        match gc::drop_owner_reference(st, ctx, &t, &name, owner_uid).await {
-            Ok(()) => {}
-            Err(e) if e.code == 404 => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Deletes (or marks, when they have finalizers) every object of `def` (in `namespace`).
-pub(super) async fn delete_all_of(
-    st: &ApiState,
-    ctx: &Ctx,
-    def: &ResourceDef,
-    namespace: Option<&str>,
-) -> Result<(), ApiError> {
-    let page = st
-        .store
-        .list(
-            &ctx.cluster,
-            &def.storage_group,
-            &def.plural,
-            namespace,
-            None,
-            0,
-        )
-        .await
-        .map_err(store_error)?;
-    for obj in page.items {
-        let ns = obj
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .map(String::from);
-        let t = Target {
-            def: def.clone(),
-            version: def.versions[0].clone(),
-            namespace: ns,
-            name: None,
-            status: false,
-        };
-        // Force: objects of a removed kind go regardless of finalizers.
-        let key = t.key(&ctx.cluster, name_of(&obj));
-        let rv: u64 = rv_of(&obj).and_then(|r| r.parse().ok()).unwrap_or(0);
-        match st
-            .store
-            .commit(&key, Precondition::At(rv), WriteOp::Delete(obj.clone()))
-            .await
-        {
-            Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => {}
-            Err(e) => return Err(store_error(e)),
-        }
-    }
-    Ok(())
 }
 
 /// How many objects of a collection are read at a time when emptying a namespace.
@@ -395,7 +194,7 @@ pub(super) async fn delete_one(
         let mut marked = current.clone();
         let added = policy
             .finalizer()
-            .is_some_and(|f| gc::add_finalizer(&mut marked, f));
+            .is_some_and(|f| add_finalizer(&mut marked, f));
         if finalizers_of(&marked) > 0 {
             let unchanged = is_deleting(&current) && !added;
             objects::mark_deleting(&mut marked, jiff::Timestamp::now());
@@ -412,10 +211,10 @@ pub(super) async fn delete_one(
                     let owner = Owner::of(&ctx.cluster, &t.def, &body);
                     match policy {
                         Propagation::Background => {}
-                        Propagation::Foreground => gc::schedule(st, owner),
+                        Propagation::Foreground => collector::schedule(st, owner),
                         // Orphaned before the answer: clients expect the dependents' owner
                         // references gone once the delete returns.
-                        Propagation::Orphan => gc::orphan_now(st, owner).await?,
+                        Propagation::Orphan => collector::orphan_now(st, owner).await?,
                     }
                     return Ok((StatusCode::OK, at_version(&t.def, &t.version, body)));
                 }

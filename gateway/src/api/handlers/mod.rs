@@ -1,17 +1,23 @@
 //! Resource requests: get, list, create, update, patch, delete, deletecollection (watch is in
 //! [`super::watch`]). This module resolves the target and dispatches; the verbs live in
 //! [`read`], [`write`] and [`delete`] (subresources besides `status` in [`subresources`]),
-//! written in what [`target`] shares, and none of them imports this dispatcher.
+//! written in what [`target`] shares, and none of them imports this dispatcher. Every write
+//! ends in [`commit`]; the garbage collector is a scheduler ([`collector`]) running passes
+//! ([`gc`]) over what [`owners`] finds, and the modules import one another in that one
+//! direction only.
 
 mod as_protobuf;
+mod collector;
+mod commit;
 mod delete;
 mod gc;
+mod owners;
 mod read;
 mod subresources;
 pub(crate) mod target;
 mod write;
 
-pub(crate) use gc::{Collector, resume_once as resume_collection};
+pub(crate) use collector::{Collector, resume_once as resume_collection};
 use target::Target;
 
 use delete::{delete, delete_collection};
@@ -25,12 +31,17 @@ use axum::{
 
 use super::{ApiState, Ctx, auth, path::ResourcePath, status::ApiError, watch};
 
+/// The garbage collector of one opening of the store, working with the collector's passes.
+pub(crate) fn new_collector() -> Collector {
+    Collector::new(gc::pass)
+}
+
 pub(crate) async fn resource(
     st: &ApiState,
     ctx: Ctx,
     p: ResourcePath,
 ) -> Result<Response, ApiError> {
-    gc::resume_once(st);
+    collector::resume_once(st);
     let def = st
         .registry
         .find(&ctx.cluster, &p.group, &p.version, &p.resource)

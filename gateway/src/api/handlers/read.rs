@@ -2,7 +2,7 @@
 
 use super::target::*;
 use crate::store::ReplayError;
-use gpustack_kube_rest::list;
+use gpustack_kube_rest::{list, resource::Schema};
 
 pub(super) async fn get(
     st: &ApiState,
@@ -195,7 +195,7 @@ pub(super) async fn list_verbatim(
 /// their CRD gained a default lack it (writes apply defaults), so only kinds whose CRD changed
 /// since it was created are parsed on the way out. Not for mirrors: their upstream defaulted
 /// them.
-fn read_defaults(st: &ApiState, ctx: &Ctx, t: &Target) -> Option<std::sync::Arc<Value>> {
+fn read_defaults(st: &ApiState, ctx: &Ctx, t: &Target) -> Option<Schema> {
     let mirror = st.served.get(&ctx.cluster).is_some_and(|s| s.read_only);
     t.def
         .schema

@@ -4,10 +4,11 @@
 //! Each is a read or a read-modify-write of the object itself, through the same write loop
 //! as an update ([`guaranteed_update`]).
 
+use super::commit::guaranteed_update;
 use super::delete::delete_one;
 use super::read::get;
 use super::target::*;
-use super::write::{guaranteed_update, object_body, pinned_rv_matches, writer};
+use super::write::{object_body, pinned_rv_matches, writer};
 use crate::api::{
     csr, disruption,
     scale::{self, ScalePaths},

@@ -85,7 +85,7 @@ pub(crate) fn store_error(e: StoreError) -> ApiError {
 /// with the defaults a custom kind's schema gained since the object was stored.
 pub(crate) fn at_version(def: &ResourceDef, version: &str, obj: Value) -> Value {
     let mut obj = conversion::from_storage(def, obj);
-    if let Some(s) = def.schema.as_deref().filter(|_| def.custom) {
+    if let Some(s) = def.custom_schema() {
         schema::apply_defaults(s, &mut obj);
     }
     if let Some(m) = obj.as_object_mut() {

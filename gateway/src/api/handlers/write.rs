@@ -1,7 +1,7 @@
 //! Writes: create (with `generateName`, namespace checks, CRD registration), update, patch
-//! and server-side apply, all through one read-modify-write loop.
+//! and server-side apply, the updates all through [`super::commit::guaranteed_update`].
 
-use super::delete::finish_delete;
+use super::commit::guaranteed_update;
 use super::target::*;
 
 /// Creates `body` in `t`'s collection, owned as `op` says; the response object.
@@ -259,102 +259,6 @@ pub(super) async fn create(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respo
     let body = object_body(ctx).await?;
     let obj = create_object(st, ctx, t, body, apply::Operation::Update).await?;
     Ok(json_response(StatusCode::CREATED, &obj))
-}
-
-/// Read-modify-write of one object: `mutate` turns the current object into the new one (and
-/// may refuse with 409 when the client pinned a resourceVersion). Retries lost races. A no-op
-/// stores nothing. An object being deleted whose last finalizer went away is deleted.
-pub(super) async fn guaranteed_update<F>(
-    st: &ApiState,
-    ctx: &Ctx,
-    t: &Target,
-    name: &str,
-    mutate: F,
-) -> Result<Value, ApiError>
-where
-    F: Fn(&Value) -> Result<Value, ApiError>,
-{
-    let key = t.key(&ctx.cluster, name);
-    let dry = dry_run(ctx)?;
-    for _ in 0..WRITE_ATTEMPTS {
-        let (rv, current) = t.stored(st, &ctx.cluster, name).await?;
-        // `mutate` sees and returns the served form; the store keeps the stored one.
-        let served = at_version(&t.def, &t.version, current.clone());
-        let new = mutate(&served)?;
-        // Admission is for clients' updates, not the server's own (deletes, collection).
-        let new = if matches!(ctx.method, Method::PUT | Method::PATCH) {
-            admit_update(st, ctx, t, name, &served, new, dry).await?
-        } else {
-            new
-        };
-        let mut new = conversion::to_storage(&t.def, new);
-        // A CRD's kind changes only once its new definition is committed.
-        let mut crd = None;
-        if is_crd(&t.def) {
-            let def = resources::from_crd(&new)
-                .map_err(|m| ApiError::invalid("CustomResourceDefinition", name, m.0))?;
-            if !t.status && current.get("status").is_some() {
-                new["status"] = current["status"].clone();
-            }
-            crd = Some(def);
-        }
-        if objects::same_content(&new, &current) || dry {
-            return Ok(at_version(&t.def, &t.version, new));
-        }
-        match st
-            .store
-            .commit(&key, Precondition::At(rv), WriteOp::Put(new))
-            .await
-        {
-            Ok(ev) => {
-                if let Some(def) = crd {
-                    st.registry.register(&ctx.cluster, name, def);
-                }
-                let body = (*ev.body).clone();
-                if is_deleting(&body) && finalizers_of(&body) == 0 {
-                    finish_delete(st, ctx, t, &key, ev.rv, body.clone()).await?;
-                }
-                return Ok(at_version(&t.def, &t.version, body));
-            }
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(StoreError::NotFound) => {
-                return Err(ApiError::not_found(&t.def.group, &t.def.plural, name));
-            }
-            Err(e) => return Err(store_error(e)),
-        }
-    }
-    Err(ApiError::conflict(&t.def.group, &t.def.plural, name))
-}
-
-/// Runs the admission webhooks on an update of `current` to `new`: the mutating ones (their
-/// changes validated again), then the validating ones.
-async fn admit_update(
-    st: &ApiState,
-    ctx: &Ctx,
-    t: &Target,
-    name: &str,
-    current: &Value,
-    mut new: Value,
-    dry: bool,
-) -> Result<Value, ApiError> {
-    use crate::api::admission::{self, Operation};
-    let a = admission::attributes(
-        ctx,
-        &t.def,
-        &t.version,
-        t.namespace.as_deref(),
-        t.status,
-        name,
-        Operation::Update,
-        dry,
-        None,
-    );
-    if admission::mutate(st, ctx, &a, &mut new, Some(current)).await? {
-        apply_schema(ctx, t, &mut new, Some(current))?;
-        new = crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))?;
-    }
-    admission::validate(st, ctx, &a, Some(&new), Some(current)).await?;
-    Ok(new)
 }
 
 pub(super) fn pinned_rv_matches(
