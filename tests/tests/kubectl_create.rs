@@ -2,12 +2,13 @@
 //! `annotate` against an embedded cluster. kubectl's typed clients send these objects as
 //! Kubernetes protobuf (`application/vnd.kubernetes.protobuf`); each test asserts on kubectl's
 //! own output and on the stored object read back as JSON, so a field lost in decoding fails.
-//! One test reads objects back as protobuf over the unix socket and decodes them with k8s-pb.
+//! One test reads objects, lists and a watch back as protobuf over the unix socket and decodes
+//! them with k8s-pb.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 
-use gpustack_tests::embedded::GatewayProcess;
+use gpustack_tests::embedded::{GatewayProcess, write_file};
 use prost::Message as _;
 use serde_json::{Value, json};
 
@@ -403,7 +404,7 @@ fn unwrap_envelope(body: &[u8]) -> k8s_pb::apimachinery::pkg::runtime::Unknown {
 
 #[test]
 fn protobuf_only_clients_are_answered_in_protobuf() {
-    let (_dir, gw) = start("answers");
+    let (dir, gw) = start("answers");
     gw.kubectl_ok(&[
         "create",
         "deployment",
@@ -470,13 +471,86 @@ fn protobuf_only_clients_are_answered_in_protobuf() {
         json!(2)
     );
 
-    // Watches have no protobuf form here: refused with a Status saying so.
+    // A protobuf watch: length-delimited WatchEvents (bare, as kube-apiserver streams them),
+    // each object in its envelope, read with k8s-pb's types; the watch ends at its timeout.
+    let (status, head, body) = raw_get(
+        &gw,
+        "/apis/apps/v1/namespaces/default/deployments?watch=1&timeoutSeconds=1&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+        pb,
+    );
+    assert_eq!(status, "200", "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains(&format!("content-type: {pb};stream=watch")),
+        "{head}"
+    );
+    let mut events = Vec::new();
+    let mut rest = &body[..];
+    while !rest.is_empty() {
+        let (len, tail) = rest.split_at(4);
+        let len = u32::from_be_bytes(len.try_into().unwrap()) as usize;
+        let (frame, tail) = tail.split_at(len);
+        rest = tail;
+        let event = k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent::decode(frame)
+            .expect("k8s-pb reads the WatchEvent");
+        let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
+        let unknown = unwrap_envelope(&raw);
+        let kind = unknown.type_meta.and_then(|t| t.kind).unwrap_or_default();
+        let d =
+            k8s_pb::api::apps::v1::Deployment::decode(unknown.raw.as_deref().unwrap_or_default())
+                .expect("k8s-pb reads the event's Deployment");
+        let meta = d.metadata.unwrap_or_default();
+        events.push((
+            event.r#type.unwrap_or_default(),
+            kind,
+            meta.name.unwrap_or_default(),
+            meta.annotations.contains_key("k8s.io/initial-events-end"),
+        ));
+    }
+    assert_eq!(
+        events,
+        [
+            ("ADDED".into(), "Deployment".into(), "api".into(), false),
+            ("ADDED".into(), "Deployment".into(), "web".into(), false),
+            ("BOOKMARK".into(), "Deployment".into(), String::new(), true),
+        ],
+        "the initial events, then the bookmark that ends them"
+    );
+
+    // A kind without a protobuf form (a custom resource) is refused with a Status saying so.
+    gw.kubectl_ok(&[
+        "apply",
+        "-f",
+        &write_file(dir.path(), "crd.yaml", WIDGET_CRD),
+    ]);
+    gw.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+    ]);
     let (status, _, body) = raw_get(
         &gw,
-        "/apis/apps/v1/namespaces/default/deployments?watch=1&timeoutSeconds=1",
+        "/apis/example.com/v1/namespaces/default/widgets?watch=1&timeoutSeconds=1",
         pb,
     );
     assert_eq!(status, "406");
     let refusal: Value = serde_json::from_slice(&body).expect("a Status");
     assert_eq!(refusal["reason"], json!("NotAcceptable"), "{refusal}");
 }
+
+const WIDGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;

@@ -1,6 +1,7 @@
 //! Watch event framing: one JSON `WatchEvent` per line, in the representation the client asked
-//! for, with bookmarks and `ERROR` events, streamed as the response body. Where the events come
-//! from (a store, an upstream) is the server's business.
+//! for, or length-delimited protobuf `WatchEvent`s for clients that take only protobuf, with
+//! bookmarks and `ERROR` events, streamed as the response body. Where the events come from (a
+//! store, an upstream) is the server's business.
 
 use std::{convert::Infallible, time::Duration};
 
@@ -15,6 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::{
     negotiate::Representation,
+    protobuf,
     resource::ResourceDef,
     status::ApiError,
     table::{self, IncludeObject},
@@ -27,6 +29,8 @@ pub struct Framer {
     table: Option<IncludeObject>,
     /// Send `PartialObjectMetadata` instead of whole objects.
     metadata_only: bool,
+    /// Frame events in protobuf rather than as JSON lines.
+    protobuf: bool,
 }
 
 impl Framer {
@@ -42,11 +46,56 @@ impl Framer {
             version: version.to_owned(),
             table: (representation == Representation::Table).then_some(include),
             metadata_only: representation == Representation::Metadata,
+            protobuf: false,
+        }
+    }
+
+    /// Protobuf events of a built-in kind; 406 for a kind without a protobuf form (a custom
+    /// resource), as kube-apiserver answers.
+    pub fn protobuf(def: ResourceDef, version: &str) -> Result<Self, ApiError> {
+        if !protobuf::knows(&def.api_version(version), &def.kind) {
+            return Err(ApiError::new(
+                406,
+                "NotAcceptable",
+                format!(
+                    "{} {} has no protobuf form: watch it as application/json",
+                    def.api_version(version),
+                    def.kind
+                ),
+            ));
+        }
+        Ok(Framer {
+            def,
+            version: version.to_owned(),
+            table: None,
+            metadata_only: false,
+            protobuf: true,
+        })
+    }
+
+    /// The `Content-Type` of the stream.
+    pub fn content_type(&self) -> &'static str {
+        if self.protobuf {
+            protobuf::WATCH_MEDIA_TYPE
+        } else {
+            "application/json"
+        }
+    }
+
+    /// An `ERROR` event carrying `e` as a `Status`.
+    pub fn error(&self, e: &ApiError) -> Bytes {
+        if self.protobuf {
+            protobuf_frame("ERROR", &e.to_status())
+        } else {
+            error_event(e)
         }
     }
 
     /// An `ADDED`/`MODIFIED`/`DELETED` line for `obj` (already at the served version).
     pub fn event(&self, kind: &str, obj: Value) -> Bytes {
+        if self.protobuf {
+            return protobuf_frame(kind, &obj);
+        }
         let obj = match self.table {
             Some(include) => {
                 let rv = obj
@@ -74,8 +123,23 @@ impl Framer {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
         let obj = json!({"kind": self.def.kind, "apiVersion": self.def.api_version(&self.version), "metadata": meta});
+        if self.protobuf {
+            return protobuf_frame("BOOKMARK", &obj);
+        }
         line("BOOKMARK", obj)
     }
+}
+
+/// A protobuf frame of `obj`; an object that does not fit its kind's message (a value of the
+/// wrong type stored before validation) becomes an `ERROR` event saying so.
+fn protobuf_frame(kind: &str, obj: &Value) -> Bytes {
+    let encoded = protobuf::encode(obj).map(|raw| (kind, raw)).or_else(|e| {
+        let status = ApiError::internal(format!("encoding a {kind} event as protobuf: {e}"));
+        protobuf::encode(&status.to_status()).map(|raw| ("ERROR", raw))
+    });
+    // A Status always encodes; an empty event is the last resort, never reached.
+    let (kind, raw) = encoded.unwrap_or(("ERROR", Vec::new()));
+    Bytes::from(protobuf::watch_frame(kind, &raw))
 }
 
 fn line(kind: &str, obj: Value) -> Bytes {
@@ -100,8 +164,10 @@ pub fn timeout(param: Option<&str>, default: Duration) -> Result<Duration, ApiEr
     }
 }
 
-/// The streamed body: `first`, then whatever arrives on `rest` until it closes.
+/// The streamed body, of `content_type` ([`Framer::content_type`]): `first`, then whatever
+/// arrives on `rest` until it closes.
 pub fn stream_response(
+    content_type: &'static str,
     first: Vec<Bytes>,
     rest: Option<mpsc::Receiver<Result<Bytes, Infallible>>>,
 ) -> Response {
@@ -111,12 +177,7 @@ pub fn stream_response(
         Some(rx) => Body::from_stream(head.chain(ReceiverStream::new(rx))),
         None => Body::from_stream(head),
     };
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response()
+    (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 #[cfg(test)]
@@ -173,5 +234,51 @@ mod tests {
             Duration::from_secs(5)
         );
         assert!(timeout(Some("x"), Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn protobuf_frames_are_length_delimited_watch_events_k8s_pb_reads() {
+        use k8s_pb::apimachinery::pkg::{apis::meta::v1 as meta, runtime::Unknown};
+        use prost::Message;
+        fn read(frame: &Bytes) -> (String, Unknown) {
+            let len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+            assert_eq!(len, frame.len() - 4, "one frame, its length first");
+            let event = meta::WatchEvent::decode(&frame[4..]).unwrap();
+            let raw = event.object.unwrap().raw.unwrap();
+            let envelope = Unknown::decode(raw.strip_prefix(b"k8s\0").unwrap()).unwrap();
+            (event.r#type.unwrap(), envelope)
+        }
+        let f = Framer::protobuf(pods(), "v1").unwrap();
+        assert_eq!(
+            f.content_type(),
+            "application/vnd.kubernetes.protobuf;stream=watch"
+        );
+        let obj = json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p", "resourceVersion": "4"}});
+        let (kind, envelope) = read(&f.event("ADDED", obj));
+        assert_eq!(kind, "ADDED");
+        let pod = k8s_pb::api::core::v1::Pod::decode(envelope.raw.unwrap().as_slice()).unwrap();
+        assert_eq!(pod.metadata.unwrap().name.as_deref(), Some("p"));
+        let (kind, envelope) = read(&f.bookmark(9, false));
+        assert_eq!(kind, "BOOKMARK");
+        let pod = k8s_pb::api::core::v1::Pod::decode(envelope.raw.unwrap().as_slice()).unwrap();
+        assert_eq!(pod.metadata.unwrap().resource_version.as_deref(), Some("9"));
+        let (kind, envelope) = read(&f.error(&ApiError::expired("too old")));
+        assert_eq!(kind, "ERROR");
+        let status = meta::Status::decode(envelope.raw.unwrap().as_slice()).unwrap();
+        assert_eq!(status.code, Some(410));
+        // An object that does not fit its message is an ERROR event, not a broken stream.
+        let bad = json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": 7}});
+        let (kind, envelope) = read(&f.event("MODIFIED", bad));
+        assert_eq!(kind, "ERROR");
+        let status = meta::Status::decode(envelope.raw.unwrap().as_slice()).unwrap();
+        assert_eq!(status.code, Some(500));
+        // A custom kind has no protobuf form.
+        let mut custom = pods();
+        custom.group = "example.com".into();
+        custom.kind = "Widget".into();
+        assert_eq!(
+            Framer::protobuf(custom, "v1").err().map(|e| e.code),
+            Some(406)
+        );
     }
 }

@@ -16,7 +16,7 @@ use super::{
     table::IncludeObject,
 };
 use crate::store::{EventType, ReplayError, StoreError, StoredEvent};
-use gpustack_kube_rest::watch::{Framer, error_event, stream_response, timeout};
+use gpustack_kube_rest::watch::{Framer, stream_response, timeout};
 
 /// What a live event means for a watcher with `filter`: the type to send, if any. An object
 /// that stops matching is sent as DELETED, one that starts matching as ADDED.
@@ -107,8 +107,12 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
     let slot = claim_slot(st, &ctx.headers)?;
     let filter = Filter::from_ctx(ctx, t)?;
     let accept = ctx.header(header::ACCEPT);
-    let representation =
-        negotiate::for_resource(accept, true).ok_or_else(|| ApiError::not_acceptable(accept))?;
+    let protobuf = negotiate::protobuf_only(accept);
+    let representation = if protobuf {
+        Representation::Json
+    } else {
+        negotiate::for_resource(accept, true).ok_or_else(|| ApiError::not_acceptable(accept))?
+    };
     let include = match representation {
         Representation::Json | Representation::Metadata => IncludeObject::Metadata,
         Representation::Table => {
@@ -133,12 +137,11 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
     .min(st.options.max_watch_timeout);
     let bookmarks = ctx.flag("allowWatchBookmarks");
     let send_initial = ctx.flag("sendInitialEvents");
-    let framer = Arc::new(Framer::new(
-        t.def.clone(),
-        &t.version,
-        representation,
-        include,
-    ));
+    let framer = Arc::new(if protobuf {
+        Framer::protobuf(t.def.clone(), &t.version)?
+    } else {
+        Framer::new(t.def.clone(), &t.version, representation, include)
+    });
     let (def, version, events) = (t.def.clone(), t.version.clone(), framer.clone());
     let line = move |kind: &str, obj: Value| events.event(kind, at_version(&def, &version, obj));
 
@@ -179,12 +182,17 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
                 let e = ApiError::expired(format!(
                     "too old resource version: {requested} ({compacted})"
                 ));
-                return Ok(stream_response(vec![error_event(&e)], None));
+                return Ok(stream_response(
+                    framer.content_type(),
+                    vec![framer.error(&e)],
+                    None,
+                ));
             }
             Err(ReplayError::Store(e)) => return Err(store_error(e)),
         }
     };
 
+    let content_type = framer.content_type();
     // A few events ahead of the socket: a watcher that does not read holds little.
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(WATCH_AHEAD);
     let watcher = Watcher {
@@ -222,7 +230,7 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
             )
             .await;
     });
-    Ok(stream_response(Vec::new(), Some(rx)))
+    Ok(stream_response(content_type, Vec::new(), Some(rx)))
 }
 
 /// How many framed events a watch keeps ready ahead of its socket.
@@ -278,7 +286,7 @@ impl Watcher {
                         Ok(obj) => obj,
                         Err(e) => {
                             let e = store_error(e);
-                            return self.send(error_event(&e)).await.and(None);
+                            return self.send(self.framer.error(&e)).await.and(None);
                         }
                     };
                     if self.filter.matches(&obj) {
@@ -328,7 +336,7 @@ impl Watcher {
                                 )),
                                 ReplayError::Store(e) => store_error(e),
                             };
-                            return self.send(error_event(&e)).await.and(None);
+                            return self.send(self.framer.error(&e)).await.and(None);
                         }
                     };
                 }

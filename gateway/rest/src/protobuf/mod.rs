@@ -29,6 +29,9 @@ use wire::Writer;
 /// The media type of Kubernetes' protobuf encoding.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
+/// What a watch in protobuf is answered as: length-delimited `WatchEvent`s.
+pub const WATCH_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
 const MAGIC: &[u8] = b"k8s\0";
 
 /// Why a body cannot be read as, or an object cannot be written as, protobuf.
@@ -119,6 +122,23 @@ fn envelope(body: &[u8], depth: usize, budget: &mut Budget) -> Result<Value, Pro
         obj.extend(fields);
     }
     Ok(Value::Object(obj))
+}
+
+/// One frame of a protobuf watch: a `meta.k8s.io/v1` `WatchEvent` of `event_type` around
+/// `object` (an object already [`encode`]d, envelope and all), written bare (no envelope of its
+/// own, as kube-apiserver streams them) after its length as four big-endian bytes.
+pub fn watch_frame(event_type: &str, object: &[u8]) -> Vec<u8> {
+    let mut raw_extension = Writer::default();
+    raw_extension.bytes(1, object);
+    let mut event = Writer::default();
+    event.bytes(1, event_type.as_bytes());
+    event.bytes(2, &raw_extension.buf);
+    // A frame over 4 GiB cannot be written: the objects streamed are bounded far below that.
+    let len = u32::try_from(event.buf.len()).unwrap_or(u32::MAX);
+    let mut out = Vec::with_capacity(4 + event.buf.len());
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&event.buf);
+    out
 }
 
 /// Encodes `obj`, a JSON object (or list) of a known kind, in the protobuf envelope.
