@@ -1,16 +1,18 @@
 //! `gpustack-operator`: one binary for the control plane, the hub and the node agents.
 //!
-//! This file only wires things together: it completes and parses the command line, sets up
-//! logging, and hands the command to [`commands::run`].
+//! This file only wires things together: it sets the allocator up, completes and parses the
+//! command line, sets up logging, and hands the command to [`commands::run`].
 
 use std::process::ExitCode;
 
 use gpustack_operator::{
+    allocator,
     cli::{self, Parsed},
     commands, logging,
 };
 
 fn main() -> ExitCode {
+    allocator::cap_arenas(&|name| std::env::var(name).ok());
     // kube, the OTLP exporter and our listeners all use rustls; exactly one provider, ring.
     let _ = rustls::crypto::ring::default_provider().install_default();
 

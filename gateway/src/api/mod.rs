@@ -177,6 +177,23 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// The context of the server's own work in `cluster` (the garbage collector's deletes
+    /// and updates), which no client asked for: the cluster's own authority, no options, no
+    /// body. What it writes commits as the server's ([`handlers`] `By::Server`), which no
+    /// webhook admits; its method is never read.
+    pub fn internal(cluster: &str) -> Self {
+        Ctx {
+            user: auth::UserInfo::admin(),
+            cluster: cluster.to_owned(),
+            read_only: false,
+            method: Method::DELETE,
+            query: HashMap::new(),
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+            warnings: Default::default(),
+        }
+    }
+
     pub fn warn(&self, messages: impl IntoIterator<Item = String>) {
         self.warnings
             .lock()

@@ -89,14 +89,26 @@ impl Progress {
 
 /// The newest of the resourceVersions of a listed set of objects, where all are numbers (as
 /// etcd's and this gateway's are): a watch from it replays at most what the list already had.
-/// `None` when any is not a number (an opaque version cannot be ordered).
-pub fn newest_listed<'a>(rvs: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    let mut max: Option<u64> = None;
-    for rv in rvs {
-        let n: u64 = rv.parse().ok()?;
-        max = Some(max.map_or(n, |m| m.max(n)));
+/// `None` when any is not a number (an opaque version cannot be ordered). Kept as the versions
+/// arrive, so that a list of any length holds one number rather than every version it saw.
+#[derive(Default)]
+pub struct NewestListed {
+    max: Option<u64>,
+    /// A version that is not a number was seen: no checkpoint.
+    opaque: bool,
+}
+
+impl NewestListed {
+    pub fn see(&mut self, rv: &str) {
+        match rv.parse::<u64>() {
+            Ok(n) => self.max = Some(self.max.map_or(n, |m| m.max(n))),
+            Err(_) => self.opaque = true,
+        }
     }
-    max.map(|n| n.to_string())
+
+    pub fn get(&self) -> Option<String> {
+        self.max.filter(|_| !self.opaque).map(|n| n.to_string())
+    }
 }
 
 /// Aborts a task when dropped: ties a helper task's life to the future that spawned it.
@@ -114,9 +126,15 @@ mod tests {
 
     #[test]
     fn newest_listed_is_the_largest_number_or_nothing() {
-        assert_eq!(newest_listed(["3", "12", "7"]), Some("12".into()));
-        assert_eq!(newest_listed([]), None);
-        assert_eq!(newest_listed(["3", "abc"]), None);
+        let newest_listed = |rvs: &[&str]| {
+            let mut n = NewestListed::default();
+            rvs.iter().for_each(|rv| n.see(rv));
+            n.get()
+        };
+        assert_eq!(newest_listed(&["3", "12", "7"]), Some("12".into()));
+        assert_eq!(newest_listed(&[]), None);
+        assert_eq!(newest_listed(&["3", "abc"]), None);
+        assert_eq!(newest_listed(&["abc", "3"]), None);
     }
 
     #[tokio::test]

@@ -22,7 +22,7 @@ use super::{
     failure::{MirrorError, MirrorFailure, WatchFailure},
     kinds::MirroredKind,
     kubeconfig_policy,
-    progress::{AbortOnDrop, Progress, newest_listed},
+    progress::{AbortOnDrop, NewestListed, Progress},
     redact::strip_credentials,
     status::{Happening, StatusBoard},
 };
@@ -63,16 +63,16 @@ impl Default for MirrorOptions {
 struct Relist {
     seen: SeenNames,
     pending: Vec<(ObjectKey, Value)>,
-    rvs: Vec<String>,
+    newest: NewestListed,
 }
 
 /// How many listed objects, or changes that arrived together, are written together (the
 /// store commits them in one batch). Also bounds what a mirror holds in memory at once.
-const BATCH: usize = 128;
+const BATCH: usize = 64;
 
 /// How many objects one list request asks for: a mirror holds a page in memory while it is
 /// written, and many upstreams may list at once.
-const LIST_PAGE: u32 = 100;
+const LIST_PAGE: u32 = 50;
 
 /// How often each kind's watch progress is written to the store.
 const PROGRESS_FLUSH: Duration = Duration::from_secs(1);
@@ -326,7 +326,9 @@ impl Mirror {
                 Ok(())
             }
             watcher::Event::InitApply(obj) => {
-                list.rvs.extend(obj.metadata.resource_version.clone());
+                if let Some(rv) = &obj.metadata.resource_version {
+                    list.newest.see(rv);
+                }
                 let (key, body) = self.entry(resource, obj);
                 list.seen.insert(&key.namespace, &key.name);
                 list.pending.push((key, body));
@@ -342,7 +344,7 @@ impl Mirror {
                 self.sweep(resource, &done.seen).await?;
                 // A completed list is a checkpoint worth keeping at once, and a listed kind is
                 // reported with its count.
-                progress.note(newest_listed(done.rvs.iter().map(String::as_str)).as_deref());
+                progress.note(done.newest.get().as_deref());
                 progress.flush().await;
                 self.update_count(resource, label).await;
                 self.board
@@ -505,22 +507,35 @@ impl Mirror {
     }
 
     /// The store key and body of a mirrored object: `managedFields` stripped (they can be half
-    /// of an object) and the type set (list items come without it).
-    fn entry(&self, resource: &ApiResource, mut obj: DynamicObject) -> (ObjectKey, Value) {
-        obj.metadata.managed_fields = None;
+    /// of an object) and the type set (list items come without it). The body is assembled from
+    /// the decoded parts, which are moved, not copied: only the metadata is serialized again.
+    fn entry(&self, resource: &ApiResource, obj: DynamicObject) -> (ObjectKey, Value) {
+        let DynamicObject {
+            mut metadata, data, ..
+        } = obj;
+        metadata.managed_fields = None;
         let key = ObjectKey {
             cluster: self.upstream.name.clone(),
             group: resource.group.clone(),
             resource: resource.plural.clone(),
-            namespace: obj.metadata.namespace.clone().unwrap_or_default(),
-            name: obj.metadata.name.clone().unwrap_or_default(),
+            namespace: metadata.namespace.clone().unwrap_or_default(),
+            name: metadata.name.clone().unwrap_or_default(),
         };
-        let mut body = serde_json::to_value(&obj).unwrap_or(Value::Null);
-        if let Some(m) = body.as_object_mut() {
-            m.insert("apiVersion".into(), resource.api_version.clone().into());
-            m.insert("kind".into(), resource.kind.clone().into());
+        let mut body = serde_json::Map::new();
+        body.insert("apiVersion".into(), resource.api_version.clone().into());
+        body.insert("kind".into(), resource.kind.clone().into());
+        body.insert(
+            "metadata".into(),
+            serde_json::to_value(&metadata).unwrap_or_default(),
+        );
+        if let Value::Object(fields) = data {
+            for (k, v) in fields {
+                if !matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    body.insert(k, v);
+                }
+            }
         }
-        (key, body)
+        (key, Value::Object(body))
     }
 
     /// Writes one mirrored object (the fleet view is derived from it).

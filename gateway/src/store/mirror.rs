@@ -54,10 +54,16 @@ impl SeenNames {
 /// out: what decides whether a mirrored object changed.
 pub fn content_hash(body: &Value) -> Result<i64, serde_json::Error> {
     let mut body = body.clone();
+    hash_without_version(&mut body)
+}
+
+/// [`content_hash`] of a body about to be stored, whose resourceVersion goes anyway (the
+/// writer sets the gateway's): taken out in place rather than from a copy.
+fn hash_without_version(body: &mut Value) -> Result<i64, serde_json::Error> {
     if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
-    let digest = Sha256::digest(serde_json::to_vec(&body)?);
+    let digest = Sha256::digest(serde_json::to_vec(&*body)?);
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     Ok(i64::from_be_bytes(first))
@@ -70,10 +76,10 @@ impl Store {
     pub async fn mirror_put(
         &self,
         key: &ObjectKey,
-        body: Value,
+        mut body: Value,
     ) -> Result<Option<StoredEvent>, StoreError> {
         super::write::readable(&body)?;
-        let hash = content_hash(&body)?;
+        let hash = hash_without_version(&mut body)?;
         self.enqueue(key, Change::Upsert { body, hash }).await
     }
 

@@ -146,7 +146,7 @@ async fn incremental_vacuum(pool: &SqlitePool) -> Result<(), StoreError> {
 }
 
 /// How many changes may wait for the writer before callers wait to queue theirs.
-const WRITE_QUEUE: usize = 4096;
+const WRITE_QUEUE: usize = 1024;
 
 /// How many committed events a slow watcher may lag behind before its watch is ended (it then
 /// resumes from the event log).

@@ -6,14 +6,25 @@
 use super::collector;
 use super::target::*;
 
+/// Whose update it is: a client's (an update, a patch, an apply, a `status`, `scale` or
+/// `approval` write), which the admission webhooks see, or the server's own (the collector
+/// dropping a finalizer or an owner reference, a binding placing a pod), which they do not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum By {
+    Client,
+    Server,
+}
+
 /// Read-modify-write of one object: `mutate` turns the current object into the new one (and
-/// may refuse with 409 when the client pinned a resourceVersion). Retries lost races. A no-op
-/// stores nothing. An object being deleted whose last finalizer went away is deleted.
+/// may refuse with 409 when the client pinned a resourceVersion), then admission when `by` a
+/// client, then the commit. Retries lost races. A no-op stores nothing. An object being deleted
+/// whose last finalizer went away is deleted.
 pub(super) async fn guaranteed_update<F>(
     st: &ApiState,
     ctx: &Ctx,
     t: &Target,
     name: &str,
+    by: By,
     mutate: F,
 ) -> Result<Value, ApiError>
 where
@@ -26,8 +37,7 @@ where
         // `mutate` sees and returns the served form; the store keeps the stored one.
         let served = at_version(&t.def, &t.version, current.clone());
         let new = mutate(&served)?;
-        // Admission is for clients' updates, not the server's own (deletes, collection).
-        let new = if matches!(ctx.method, Method::PUT | Method::PATCH) {
+        let new = if by == By::Client {
             admit_update(st, ctx, t, name, &served, new, dry).await?
         } else {
             new

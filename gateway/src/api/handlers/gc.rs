@@ -4,12 +4,10 @@
 //! cluster's queue of deleted owners and its terminating namespaces. When and how often a pass
 //! runs is the scheduler's ([`super::collector`]).
 
-use std::{collections::HashMap, sync::Arc};
-
-use axum::{body::Bytes, http::HeaderMap};
+use std::sync::Arc;
 
 use super::collector::{Job, PassFuture};
-use super::commit::{finish_namespace_if_empty, guaranteed_update};
+use super::commit::{By, finish_namespace_if_empty, guaranteed_update};
 use super::delete::{delete_namespace_contents, delete_one};
 use super::owners::{
     FOREGROUND, ORPHAN, Owner, another_owner_remains, blocks, dependents, has_finalizer, uid_of,
@@ -21,26 +19,10 @@ use super::target::*;
 pub(super) fn pass(st: ApiState, job: Arc<Job>) -> PassFuture {
     Box::pin(async move {
         match &*job {
-            Job::Collect(owner) => collect(&st, &collector_ctx(&owner.cluster), owner).await,
-            Job::Sweep { cluster } => sweep_pass(&st, &collector_ctx(cluster)).await,
+            Job::Collect(owner) => collect(&st, &Ctx::internal(&owner.cluster), owner).await,
+            Job::Sweep { cluster } => sweep_pass(&st, &Ctx::internal(cluster)).await,
         }
     })
-}
-
-/// The request context of the collector's own writes: no dry run, no propagation policy
-/// beyond what each write states.
-pub(super) fn collector_ctx(cluster: &str) -> Ctx {
-    Ctx {
-        // The collector is the cluster's own: internal writes are not authorized.
-        user: crate::api::auth::UserInfo::admin(),
-        cluster: cluster.to_owned(),
-        read_only: false,
-        method: Method::DELETE,
-        query: HashMap::new(),
-        headers: HeaderMap::new(),
-        body: Bytes::new(),
-        warnings: Default::default(),
-    }
 }
 
 /// How many queued owners are read at a time.
@@ -152,7 +134,7 @@ pub(super) async fn drop_owner_reference(
     name: &str,
     owner_uid: &str,
 ) -> Result<(), ApiError> {
-    guaranteed_update(st, ctx, t, name, |current| {
+    guaranteed_update(st, ctx, t, name, By::Server, |current| {
         let mut new = current.clone();
         if let Some(refs) = new
             .pointer_mut("/metadata/ownerReferences")
@@ -235,7 +217,7 @@ async fn drop_finalizer(
     finalizer: &str,
 ) -> Result<(), ApiError> {
     let t = owner.target();
-    let result = guaranteed_update(st, ctx, &t, &owner.name, |current| {
+    let result = guaranteed_update(st, ctx, &t, &owner.name, By::Server, |current| {
         // A namesake created since is another object.
         if uid_of(current) != owner.uid {
             return Ok(current.clone());

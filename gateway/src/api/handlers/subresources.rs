@@ -4,7 +4,7 @@
 //! Each is a read or a read-modify-write of the object itself, through the same write loop
 //! as an update ([`guaranteed_update`]).
 
-use super::commit::guaranteed_update;
+use super::commit::{By, guaranteed_update};
 use super::delete::delete_one;
 use super::read::get;
 use super::target::*;
@@ -113,7 +113,7 @@ async fn write_scale(
     };
     let mut w = writer(ctx, t);
     w.subresource = Some("scale");
-    let obj = guaranteed_update(st, ctx, t, name, |current| {
+    let obj = guaranteed_update(st, ctx, t, name, By::Client, |current| {
         let wanted = requested(ctx, body.as_ref(), &scale::scale_of(current, &paths))?;
         pinned_rv_matches(t, name, rv_of(&wanted), current)?;
         let replicas = scale::requested_replicas(&wanted)
@@ -274,7 +274,7 @@ async fn bind(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Respon
         .ok_or_else(|| ApiError::invalid("Binding", name, "target.name: Required value"))?
         .to_owned();
     let annotations = body.pointer("/metadata/annotations").cloned();
-    guaranteed_update(st, ctx, t, name, |current| {
+    guaranteed_update(st, ctx, t, name, By::Server, |current| {
         if is_deleting(current) {
             return Err(ApiError::new(
                 409,
@@ -329,7 +329,7 @@ async fn approve(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Res
     let mut w = writer(ctx, t);
     w.subresource = Some("approval");
     w.part = apply::Part::Status;
-    let obj = guaranteed_update(st, ctx, t, name, |current| {
+    let obj = guaranteed_update(st, ctx, t, name, By::Client, |current| {
         let wanted = requested(ctx, body.as_ref(), current)?;
         pinned_rv_matches(t, name, rv_of(&wanted), current)?;
         let now = objects::rfc3339(jiff::Timestamp::now());

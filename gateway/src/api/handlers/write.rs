@@ -1,7 +1,7 @@
 //! Writes: create (with `generateName`, namespace checks, CRD registration), update, patch
 //! and server-side apply, the updates all through [`super::commit::guaranteed_update`].
 
-use super::commit::guaranteed_update;
+use super::commit::{By, guaranteed_update};
 use super::target::*;
 
 /// Creates `body` in `t`'s collection, owned as `op` says; the response object.
@@ -289,7 +289,7 @@ pub(super) async fn update(
     // Pruned before generation is worked out: an unknown field is no change.
     apply_schema(ctx, t, &mut body, None)?;
     let w = writer(ctx, t);
-    let obj = guaranteed_update(st, ctx, t, name, |current| {
+    let obj = guaranteed_update(st, ctx, t, name, By::Client, |current| {
         pinned_rv_matches(t, name, given.as_deref(), current)?;
         objects::prepare_update(&t.def, &t.version, current, body.clone(), t.status)
             .and_then(|new| {
@@ -362,7 +362,7 @@ pub(super) async fn patch(
     };
     let w = writer(ctx, t);
     let force = ctx.flag("force");
-    let obj = guaranteed_update(st, ctx, t, name, |current| {
+    let obj = guaranteed_update(st, ctx, t, name, By::Client, |current| {
         let patched = match &applied {
             Some(config) => apply::merge_applied(current, config, &w),
             None => patch::apply(current, kind, &ctx.body).map_err(|m| {
