@@ -153,6 +153,15 @@ async fn ensure_field(
     }
 }
 
+/// Whether the core object `plural`/`name` in a namespace is one of those every namespace
+/// holds, which a real cluster's controllers put back when deleted (or, for the CA, changed).
+pub fn kept_in_every_namespace(plural: &str, name: &str) -> bool {
+    matches!(
+        (plural, name),
+        ("serviceaccounts", "default") | ("configmaps", ROOT_CA_CONFIGMAP)
+    )
+}
+
 /// Writes what namespace `ns` holds from its creation, where missing; a `kube-root-ca.crt`
 /// holding another CA gets this one.
 pub async fn seed_namespace(

@@ -5,6 +5,7 @@
 
 use super::collector;
 use super::target::*;
+use crate::api::cluster_defaults;
 
 /// Whose update it is: a client's (an update, a patch, an apply, a `status`, `scale` or
 /// `approval` write), which the admission webhooks see, or the server's own (the collector
@@ -65,6 +66,7 @@ where
                 if let Some(def) = crd {
                     st.registry.register(&ctx.cluster, name, def);
                 }
+                restore_namespace_defaults(st, ctx, t, &key).await?;
                 let body = (*ev.body).clone();
                 if is_deleting(&body) && finalizers_of(&body) == 0 {
                     finish_delete(st, ctx, t, &key, ev.rv, body.clone()).await?;
@@ -137,6 +139,7 @@ pub(super) async fn finish_delete(
             }
             e => store_error(e),
         })?;
+    restore_namespace_defaults(st, ctx, t, key).await?;
     if is_crd(&t.def)
         && let Some(def) = st
             .registry
@@ -267,4 +270,32 @@ pub(super) async fn delete_all_of(
         }
     }
     Ok(())
+}
+
+/// Puts back at once what a real cluster's controllers restore: a namespace's `default`
+/// ServiceAccount once deleted, its `kube-root-ca.crt` once deleted or holding another CA
+/// (nothing in a namespace on its way out).
+async fn restore_namespace_defaults(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    key: &ObjectKey,
+) -> Result<(), ApiError> {
+    if !t.def.group.is_empty()
+        || !cluster_defaults::kept_in_every_namespace(&t.def.plural, &key.name)
+    {
+        return Ok(());
+    }
+    match st
+        .store
+        .get(&namespace_key(&ctx.cluster, &key.namespace))
+        .await
+        .map_err(store_error)?
+    {
+        Some((_, ns)) if !is_deleting(&ns) => {}
+        _ => return Ok(()),
+    }
+    cluster_defaults::seed_namespace(&st.store, &ctx.cluster, &key.namespace, &st.root_ca_pem)
+        .await
+        .map_err(store_error)
 }
