@@ -112,16 +112,18 @@ fn a_fresh_cluster_holds_what_every_cluster_holds() {
     );
     let accounts = gw.kubectl_ok(&["get", "sa", "default", "-n", "team"]);
     assert!(accounts.contains("default"), "{accounts}");
-    let published = gw.kubectl_ok(&[
-        "get",
-        "cm",
-        "kube-root-ca.crt",
-        "-n",
-        "team",
-        "-o",
-        "jsonpath={.data.ca\\.crt}",
-    ]);
-    assert_eq!(published, ca);
+    let ca_in_team = |gw: &GatewayProcess| {
+        gw.kubectl_ok(&[
+            "get",
+            "cm",
+            "kube-root-ca.crt",
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.data.ca\\.crt}",
+        ])
+    };
+    assert_eq!(ca_in_team(&gw), ca);
     // As a real cluster's controllers do: a deleted `default` ServiceAccount comes back (a new
     // object), and so does a `kube-root-ca.crt` deleted or changed.
     let uid_of_account = |gw: &GatewayProcess| {
@@ -142,17 +144,6 @@ fn a_fresh_cluster_holds_what_every_cluster_holds() {
         !second.is_empty() && second != first,
         "{first} then {second}"
     );
-    let ca_in_team = |gw: &GatewayProcess| {
-        gw.kubectl_ok(&[
-            "get",
-            "cm",
-            "kube-root-ca.crt",
-            "-n",
-            "team",
-            "-o",
-            "jsonpath={.data.ca\\.crt}",
-        ])
-    };
     gw.kubectl_ok(&["delete", "cm", "kube-root-ca.crt", "-n", "team"]);
     assert_eq!(ca_in_team(&gw), ca);
     gw.kubectl_ok(&[
