@@ -1,8 +1,8 @@
 //! The garbage collector's scheduler: one task per owner waiting on its dependents and one per
-//! cluster's queue of deleted owners, each pass asked for again while it runs run once more
-//! after it, and shutdown waiting for what runs. It knows which work to do, not how: the
-//! passes themselves ([`super::gc::pass`]) are handed to it when it is made, so that the
-//! deletes which start collection and the collection which deletes import no each other.
+//! cluster's queue of deleted owners; a pass asked for while one runs runs once more after it;
+//! shutdown waits for what runs. It knows which work to do, not how: the passes themselves
+//! ([`super::gc::pass`]) are handed to it when it is made, so that the deletes which start a
+//! collection and the collection which deletes do not import each other.
 //!
 //! All the collector needs to know is in the stored objects: a pass is started by the delete
 //! that marked an owner, again whenever one of its dependents goes, and, after a restart, for
