@@ -477,10 +477,8 @@ async fn main() {
     println!(
         "created up to {per_memory} Devices in each upstream in {created_in:.1?}; the hub had {at_creates_end} by then"
     );
-    let burst = expected
-        .iter()
-        .sum::<usize>()
-        .saturating_sub(per * n + writes);
+    let expected_total: usize = expected.iter().sum();
+    let burst = expected_total.saturating_sub(per * n + writes);
     let expected_of = |cluster: &str| {
         let k: usize = cluster
             .trim_start_matches('u')
@@ -507,10 +505,7 @@ async fn main() {
                 Some(rate >= 5000.0 || took <= created_in.as_secs_f64() * 1.1),
             ));
             let after = took - created_in.as_secs_f64();
-            let left = expected
-                .iter()
-                .sum::<usize>()
-                .saturating_sub(at_creates_end);
+            let left = expected_total.saturating_sub(at_creates_end);
             figures.push(Figure::new(
                 "burst, for information: the hub's pace after the upstreams stopped creating",
                 format!(
@@ -547,7 +542,7 @@ async fn main() {
         format!("hub resident memory with {listed} mirrored objects, after a full fleet list"),
         format!("peak (VmHWM) {hwm:.0} MB, now (VmRSS) {rss:.0} MB"),
         Some("<= 64 MB"),
-        Some(mirrored.is_some() && listed == expected.iter().sum::<usize>() && hwm <= 64.0),
+        Some(mirrored.is_some() && listed == expected_total && hwm <= 64.0),
     ));
     figures.push(disk_figure(&hub.data_dir, listed, object_bytes));
 

@@ -87,9 +87,12 @@ fn add_kinds(c: &mut Collector) {
 struct Collector {
     /// Absent when only the kinds are wanted, not their schemas.
     generator: Option<SchemaGenerator>,
-    /// Definition name and group-version-kind of each kind added.
-    kinds: Vec<(String, Value)>,
+    /// Each kind added: its definition's name, group, version and kind.
+    kinds: Vec<(String, Gvk)>,
 }
+
+/// A group, version and kind.
+type Gvk = (&'static str, &'static str, &'static str);
 
 impl Collector {
     fn add<T: JsonSchema + Resource>(&mut self) {
@@ -98,22 +101,19 @@ impl Collector {
         }
         self.kinds.push((
             T::schema_name().into_owned(),
-            json!({"group": T::GROUP, "version": T::VERSION, "kind": T::KIND}),
+            (T::GROUP, T::VERSION, T::KIND),
         ));
     }
 }
 
-/// Whether the built-in document has a definition for `group`/`version`/`kind`, known without
-/// generating it.
-fn has_kind(group: &str, version: &str, kind: &str) -> bool {
+/// The kinds the built-in document defines, known without generating it.
+fn kinds() -> Vec<Gvk> {
     let mut c = Collector {
         generator: None,
         kinds: Vec::new(),
     };
     add_kinds(&mut c);
-    c.kinds
-        .iter()
-        .any(|(_, gvk)| gvk["group"] == group && gvk["version"] == version && gvk["kind"] == kind)
+    c.kinds.into_iter().map(|(_, gvk)| gvk).collect()
 }
 
 /// The document of every built-in kind's definitions (some tens of milliseconds: do it once).
@@ -138,10 +138,11 @@ pub fn generate() -> Value {
             m.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
         }
     }
-    for (name, gvk) in c.kinds {
+    for (name, (group, version, kind)) in c.kinds {
         let Some(def) = definitions.get_mut(&name).and_then(Value::as_object_mut) else {
             continue;
         };
+        let gvk = json!({"group": group, "version": version, "kind": kind});
         def.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
         // k8s-openapi requires metadata (a Rust field that is no Option); Kubernetes does not.
         if let Some(Value::Array(required)) = def.get_mut("required") {
@@ -285,11 +286,12 @@ fn refs_in<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
 /// any kind's schema is read, not here.
 pub fn attach(defs: &mut [ResourceDef]) {
     let doc = Schema::deferred(generate);
+    let known = kinds();
     for d in defs.iter_mut().filter(|d| !d.custom && d.schema.is_none()) {
         let Some(version) = d.versions.first() else {
             continue;
         };
-        if has_kind(&d.group, version, &d.kind) {
+        if known.contains(&(d.group.as_str(), version.as_str(), d.kind.as_str())) {
             d.schema = Some(doc.clone());
         }
     }

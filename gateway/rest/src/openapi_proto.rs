@@ -10,42 +10,24 @@
 
 use serde_json::{Map, Value};
 
+use crate::protobuf::wire::Writer;
+
 /// The media type kubectl asks for. Not a valid media type (`@` is no token character): Go's
 /// `mime.ParseMediaType` refuses it, so answers carry [`MEDIA_TYPE_LEGACY`], as Kubernetes does.
 pub const MEDIA_TYPE: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 /// The older spelling: accepted, and the `Content-Type` of every protobuf answer.
 pub const MEDIA_TYPE_LEGACY: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
-const VARINT: u8 = 0;
-const FIXED64: u8 = 1;
-const LEN: u8 = 2;
-
-/// One message being written: fields appended in order.
-#[derive(Default)]
-struct Writer {
-    buf: Vec<u8>,
+/// proto3's rule for the document's fields: a zero value is not written (messages are).
+trait Proto3 {
+    fn string(&mut self, field: u32, s: &str);
+    fn message(&mut self, field: u32, m: Writer);
+    fn flag(&mut self, field: u32, b: bool);
+    fn int64(&mut self, field: u32, v: i64);
+    fn nonzero_double(&mut self, field: u32, v: f64);
 }
 
-impl Writer {
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.buf.push((v as u8 & 0x7f) | 0x80);
-            v >>= 7;
-        }
-        self.buf.push(v as u8);
-    }
-
-    fn key(&mut self, field: u32, wire: u8) {
-        self.varint(u64::from(field) << 3 | u64::from(wire));
-    }
-
-    fn bytes(&mut self, field: u32, b: &[u8]) {
-        self.key(field, LEN);
-        self.varint(b.len() as u64);
-        self.buf.extend_from_slice(b);
-    }
-
-    /// A proto3 string: the empty string is the default and is not written.
+impl Proto3 for Writer {
     fn string(&mut self, field: u32, s: &str) {
         if !s.is_empty() {
             self.bytes(field, s.as_bytes());
@@ -57,25 +39,22 @@ impl Writer {
         self.bytes(field, &m.buf);
     }
 
-    /// A proto3 bool outside a oneof: only `true` is written.
+    /// A bool outside a oneof: only `true` is written.
     fn flag(&mut self, field: u32, b: bool) {
         if b {
-            self.key(field, VARINT);
-            self.varint(1);
+            self.uint(field, 1);
         }
     }
 
     fn int64(&mut self, field: u32, v: i64) {
         if v != 0 {
-            self.key(field, VARINT);
-            self.varint(v as u64);
+            self.uint(field, v as u64);
         }
     }
 
-    fn double(&mut self, field: u32, v: f64) {
+    fn nonzero_double(&mut self, field: u32, v: f64) {
         if v != 0.0 {
-            self.key(field, FIXED64);
-            self.buf.extend_from_slice(&v.to_le_bytes());
+            self.double(field, v);
         }
     }
 }
@@ -139,10 +118,10 @@ fn schema(v: &Value) -> Writer {
     if let Some(d) = s.get("default") {
         w.message(5, any(d));
     }
-    w.double(6, float_of(s, "multipleOf"));
-    w.double(7, float_of(s, "maximum"));
+    w.nonzero_double(6, float_of(s, "multipleOf"));
+    w.nonzero_double(7, float_of(s, "maximum"));
     w.flag(8, bool_of(s, "exclusiveMaximum"));
-    w.double(9, float_of(s, "minimum"));
+    w.nonzero_double(9, float_of(s, "minimum"));
     w.flag(10, bool_of(s, "exclusiveMinimum"));
     w.int64(11, int_of(s, "maxLength"));
     w.int64(12, int_of(s, "minLength"));
@@ -166,8 +145,7 @@ fn schema(v: &Value) -> Writer {
         // member is written even when false.
         Some(Value::Bool(b)) => {
             let mut item = Writer::default();
-            item.key(2, VARINT);
-            item.varint(u64::from(*b));
+            item.uint(2, u64::from(*b));
             w.message(21, item);
         }
         Some(a @ Value::Object(_)) => {

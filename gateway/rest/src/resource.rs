@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-pub use crate::columns::{CellFn, CellSource, PrinterColumn};
+pub use crate::columns::{CellSource, PrinterColumn};
 pub use crate::kind_schema::Schema;
 
 /// Every verb of a stored kind, as discovery lists them.

@@ -6,11 +6,9 @@ use serde_json::{Map, Value, json};
 use crate::{
     columns::{CellSource, PrinterColumn},
     jsonpath,
+    printers::format::since,
     resource::ResourceDef,
 };
-
-/// Ages as `kubectl get` shows them, for callers that format their own cells.
-pub use crate::printers::format::human_duration;
 
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,10 +62,7 @@ fn json_path_cell(type_: &str, path: &str, obj: &Value, now: jiff::Timestamp) ->
         return Value::Null;
     };
     match type_ {
-        "date" => match v.as_str().and_then(|s| s.parse::<jiff::Timestamp>().ok()) {
-            Some(t) => json!(human_duration(now.as_second() - t.as_second())),
-            None => json!("<unknown>"),
-        },
+        "date" => json!(since(v.as_str().unwrap_or(""), now)),
         "integer" => v
             .as_i64()
             .map(Value::from)

@@ -53,23 +53,20 @@ impl Framer {
     /// Protobuf events of a built-in kind; 406 for a kind without a protobuf form (a custom
     /// resource), as kube-apiserver answers.
     pub fn protobuf(def: ResourceDef, version: &str) -> Result<Self, ApiError> {
-        if !protobuf::knows(&def.api_version(version), &def.kind) {
+        let api_version = def.api_version(version);
+        if !protobuf::knows(&api_version, &def.kind) {
             return Err(ApiError::new(
                 406,
                 "NotAcceptable",
                 format!(
-                    "{} {} has no protobuf form: watch it as application/json",
-                    def.api_version(version),
+                    "{api_version} {} has no protobuf form: watch it as application/json",
                     def.kind
                 ),
             ));
         }
         Ok(Framer {
-            def,
-            version: version.to_owned(),
-            table: None,
-            metadata_only: false,
             protobuf: true,
+            ..Framer::new(def, version, Representation::Json, IncludeObject::Metadata)
         })
     }
 

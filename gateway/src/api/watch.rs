@@ -103,22 +103,33 @@ pub(crate) fn claim_slot(
     })
 }
 
-pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
-    let slot = claim_slot(st, &ctx.headers)?;
-    let filter = Filter::from_ctx(ctx, t)?;
+/// How a watch's events are framed: protobuf for a client that takes nothing else, otherwise
+/// the representation it asked for.
+fn framer_for(ctx: &Ctx, t: &Target) -> Result<Framer, ApiError> {
     let accept = ctx.header(header::ACCEPT);
-    let protobuf = negotiate::protobuf_only(accept);
-    let representation = if protobuf {
-        Representation::Json
-    } else {
-        negotiate::for_resource(accept, true).ok_or_else(|| ApiError::not_acceptable(accept))?
-    };
+    if negotiate::protobuf_only(accept) {
+        return Framer::protobuf(t.def.clone(), &t.version);
+    }
+    let representation =
+        negotiate::for_resource(accept, true).ok_or_else(|| ApiError::not_acceptable(accept))?;
     let include = match representation {
         Representation::Json | Representation::Metadata => IncludeObject::Metadata,
         Representation::Table => {
             IncludeObject::parse(ctx.param("includeObject")).map_err(ApiError::bad_request)?
         }
     };
+    Ok(Framer::new(
+        t.def.clone(),
+        &t.version,
+        representation,
+        include,
+    ))
+}
+
+pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
+    let slot = claim_slot(st, &ctx.headers)?;
+    let filter = Filter::from_ctx(ctx, t)?;
+    let framer = Arc::new(framer_for(ctx, t)?);
     let filter = match &t.name {
         // `.../pods/NAME?watch=1`: the deprecated single-object watch.
         Some(name) => {
@@ -137,11 +148,6 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
     .min(st.options.max_watch_timeout);
     let bookmarks = ctx.flag("allowWatchBookmarks");
     let send_initial = ctx.flag("sendInitialEvents");
-    let framer = Arc::new(if protobuf {
-        Framer::protobuf(t.def.clone(), &t.version)?
-    } else {
-        Framer::new(t.def.clone(), &t.version, representation, include)
-    });
     let (def, version, events) = (t.def.clone(), t.version.clone(), framer.clone());
     let line = move |kind: &str, obj: Value| events.event(kind, at_version(&def, &version, obj));
 

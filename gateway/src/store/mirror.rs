@@ -51,15 +51,9 @@ impl SeenNames {
 }
 
 /// A digest of `body`'s content, `metadata.resourceVersion` (which the gateway rewrites) left
-/// out: what decides whether a mirrored object changed.
-pub fn content_hash(body: &Value) -> Result<i64, serde_json::Error> {
-    let mut body = body.clone();
-    hash_without_version(&mut body)
-}
-
-/// [`content_hash`] of a body about to be stored, whose resourceVersion goes anyway (the
-/// writer sets the gateway's): taken out in place rather than from a copy.
-fn hash_without_version(body: &mut Value) -> Result<i64, serde_json::Error> {
+/// out: what decides whether a mirrored object changed. The version is taken out of `body`
+/// itself, which is about to be stored with the gateway's own.
+fn content_hash(body: &mut Value) -> Result<i64, serde_json::Error> {
     if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
@@ -79,7 +73,7 @@ impl Store {
         mut body: Value,
     ) -> Result<Option<StoredEvent>, StoreError> {
         super::write::readable(&body)?;
-        let hash = hash_without_version(&mut body)?;
+        let hash = content_hash(&mut body)?;
         self.enqueue(key, Change::Upsert { body, hash }).await
     }
 
@@ -193,7 +187,7 @@ mod tests {
 
     #[test]
     fn content_ignores_resource_version_only() {
-        let hash = |v: &Value| content_hash(v).unwrap();
+        let hash = |v: &Value| content_hash(&mut v.clone()).unwrap();
         let a = device("n", "5", json!({"x": 1}));
         assert_eq!(hash(&a), hash(&device("n", "9", json!({"x": 1}))));
         assert_ne!(hash(&a), hash(&device("n", "5", json!({"x": 2}))));

@@ -5,7 +5,9 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::core::load_balancer_points;
-use super::format::{count, human_duration, int_at, items, len_at, or_none, text};
+use super::format::{
+    condition, count, human_duration, int_at, items, len_at, non_empty_or, or_none, text,
+};
 use super::{AGE, Col, col, wide};
 
 pub const ROLE_BINDING: &[Col] = &[
@@ -99,10 +101,7 @@ fn api_service_backend(svc: &Value, _: Timestamp) -> Value {
 
 /// The Available condition's status, with its reason when not true (`False (MissingEndpoints)`).
 fn api_service_available(svc: &Value, _: Timestamp) -> Value {
-    let available = items(svc, "/status/conditions")
-        .iter()
-        .find(|c| text(c, "/type") == "Available");
-    let Some(c) = available else {
+    let Some(c) = condition(svc, "Available") else {
         return "Unknown".into();
     };
     match (text(c, "/status"), text(c, "/reason")) {
@@ -127,10 +126,7 @@ fn priority_global_default(pc: &Value, _: Timestamp) -> Value {
 
 fn priority_preemption_policy(pc: &Value, _: Timestamp) -> Value {
     // The API defaults an unset policy to preempting lower priorities.
-    match text(pc, "/preemptionPolicy") {
-        "" => "PreemptLowerPriority".into(),
-        p => p.into(),
-    }
+    non_empty_or(text(pc, "/preemptionPolicy"), "PreemptLowerPriority").into()
 }
 
 fn lease_holder(lease: &Value, _: Timestamp) -> Value {
@@ -138,25 +134,25 @@ fn lease_holder(lease: &Value, _: Timestamp) -> Value {
 }
 
 /// A boolean setting of a CSI driver, or the API's default for it when unset.
-fn csi_flag(driver: &Value, field: &str, default: bool) -> Value {
-    let set = driver.pointer(&format!("/spec/{field}"));
+fn csi_flag(driver: &Value, ptr: &str, default: bool) -> Value {
+    let set = driver.pointer(ptr);
     set.and_then(Value::as_bool).unwrap_or(default).into()
 }
 
 fn csi_attach_required(d: &Value, _: Timestamp) -> Value {
-    csi_flag(d, "attachRequired", true)
+    csi_flag(d, "/spec/attachRequired", true)
 }
 
 fn csi_pod_info_on_mount(d: &Value, _: Timestamp) -> Value {
-    csi_flag(d, "podInfoOnMount", false)
+    csi_flag(d, "/spec/podInfoOnMount", false)
 }
 
 fn csi_storage_capacity(d: &Value, _: Timestamp) -> Value {
-    csi_flag(d, "storageCapacity", false)
+    csi_flag(d, "/spec/storageCapacity", false)
 }
 
 fn csi_requires_republish(d: &Value, _: Timestamp) -> Value {
-    csi_flag(d, "requiresRepublish", false)
+    csi_flag(d, "/spec/requiresRepublish", false)
 }
 
 /// The audiences of the driver's token requests, or `<unset>`.
@@ -205,11 +201,7 @@ fn csr_requested_duration(csr: &Value, _: Timestamp) -> Value {
 
 /// `Approved`, `Denied` or `Pending`, then `,Failed` and `,Issued` as they apply.
 fn csr_condition(csr: &Value, _: Timestamp) -> Value {
-    let has = |kind: &str| {
-        items(csr, "/status/conditions")
-            .iter()
-            .any(|c| text(c, "/type") == kind)
-    };
+    let has = |kind: &str| condition(csr, kind).is_some();
     let mut status = if has("Denied") {
         "Denied".to_owned()
     } else if has("Approved") {
@@ -259,7 +251,9 @@ fn ingress_hosts(ing: &Value, _: Timestamp) -> Value {
 }
 
 fn ingress_address(ing: &Value, _: Timestamp) -> Value {
-    load_balancer_points(ing.get("status").unwrap_or(&Value::Null)).into()
+    load_balancer_points(ing.get("status").unwrap_or(&Value::Null))
+        .join(",")
+        .into()
 }
 
 /// `80`, and `443` when the ingress terminates TLS.

@@ -4,7 +4,7 @@
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::format::{count, items, label_map, len_at, or_none, since, text};
+use super::format::{count, items, label_map, len_at, non_empty_or, or_none, since, text};
 use super::{AGE, Col, col, wide};
 
 pub const CONFIG_MAP: &[Col] = &[col("Data", "string", config_map_data), AGE];
@@ -62,10 +62,7 @@ fn config_map_data(cm: &Value, _: Timestamp) -> Value {
 
 fn secret_type(s: &Value, _: Timestamp) -> Value {
     // `Opaque` is what the API defaults an unset type to.
-    match text(s, "/type") {
-        "" => "Opaque".into(),
-        t => t.into(),
-    }
+    non_empty_or(text(s, "/type"), "Opaque").into()
 }
 
 fn secret_data(s: &Value, _: Timestamp) -> Value {
@@ -140,31 +137,25 @@ fn node_external_ip(node: &Value, _: Timestamp) -> Value {
     node_address(node, "ExternalIP").into()
 }
 
-fn node_info_or_unknown(node: &Value, field: &str) -> Value {
-    match text(node, &format!("/status/nodeInfo/{field}")) {
-        "" => "<unknown>".into(),
-        v => v.into(),
-    }
+fn node_info_or_unknown(node: &Value, ptr: &str) -> Value {
+    non_empty_or(text(node, ptr), "<unknown>").into()
 }
 
 fn node_os_image(node: &Value, _: Timestamp) -> Value {
-    node_info_or_unknown(node, "osImage")
+    node_info_or_unknown(node, "/status/nodeInfo/osImage")
 }
 
 fn node_kernel_version(node: &Value, _: Timestamp) -> Value {
-    node_info_or_unknown(node, "kernelVersion")
+    node_info_or_unknown(node, "/status/nodeInfo/kernelVersion")
 }
 
 fn node_container_runtime(node: &Value, _: Timestamp) -> Value {
-    node_info_or_unknown(node, "containerRuntimeVersion")
+    node_info_or_unknown(node, "/status/nodeInfo/containerRuntimeVersion")
 }
 
 /// The service's type; `ClusterIP`, the API's default, when unset.
 fn type_of(svc: &Value) -> &str {
-    match text(svc, "/spec/type") {
-        "" => "ClusterIP",
-        t => t,
-    }
+    non_empty_or(text(svc, "/spec/type"), "ClusterIP")
 }
 
 fn service_type(svc: &Value, _: Timestamp) -> Value {
@@ -180,18 +171,15 @@ fn service_cluster_ip(svc: &Value, _: Timestamp) -> Value {
 }
 
 /// Load-balancer ingress points (IP, else hostname), sorted, without repeats.
-pub(super) fn load_balancer_points(status: &Value) -> String {
+pub(super) fn load_balancer_points(status: &Value) -> Vec<&str> {
     let mut points: Vec<&str> = items(status, "/loadBalancer/ingress")
         .iter()
-        .map(|i| match text(i, "/ip") {
-            "" => text(i, "/hostname"),
-            ip => ip,
-        })
+        .map(|i| non_empty_or(text(i, "/ip"), text(i, "/hostname")))
         .filter(|p| !p.is_empty())
         .collect();
     points.sort_unstable();
     points.dedup();
-    points.join(",")
+    points
 }
 
 fn service_external_ip(svc: &Value, _: Timestamp) -> Value {
@@ -203,8 +191,7 @@ fn service_external_ip(svc: &Value, _: Timestamp) -> Value {
         "ClusterIP" | "NodePort" => or_none(external.join(",")),
         "LoadBalancer" => {
             let status = svc.get("status").unwrap_or(&Value::Null);
-            let lb = load_balancer_points(status);
-            let mut all: Vec<&str> = lb.split(',').filter(|s| !s.is_empty()).collect();
+            let mut all = load_balancer_points(status);
             all.extend(&external);
             if all.is_empty() {
                 "<pending>".into()
@@ -225,10 +212,7 @@ fn service_ports(svc: &Value, _: Timestamp) -> Value {
         .map(|p| {
             let port = count(p, "/port");
             // TCP is what the API defaults an unset protocol to.
-            let protocol = match text(p, "/protocol") {
-                "" => "TCP",
-                proto => proto,
-            };
+            let protocol = non_empty_or(text(p, "/protocol"), "TCP");
             match count(p, "/nodePort") {
                 0 => format!("{port}/{protocol}"),
                 node => format!("{port}:{node}/{protocol}"),
@@ -300,19 +284,12 @@ fn event_subobject(ev: &Value, _: Timestamp) -> Value {
 /// unset.
 fn event_source(ev: &Value, _: Timestamp) -> Value {
     let source = event_field(ev, "source", "deprecatedSource");
-    let first = |a: &str, b: &str| {
-        if a.is_empty() {
-            b.to_owned()
-        } else {
-            a.to_owned()
-        }
-    };
-    let reporter = match text(ev, "/reportingComponent") {
-        "" => text(ev, "/reportingController"),
-        r => r,
-    };
-    let component = first(text(source, "/component"), reporter);
-    let host = first(text(source, "/host"), text(ev, "/reportingInstance"));
+    let reporter = non_empty_or(
+        text(ev, "/reportingComponent"),
+        text(ev, "/reportingController"),
+    );
+    let component = non_empty_or(text(source, "/component"), reporter);
+    let host = non_empty_or(text(source, "/host"), text(ev, "/reportingInstance"));
     if host.is_empty() {
         component.into()
     } else {

@@ -27,6 +27,18 @@ pub fn items<'a>(obj: &'a Value, ptr: &str) -> &'a [Value] {
         .unwrap_or(&[])
 }
 
+/// `s`, or `default` where `s` is empty (an unset field the API defaults).
+pub fn non_empty_or<'a>(s: &'a str, default: &'a str) -> &'a str {
+    if s.is_empty() { default } else { s }
+}
+
+/// The first of `obj`'s `status.conditions` of type `kind`.
+pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
+    items(obj, "/status/conditions")
+        .iter()
+        .find(|c| text(c, "/type") == kind)
+}
+
 /// How many entries the object or array at `ptr` has.
 pub fn len_at(obj: &Value, ptr: &str) -> i64 {
     match obj.pointer(ptr) {

@@ -43,11 +43,8 @@ pub const fn col(name: &'static str, type_: &'static str, cell: CellFn) -> Col {
 /// A column shown only by `kubectl get -o wide`.
 pub const fn wide(name: &'static str, type_: &'static str, cell: CellFn) -> Col {
     Col {
-        name,
-        type_,
-        format: "",
         priority: 1,
-        cell,
+        ..col(name, type_, cell)
     }
 }
 

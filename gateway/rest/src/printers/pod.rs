@@ -4,7 +4,7 @@
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::format::{between, count, items, or_none, text, timestamp};
+use super::format::{between, condition, count, items, non_empty_or, or_none, text, timestamp};
 use super::{AGE, Col, col, wide};
 
 pub const POD: &[Col] = &[
@@ -18,7 +18,8 @@ pub const POD: &[Col] = &[
     wide("Readiness Gates", "string", pod_readiness_gates),
 ];
 
-/// What the Ready, Status and Restarts cells say, computed in one pass over the containers.
+/// What the Ready, Status and Restarts cells say, from one pass over the containers (each of
+/// the three cells makes that pass: a cell is computed on its own).
 #[derive(Debug, PartialEq)]
 struct Summary {
     ready: usize,
@@ -73,10 +74,7 @@ fn summarize(pod: &Value) -> Summary {
         .count();
     let total = items(pod, "/spec/containers").len() + sidecars;
     let phase = text(pod, "/status/phase");
-    let mut reason = match text(pod, "/status/reason") {
-        "" => phase.to_owned(),
-        r => r.to_owned(),
-    };
+    let mut reason = non_empty_or(text(pod, "/status/reason"), phase).to_owned();
     let gated = items(pod, "/status/conditions")
         .iter()
         .any(|c| text(c, "/type") == "PodScheduled" && text(c, "/reason") == "SchedulingGated");
@@ -215,15 +213,10 @@ fn pod_readiness_gates(pod: &Value, _: Timestamp) -> Value {
     if gates.is_empty() {
         return "<none>".into();
     }
-    let conditions = items(pod, "/status/conditions");
     let passed = gates
         .iter()
         .filter(|g| {
-            let kind = text(g, "/conditionType");
-            conditions
-                .iter()
-                .find(|c| text(c, "/type") == kind)
-                .is_some_and(|c| text(c, "/status") == "True")
+            condition(pod, text(g, "/conditionType")).is_some_and(|c| text(c, "/status") == "True")
         })
         .count();
     format!("{passed}/{}", gates.len()).into()

@@ -5,8 +5,8 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::format::{
-    between, bool_word, containers, count, int_at, int_or_string, items, label_map, or_none,
-    selector, selector_or_none, since, text, timestamp,
+    between, bool_word, condition, containers, count, int_at, int_or_string, items, label_map,
+    or_none, selector, selector_or_none, since, text, timestamp,
 };
 use super::{AGE, Col, col, wide};
 
@@ -146,10 +146,7 @@ fn daemons_node_selector(ds: &Value, _: Timestamp) -> Value {
 
 /// Whether the job's first condition of type `kind` is true.
 fn job_condition(job: &Value, kind: &str) -> bool {
-    items(job, "/status/conditions")
-        .iter()
-        .find(|c| text(c, "/type") == kind)
-        .is_some_and(|c| text(c, "/status") == "True")
+    condition(job, kind).is_some_and(|c| text(c, "/status") == "True")
 }
 
 fn job_status(job: &Value, _: Timestamp) -> Value {

@@ -136,15 +136,7 @@ fn raw_of(envelope: &[u8]) -> Vec<u8> {
 }
 
 fn with_raw(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
-    let mut type_meta = wire::Writer::default();
-    type_meta.bytes(1, api_version.as_bytes());
-    type_meta.bytes(2, kind.as_bytes());
-    let mut w = wire::Writer {
-        buf: super::MAGIC.to_vec(),
-    };
-    w.bytes(1, &type_meta.buf);
-    w.bytes(2, raw);
-    w.buf
+    super::envelope_of(api_version, kind, raw).buf
 }
 
 /// JSON (as k8s-openapi writes `sample`) → ours → prost `P` → prost → ours: the same JSON.

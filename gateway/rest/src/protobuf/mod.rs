@@ -17,7 +17,7 @@ mod encode;
 mod schema;
 mod table;
 mod time;
-mod wire;
+pub(crate) mod wire;
 
 use serde_json::{Map, Value, json};
 
@@ -130,14 +130,26 @@ fn envelope(body: &[u8], depth: usize, budget: &mut Budget) -> Result<Value, Pro
 pub fn watch_frame(event_type: &str, object: &[u8]) -> Vec<u8> {
     let mut raw_extension = Writer::default();
     raw_extension.bytes(1, object);
-    let mut event = Writer::default();
+    // The length goes first, written once the event is: four bytes kept for it.
+    let mut event = Writer { buf: vec![0; 4] };
     event.bytes(1, event_type.as_bytes());
     event.bytes(2, &raw_extension.buf);
     // A frame over 4 GiB cannot be written: the objects streamed are bounded far below that.
-    let len = u32::try_from(event.buf.len()).unwrap_or(u32::MAX);
-    let mut out = Vec::with_capacity(4 + event.buf.len());
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(&event.buf);
+    let len = u32::try_from(event.buf.len() - 4).unwrap_or(u32::MAX);
+    event.buf[..4].copy_from_slice(&len.to_be_bytes());
+    event.buf
+}
+
+/// The start of a `runtime.Unknown` envelope: the magic, then the type and the raw message.
+fn envelope_of(api_version: &str, kind: &str, raw: &[u8]) -> Writer {
+    let mut type_meta = Writer::default();
+    type_meta.bytes(1, api_version.as_bytes());
+    type_meta.bytes(2, kind.as_bytes());
+    let mut out = Writer {
+        buf: MAGIC.to_vec(),
+    };
+    out.bytes(1, &type_meta.buf);
+    out.bytes(2, raw);
     out
 }
 
@@ -150,14 +162,7 @@ pub fn encode(obj: &Value) -> Result<Vec<u8>, ProtobufError> {
         kind: kind.into(),
     })?;
     let raw = encode::message(obj, index, 0)?.unwrap_or_default();
-    let mut type_meta = Writer::default();
-    type_meta.bytes(1, api_version.as_bytes());
-    type_meta.bytes(2, kind.as_bytes());
-    let mut out = Writer {
-        buf: MAGIC.to_vec(),
-    };
-    out.bytes(1, &type_meta.buf);
-    out.bytes(2, &raw);
+    let mut out = envelope_of(api_version, kind, &raw);
     out.bytes(3, b"");
     out.bytes(4, b"");
     Ok(out.buf)
@@ -175,15 +180,7 @@ mod tests {
     use prost::Message as _;
 
     fn envelope_of(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
-        let mut type_meta = Writer::default();
-        type_meta.bytes(1, api_version.as_bytes());
-        type_meta.bytes(2, kind.as_bytes());
-        let mut w = Writer {
-            buf: MAGIC.to_vec(),
-        };
-        w.bytes(1, &type_meta.buf);
-        w.bytes(2, raw);
-        w.buf
+        super::envelope_of(api_version, kind, raw).buf
     }
 
     /// What kubectl's Go encoder sends: every non-pointer field, zero or not.

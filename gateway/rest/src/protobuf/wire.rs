@@ -120,7 +120,7 @@ pub(super) fn packed(
 
 /// Appends protobuf fields to a buffer.
 #[derive(Default)]
-pub(super) struct Writer {
+pub(crate) struct Writer {
     pub buf: Vec<u8>,
 }
 

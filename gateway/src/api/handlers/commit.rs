@@ -66,10 +66,11 @@ where
                 if let Some(def) = crd {
                     st.registry.register(&ctx.cluster, name, def);
                 }
-                restore_namespace_defaults(st, ctx, t, &key).await?;
                 let body = (*ev.body).clone();
                 if is_deleting(&body) && finalizers_of(&body) == 0 {
                     finish_delete(st, ctx, t, &key, ev.rv, body.clone()).await?;
+                } else {
+                    restore_namespace_defaults(st, ctx, t, &key).await?;
                 }
                 return Ok(at_version(&t.def, &t.version, body));
             }
@@ -169,14 +170,11 @@ pub(super) fn is_namespace(def: &ResourceDef) -> bool {
 
 /// The namespaced resources, once per stored collection.
 pub(super) fn namespaced_collections(st: &ApiState, ctx: &Ctx) -> Vec<ResourceDef> {
-    let mut defs: Vec<ResourceDef> = st
-        .registry
+    st.registry
         .all(&ctx.cluster)
         .into_iter()
-        .filter(|d| d.namespaced)
-        .collect();
-    defs.retain(|d| d.storage_group == d.group);
-    defs
+        .filter(|d| d.namespaced && d.storage_group == d.group)
+        .collect()
 }
 
 async fn namespace_is_empty(st: &ApiState, ctx: &Ctx, ns: &str) -> Result<bool, ApiError> {

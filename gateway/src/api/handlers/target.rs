@@ -132,6 +132,15 @@ pub(super) fn apply_schema(
     current: Option<&Value>,
 ) -> Result<(), ApiError> {
     let mode = check_field_validation(ctx)?;
+    // Another kind's body (a subresource's) is not a built-in kind's to prune; known before
+    // the shared document is read.
+    let other_kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k != t.def.kind);
+    if !t.def.custom && other_kind {
+        return Ok(());
+    }
     let Some(schema) = t.def.schema.as_deref() else {
         return Ok(());
     };
@@ -145,16 +154,11 @@ pub(super) fn apply_schema(
         else {
             return Ok(());
         };
-        // Another kind's body (a subresource's) is not this kind's to prune.
-        if obj
-            .get("kind")
-            .and_then(Value::as_str)
-            .is_some_and(|k| k != t.def.kind)
-        {
-            return Ok(());
-        }
         let mut unknown = schema::prune_with_definitions(schema, root, obj);
+        // Fields the stored object already held are not reported: only worth working out
+        // when something will be reported.
         if !unknown.is_empty()
+            && mode != FieldValidation::Ignore
             && let Some(current) = current
         {
             let before = schema::prune_with_definitions(schema, root, &mut current.clone());

@@ -158,7 +158,7 @@ pub(super) async fn object_body(ctx: &Ctx) -> Result<Value, ApiError> {
 
 fn decode_object(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
     let essence = ct.split(';').next().unwrap_or("").trim();
-    if essence == "application/vnd.kubernetes.protobuf" {
+    if essence == gpustack_kube_rest::protobuf::MEDIA_TYPE {
         use crate::api::protobuf::ProtobufError;
         return crate::api::protobuf::decode(body).map_err(|e| match e {
             ProtobufError::UnknownKind { .. } | ProtobufError::ContentEncoding(_) => {
