@@ -376,10 +376,22 @@ fn services_secrets_rbac_and_policy_created_by_kubectl() {
 
 /// `GET path` over the gateway's plain-HTTP unix socket with `accept`: status and body.
 fn raw_get(gw: &GatewayProcess, path: &str, accept: &str) -> (String, String, Vec<u8>) {
+    raw_request(gw, "GET", path, accept, "")
+}
+
+/// `method path` with a JSON `body` over the gateway's unix socket: status, head and body.
+fn raw_request(
+    gw: &GatewayProcess,
+    method: &str,
+    path: &str,
+    accept: &str,
+    body: &str,
+) -> (String, String, Vec<u8>) {
     let mut s = UnixStream::connect(gw.socket()).expect("the gateway's socket");
     write!(
         s,
-        "GET {path} HTTP/1.0\r\nHost: gateway\r\nAccept: {accept}\r\n\r\n"
+        "{method} {path} HTTP/1.0\r\nHost: gateway\r\nAccept: {accept}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     )
     .expect("request written");
     let mut raw = Vec::new();
@@ -536,6 +548,19 @@ fn protobuf_only_clients_are_answered_in_protobuf() {
     assert_eq!(status, "406");
     let refusal: Value = serde_json::from_slice(&body).expect("a Status");
     assert_eq!(refusal["reason"], json!("NotAcceptable"), "{refusal}");
+
+    // So is a create of one, before anything is stored.
+    let widget = r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"}}"#;
+    let (status, _, body) = raw_request(
+        &gw,
+        "POST",
+        "/apis/example.com/v1/namespaces/default/widgets",
+        pb,
+        widget,
+    );
+    assert_eq!(status, "406", "{}", String::from_utf8_lossy(&body));
+    let listed = gw.kubectl_ok(&["get", "widgets", "-o", "name"]);
+    assert!(listed.trim().is_empty(), "nothing stored: {listed}");
 }
 
 const WIDGET_CRD: &str = r#"

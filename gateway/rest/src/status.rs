@@ -108,6 +108,16 @@ impl ApiError {
         )
     }
 
+    /// A client that takes only protobuf, asking about a kind without a protobuf form (a
+    /// custom resource): refused before anything is done, as kube-apiserver refuses it.
+    pub fn no_protobuf_form(api_version: &str, kind: &str) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!("{api_version} {kind} has no protobuf form: ask for application/json"),
+        )
+    }
+
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(
             415,

@@ -55,14 +55,7 @@ impl Framer {
     pub fn protobuf(def: ResourceDef, version: &str) -> Result<Self, ApiError> {
         let api_version = def.api_version(version);
         if !protobuf::knows(&api_version, &def.kind) {
-            return Err(ApiError::new(
-                406,
-                "NotAcceptable",
-                format!(
-                    "{api_version} {} has no protobuf form: watch it as application/json",
-                    def.kind
-                ),
-            ));
+            return Err(ApiError::no_protobuf_form(&api_version, &def.kind));
         }
         Ok(Framer {
             protobuf: true,

@@ -1,6 +1,7 @@
 //! Answers in Kubernetes protobuf for clients that accept nothing else: the JSON answer of a
 //! get, list, create, update, patch or delete, re-encoded. Kinds without a protobuf form
-//! (custom resources) are refused with 406, as kube-apiserver refuses them.
+//! (custom resources) were refused before the verb ran; an answer that does not fit its
+//! kind's message is refused here.
 
 use axum::{
     body::{Body, to_bytes},

@@ -89,6 +89,13 @@ pub(crate) async fn resource(
         return subresources::serve(st, &ctx, &t, sub).await;
     }
     let watching = p.watch || ctx.flag("watch");
+    // Answered in protobuf: a kind without that form is refused before the verb runs (a write
+    // refused after it was stored would be stored all the same).
+    let in_protobuf = !watching && super::negotiate::protobuf_only(ctx.header(header::ACCEPT));
+    let api_version = t.def.api_version(&t.version);
+    if in_protobuf && !super::protobuf::knows(&api_version, &t.def.kind) {
+        return Err(ApiError::no_protobuf_form(&api_version, &t.def.kind));
+    }
     let result = match (&ctx.method, t.name.clone()) {
         (&Method::GET, _) if watching => watch::serve(st, &ctx, &t).await,
         (&Method::GET, Some(name)) => get(st, &ctx, &t, &name).await,
@@ -101,7 +108,7 @@ pub(crate) async fn resource(
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
     };
     let mut response = result?;
-    if !watching && super::negotiate::protobuf_only(ctx.header(header::ACCEPT)) {
+    if in_protobuf {
         response = as_protobuf::transcode(response).await?;
     }
     let mut warnings = std::mem::take(&mut *ctx.warnings.lock().unwrap_or_else(|e| e.into_inner()));
