@@ -4,7 +4,7 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use futures::{StreamExt, future::join_all};
+use futures::{FutureExt, StreamExt, future::join_all};
 use kube::{
     Api, Client, Config,
     api::{DynamicObject, WatchEvent, WatchParams},
@@ -28,7 +28,7 @@ use super::{
 };
 use crate::{
     registry::{self as resources, Registry, ResourceDef},
-    store::{ObjectKey, Store, fleet, mirror::SeenNames},
+    store::{ObjectKey, Queued, Store, fleet, mirror::SeenNames},
 };
 
 /// How a mirror behaves; [`MirrorOptions::default`] is the reference's behaviour.
@@ -66,9 +66,25 @@ struct Relist {
     newest: NewestListed,
 }
 
+/// A watch's changes queued with the store and not yet known to be committed, with the newest
+/// upstream version among them.
+struct InFlight {
+    writes: Vec<(String, Queued)>,
+    newest: Option<String>,
+}
+
+/// Whether `stream`'s next item has already arrived (it is kept for the next read).
+fn next_ready<S: futures::Stream + Unpin>(stream: &mut futures::stream::Peekable<S>) -> bool {
+    matches!(
+        std::pin::Pin::new(stream).peek().now_or_never(),
+        Some(Some(_))
+    )
+}
+
 /// How many listed objects, or changes that arrived together, are written together (the
-/// store commits them in one batch). Also bounds what a mirror holds in memory at once.
-const BATCH: usize = 64;
+/// store commits them in one batch). Also bounds what a mirror holds in memory at once: twice
+/// this while a watch has one chunk committing and reads the next.
+const BATCH: usize = 32;
 
 /// How many objects one list request asks for: a mirror holds a page in memory while it is
 /// written, and many upstreams may list at once.
@@ -275,9 +291,11 @@ impl Mirror {
         let mut events = watcher(api, config)
             .default_backoff()
             .ready_chunks(BATCH)
-            .boxed();
+            .boxed()
+            .peekable();
         let mut list = Relist::default();
         let mut live = Vec::new();
+        let mut in_flight = None;
         while let Some(chunk) = events.next().await {
             for event in chunk {
                 let event = match event {
@@ -292,8 +310,15 @@ impl Mirror {
                     other => other,
                 };
                 // Changes before a (re)list are written before it.
-                let flushed = self.write_live(&resource, &mut live, &progress).await;
-                self.report(&label, flushed);
+                self.write_live(
+                    &resource,
+                    &label,
+                    &mut live,
+                    &mut in_flight,
+                    false,
+                    &progress,
+                )
+                .await;
                 let outcome = match event {
                     Ok(e) => {
                         self.relist_step(e, &mut list, &resource, &label, &progress)
@@ -303,8 +328,16 @@ impl Mirror {
                 };
                 self.report(&label, outcome);
             }
-            let outcome = self.write_live(&resource, &mut live, &progress).await;
-            self.report(&label, outcome);
+            let more = next_ready(&mut events);
+            self.write_live(
+                &resource,
+                &label,
+                &mut live,
+                &mut in_flight,
+                more,
+                &progress,
+            )
+            .await;
             recount.notify_one();
         }
     }
@@ -390,9 +423,10 @@ impl Mirror {
         };
         let mut announced = false;
         let mut live = Vec::new();
+        let mut in_flight = None;
         loop {
             let mut stream = match api.watch(&params, &rv).await {
-                Ok(s) => s.ready_chunks(BATCH).boxed(),
+                Ok(s) => s.ready_chunks(BATCH).boxed().peekable(),
                 Err(e) => return stopped(WatchFailure::Request(e)),
             };
             if !announced {
@@ -434,26 +468,60 @@ impl Mirror {
                         }
                     }
                 }
-                let outcome = self.write_live(resource, &mut live, progress).await;
-                self.report(label, outcome);
-                recount.notify_one();
                 if let Some(why) = stop {
+                    self.write_live(resource, label, &mut live, &mut in_flight, false, progress)
+                        .await;
+                    recount.notify_one();
                     return why;
                 }
+                let more = next_ready(&mut stream);
+                self.write_live(resource, label, &mut live, &mut in_flight, more, progress)
+                    .await;
+                recount.notify_one();
             }
         }
     }
 
-    /// Writes the changes collected in `live` (in order; of several changes to one object only
-    /// the last is written) and empties it.
+    /// Queues the changes collected in `live` behind those `in_flight`, then waits for
+    /// `in_flight`'s to commit. Where `more_ready` (the next chunk of the watch has arrived),
+    /// the new ones stay in flight while it is decoded: the writer commits one chunk while the
+    /// next is read, and the store applies changes in the order they were queued, so a change
+    /// is never overtaken by an older one to the same object. Otherwise they are waited for
+    /// too: what comes next (a quiet watch, a relist, a stop) finds them committed, counted
+    /// and in the watch's progress.
     async fn write_live(
         &self,
         resource: &ApiResource,
+        label: &str,
         live: &mut Vec<(DynamicObject, bool)>,
+        in_flight: &mut Option<InFlight>,
+        more_ready: bool,
         progress: &Progress,
-    ) -> Result<(), MirrorFailure> {
+    ) {
+        let queued = self.queue_live(resource, live).await;
+        if let Some(earlier) = in_flight.take() {
+            let settled = self.settle(earlier, progress).await;
+            self.report(label, settled);
+        }
+        match queued {
+            Ok(Some(now)) if !more_ready => {
+                let settled = self.settle(now, progress).await;
+                self.report(label, settled);
+            }
+            Ok(now) => *in_flight = now,
+            Err(e) => self.report(label, Err(e)),
+        }
+    }
+
+    /// Queues the changes collected in `live` (of several changes to one object only the last
+    /// is written) and empties it; `None` when there were none.
+    async fn queue_live(
+        &self,
+        resource: &ApiResource,
+        live: &mut Vec<(DynamicObject, bool)>,
+    ) -> Result<Option<InFlight>, MirrorFailure> {
         if live.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let newest = live
             .iter()
@@ -464,16 +532,32 @@ impl Mirror {
             let (key, body) = self.entry(resource, obj);
             last.insert((key.namespace.clone(), key.name.clone()), (key, body, gone));
         }
-        let writes = last.into_values().map(|(key, body, gone)| async move {
-            if gone {
-                self.delete(&key).await
+        let mut writes = Vec::with_capacity(last.len());
+        for (key, body, gone) in last.into_values() {
+            let queued = if gone {
+                self.store.queue_mirror_delete(&key).await
             } else {
-                self.put(key, body).await
-            }
-        });
-        let results: Result<Vec<()>, MirrorFailure> = join_all(writes).await.into_iter().collect();
-        results?;
-        progress.note(newest.as_deref());
+                self.store.queue_mirror_put(&key, body).await
+            };
+            let queued = queued.map_err(|source| MirrorFailure::Write {
+                name: key.name.clone(),
+                source,
+            })?;
+            writes.push((key.name, queued));
+        }
+        Ok(Some(InFlight { writes, newest }))
+    }
+
+    /// Waits for `queued`'s changes to commit; then its newest version is the watch's progress.
+    async fn settle(&self, queued: InFlight, progress: &Progress) -> Result<(), MirrorFailure> {
+        let outcomes = join_all(queued.writes.into_iter().map(|(name, q)| async move {
+            q.outcome()
+                .await
+                .map_err(|source| MirrorFailure::Write { name, source })
+        }))
+        .await;
+        outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
+        progress.note(queued.newest.as_deref());
         self.board.record(&self.upstream.name, Happening::Changed);
         Ok(())
     }
@@ -542,18 +626,6 @@ impl Mirror {
     async fn put(&self, key: ObjectKey, body: Value) -> Result<(), MirrorFailure> {
         self.store
             .mirror_put(&key, body)
-            .await
-            .map(|_| ())
-            .map_err(|source| MirrorFailure::Write {
-                name: key.name.clone(),
-                source,
-            })
-    }
-
-    /// Deletes one mirrored object.
-    async fn delete(&self, key: &ObjectKey) -> Result<(), MirrorFailure> {
-        self.store
-            .mirror_delete(key)
             .await
             .map(|_| ())
             .map_err(|source| MirrorFailure::Write {

@@ -18,7 +18,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
 
-use super::{ObjectKey, Store, StoreError, StoredEvent, to_u64, write::Change};
+use super::{
+    ObjectKey, Store, StoreError, StoredEvent, to_u64,
+    write::{Change, Queued},
+};
 
 /// How many deletions [`Store::delete_keys`] queues together.
 const DELETE_CHUNK: usize = 256;
@@ -70,16 +73,31 @@ impl Store {
     pub async fn mirror_put(
         &self,
         key: &ObjectKey,
-        mut body: Value,
+        body: Value,
     ) -> Result<Option<StoredEvent>, StoreError> {
+        self.queue_mirror_put(key, body).await?.outcome().await
+    }
+
+    /// [`Store::mirror_put`], returning once the write is queued: a mirror reads on while the
+    /// writer commits.
+    pub async fn queue_mirror_put(
+        &self,
+        key: &ObjectKey,
+        mut body: Value,
+    ) -> Result<Queued, StoreError> {
         super::write::readable(&body)?;
         let hash = content_hash(&mut body)?;
-        self.enqueue(key, Change::Upsert { body, hash }).await
+        self.queue(key, Change::Upsert { body, hash }).await
     }
 
     /// Deletes the mirrored object at `key`, if stored. Returns the DELETED event.
     pub async fn mirror_delete(&self, key: &ObjectKey) -> Result<Option<StoredEvent>, StoreError> {
-        self.enqueue(key, Change::Remove).await
+        self.queue_mirror_delete(key).await?.outcome().await
+    }
+
+    /// [`Store::mirror_delete`], returning once the deletion is queued.
+    pub async fn queue_mirror_delete(&self, key: &ObjectKey) -> Result<Queued, StoreError> {
+        self.queue(key, Change::Remove).await
     }
 
     /// Deletes every object of (`cluster`, `group`, `resource`) whose (namespace, name) is not

@@ -5,6 +5,8 @@
 //! status) live in [`crate::api`]. A write returns only after its transaction committed with
 //! `synchronous=FULL`, so an acknowledged write survives a crash.
 
+mod body;
+mod checkpointer;
 mod clusters;
 mod collection_queue;
 pub mod compaction;
@@ -17,112 +19,21 @@ pub mod mirror;
 mod read;
 mod subscriptions;
 pub mod tokens;
+mod types;
+mod upsert_batch;
 mod write;
 
 use std::{path::Path, sync::Arc, time::Duration};
 
-use serde_json::Value;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use tokio::sync::{Mutex, broadcast, mpsc, watch};
 
 pub use read::{ListPage, RawObject, RawPage, ReplayError};
-pub use write::{Precondition, WriteOp};
-
-/// Where an object lives. `namespace` is empty for cluster-scoped kinds; `group` is empty for the
-/// core group.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ObjectKey {
-    pub cluster: String,
-    pub group: String,
-    pub resource: String,
-    pub namespace: String,
-    pub name: String,
-}
-
-/// What a watch event says happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventType {
-    Added,
-    Modified,
-    Deleted,
-}
-
-impl EventType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        match s {
-            "ADDED" => Some(EventType::Added),
-            "MODIFIED" => Some(EventType::Modified),
-            "DELETED" => Some(EventType::Deleted),
-            _ => None,
-        }
-    }
-}
-
-/// One committed change, as fanned out to watchers and kept in the event log.
-#[derive(Clone, Debug)]
-pub struct StoredEvent {
-    pub rv: u64,
-    pub key: ObjectKey,
-    pub kind: EventType,
-    /// The object after the change (for `Deleted`, its last state), `metadata.resourceVersion`
-    /// set to `rv`.
-    pub body: Arc<Value>,
-    /// The object before the change as stored JSON text, on live events (not on replayed
-    /// ones); parsed only by watchers whose selectors need it.
-    pub prev: Option<Arc<str>>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("opening the database at {path}")]
-    Open {
-        path: String,
-        #[source]
-        source: sqlx::Error,
-    },
-    #[error("migrating the database schema")]
-    Migrate(#[source] sqlx::migrate::MigrateError),
-    #[error("database operation failed")]
-    Database(#[from] sqlx::Error),
-    #[error("stored object is not valid JSON")]
-    Corrupt(#[from] serde_json::Error),
-    #[error("the object already exists")]
-    AlreadyExists,
-    #[error("the object does not exist")]
-    NotFound,
-    /// The object's current resourceVersion is not the one the write was based on.
-    #[error("the object has been modified (now at {current})")]
-    Conflict { current: u64 },
-    /// The batch this change was committed with failed; nothing of it was written.
-    #[error("the write batch failed")]
-    Batch(#[source] Arc<StoreError>),
-    #[error("the store is closed")]
-    Closed,
-    /// The object nests deeper than objects may (they must stay readable).
-    #[error("the object nests {depth} levels deep; at most {max} are allowed")]
-    TooDeep { depth: usize, max: usize },
-    /// A list read page by page outlived its snapshot: the event log was compacted past it.
-    #[error(
-        "the list's snapshot at {requested} was compacted away (now {compacted}) while it was read"
-    )]
-    SnapshotCompacted { requested: u64, compacted: u64 },
-    /// The log has an event whose body neither it nor its object holds any longer.
-    #[error("the logged event at {0} has lost its body")]
-    LostEvent(u64),
-    /// A health check's query took longer than it may.
-    #[error("the database did not answer within {0:?}")]
-    Slow(std::time::Duration),
-}
+pub use types::{EventType, ObjectKey, StoreError, StoredEvent};
+pub(crate) use types::{to_i64, to_u64};
+pub use write::{Precondition, Queued, WriteOp};
 
 /// The size the WAL is truncated to after a checkpoint.
 const WAL_LIMIT_BYTES: u64 = 64 << 20;
@@ -242,17 +153,26 @@ impl Store {
         // The writer keeps a connection of its own: as the only writer, its page cache stays
         // valid from batch to batch, where a pooled one (a different one each time) would first
         // re-read what the previous batches changed.
-        let writer_conn = sqlx::ConnectOptions::connect(&options)
+        // Its commits leave checkpoints to the checkpointer (see [`checkpointer`]). A statement
+        // that writes many rows keeps the pages it changed until it completes (so that it can
+        // be undone alone): in memory, not in a temporary file written for every batch.
+        let writer_options = options
+            .pragma("wal_autocheckpoint", "0")
+            .pragma("temp_store", "MEMORY");
+        let writer_conn = sqlx::ConnectOptions::connect(&writer_options)
             .await
             .map_err(|source| StoreError::Open {
                 path: display,
                 source,
             })?;
+        let (commits, committed) = mpsc::channel(1);
+        tokio::spawn(checkpointer::run(pool.clone(), writer.clone(), committed));
         tokio::spawn(write::run_writer(
             writer_conn,
             writer.clone(),
             fanout.clone(),
             pending,
+            commits,
         ));
         Ok(Store {
             inner: Arc::new(Inner {
@@ -299,14 +219,6 @@ impl Store {
     fn pool(&self) -> &SqlitePool {
         &self.inner.pool
     }
-}
-
-pub(crate) fn to_u64(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
-pub(crate) fn to_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

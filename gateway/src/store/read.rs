@@ -399,7 +399,7 @@ fn logged_event(
     let body: Option<String> = row.try_get("body")?;
     let mut body: Value = serde_json::from_str(&body.ok_or(StoreError::LostEvent(rv))?)?;
     // A body taken from the DELETED event after it carries that event's version.
-    super::write::set_resource_version(&mut body, rv);
+    super::body::set_resource_version(&mut body, rv);
     Ok(StoredEvent {
         rv,
         key: ObjectKey {
@@ -489,7 +489,7 @@ fn at_version(text: String, rv: u64) -> Result<String, StoreError> {
     {
         return Ok(text);
     }
-    super::write::set_resource_version(&mut body, rv);
+    super::body::set_resource_version(&mut body, rv);
     Ok(serde_json::to_string(&body)?)
 }
 

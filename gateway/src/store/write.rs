@@ -9,7 +9,12 @@ use serde_json::Value;
 use sqlx::{Row, sqlite::SqliteConnection};
 use tokio::sync::{Mutex, broadcast, mpsc, oneshot};
 
-use super::{EventType, ObjectKey, Store, StoreError, StoredEvent, to_i64, to_u64};
+use super::{
+    EventType, ObjectKey, Store, StoreError, StoredEvent,
+    body::{owner_uids, set_resource_version},
+    to_i64, to_u64,
+    upsert_batch::{Upsert, distinct, upsert_run},
+};
 
 /// Refuses a body nested deeper than objects may be (they must stay readable).
 pub(super) fn readable(body: &Value) -> Result<(), StoreError> {
@@ -69,6 +74,16 @@ impl Store {
         key: &ObjectKey,
         change: Change,
     ) -> Result<Option<StoredEvent>, StoreError> {
+        self.queue(key, change).await?.outcome().await
+    }
+
+    /// Queues `change` for the writer (waiting only for room in the queue). Changes are
+    /// applied in the order they were queued.
+    pub(super) async fn queue(
+        &self,
+        key: &ObjectKey,
+        change: Change,
+    ) -> Result<Queued, StoreError> {
         let (reply, outcome) = oneshot::channel();
         let pending = Pending {
             key: key.clone(),
@@ -80,7 +95,17 @@ impl Store {
             .send(pending)
             .await
             .map_err(|_| StoreError::Closed)?;
-        outcome.await.map_err(|_| StoreError::Closed)?
+        Ok(Queued(outcome))
+    }
+}
+
+/// A change in the writer's queue: its outcome once committed.
+pub struct Queued(oneshot::Receiver<Result<Option<StoredEvent>, StoreError>>);
+
+impl Queued {
+    /// Its event once durable, or none when it changed nothing.
+    pub async fn outcome(self) -> Result<Option<StoredEvent>, StoreError> {
+        self.0.await.map_err(|_| StoreError::Closed)?
     }
 }
 
@@ -102,18 +127,6 @@ impl Store {
     }
 }
 
-/// The owner uids an object names in `metadata.ownerReferences`.
-fn owner_uids(body: &Value) -> Vec<&str> {
-    body.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .map(|refs| {
-            refs.iter()
-                .filter_map(|r| r.get("uid").and_then(Value::as_str))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// One queued change and where its outcome goes.
 pub(super) struct Pending {
     key: ObjectKey,
@@ -125,13 +138,14 @@ pub(super) struct Pending {
 const MAX_BATCH: usize = 256;
 
 /// The writer: takes queued changes in batches, applies each batch in one transaction, and only
-/// after the commit answers each caller and feeds the fan-out, in resourceVersion order. Ends
-/// when the store (the queue's sender) is dropped.
+/// after the commit answers each caller, feeds the fan-out, in resourceVersion order, and tells
+/// the checkpointer (`commits`). Ends when the store (the queue's sender) is dropped.
 pub(super) async fn run_writer(
     mut conn: SqliteConnection,
     last_rv: Arc<Mutex<u64>>,
     fanout: broadcast::Sender<StoredEvent>,
     mut queue: mpsc::Receiver<Pending>,
+    commits: mpsc::Sender<()>,
 ) {
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
@@ -149,6 +163,8 @@ pub(super) async fn run_writer(
         match apply_batch(&mut conn, *last, work).await {
             Ok((new_last, results)) => {
                 *last = new_last;
+                // Full means a checkpoint is already due.
+                let _ = commits.try_send(());
                 for (reply, result) in replies.into_iter().zip(results) {
                     if let Ok(Some(ev)) = &result {
                         // No receivers is fine: nobody is watching.
@@ -175,7 +191,7 @@ pub(super) async fn run_writer(
 /// worker thread (two thread wake-ups, tens of microseconds), and a batch of one create, the
 /// sequential case, is then a single round trip. The connection is the writer's alone, so no
 /// one else sees it between statements.
-async fn apply_batch(
+pub(super) async fn apply_batch(
     conn: &mut SqliteConnection,
     last: u64,
     work: Vec<(ObjectKey, Change)>,
@@ -203,13 +219,23 @@ async fn apply_in_transaction(
     mut last: u64,
     work: Vec<(ObjectKey, Change)>,
 ) -> Result<(u64, Vec<Result<Option<StoredEvent>, StoreError>>), StoreError> {
-    let n = work.len();
-    let mut results = Vec::with_capacity(n);
+    let mut results = Vec::with_capacity(work.len());
+    let steps = steps(work);
+    let n = steps.len();
     let mut committed = false;
-    for (i, (key, change)) in work.into_iter().enumerate() {
+    for (i, step) in steps.into_iter().enumerate() {
         let bounds = Bounds {
             begin: i == 0,
             last: i + 1 == n,
+        };
+        let (key, change) = match step {
+            Step::One(key, change) => (key, change),
+            Step::Upserts(run) => {
+                let (now, events) = upsert_run(conn, bounds.begin, last, run).await?;
+                last = now;
+                results.extend(events.into_iter().map(Ok));
+                continue;
+            }
         };
         if let Change::Checked(Precondition::Absent, WriteOp::Put(body)) = change {
             let created = create_one(conn, bounds, last, key, body).await?;
@@ -256,6 +282,43 @@ async fn apply_in_transaction(
             .await?;
     }
     Ok((last, results))
+}
+
+/// A batch's changes as they are applied: one at a time, or a run of mirrored upserts together
+/// (see [`super::upsert_batch`]).
+enum Step {
+    One(ObjectKey, Change),
+    Upserts(Vec<Upsert>),
+}
+
+/// `work` as [`Step`]s, in order: consecutive upserts of distinct objects form one run.
+fn steps(work: Vec<(ObjectKey, Change)>) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut run = Vec::new();
+    for (key, change) in work {
+        match change {
+            Change::Upsert { body, hash } => run.push(Upsert { key, body, hash }),
+            other => {
+                end_run(&mut steps, &mut run);
+                steps.push(Step::One(key, other));
+            }
+        }
+    }
+    end_run(&mut steps, &mut run);
+    steps
+}
+
+/// Adds the upserts collected in `run` to `steps`: together where there are several of
+/// distinct objects, else one by one.
+fn end_run(steps: &mut Vec<Step>, run: &mut Vec<Upsert>) {
+    if run.len() > 1 && distinct(run) {
+        steps.push(Step::Upserts(std::mem::take(run)));
+        return;
+    }
+    steps.extend(
+        run.drain(..)
+            .map(|Upsert { key, body, hash }| Step::One(key, Change::Upsert { body, hash })),
+    );
 }
 
 /// How a write transaction begins: taking the write lock at once (only compaction, which
@@ -631,18 +694,6 @@ fn keyed<'q>(
         .bind(&key.resource)
         .bind(&key.namespace)
         .bind(&key.name)
-}
-
-/// Sets `metadata.resourceVersion` (creating `metadata` if needed).
-pub fn set_resource_version(body: &mut Value, rv: u64) {
-    if let Some(obj) = body.as_object_mut() {
-        let meta = obj
-            .entry("metadata")
-            .or_insert_with(|| Value::Object(Default::default()));
-        if let Some(meta) = meta.as_object_mut() {
-            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,108 @@
+//! The store's vocabulary: object keys, events and errors. It imports nothing else of the
+//! store, so that any of the store's modules can use it without joining an import cycle.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// Where an object lives. `namespace` is empty for cluster-scoped kinds; `group` is empty for the
+/// core group.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    pub cluster: String,
+    pub group: String,
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// What a watch event says happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+
+    pub(super) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ADDED" => Some(EventType::Added),
+            "MODIFIED" => Some(EventType::Modified),
+            "DELETED" => Some(EventType::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// One committed change, as fanned out to watchers and kept in the event log.
+#[derive(Clone, Debug)]
+pub struct StoredEvent {
+    pub rv: u64,
+    pub key: ObjectKey,
+    pub kind: EventType,
+    /// The object after the change (for `Deleted`, its last state), `metadata.resourceVersion`
+    /// set to `rv`.
+    pub body: Arc<Value>,
+    /// The object before the change as stored JSON text, on live events (not on replayed
+    /// ones); parsed only by watchers whose selectors need it.
+    pub prev: Option<Arc<str>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("opening the database at {path}")]
+    Open {
+        path: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("migrating the database schema")]
+    Migrate(#[source] sqlx::migrate::MigrateError),
+    #[error("database operation failed")]
+    Database(#[from] sqlx::Error),
+    #[error("stored object is not valid JSON")]
+    Corrupt(#[from] serde_json::Error),
+    #[error("the object already exists")]
+    AlreadyExists,
+    #[error("the object does not exist")]
+    NotFound,
+    /// The object's current resourceVersion is not the one the write was based on.
+    #[error("the object has been modified (now at {current})")]
+    Conflict { current: u64 },
+    /// The batch this change was committed with failed; nothing of it was written.
+    #[error("the write batch failed")]
+    Batch(#[source] Arc<StoreError>),
+    #[error("the store is closed")]
+    Closed,
+    /// The object nests deeper than objects may (they must stay readable).
+    #[error("the object nests {depth} levels deep; at most {max} are allowed")]
+    TooDeep { depth: usize, max: usize },
+    /// A list read page by page outlived its snapshot: the event log was compacted past it.
+    #[error(
+        "the list's snapshot at {requested} was compacted away (now {compacted}) while it was read"
+    )]
+    SnapshotCompacted { requested: u64, compacted: u64 },
+    /// The log has an event whose body neither it nor its object holds any longer.
+    #[error("the logged event at {0} has lost its body")]
+    LostEvent(u64),
+    /// A health check's query took longer than it may.
+    #[error("the database did not answer within {0:?}")]
+    Slow(std::time::Duration),
+}
+
+pub(crate) fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+pub(crate) fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
