@@ -36,14 +36,7 @@ mod tests {
 
     #[test]
     fn an_arena_count_the_operator_set_is_left_alone() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
+        let env = crate::env_of;
         assert!(!operator_chose(&env(&[])));
         assert!(!operator_chose(&env(&[(
             "GLIBC_TUNABLES",

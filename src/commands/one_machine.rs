@@ -142,14 +142,7 @@ mod tests {
 
     #[test]
     fn where_data_goes_and_when_a_cluster_is_given() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
+        let env = crate::env_of;
         assert_eq!(
             data_dir(env(&[("GPUSTACK_DATA_DIR", "/tmp/x")])),
             PathBuf::from("/tmp/x")

@@ -530,7 +530,8 @@ async fn main() {
     let last_added = tokio::time::timeout(Duration::from_secs(300), seen_all)
         .await
         .ok()
-        .and_then(Result::ok);
+        .and_then(Result::ok)
+        .flatten();
     let mirrored = all_there(&expected).await.and(last_added);
     match mirrored {
         Some(at) => {
@@ -594,9 +595,9 @@ async fn current_version(api: &Api<DynamicObject>) -> String {
 
 /// Watches the hub's fleet view of Devices from `rv` until `want` objects have been added,
 /// and returns when the last one arrived. A watch the hub ends (a watcher that falls too far
-/// behind is let go) is taken up again from the last version seen. Only the event's type and
-/// version are decoded.
-async fn added_on_fleet(client: Client, mut rv: String, want: usize) -> Instant {
+/// behind is let go) is taken up again from the last version seen; a watch the hub refuses
+/// ends the count (`None`). Only the event's type and version are decoded.
+async fn added_on_fleet(client: Client, mut rv: String, want: usize) -> Option<Instant> {
     use futures::{AsyncBufReadExt, TryStreamExt};
     #[derive(serde::Deserialize)]
     struct Line {
@@ -620,9 +621,12 @@ async fn added_on_fleet(client: Client, mut rv: String, want: usize) -> Instant 
         ))
         .body(Vec::new())
         .unwrap();
-        let Ok(stream) = client.request_stream(req).await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
+        let stream = match client.request_stream(req).await {
+            Ok(stream) => stream,
+            Err(e) => {
+                println!("watching the fleet view from {rv} failed: {e}");
+                return None;
+            }
         };
         let mut lines = stream.lines();
         while let Ok(Some(line)) = lines.try_next().await {
@@ -635,7 +639,7 @@ async fn added_on_fleet(client: Client, mut rv: String, want: usize) -> Instant 
             if ev.kind == "ADDED" {
                 added += 1;
                 if added >= want {
-                    return Instant::now();
+                    return Some(Instant::now());
                 }
             }
         }

@@ -556,7 +556,9 @@ impl Mirror {
                 .map_err(|source| MirrorFailure::Write { name, source })
         }))
         .await;
-        outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
+        for outcome in outcomes {
+            outcome?;
+        }
         progress.note(queued.newest.as_deref());
         self.board.record(&self.upstream.name, Happening::Changed);
         Ok(())

@@ -73,13 +73,7 @@ mod tests {
         let mut largest = 0;
         for round in 0..96 {
             let writes = (0..64).map(|i| {
-                let key = ObjectKey {
-                    cluster: "up".into(),
-                    group: "worker.gpustack.ai".into(),
-                    resource: "devices".into(),
-                    namespace: String::new(),
-                    name: format!("node-{round}-{i}"),
-                };
+                let key = ObjectKey::device(&format!("node-{round}-{i}"));
                 let body = json!({"metadata": {"name": key.name}, "spec": {"pad": pad}});
                 let store = store.clone();
                 async move { store.mirror_put(&key, body).await.unwrap() }

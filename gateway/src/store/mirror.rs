@@ -183,13 +183,7 @@ mod tests {
     use crate::store::EventType;
 
     fn key(name: &str) -> ObjectKey {
-        ObjectKey {
-            cluster: "up".into(),
-            group: "worker.gpustack.ai".into(),
-            resource: "devices".into(),
-            namespace: String::new(),
-            name: name.into(),
-        }
+        ObjectKey::device(name)
     }
 
     fn device(name: &str, rv: &str, spec: Value) -> Value {

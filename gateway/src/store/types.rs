@@ -16,6 +16,20 @@ pub struct ObjectKey {
     pub name: String,
 }
 
+#[cfg(test)]
+impl ObjectKey {
+    /// A Devices object's key in the cluster `up`: what the store's tests write.
+    pub(super) fn device(name: &str) -> Self {
+        ObjectKey {
+            cluster: "up".into(),
+            group: "worker.gpustack.ai".into(),
+            resource: "devices".into(),
+            namespace: String::new(),
+            name: name.into(),
+        }
+    }
+}
+
 /// What a watch event says happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {

@@ -126,7 +126,6 @@ pub(super) async fn upsert_run(
             });
         }
     }
-    drop(keys);
 
     // The new and changed objects, each at its version; the unchanged ones' place kept.
     let mut written = Vec::with_capacity(run.len());
@@ -203,13 +202,7 @@ mod tests {
     use crate::store::{Store, write::Change};
 
     fn key(name: &str) -> ObjectKey {
-        ObjectKey {
-            cluster: "up".into(),
-            group: "worker.gpustack.ai".into(),
-            resource: "devices".into(),
-            namespace: String::new(),
-            name: name.into(),
-        }
+        ObjectKey::device(name)
     }
 
     fn device(name: &str, x: i64, owners: &[&str]) -> Value {

@@ -309,7 +309,8 @@ fn steps(work: Vec<(ObjectKey, Change)>) -> Vec<Step> {
 }
 
 /// Adds the upserts collected in `run` to `steps`: together where there are several of
-/// distinct objects, else one by one.
+/// distinct objects, else one by one. A lone upsert keeps its one-query path (one round trip
+/// where a run takes two): it is what a quiet watch writes, one change at a time.
 fn end_run(steps: &mut Vec<Step>, run: &mut Vec<Upsert>) {
     if run.len() > 1 && distinct(run) {
         steps.push(Step::Upserts(std::mem::take(run)));
