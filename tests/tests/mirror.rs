@@ -433,6 +433,41 @@ fn frozen_upstream_is_detected_and_recovers_after_it_thaws() {
     wait_names(&hub, "east", &["e-1", "e-2"]);
 }
 
+/// A burst that reaches the hub at once (it was frozen while the upstream created it) is read
+/// ahead and written in chunks, each while the previous commits: all of it is served and
+/// counted, to its last object, with no further change to push it through. (That a last chunk
+/// is settled before the watch reads on is pinned by `gateway/src/mirror/run.rs`'s tests.)
+#[test]
+fn burst_waiting_for_a_frozen_hub_is_mirrored_and_counted_to_its_last_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let east = upstream(dir.path(), "east", &["e-0"]);
+    let hub = mirror(dir.path(), &[&east]);
+    wait_ready_with_devices(&hub, "east", 1);
+
+    // 70 objects: two full chunks and a short last one, whatever way they arrive together.
+    let burst: Vec<String> = (1..=70).map(|i| format!("b-{i:02}")).collect();
+    let manifests: String = burst
+        .iter()
+        .map(|name| {
+            format!(
+                "---\napiVersion: worker.gpustack.ai/v1alpha1\nkind: Devices\nmetadata:\n  name: {name}\nspec: {{}}\n"
+            )
+        })
+        .collect();
+    let file = dir.path().join("burst.yaml");
+    std::fs::write(&file, manifests).unwrap();
+    hub.freeze();
+    east.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    hub.thaw();
+
+    wait_ready_with_devices(&hub, "east", 71);
+    let mut want: Vec<String> = burst.clone();
+    want.push("e-0".into());
+    want.sort();
+    assert_eq!(names(&hub, "east"), want);
+    assert_eq!(names(&hub, "_fleet"), fleet_names("east", &want));
+}
+
 #[test]
 fn kind_installed_upstream_after_the_hub_started_is_mirrored_once_served() {
     let dir = tempfile::tempdir().unwrap();

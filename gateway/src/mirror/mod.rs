@@ -46,6 +46,7 @@ pub use crate::store::fleet;
 pub mod kinds;
 pub mod kubeconfig_policy;
 pub mod progress;
+mod read_ahead;
 pub mod redact;
 pub mod request;
 mod run;

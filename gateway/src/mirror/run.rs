@@ -23,6 +23,7 @@ use super::{
     kinds::MirroredKind,
     kubeconfig_policy,
     progress::{AbortOnDrop, NewestListed, Progress},
+    read_ahead::ReadAhead,
     redact::strip_credentials,
     status::{Happening, StatusBoard},
 };
@@ -82,9 +83,15 @@ fn next_ready<S: futures::Stream + Unpin>(stream: &mut futures::stream::Peekable
 }
 
 /// How many listed objects, or changes that arrived together, are written together (the
-/// store commits them in one batch). Also bounds what a mirror holds in memory at once: twice
-/// this while a watch has one chunk committing and reads the next.
+/// store commits them in one batch). Also bounds what a mirror's watch holds in memory at
+/// once: twice this while it has one chunk committing and holds the next, and
+/// [`READ_AHEAD`].
 const BATCH: usize = 32;
+
+/// How many decoded events a watch holds ready beyond the chunk it is writing (see
+/// [`ReadAhead`]). Events that arrive beyond it wait in the connection, undecoded: a decoded
+/// object takes several times its JSON's size, and every upstream's every kind has a watch.
+const READ_AHEAD: usize = 8;
 
 /// How many objects one list request asks for: a mirror holds a page in memory while it is
 /// written, and many upstreams may list at once.
@@ -288,8 +295,7 @@ impl Mirror {
         }
         let config = watcher::Config::default().page_size(LIST_PAGE);
         // Whatever arrived together is written together: the store commits it in one batch.
-        let mut events = watcher(api, config)
-            .default_backoff()
+        let mut events = ReadAhead::new(watcher(api, config).default_backoff(), READ_AHEAD)
             .ready_chunks(BATCH)
             .boxed()
             .peekable();
@@ -426,7 +432,10 @@ impl Mirror {
         let mut in_flight = None;
         loop {
             let mut stream = match api.watch(&params, &rv).await {
-                Ok(s) => s.ready_chunks(BATCH).boxed().peekable(),
+                Ok(s) => ReadAhead::new(s, READ_AHEAD)
+                    .ready_chunks(BATCH)
+                    .boxed()
+                    .peekable(),
                 Err(e) => return stopped(WatchFailure::Request(e)),
             };
             if !announced {
@@ -658,15 +667,30 @@ impl Mirror {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let answer =
-                tokio::time::timeout(self.options.readiness_timeout, client.apiserver_version())
-                    .await;
-            match answer {
-                Ok(Ok(_)) => self.board.record(&self.upstream.name, Happening::ProbeOk),
-                Ok(Err(e)) => self.failed(e.into()),
-                Err(_) => self.failed(MirrorError::Timeout(self.options.readiness_timeout)),
+            match probe_once(&client, self.options.readiness_timeout).await {
+                Ok(()) => self.board.record(&self.upstream.name, Happening::ProbeOk),
+                Err(e) => self.failed(e),
             }
         }
+    }
+}
+
+/// One health probe: the upstream's `/version`, within `timeout`. A request that fails before
+/// any answer (the pooled connection it was given had closed, as after the hub or the
+/// upstream was paused) is sent once more: the client's pool has let that connection go, and
+/// a connection closed while idle says nothing about the upstream.
+async fn probe_once(client: &Client, timeout: Duration) -> Result<(), MirrorError> {
+    let ask = async {
+        match client.apiserver_version().await {
+            Err(kube::Error::Service(_) | kube::Error::HyperError(_)) => {
+                client.apiserver_version().await
+            }
+            answer => answer,
+        }
+    };
+    match tokio::time::timeout(timeout, ask).await {
+        Ok(answer) => answer.map(|_| ()).map_err(MirrorError::from),
+        Err(_) => Err(MirrorError::Timeout(timeout)),
     }
 }
 
@@ -787,5 +811,200 @@ pub fn def_from_discovery(r: &ApiResource, caps: &ApiCapabilities) -> ResourceDe
         custom: true,
         schema: None,
         defaults_on_read: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+
+    use super::*;
+
+    /// A kube client whose requests go to `answer` (called with the request's number from 0)
+    /// instead of a connection: stands in for an upstream and the connections to it.
+    fn client_answering(
+        answer: impl Fn(usize) -> Result<http::Response<Full<Bytes>>, std::io::Error>
+        + Send
+        + Sync
+        + 'static,
+    ) -> (Client, Arc<AtomicUsize>) {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = asked.clone();
+        let answer = Arc::new(answer);
+        let service = tower::service_fn(move |_: http::Request<kube::client::Body>| {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            let answer = answer.clone();
+            async move { answer(n) }
+        });
+        (Client::new(service, "default"), asked)
+    }
+
+    fn version() -> http::Response<Full<Bytes>> {
+        let body = r#"{"major":"1","minor":"31","gitVersion":"v1.31.0","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":"linux/amd64"}"#;
+        http::Response::new(Full::new(Bytes::from(body)))
+    }
+
+    fn closed() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection closed")
+    }
+
+    /// A mirror of upstream `east` writing into `store` (never connected: these tests hand it
+    /// watch events themselves).
+    fn mirror_into(store: Store) -> Mirror {
+        Mirror {
+            upstream: Upstream {
+                name: "east".into(),
+                access: Access::Kubeconfig {
+                    path: None,
+                    context: None,
+                },
+                extra_kinds: Vec::new(),
+                from_operator_file: true,
+            },
+            store,
+            registry: Registry::new(),
+            board: StatusBoard::new(Duration::from_secs(10)),
+            options: MirrorOptions::default(),
+        }
+    }
+
+    fn devices() -> ApiResource {
+        ApiResource {
+            group: "worker.gpustack.ai".into(),
+            version: "v1alpha1".into(),
+            api_version: "worker.gpustack.ai/v1alpha1".into(),
+            kind: "Devices".into(),
+            plural: "devices".into(),
+        }
+    }
+
+    /// Watch events adding `names`, the upstream's versions counting up from `from`.
+    fn added(names: std::ops::Range<usize>, from: usize) -> Vec<(DynamicObject, bool)> {
+        names
+            .map(|i| {
+                let mut obj = DynamicObject::new(&format!("d-{i}"), &devices());
+                obj.metadata.resource_version = Some((from + i).to_string());
+                obj.data = serde_json::json!({"spec": {"n": i}});
+                (obj, false)
+            })
+            .collect()
+    }
+
+    /// A Devices watch's writing side: a mirror into a store of its own, the watch's progress
+    /// and what it has in flight.
+    struct WatchWriting {
+        _dir: tempfile::TempDir,
+        mirror: Mirror,
+        progress: Progress,
+        in_flight: Option<InFlight>,
+    }
+
+    impl WatchWriting {
+        async fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(&dir.path().join("db")).await.unwrap();
+            let progress = Progress::new(store.clone(), "east", "worker.gpustack.ai", "devices");
+            WatchWriting {
+                _dir: dir,
+                mirror: mirror_into(store),
+                progress,
+                in_flight: None,
+            }
+        }
+
+        /// Writes the events adding `names` (versions `100 + i`), as [`Mirror::watch`] does
+        /// with a chunk, `more_ready` telling whether the next chunk has arrived.
+        async fn write(&mut self, names: std::ops::Range<usize>, more_ready: bool) {
+            let mut live = added(names, 100);
+            let (mirror, progress) = (&self.mirror, &self.progress);
+            mirror
+                .write_live(
+                    &devices(),
+                    "Devices",
+                    &mut live,
+                    &mut self.in_flight,
+                    more_ready,
+                    progress,
+                )
+                .await;
+            assert!(live.is_empty());
+        }
+
+        /// How many Devices are stored, and the resume point the watch has recorded.
+        async fn committed(&self) -> (u64, Option<String>) {
+            let stored = self
+                .mirror
+                .store
+                .count("east", "worker.gpustack.ai", "devices");
+            let stored = stored.await.unwrap();
+            self.progress.flush().await;
+            (stored, self.progress.stored().await)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_chunk_with_nothing_after_it_is_committed_and_recorded_before_the_watch_reads_on() {
+        let mut watch = WatchWriting::new().await;
+        watch.write(0..5, false).await;
+        assert!(watch.in_flight.is_none(), "nothing is left in flight");
+        assert_eq!(watch.committed().await, (5, Some("104".into())));
+    }
+
+    #[tokio::test]
+    async fn a_chunk_stays_in_flight_while_the_next_is_read_and_settles_behind_it() {
+        let mut watch = WatchWriting::new().await;
+        watch.write(0..5, true).await;
+        assert!(
+            watch.in_flight.is_some(),
+            "kept in flight: more has arrived"
+        );
+        watch.write(5..8, false).await;
+        assert!(watch.in_flight.is_none());
+        assert_eq!(watch.committed().await, (8, Some("107".into())));
+    }
+
+    #[tokio::test]
+    async fn a_probe_sent_on_a_closed_connection_is_sent_again() {
+        let (client, asked) =
+            client_answering(|n| if n == 0 { Err(closed()) } else { Ok(version()) });
+        probe_once(&client, Duration::from_secs(5))
+            .await
+            .expect("the second request is answered");
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_probe_fails_when_the_fresh_connection_fails_too() {
+        let (client, asked) = client_answering(|_| Err(closed()));
+        let e = probe_once(&client, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, MirrorError::Kube(kube::Error::Service(_))),
+            "{e}"
+        );
+        assert_eq!(asked.load(Ordering::SeqCst), 2, "sent twice, no more");
+    }
+
+    #[tokio::test]
+    async fn an_answered_probe_is_not_sent_again() {
+        let (client, asked) = client_answering(|_| {
+            let mut refused = http::Response::new(Full::new(Bytes::from(
+                r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"down","reason":"InternalError","code":500}"#,
+            )));
+            *refused.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+            Ok(refused)
+        });
+        let e = probe_once(&client, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, MirrorError::Kube(kube::Error::Api(_))), "{e}");
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
     }
 }
