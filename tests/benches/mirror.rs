@@ -46,7 +46,10 @@ use std::{
 
 use futures::StreamExt;
 use gpustack_tests::{
-    bench::{self, Figure, env_usize, latencies_ms, median, percentile, poll, proc_status_mb},
+    bench::{
+        self, Figure, env_usize, latencies_ms, median, percentile, poll, proc_status_mb,
+        rss_breakdown,
+    },
     embedded::{GatewayProcess, free_port},
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -55,17 +58,6 @@ use kube::{
     api::{DynamicObject, ListParams, PostParams, WatchEvent, WatchParams},
 };
 use serde_json::Value;
-
-/// Where a process's resident memory is: anonymous (heap), file-backed (e.g. mapped files),
-/// shared memory, as `RssAnon/RssFile/RssShmem` in MB.
-fn rss_breakdown(pid: u32) -> String {
-    format!(
-        "anon {:.0} MB, file {:.0} MB, shmem {:.0} MB",
-        proc_status_mb(pid, "RssAnon"),
-        proc_status_mb(pid, "RssFile"),
-        proc_status_mb(pid, "RssShmem")
-    )
-}
 
 /// The sizes of the regular files directly in `dir`, largest first, in MB.
 fn files_mb(dir: &Path) -> String {

@@ -106,6 +106,17 @@ pub fn proc_status_mb(pid: u32, field: &str) -> f64 {
         .map_or(f64::NAN, |kb| kb * 1024.0 / 1e6)
 }
 
+/// Where a process's resident memory is: anonymous (heap), file-backed (e.g. mapped files),
+/// shared memory, as `RssAnon/RssFile/RssShmem` in MB.
+pub fn rss_breakdown(pid: u32) -> String {
+    format!(
+        "anon {:.0} MB, file {:.0} MB, shmem {:.0} MB",
+        proc_status_mb(pid, "RssAnon"),
+        proc_status_mb(pid, "RssFile"),
+        proc_status_mb(pid, "RssShmem")
+    )
+}
+
 /// The `p` quantile (0..=1) of `sorted`, nearest rank.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
