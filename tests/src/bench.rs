@@ -117,6 +117,33 @@ pub fn rss_breakdown(pid: u32) -> String {
     )
 }
 
+/// The bytes this process's malloc has handed out and not had back (from its arenas and as
+/// mappings of their own), in MB: what it holds live, where its resident size also counts what
+/// the allocator keeps after it was freed. NaN where the C library is not glibc.
+pub fn heap_in_use_mb() -> f64 {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        #[allow(unsafe_code)]
+        // SAFETY: mallinfo2 only reads the allocator's counters.
+        let info = unsafe { libc::mallinfo2() };
+        (info.uordblks + info.hblkhd) as f64 / 1e6
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    f64::NAN
+}
+
+/// Hands the memory this process's malloc keeps free back to the system (glibc's
+/// `malloc_trim`), so that a resident size read next shows what is held, not what was once
+/// used. Does nothing where the C library is not glibc.
+pub fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    // SAFETY: malloc_trim only releases free memory; nothing allocated is touched.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// The `p` quantile (0..=1) of `sorted`, nearest rank.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {

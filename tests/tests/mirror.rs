@@ -444,7 +444,7 @@ fn burst_waiting_for_a_frozen_hub_is_mirrored_and_counted_to_its_last_object() {
     let hub = mirror(dir.path(), &[&east]);
     wait_ready_with_devices(&hub, "east", 1);
 
-    // 70 objects: two full chunks and a short last one, whatever way they arrive together.
+    // 70 objects: more than one chunk however they arrive, the last one short.
     let burst: Vec<String> = (1..=70).map(|i| format!("b-{i:02}")).collect();
     let manifests: String = burst
         .iter()

@@ -45,6 +45,7 @@ pub mod failure;
 pub use crate::store::fleet;
 pub mod kinds;
 pub mod kubeconfig_policy;
+mod probe;
 pub mod progress;
 mod read_ahead;
 pub mod redact;

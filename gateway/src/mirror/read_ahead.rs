@@ -3,10 +3,12 @@
 //! A mirror's watch writes what arrived together as one chunk and waits for it to commit.
 //! Read inline, the stream is idle during that wait, and what it yields next is only what the
 //! connection had already handed over: a few events, one small write batch each. Read ahead,
-//! events keep arriving and being decoded while a chunk commits, so the next chunk is as large
-//! as what came meanwhile and the writer commits fewer, larger batches.
+//! events keep being decoded while a chunk commits, up to the bound, so the next chunk is ready
+//! with up to that many (more when the reader runs beside the consumer), each upstream's watch
+//! keeps one chunk committing, and the writer commits fewer, larger batches.
 
 use std::{
+    future::Future,
     pin::Pin,
     task::{Context, Poll},
 };
@@ -16,11 +18,13 @@ use tokio::sync::mpsc;
 
 use super::progress::AbortOnDrop;
 
-/// `source`'s items, in order, read up to `ahead` items before they are asked for. The
-/// reading task ends with the source, or when this is dropped.
+/// `source`'s items, in order, read up to `ahead` items before they are asked for (and one
+/// more, held by the reader until there is room). The reading task ends with the source, or
+/// when this is dropped; a panic in the source is raised again where the items are read, as
+/// it was when the source was read there.
 pub struct ReadAhead<T> {
     items: mpsc::Receiver<T>,
-    _reader: AbortOnDrop,
+    reader: AbortOnDrop,
 }
 
 impl<T: Send + 'static> ReadAhead<T> {
@@ -39,7 +43,7 @@ impl<T: Send + 'static> ReadAhead<T> {
         });
         ReadAhead {
             items,
-            _reader: AbortOnDrop(reader),
+            reader: AbortOnDrop(reader),
         }
     }
 }
@@ -48,7 +52,15 @@ impl<T> Stream for ReadAhead<T> {
     type Item = T;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        self.items.poll_recv(cx)
+        if let Some(item) = std::task::ready!(self.items.poll_recv(cx)) {
+            return Poll::Ready(Some(item));
+        }
+        // The reader is done: the source ended, or it panicked (the channel closes as the
+        // panic unwinds, before the task's outcome is recorded, so that is waited for).
+        match std::task::ready!(Pin::new(&mut self.reader.0).poll(cx)) {
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            _ => Poll::Ready(None),
+        }
     }
 }
 
@@ -113,8 +125,30 @@ mod tests {
         let (tx, rx) = mpsc::channel::<usize>(1);
         let source = tokio_stream::wrappers::ReceiverStream::new(rx);
         let ahead = ReadAhead::new(source, 4);
-        tx.send(1).await.unwrap();
+        // The reader runs and waits on the source, which has nothing: only stopping the
+        // reader lets the source go.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!tx.is_closed());
         drop(ahead);
         until("the reader to drop the source", || tx.is_closed()).await;
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_the_source_is_raised_where_it_is_read() {
+        let source = futures::stream::iter(0..3).map(|i| {
+            assert!(i < 2, "the source fails at {i}");
+            i
+        });
+        let reading = tokio::spawn(ReadAhead::new(source, 8).collect::<Vec<usize>>());
+        let e = reading
+            .await
+            .expect_err("the panic reaches the reader's reader");
+        let message = e.into_panic();
+        let message = message
+            .downcast_ref::<String>()
+            .expect("a formatted message");
+        assert!(message.contains("the source fails at 2"), "{message}");
     }
 }
