@@ -56,15 +56,26 @@ pub fn start_upstream(data: &Path, cluster: &str, port: u16, extra: &[&str]) -> 
 
 /// Creates the Devices object `name` (labelled with its cluster of origin) in `gw`.
 pub fn add_device(gw: &GatewayProcess, name: &str) {
-    let file = gw.data_dir.with_extension(format!("{name}.yaml"));
-    std::fs::write(
-        &file,
-        format!(
-            "apiVersion: worker.gpustack.ai/v1alpha1\nkind: Devices\nmetadata:\n  name: {name}\n  labels: {{cluster-of-origin: {}}}\nspec: {{}}\n",
-            gw.cluster
-        ),
-    )
-    .expect("writing a manifest");
+    add_devices(gw, &[name]);
+}
+
+/// Creates a Devices object (labelled with its cluster of origin) in `gw` for each of `names`,
+/// one after another in one `kubectl create`.
+pub fn add_devices(gw: &GatewayProcess, names: &[&str]) {
+    let Some(first) = names.first() else {
+        return;
+    };
+    let manifests: String = names
+        .iter()
+        .map(|name| {
+            format!(
+                "---\napiVersion: worker.gpustack.ai/v1alpha1\nkind: Devices\nmetadata:\n  name: {name}\n  labels: {{cluster-of-origin: {}}}\nspec: {{}}\n",
+                gw.cluster
+            )
+        })
+        .collect();
+    let file = gw.data_dir.with_extension(format!("{first}.yaml"));
+    std::fs::write(&file, manifests).expect("writing a manifest");
     gw.kubectl_ok(&["create", "-f", file.to_str().expect("UTF-8 path")]);
 }
 

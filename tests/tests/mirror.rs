@@ -14,7 +14,9 @@ use futures::StreamExt;
 use gpustack_api::devices::Devices;
 use gpustack_tests::{
     embedded::{DEADLINE, GatewayProcess, free_port, kubectl_with, wait_until},
-    hub::{add_device, crds_dir, start_upstream, upstream, upstream_with, upstreams_file},
+    hub::{
+        add_device, add_devices, crds_dir, start_upstream, upstream, upstream_with, upstreams_file,
+    },
 };
 use kube::{
     Api, Client, Config, ResourceExt,
@@ -446,18 +448,9 @@ fn burst_waiting_for_a_frozen_hub_is_mirrored_and_counted_to_its_last_object() {
 
     // 70 objects: more than one chunk however they arrive, the last one short.
     let burst: Vec<String> = (1..=70).map(|i| format!("b-{i:02}")).collect();
-    let manifests: String = burst
-        .iter()
-        .map(|name| {
-            format!(
-                "---\napiVersion: worker.gpustack.ai/v1alpha1\nkind: Devices\nmetadata:\n  name: {name}\nspec: {{}}\n"
-            )
-        })
-        .collect();
-    let file = dir.path().join("burst.yaml");
-    std::fs::write(&file, manifests).unwrap();
+    let created: Vec<&str> = burst.iter().map(String::as_str).collect();
     hub.freeze();
-    east.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    add_devices(&east, &created);
     hub.thaw();
 
     wait_ready_with_devices(&hub, "east", 71);

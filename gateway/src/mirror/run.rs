@@ -4,7 +4,11 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use futures::{FutureExt, StreamExt, future::join_all};
+use futures::{
+    FutureExt, Stream, StreamExt,
+    future::join_all,
+    stream::{BoxStream, Peekable},
+};
 use kube::{
     Api, Client, Config,
     api::{DynamicObject, WatchEvent, WatchParams},
@@ -75,8 +79,21 @@ struct InFlight {
     newest: Option<String>,
 }
 
+/// A watch's events as it writes them: read ahead ([`READ_AHEAD`]), and what has arrived
+/// together taken as one chunk of at most [`BATCH`], which the store commits in one batch.
+fn chunked<S>(events: S) -> Peekable<BoxStream<'static, Vec<S::Item>>>
+where
+    S: Stream + Send + 'static,
+    S::Item: Send + 'static,
+{
+    ReadAhead::new(events, READ_AHEAD)
+        .ready_chunks(BATCH)
+        .boxed()
+        .peekable()
+}
+
 /// Whether `stream`'s next item has already arrived (it is kept for the next read).
-fn next_ready<S: futures::Stream + Unpin>(stream: &mut futures::stream::Peekable<S>) -> bool {
+fn next_ready<S: Stream + Unpin>(stream: &mut Peekable<S>) -> bool {
     matches!(
         std::pin::Pin::new(stream).peek().now_or_never(),
         Some(Some(_))
@@ -299,11 +316,7 @@ impl Mirror {
             tracing::info!(upstream = %cluster, kind = %label, reason = %self.redact(&why.to_string()), "relisting");
         }
         let config = watcher::Config::default().page_size(LIST_PAGE);
-        // Whatever arrived together is written together: the store commits it in one batch.
-        let mut events = ReadAhead::new(watcher(api, config).default_backoff(), READ_AHEAD)
-            .ready_chunks(BATCH)
-            .boxed()
-            .peekable();
+        let mut events = chunked(watcher(api, config).default_backoff());
         let mut list = Relist::default();
         let mut live = Vec::new();
         let mut in_flight = None;
@@ -437,10 +450,7 @@ impl Mirror {
         let mut in_flight = None;
         loop {
             let mut stream = match api.watch(&params, &rv).await {
-                Ok(s) => ReadAhead::new(s, READ_AHEAD)
-                    .ready_chunks(BATCH)
-                    .boxed()
-                    .peekable(),
+                Ok(s) => chunked(s),
                 Err(e) => return stopped(WatchFailure::Request(e)),
             };
             if !announced {
@@ -564,14 +574,11 @@ impl Mirror {
 
     /// Waits for `queued`'s changes to commit; then its newest version is the watch's progress.
     async fn settle(&self, queued: InFlight, progress: &Progress) -> Result<(), MirrorFailure> {
-        let outcomes = join_all(queued.writes.into_iter().map(|(name, q)| async move {
+        // All are queued already, so waiting for each in turn takes no longer than together.
+        for (name, q) in queued.writes {
             q.outcome()
                 .await
-                .map_err(|source| MirrorFailure::Write { name, source })
-        }))
-        .await;
-        for outcome in outcomes {
-            outcome?;
+                .map_err(|source| MirrorFailure::Write { name, source })?;
         }
         progress.note(queued.newest.as_deref());
         self.board.record(&self.upstream.name, Happening::Changed);
