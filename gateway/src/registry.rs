@@ -31,9 +31,20 @@ impl Registry {
         }
     }
 
-    /// Registers (or replaces) the kind of CRD `crd_name` in `cluster`.
-    pub fn register(&self, cluster: &str, crd_name: &str, def: ResourceDef) {
+    /// Registers (or replaces) the kind of CRD `crd_name` in `cluster`. A schema equal to one
+    /// another cluster's kind of that CRD holds is shared with it rather than kept again: a hub
+    /// mirrors the same CRDs from every upstream, and a schema can take hundreds of KB.
+    pub fn register(&self, cluster: &str, crd_name: &str, mut def: ResourceDef) {
         let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(schema) = def.custom_schema() {
+            let same = custom
+                .values()
+                .filter_map(|defs| defs.get(crd_name))
+                .find(|held| held.custom_schema() == Some(schema));
+            if let Some(held) = same {
+                def.schema = held.schema.clone();
+            }
+        }
         custom
             .entry(cluster.to_owned())
             .or_default()
@@ -125,5 +136,43 @@ mod tests {
         r.unregister("a", "widgets.example.com");
         assert!(r.find("a", "example.com", "v1", "widgets").is_none());
         assert!(r.find("a", "", "v1", "configmaps").is_some());
+    }
+
+    fn with_schema(description: &str) -> Value {
+        let mut c = crd();
+        c["spec"]["versions"][1]["schema"] =
+            json!({"openAPIV3Schema": {"type": "object", "description": description}});
+        c
+    }
+
+    #[test]
+    fn one_schema_is_kept_for_a_crd_that_clusters_share() {
+        let r = Registry::new();
+        let schema = |cluster: &str| {
+            r.find(cluster, "example.com", "v1", "widgets")
+                .and_then(|d| d.schema)
+                .expect("a schema")
+        };
+        r.register(
+            "a",
+            "widgets.example.com",
+            from_crd(&with_schema("same")).unwrap(),
+        );
+        r.register(
+            "b",
+            "widgets.example.com",
+            from_crd(&with_schema("same")).unwrap(),
+        );
+        r.register(
+            "c",
+            "widgets.example.com",
+            from_crd(&with_schema("other")).unwrap(),
+        );
+        assert!(schema("a").shares(&schema("b")));
+        assert!(!schema("a").shares(&schema("c")));
+        assert_eq!(schema("c")["description"], "other");
+        // Kept for the others when one cluster goes.
+        r.forget("a");
+        assert_eq!(schema("b")["description"], "same");
     }
 }

@@ -1,14 +1,22 @@
 //! The stored objects of a few kinds, per cluster, read once and kept until a committed change
 //! to that kind invalidates them (seen on the store's event fan-out, drained on each read): what
 //! every request consults (APIServices, RBAC objects) costs an in-memory lookup.
+//!
+//! The fan-out keeps each event until every receiver has taken it, so the receiver is also
+//! drained whenever an event is sent ([`drain_on_every_event`]): one drained only on reads would
+//! hold the last thousand committed objects whenever no request came (a few MB on a hub that
+//! mirrors a burst).
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, Weak},
 };
 
 use serde_json::Value;
-use tokio::sync::broadcast::{self, error::TryRecvError};
+use tokio::sync::broadcast::{
+    self,
+    error::{RecvError, TryRecvError},
+};
 
 use crate::store::{ObjectKey, Precondition, Store, StoreError, StoredEvent, WriteOp};
 
@@ -55,20 +63,24 @@ pub struct StoredKinds {
 }
 
 impl StoredKinds {
+    /// Must be called inside a Tokio runtime: it spawns the task that keeps the fan-out
+    /// receiver drained.
     pub fn new(store: Store) -> Self {
-        StoredKinds {
-            entries: Arc::new(Mutex::new(Entries {
-                events: store.subscribe(),
-                lists: HashMap::new(),
-                kinds: HashSet::new(),
-                generation: 0,
-            })),
-            store,
-        }
+        let entries = Arc::new(Mutex::new(Entries {
+            events: store.subscribe(),
+            lists: HashMap::new(),
+            kinds: HashSet::new(),
+            generation: 0,
+        }));
+        tokio::spawn(drain_on_every_event(
+            Arc::downgrade(&entries),
+            store.subscribe(),
+        ));
+        StoredKinds { store, entries }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.entries)
     }
 
     /// Every stored object of `group`/`resource` in `cluster`.
@@ -100,6 +112,29 @@ impl StoredKinds {
             e.lists.insert(kind, items.clone());
         }
         Ok(items)
+    }
+}
+
+fn lock(entries: &Mutex<Entries>) -> std::sync::MutexGuard<'_, Entries> {
+    entries.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Drains `entries`' receiver each time `wake` (a receiver of its own, always waited on, so it
+/// holds nothing) sees an event. Reads still drain first, so that a read after a committed
+/// change never finds the list from before it. Ends with the entries or the store.
+async fn drain_on_every_event(
+    entries: Weak<Mutex<Entries>>,
+    mut wake: broadcast::Receiver<StoredEvent>,
+) {
+    loop {
+        match wake.recv().await {
+            Ok(_) | Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => return,
+        }
+        let Some(entries) = entries.upgrade() else {
+            return;
+        };
+        lock(&entries).drain();
     }
 }
 
@@ -135,5 +170,80 @@ pub async fn replace_as_read(
         Ok(_) => Ok(true),
         Err(StoreError::Conflict { .. } | StoreError::NotFound) => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const RBAC: &str = "rbac.authorization.k8s.io";
+
+    fn role_key(name: &str) -> ObjectKey {
+        ObjectKey {
+            cluster: "c".into(),
+            group: RBAC.into(),
+            resource: "clusterroles".into(),
+            namespace: String::new(),
+            name: name.into(),
+        }
+    }
+
+    async fn put_role(store: &Store, name: &str) {
+        let body = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name}, "rules": []});
+        store
+            .commit(&role_key(name), Precondition::Absent, WriteOp::Put(body))
+            .await
+            .unwrap();
+    }
+
+    fn waiting_events(kinds: &StoredKinds) -> usize {
+        kinds.lock().events.len()
+    }
+
+    #[tokio::test]
+    async fn committed_events_are_not_held_while_nothing_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).await.unwrap();
+        let kinds = StoredKinds::new(store.clone());
+        for i in 0..50 {
+            put_role(&store, &format!("r{i}")).await;
+        }
+        // Each commit was sent before it was acknowledged; the drain follows at once.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while waiting_events(&kinds) > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} committed events still held by the cache's receiver",
+                waiting_events(&kinds)
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_read_after_a_commit_sees_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).await.unwrap();
+        let kinds = StoredKinds::new(store.clone());
+        assert!(
+            kinds
+                .list("c", RBAC, "clusterroles")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        for i in 0..20 {
+            put_role(&store, &format!("r{i}")).await;
+            let listed = kinds.list("c", RBAC, "clusterroles").await.unwrap();
+            assert_eq!(
+                listed.len(),
+                i + 1,
+                "the cached list missed a committed role"
+            );
+        }
     }
 }
