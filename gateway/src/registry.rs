@@ -8,6 +8,9 @@ use std::{
     sync::{Arc, RwLock},
 };
 
+use gpustack_kube_rest::kind_schema::Schema;
+use serde_json::Value;
+
 pub use gpustack_kube_rest::resource::{
     InvalidCrd, KindRef, PrinterColumn, READ_VERBS, ResourceDef, Subresource, builtins, from_crd,
 };
@@ -31,24 +34,32 @@ impl Registry {
         }
     }
 
-    /// Registers (or replaces) the kind of CRD `crd_name` in `cluster`. A schema equal to one
-    /// another cluster's kind of that CRD holds is shared with it rather than kept again: a hub
-    /// mirrors the same CRDs from every upstream, and a schema can take hundreds of KB.
+    /// Registers (or replaces) the kind of CRD `crd_name` in `cluster`. A schema identical to
+    /// one another cluster's kind of that CRD holds is shared with it rather than kept again: a
+    /// hub mirrors the same CRDs from every upstream, and a schema can take hundreds of KB.
     pub fn register(&self, cluster: &str, crd_name: &str, mut def: ResourceDef) {
-        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(schema) = def.custom_schema() {
-            let same = custom
-                .values()
-                .filter_map(|defs| defs.get(crd_name))
-                .find(|held| held.custom_schema() == Some(schema));
-            if let Some(held) = same {
-                def.schema = held.schema.clone();
-            }
+        if let Some(shared) = self.held_schema(crd_name, &def) {
+            def.schema = Some(shared);
         }
+        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
         custom
             .entry(cluster.to_owned())
             .or_default()
             .insert(crd_name.to_owned(), def);
+    }
+
+    /// A schema some cluster's kind of `crd_name` holds that is identical to `def`'s own, key
+    /// order included (it is what `/openapi/v3` shows). Looked for under the read lock.
+    fn held_schema(&self, crd_name: &str, def: &ResourceDef) -> Option<Schema> {
+        let schema = def.schema.as_ref().filter(|_| def.custom)?;
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        let held = custom
+            .values()
+            .filter_map(|defs| defs.get(crd_name))
+            .filter(|held| held.custom)
+            .filter_map(|held| held.schema.as_ref())
+            .find(|held| held.shares(schema) || identical(held, schema))?;
+        Some(held.clone())
     }
 
     pub fn unregister(&self, cluster: &str, crd_name: &str) {
@@ -114,10 +125,27 @@ impl Registry {
     }
 }
 
+/// Whether `a` and `b` are equal with their objects' keys in the same order (`==` on maps
+/// ignores the order).
+fn identical(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|((ka, va), (kb, vb))| ka == kb && identical(va, vb))
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| identical(a, b))
+        }
+        _ => a == b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     /// A namespaced kind served at two versions.
     fn crd() -> Value {
@@ -171,7 +199,14 @@ mod tests {
         assert!(schema("a").shares(&schema("b")));
         assert!(!schema("a").shares(&schema("c")));
         assert_eq!(schema("c")["description"], "other");
-        // Kept for the others when one cluster goes.
+        // A cluster's CRD changing, or the cluster going, leaves the others' schema as it was.
+        r.register(
+            "a",
+            "widgets.example.com",
+            from_crd(&with_schema("changed")).unwrap(),
+        );
+        assert_eq!(schema("a")["description"], "changed");
+        assert_eq!(schema("b")["description"], "same");
         r.forget("a");
         assert_eq!(schema("b")["description"], "same");
     }

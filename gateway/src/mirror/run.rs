@@ -119,7 +119,8 @@ const READ_AHEAD: usize = 8;
 /// written, and many upstreams may list at once. A page is held several times over while it
 /// arrives (hyper's buffers, the body's text, the decoded objects): with 25 rather than 50 the
 /// hub's peak heap through a sync of 10 upstreams x 5,000 Devices held 2.5 MB less for pages
-/// (heaptrack), for about 5% of the sync's rate (issue 17's mirror bench).
+/// (heaptrack; issue 17's mirror bench). With this and the smaller reader cache of the store
+/// together, interleaved runs synced about 5% slower.
 const LIST_PAGE: u32 = 25;
 
 /// How often each kind's watch progress is written to the store.
