@@ -37,3 +37,6 @@ pub mod registry;
 pub mod server;
 pub mod store;
 pub mod tls;
+
+#[cfg(test)]
+mod test_support;

@@ -33,11 +33,6 @@ impl Schema {
         }))
     }
 
-    /// Whether `other` is a handle on this very schema (not merely an equal one).
-    pub fn shares(&self, other: &Schema) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-
     /// Whether the schema exists in memory yet (a deferred one once it has been read).
     pub fn is_built(&self) -> bool {
         match &*self.0 {

@@ -66,15 +66,13 @@ impl<T> Stream for ReadAhead<T> {
 
 #[cfg(test)]
 mod tests {
-    use std::{
-        sync::{
-            Arc,
-            atomic::{AtomicUsize, Ordering},
-        },
-        time::Duration,
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
     };
 
     use super::*;
+    use crate::test_support::until;
 
     /// A source of `0..n` that counts the items taken from it.
     fn counted(n: usize) -> (impl Stream<Item = usize> + Send + 'static, Arc<AtomicUsize>) {
@@ -84,16 +82,6 @@ mod tests {
             counter.fetch_add(1, Ordering::SeqCst);
         });
         (source, taken)
-    }
-
-    async fn until(what: &str, check: impl Fn() -> bool) {
-        tokio::time::timeout(Duration::from_secs(5), async {
-            while !check() {
-                tokio::task::yield_now().await;
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
     }
 
     #[tokio::test]
