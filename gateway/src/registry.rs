@@ -202,6 +202,15 @@ mod tests {
         assert!(shared("a", "b"));
         assert!(!shared("a", "c"));
         assert_eq!(schema("c")["description"], "other");
+        // Equal, but with its keys in another order: kept as its own CRD has them (that order
+        // is what `/openapi/v3` shows).
+        let mut reordered = crd();
+        reordered["spec"]["versions"][1]["schema"] =
+            json!({"openAPIV3Schema": {"description": "same", "type": "object"}});
+        r.register("d", "widgets.example.com", from_crd(&reordered).unwrap());
+        assert!(!shared("a", "d"));
+        let keys: Vec<String> = schema("d").as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, ["description", "type"]);
         // A cluster's CRD changing, or the cluster going, leaves the others' schema as it was.
         r.register(
             "a",
