@@ -116,7 +116,7 @@ pub struct WorkerArgs {
     #[arg(long, value_delimiter = ',', value_parser = parse_manufacturer, default_values_t = Manufacturer::ALL)]
     pub manufacturer: Vec<Manufacturer>,
     /// Applications not to install: `*` or names (kueue, node-feature-discovery, csi-driver-nfs,
-    /// csi-driver-s3, device-manager, model-manager, node-feature-rule).
+    /// csi-driver-s3, device-manager, model-manager).
     #[arg(long, value_delimiter = ',', value_parser = parse_application)]
     pub disable_applications: Vec<String>,
     /// HTTPS port of the aggregated API and the webhooks.
@@ -483,7 +483,7 @@ fn parse_manufacturer(s: &str) -> Result<Manufacturer, String> {
     })
 }
 
-const APPLICATIONS: [&str; 8] = [
+const APPLICATIONS: [&str; 7] = [
     "*",
     "kueue",
     "node-feature-discovery",
@@ -491,7 +491,6 @@ const APPLICATIONS: [&str; 8] = [
     "csi-driver-s3",
     "device-manager",
     "model-manager",
-    "node-feature-rule",
 ];
 
 fn parse_application(s: &str) -> Result<String, String> {

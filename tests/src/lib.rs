@@ -4,12 +4,14 @@
 pub mod bench;
 pub mod docker;
 pub mod embedded;
+pub mod helm;
 pub mod hub;
 pub mod inventory;
 pub mod kubelet;
 pub mod machines;
 pub mod prometheus;
 pub mod python_grpc;
+pub mod python_venv;
 pub mod stand_in;
 pub mod sysfs;
 pub mod worker;

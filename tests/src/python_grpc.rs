@@ -5,11 +5,7 @@
 use std::{
     path::{Path, PathBuf},
     process::Command,
-    sync::Mutex,
 };
-
-/// Serialises the one-time install across test threads.
-static INSTALL: Mutex<()> = Mutex::new(());
 
 /// The checkout's root (the tests crate lives in `tests/`).
 pub fn checkout() -> PathBuf {
@@ -21,34 +17,11 @@ pub fn checkout() -> PathBuf {
 
 /// The venv's python, installing grpcio and grpcio-tools when missing.
 pub fn python() -> PathBuf {
-    let _held = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
-    let venv = crate::profile_dir()
-        .parent()
-        .expect("target dir")
-        .join("python-grpc");
-    let python = venv.join("bin/python");
-    let ready = Command::new(&python)
-        .args(["-c", "import grpc, grpc_tools"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ready {
-        let made = Command::new("python3")
-            .arg("-m")
-            .arg("venv")
-            .arg(&venv)
-            .status()
-            .expect("python3 -m venv");
-        assert!(made.success(), "creating {}", venv.display());
-        let pip = Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", "grpcio", "grpcio-tools"])
-            .status()
-            .expect("pip install grpcio grpcio-tools");
-        assert!(
-            pip.success(),
-            "installing grpcio and grpcio-tools from PyPI"
-        );
-    }
-    python
+    crate::python_venv::python_with(
+        "python-grpc",
+        "grpc, grpc_tools",
+        &["grpcio", "grpcio-tools"],
+    )
 }
 
 /// Generates the device plugin stubs (`api_pb2.py`, `api_pb2_grpc.py`) into `out`.

@@ -253,7 +253,7 @@ fn measured_run_proves_the_slicing_runtime_is_loaded() {
             .path("/var/lib/gpustack/operator/lib/amd/libvrocm.so")
             .exists()
     );
-    // Shown with --nocapture: the README's example output.
+    // Shown with --nocapture: docs/device-manager-preflight.md's example output.
     eprintln!("measured preflight: {wall:.2?}\n{text}");
 }
 

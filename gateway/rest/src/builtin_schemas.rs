@@ -81,6 +81,7 @@ fn add_kinds(c: &mut Collector) {
     c.add::<policy::PodDisruptionBudget>();
     c.add::<networking::Ingress>();
     c.add::<networking::IngressClass>();
+    c.add::<networking::NetworkPolicy>();
     c.add::<certificates::CertificateSigningRequest>();
 }
 
@@ -394,6 +395,7 @@ mod tests {
             ("", "ResourceQuota"),
             ("networking.k8s.io", "Ingress"),
             ("networking.k8s.io", "IngressClass"),
+            ("networking.k8s.io", "NetworkPolicy"),
             ("certificates.k8s.io", "CertificateSigningRequest"),
         ] {
             assert!(kind_definition(&doc, g, "v1", k).is_some(), "{g}/{k}");

@@ -652,6 +652,19 @@ const BUILTINS: &[Builtin] = &[
         fields: &[],
         status: true,
     },
+    // Stored for charts and kubectl; nothing enforces them (no pod network here).
+    Builtin {
+        group: "networking.k8s.io",
+        version: "v1",
+        kind: "NetworkPolicy",
+        plural: "networkpolicies",
+        namespaced: true,
+        short: &["netpol"],
+        categories: &[],
+        verbs: ALL_VERBS,
+        fields: &[],
+        status: false,
+    },
     Builtin {
         group: "networking.k8s.io",
         version: "v1",

@@ -1,12 +1,14 @@
 //! Cluster-level and API kinds: RBAC bindings, APIService, webhook configurations,
-//! PriorityClass, Lease, CSIDriver, CSINode, CertificateSigningRequest, Ingress, IngressClass.
+//! PriorityClass, Lease, CSIDriver, CSINode, CertificateSigningRequest, Ingress, IngressClass,
+//! NetworkPolicy.
 
 use jiff::Timestamp;
 use serde_json::Value;
 
 use super::core::load_balancer_points;
 use super::format::{
-    condition, count, human_duration, int_at, items, len_at, non_empty_or, or_none, text,
+    condition, count, human_duration, int_at, items, len_at, non_empty_or, or_none,
+    selector_or_none, text,
 };
 use super::{AGE, Col, col, wide};
 
@@ -55,6 +57,7 @@ pub const INGRESS: &[Col] = &[
     col("Ports", "string", ingress_ports),
     AGE,
 ];
+pub const NETWORK_POLICY: &[Col] = &[col("Pod-Selector", "string", network_policy_pods), AGE];
 pub const INGRESS_CLASS: &[Col] = &[
     col("Controller", "string", ingress_class_controller),
     col("Parameters", "string", ingress_class_parameters),
@@ -263,6 +266,11 @@ fn ingress_ports(ing: &Value, _: Timestamp) -> Value {
     } else {
         "80, 443".into()
     }
+}
+
+/// The policy's pod selector, `<none>` when it selects every Pod (kubectl's rendering).
+fn network_policy_pods(np: &Value, _: Timestamp) -> Value {
+    selector_or_none(np.pointer("/spec/podSelector")).into()
 }
 
 fn ingress_class_controller(ic: &Value, _: Timestamp) -> Value {

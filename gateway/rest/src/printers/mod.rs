@@ -8,7 +8,8 @@
 //! - [`workloads`]: Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob,
 //!   PodDisruptionBudget.
 //! - [`cluster`]: RBAC, CustomResourceDefinition, APIService, webhook configurations,
-//!   PriorityClass, Lease, CSIDriver, CSINode, CertificateSigningRequest, Ingress, IngressClass.
+//!   PriorityClass, Lease, CSIDriver, CSINode, CertificateSigningRequest, Ingress, IngressClass,
+//!   NetworkPolicy.
 //! - [`format`](mod@format): field access and the formatting the printers share.
 
 pub mod cluster;
@@ -120,6 +121,11 @@ const PRINTERS: &[(&str, &str, &[Col])] = &[
     ),
     ("networking.k8s.io", "Ingress", cluster::INGRESS),
     ("networking.k8s.io", "IngressClass", cluster::INGRESS_CLASS),
+    (
+        "networking.k8s.io",
+        "NetworkPolicy",
+        cluster::NETWORK_POLICY,
+    ),
 ];
 
 /// The printer columns of the built-in kind `group`/`kind`, if kube-apiserver has a printer

@@ -61,7 +61,14 @@ pub enum ProtobufError {
 }
 
 /// The message of `kind` in `api_version`: an object's, or a list's (`DeploymentList`).
+/// `DeleteOptions` is registered in every group version, as client-go's scheme registers it:
+/// a typed client's delete sends it under the resource's own (`apps/v1 DeleteOptions`).
 fn message_of(api_version: &str, kind: &str) -> Option<u16> {
+    let api_version = if kind == "DeleteOptions" {
+        "v1"
+    } else {
+        api_version
+    };
     KINDS.iter().find_map(|k: &Kind| {
         if k.api_version != api_version {
             return None;

@@ -237,12 +237,25 @@ pub(super) async fn delete_one(
     Err(ApiError::conflict(&t.def.group, &t.def.plural, name))
 }
 
+/// The request's `DeleteOptions`: none, JSON, YAML, or protobuf as client-go's typed clients
+/// send it (Helm's release storage among them).
 pub(super) fn delete_options(ctx: &Ctx) -> Result<Value, ApiError> {
     if ctx.body.iter().all(u8::is_ascii_whitespace) {
-        Ok(json!({}))
-    } else {
-        patch::parse_body(&ctx.body).map_err(ApiError::bad_request)
+        return Ok(json!({}));
     }
+    let ct = ctx.header(axum::http::header::CONTENT_TYPE);
+    if ct.split(';').next().unwrap_or("").trim() != gpustack_kube_rest::protobuf::MEDIA_TYPE {
+        return patch::parse_body(&ctx.body).map_err(ApiError::bad_request);
+    }
+    let options = gpustack_kube_rest::protobuf::decode(&ctx.body)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if options["kind"] != "DeleteOptions" {
+        return Err(ApiError::bad_request(format!(
+            "the request body is a {}, not DeleteOptions",
+            options["kind"].as_str().unwrap_or("message of no kind")
+        )));
+    }
+    Ok(options)
 }
 
 /// Runs the admission webhooks on a client's delete of `name` (nothing when it is gone: the
