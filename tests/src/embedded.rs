@@ -326,3 +326,13 @@ impl Drop for GatewayProcess {
         }
     }
 }
+
+/// A kube client with the credentials of `kubeconfig` (an embedded cluster's admin one, say).
+pub async fn kube_client(kubeconfig: &Path) -> kube::Client {
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(kubeconfig).expect("reading the kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("a client configuration from the kubeconfig");
+    kube::Client::try_from(config).expect("a kube client")
+}
