@@ -407,9 +407,16 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
         );
         // (The availability check's requests come as system:kube-aggregator in system:masters.)
         let seen = backend.seen();
-        let checks = seen.iter().filter(|s| s.user == "system:kube-aggregator");
+        let checks: Vec<&Seen> = seen
+            .iter()
+            .filter(|s| s.user == "system:kube-aggregator")
+            .collect();
         assert!(
-            checks.clone().all(|s| s.groups == ["system:masters"]),
+            !checks.is_empty(),
+            "the availability check reached the backend as system:kube-aggregator: {seen:?}"
+        );
+        assert!(
+            checks.iter().all(|s| s.groups == ["system:masters"]),
             "{seen:?}"
         );
         let last = seen
