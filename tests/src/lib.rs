@@ -8,6 +8,7 @@ pub mod hub;
 pub mod inventory;
 pub mod kubelet;
 pub mod machines;
+pub mod preflight;
 pub mod prometheus;
 pub mod python_grpc;
 pub mod stand_in;
