@@ -346,6 +346,22 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
         .collect();
     let pick = kubelet.preferred("nvidia.shared.sock", &shared_ids, 2);
     assert_eq!(pick, [shared_ids[0].clone(), shared_ids[2].clone()]);
+    // Python grpcio asks the same, and with a token that must be included: that one first, then
+    // another card's.
+    let py = python_grpc::device_plugin_client(
+        &kubelet.plugin_socket("nvidia.shared.sock"),
+        &serde_json::json!({"preferred": {"available": shared_ids, "size": 2}}),
+    );
+    assert_eq!(py["preferred"], serde_json::json!(pick), "{py}");
+    let py = python_grpc::device_plugin_client(
+        &kubelet.plugin_socket("nvidia.shared.sock"),
+        &serde_json::json!({"preferred": {"available": shared_ids, "mustInclude": [shared_ids[3]], "size": 2}}),
+    );
+    assert_eq!(
+        py["preferred"],
+        serde_json::json!([shared_ids[3], shared_ids[0]]),
+        "{py}"
+    );
 
     // A sliced allocation, identified through the pod-resources API.
     let uid = pod(
@@ -574,7 +590,7 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
     pod(&gw, dir.path(), "py", &[("nvidia.com/gpu", "1")]);
     let py = python_grpc::device_plugin_client(
         &kubelet.plugin_socket("nvidia.exclusive.sock"),
-        &[token(3, 0)],
+        &serde_json::json!({"preStart": [token(3, 0)], "allocate": [token(3, 0)]}),
     );
     let py_view: Vec<(String, String, Vec<i64>)> = py["devices"]
         .as_array()
@@ -602,6 +618,14 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
         })
         .collect();
     assert_eq!(py_view, rust_view);
+    // The options the plugin registered with, asked over the socket; PreStartContainer (not
+    // required, but served) answers OK.
+    assert_eq!(
+        py["options"],
+        serde_json::json!({"preStartRequired": false, "getPreferredAllocationAvailable": true}),
+        "{py}"
+    );
+    assert_eq!(py["preStart"], "OK", "{py}");
     assert_eq!(
         py["allocate"]["envs"],
         serde_json::json!({"NVIDIA_VISIBLE_DEVICES": H100_GPUS[3].uuid}),
@@ -610,11 +634,11 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
     pod(&gw, dir.path(), "py2", &[("nvidia.com/gpu", "1")]);
     let py = python_grpc::device_plugin_client(
         &kubelet.plugin_socket("nvidia.exclusive.sock"),
-        &[token(2, 0)],
+        &serde_json::json!({"allocate": [token(2, 0)]}),
     );
-    assert_eq!(py["error"]["code"], "FAILED_PRECONDITION", "{py}");
+    assert_eq!(py["allocateError"]["code"], "FAILED_PRECONDITION", "{py}");
     assert!(
-        py["error"]["message"]
+        py["allocateError"]["message"]
             .as_str()
             .unwrap()
             .contains("already taken"),

@@ -351,6 +351,25 @@ fn a_pod_mounts_its_namespaces_artifact_and_status_shows_it() {
         (o.code == "OK").then_some(o)
     });
     assert_eq!(info.response["name"], "model.csi.gpustack.ai", "{info:?}");
+    // The node calls the kubelet makes, as the plugin serves them: its node ID, no optional
+    // capabilities (so no staging and no volume stats), and volume stats refused as such.
+    let node = client.call("Node.NodeGetInfo", json!({}));
+    assert_eq!(
+        (node.code.as_str(), &node.response),
+        ("OK", &json!({"nodeId": NODE})),
+        "{node:?}"
+    );
+    let caps = client.call("Node.NodeGetCapabilities", json!({}));
+    assert_eq!(
+        (caps.code.as_str(), &caps.response),
+        ("OK", &json!({})),
+        "{caps:?}"
+    );
+    let stats = client.call(
+        "Node.NodeGetVolumeStats",
+        json!({"volumeId": "csi-pod-a", "volumePath": target(work, "pod-a")}),
+    );
+    assert_eq!(stats.code, "UNIMPLEMENTED", "{stats:?}");
 
     let denied = client.call(
         "Node.NodePublishVolume",
