@@ -113,6 +113,44 @@ pub fn kubectl_as(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
     .unwrap()
 }
 
+/// The HTTP status of the last response a kubectl run with `-v=6` logged (its
+/// `round_trippers` line: `GET <url> 403 Forbidden in 3 milliseconds`, or the structured
+/// `status="403 Forbidden"` of newer releases), so that a refusal is asserted by its exact
+/// status rather than by kubectl's failing at all.
+pub fn kubectl_status(out: &Output) -> Option<u16> {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    stderr
+        .lines()
+        .rev()
+        .filter(|l| l.contains("round_trippers"))
+        .find_map(|l| {
+            if let Some(at) = l.find("status=\"") {
+                return l[at + 8..].get(..3)?.parse().ok();
+            }
+            let mut words = l.split("] ").nth(1)?.split_whitespace();
+            let (_verb, _url) = (words.next()?, words.next()?);
+            words.next()?.parse().ok()
+        })
+}
+
+/// Asserts that kubectl (run with `-v=6`) failed and that the last response was `status`.
+pub fn assert_refused(out: &Output, status: u16, what: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // What kubectl printed beside its `-v=6` log (klog lines start with a level letter and the
+    // date, `I1206 …`).
+    let refusal = stderr
+        .lines()
+        .filter(|l| l.starts_with("Error") || l.starts_with("error"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!out.status.success(), "{what}: kubectl succeeded");
+    assert_eq!(
+        kubectl_status(out),
+        Some(status),
+        "{what}: want HTTP {status}; kubectl said: {refusal}"
+    );
+}
+
 pub struct GatewayProcess {
     child: Option<Child>,
     pub cluster: String,

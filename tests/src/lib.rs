@@ -9,6 +9,7 @@ pub mod hub;
 pub mod inventory;
 pub mod kubelet;
 pub mod machines;
+pub mod preflight;
 pub mod prometheus;
 pub mod python_grpc;
 pub mod python_venv;

@@ -38,9 +38,12 @@ pub fn device_plugin_stubs(python: &Path, out: &Path) {
     assert!(status.success(), "generating the Python stubs");
 }
 
-/// Runs the Python device plugin client against `socket`: the first `ListAndWatch` list and,
-/// with `ids`, the `Allocate` reply, as JSON.
-pub fn device_plugin_client(socket: &Path, ids: &[String]) -> serde_json::Value {
+/// Runs the Python device plugin client against `socket`: `GetDevicePluginOptions`, the first
+/// `ListAndWatch` list and, as `request` asks (`{"preferred": {"available": [..],
+/// "mustInclude": [..], "size": n}, "preStart": [ids], "allocate": [ids]}`),
+/// `GetPreferredAllocation`, `PreStartContainer` and `Allocate`; the answers as JSON (see the
+/// script for the keys).
+pub fn device_plugin_client(socket: &Path, request: &serde_json::Value) -> serde_json::Value {
     let python = python();
     let stubs = tempfile::tempdir().expect("stub dir");
     device_plugin_stubs(&python, stubs.path());
@@ -48,7 +51,7 @@ pub fn device_plugin_client(socket: &Path, ids: &[String]) -> serde_json::Value 
     let out = Command::new(&python)
         .arg(script)
         .arg(socket)
-        .args(ids)
+        .arg(request.to_string())
         .env("PYTHONPATH", stubs.path())
         .output()
         .expect("running the Python client");

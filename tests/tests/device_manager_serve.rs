@@ -5,7 +5,7 @@
 use std::{
     path::{Path, PathBuf},
     process::{Child, Stdio},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use gpustack_tests::{
@@ -19,6 +19,11 @@ use serde_json::Value;
 const NODE: &str = "gpu-node-1";
 const GROUP: &str = "h100-80gb-hbm3";
 const D: u64 = 1_600_000;
+/// How long `device-manager serve` may take to exit after SIGTERM before the test kills it and
+/// fails (its plugin servers are cut after 200 ms each, stopped together).
+const STOP_DEADLINE: Duration = Duration::from_secs(10);
+/// The agents' `--monitor-period`.
+const PERIOD: Duration = Duration::from_secs(1);
 
 /// A running `device-manager serve`, stopped (SIGTERM) on drop.
 struct Agent {
@@ -56,7 +61,7 @@ impl Agent {
             "device-manager",
             "serve",
             &format!("--manufacturer={manufacturer}"),
-            "--monitor-period=1s",
+            &format!("--monitor-period={}s", PERIOD.as_secs()),
             "--bind-address=127.0.0.1",
             &format!("--secure-port={port}"),
             &format!("--kube-socket={}", kubelet.kube_socket().display()),
@@ -100,6 +105,8 @@ impl Agent {
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// SIGTERM, then waits for the exit up to [`STOP_DEADLINE`]: an agent still running then is
+    /// killed and the test fails (unless it is already failing), so a hang cannot hang the suite.
     fn stop(&mut self) {
         if matches!(self.child.try_wait(), Ok(Some(_))) {
             return;
@@ -107,7 +114,30 @@ impl Agent {
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
+        let sent = Instant::now();
+        while sent.elapsed() < STOP_DEADLINE {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = self.child.kill();
         let _ = self.child.wait();
+        if !std::thread::panicking() {
+            panic!(
+                "device-manager serve did not exit within {STOP_DEADLINE:?} of SIGTERM (killed)\n\
+                 --- its log ---\n{}",
+                self.log()
+            );
+        }
+    }
+
+    /// How many times the agent has logged that it registers its plugins with a (new) kubelet.
+    fn registering_lines(&self) -> usize {
+        self.log()
+            .lines()
+            .filter(|l| l.contains("kubelet socket (re)created: registering"))
+            .count()
     }
 }
 
@@ -175,6 +205,44 @@ fn pod(gw: &GatewayProcess, dir: &Path, name: &str, limits: &[(&str, &str)]) -> 
     std::fs::write(&path, manifest).unwrap();
     gw.kubectl_ok(&["apply", "-f", &path.display().to_string()]);
     gw.kubectl_ok(&["get", "pod", name, "-o", "jsonpath={.metadata.uid}"])
+}
+
+/// The labels of the one `gpustack_container_accelerator_memory_total_mib` series of `pod` in
+/// the default namespace that a real Prometheus scraped (its own `job`, `instance` and
+/// `__name__` left out), and the series' value.
+fn pod_series(prom: &prometheus::Prometheus, pod: &str) -> (Value, String) {
+    let series = wait_until(
+        &format!("Prometheus to scrape the per-pod series of {pod}"),
+        DEADLINE,
+        || {
+            prom.query(&format!(
+                r#"gpustack_container_accelerator_memory_total_mib{{namespace="default",pod="{pod}"}}"#
+            ))
+            .filter(|r| !r.is_empty())
+        },
+    );
+    assert_eq!(series.len(), 1, "one series for {pod}: {series:?}");
+    let mut labels = series[0]["metric"].clone();
+    for own in ["__name__", "job", "instance"] {
+        labels.as_object_mut().unwrap().remove(own);
+    }
+    let value = series[0]["value"][1].as_str().unwrap().to_owned();
+    (labels, value)
+}
+
+/// The labels a container's series must carry: container `main` of `pod` in `default` on
+/// [`NODE`], holding NVIDIA card `id` (index `index`) in `mode`.
+fn pod_labels(id: &str, index: &str, pod: &str, mode: &str) -> Value {
+    serde_json::json!({
+        "node": NODE,
+        "manufacturer": "nvidia",
+        "id": id,
+        "index": index,
+        "namespace": "default",
+        "pod": pod,
+        "container": "main",
+        "mode": mode,
+    })
 }
 
 fn token(card: usize, n: u32) -> String {
@@ -278,6 +346,22 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
         .collect();
     let pick = kubelet.preferred("nvidia.shared.sock", &shared_ids, 2);
     assert_eq!(pick, [shared_ids[0].clone(), shared_ids[2].clone()]);
+    // Python grpcio asks the same, and with a token that must be included: that one first, then
+    // another card's.
+    let py = python_grpc::device_plugin_client(
+        &kubelet.plugin_socket("nvidia.shared.sock"),
+        &serde_json::json!({"preferred": {"available": shared_ids, "size": 2}}),
+    );
+    assert_eq!(py["preferred"], serde_json::json!(pick), "{py}");
+    let py = python_grpc::device_plugin_client(
+        &kubelet.plugin_socket("nvidia.shared.sock"),
+        &serde_json::json!({"preferred": {"available": shared_ids, "mustInclude": [shared_ids[3]], "size": 2}}),
+    );
+    assert_eq!(
+        py["preferred"],
+        serde_json::json!([shared_ids[3], shared_ids[0]]),
+        "{py}"
+    );
 
     // A sliced allocation, identified through the pod-resources API.
     let uid = pod(
@@ -374,6 +458,17 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
     assert_eq!(entry["allocated"], D / 2);
     assert_eq!(entry["remaining"], D / 2);
     assert_eq!(entry["allocatedSlices"], 1);
+
+    // While the slice is held, a real Prometheus scraping /metrics sees the card's figures
+    // labelled with the slice's namespace, Pod, container and mode.
+    let prom = prometheus::Prometheus::start(dir.path(), &format!("127.0.0.1:{}", agent.port));
+    let (labels, value) = pod_series(&prom, "sliced");
+    assert_eq!(
+        labels,
+        pod_labels(H100_GPUS[0].uuid, "0", "sliced", "sliced"),
+        "the sliced pod's series"
+    );
+    assert_eq!(value, "81559", "the card's memory");
 
     // The snapshot's per-slice view of the sliced card: the slice's process (its Pod named by
     // its cgroup) and a host process that belongs to no Pod, as NVML lists them.
@@ -495,7 +590,7 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
     pod(&gw, dir.path(), "py", &[("nvidia.com/gpu", "1")]);
     let py = python_grpc::device_plugin_client(
         &kubelet.plugin_socket("nvidia.exclusive.sock"),
-        &[token(3, 0)],
+        &serde_json::json!({"preStart": [token(3, 0)], "allocate": [token(3, 0)]}),
     );
     let py_view: Vec<(String, String, Vec<i64>)> = py["devices"]
         .as_array()
@@ -523,6 +618,14 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
         })
         .collect();
     assert_eq!(py_view, rust_view);
+    // The options the plugin registered with, asked over the socket; PreStartContainer (not
+    // required, but served) answers OK.
+    assert_eq!(
+        py["options"],
+        serde_json::json!({"preStartRequired": false, "getPreferredAllocationAvailable": true}),
+        "{py}"
+    );
+    assert_eq!(py["preStart"], "OK", "{py}");
     assert_eq!(
         py["allocate"]["envs"],
         serde_json::json!({"NVIDIA_VISIBLE_DEVICES": H100_GPUS[3].uuid}),
@@ -531,11 +634,11 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
     pod(&gw, dir.path(), "py2", &[("nvidia.com/gpu", "1")]);
     let py = python_grpc::device_plugin_client(
         &kubelet.plugin_socket("nvidia.exclusive.sock"),
-        &[token(2, 0)],
+        &serde_json::json!({"allocate": [token(2, 0)]}),
     );
-    assert_eq!(py["error"]["code"], "FAILED_PRECONDITION", "{py}");
+    assert_eq!(py["allocateError"]["code"], "FAILED_PRECONDITION", "{py}");
     assert!(
-        py["error"]["message"]
+        py["allocateError"]["message"]
             .as_str()
             .unwrap()
             .contains("already taken"),
@@ -576,44 +679,44 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
             .filter(|m| m.contains("gpustack_container_accelerator_memory_used_mib{"))
     });
     assert!(metrics.contains(&format!(r#"gpustack_container_accelerator_memory_total_mib{{container="main",id="{}",index="2",manufacturer="nvidia",mode="exclusive",namespace="default",node="{NODE}",pod="whole"}} 81559"#, H100_GPUS[2].uuid)), "{metrics}");
-    let snap: Value = serde_json::from_str(&agent.get("/monitor/snapshot").unwrap()).unwrap();
+    // The snapshot is taken by the monitor pass: the next one no longer finds a sliced card.
+    let snap = wait_until("a snapshot with no card sliced", DEADLINE, || {
+        let snap: Value = serde_json::from_str(&agent.get("/monitor/snapshot")?).ok()?;
+        snap.get("slices").is_none().then_some(snap)
+    });
     assert_eq!(snap["periodSeconds"], 1);
-    assert!(
-        snap.get("slices").is_none(),
-        "no card is sliced now: {snap}"
-    );
     assert_eq!(
         snap["groups"][0]["accelerators"].as_array().unwrap().len(),
         8
     );
     assert_eq!(agent.get("/readyz").as_deref(), Some("ok"));
 
-    // A real Prometheus scraping /metrics answers "which pod uses which card".
-    let prom = prometheus::Prometheus::start(dir.path(), &format!("127.0.0.1:{}", agent.port));
-    let series = wait_until("Prometheus to scrape the per-pod series", DEADLINE, || {
-        prom.query(&format!(
-            r#"gpustack_container_accelerator_memory_total_mib{{pod="whole",node="{NODE}"}}"#
-        ))
-        .filter(|r| !r.is_empty())
-    });
-    assert_eq!(series.len(), 1, "{series:?}");
-    let metric = &series[0]["metric"];
-    assert_eq!(metric["namespace"], "default");
-    assert_eq!(metric["container"], "main");
-    assert_eq!(metric["id"], H100_GPUS[2].uuid);
-    assert_eq!(metric["mode"], "exclusive");
-    assert_eq!(series[0]["value"][1], "81559");
+    // The real Prometheus answers "which pod uses which card" for the exclusive one too.
+    let (labels, value) = pod_series(&prom, "whole");
+    assert_eq!(
+        labels,
+        pod_labels(H100_GPUS[2].uuid, "2", "whole", "exclusive")
+    );
+    assert_eq!(value, "81559");
     let cards = prom.query("count(gpustack_accelerator_unhealthy)").unwrap();
     assert_eq!(cards[0]["value"][1], "8");
 
     // A health flip in the library reaches the plugin, the labels, and recovers.
+    // Each is timed from the fixture change: the next monitor pass reads it, so the plugin's
+    // list follows within about one period (the slack covers a pass under way and a loaded
+    // machine).
+    let within = PERIOD + Duration::from_millis(1500);
     let healthy_card = 7;
     set_ecc(&node.nvml_fixture, healthy_card, 3);
-    next_list_where(
-        &exclusive,
-        Duration::from_secs(5),
-        "card 7 unhealthy",
-        |l| l[healthy_card].health == "Unhealthy",
+    let changed = Instant::now();
+    next_list_where(&exclusive, DEADLINE, "card 7 unhealthy", |l| {
+        l[healthy_card].health == "Unhealthy"
+    });
+    let took = changed.elapsed();
+    eprintln!("health flip reached ListAndWatch {took:?} after the fixture change");
+    assert!(
+        took <= within,
+        "card 7 turned unhealthy {took:?} after the fixture change (monitor period {PERIOD:?})"
     );
     let sick = wait_until("the reason in the Devices status", DEADLINE, || {
         ledger_entry(&gw, H100_GPUS[healthy_card].uuid)
@@ -638,11 +741,15 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
         })
     });
     set_ecc(&node.nvml_fixture, healthy_card, 0);
-    next_list_where(
-        &exclusive,
-        Duration::from_secs(5),
-        "card 7 healthy again",
-        |l| l[healthy_card].health == "Healthy",
+    let changed = Instant::now();
+    next_list_where(&exclusive, DEADLINE, "card 7 healthy again", |l| {
+        l[healthy_card].health == "Healthy"
+    });
+    let took = changed.elapsed();
+    eprintln!("recovery reached ListAndWatch {took:?} after the fixture change");
+    assert!(
+        took <= within,
+        "card 7 recovered {took:?} after the fixture change (monitor period {PERIOD:?})"
     );
     wait_until("the reason to leave the Devices status", DEADLINE, || {
         ledger_entry(&gw, H100_GPUS[healthy_card].uuid)
@@ -650,8 +757,14 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
     });
 
     // Kubelet restart: sockets cleared, kubelet.sock recreated → every plugin serves and registers again.
+    let registered_before = agent.registering_lines();
+    assert!(
+        registered_before >= 1,
+        "the first registration pass is logged:\n{}",
+        agent.log()
+    );
     kubelet.restart();
-    let restarted = std::time::Instant::now();
+    let restarted = Instant::now();
     wait_until(
         "re-registration after a kubelet restart",
         Duration::from_secs(5),
@@ -673,7 +786,14 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
         "the plugin answers after the restart",
         |l| l.len() == 8,
     );
-    assert!(agent.log().contains("registering"), "{}", agent.log());
+    // The registrations above are new ones (the stand-in forgot the old at its restart), and
+    // the agent logged a registration pass for the new kubelet.
+    let after = agent.registering_lines();
+    assert!(
+        after > registered_before,
+        "registration passes logged: {registered_before} before the kubelet restart, {after} after\n{}",
+        agent.log()
+    );
 
     // Exit removes our sockets.
     let mut agent = agent;
@@ -1036,6 +1156,24 @@ fn partitioned_allocation_makes_a_mig_instance_until_the_pod_is_deleted() {
             "coresPercent": 14,
         })]
     );
+
+    // While the partition is held, a real Prometheus scraping /metrics sees the card's figures
+    // labelled with the partition's namespace, Pod, container and mode.
+    let prom = prometheus::Prometheus::start(dir.path(), &format!("127.0.0.1:{}", agent.port));
+    let (labels, value) = pod_series(&prom, "mig");
+    assert_eq!(
+        labels,
+        pod_labels(card, "0", "mig", "partitioned"),
+        "the partitioned pod's series"
+    );
+    let card_value = wait_until("the card's own series", DEADLINE, || {
+        prom.query(&format!(
+            r#"gpustack_accelerator_memory_total_mib{{id="{card}"}}"#
+        ))
+        .filter(|r| r.len() == 1)
+    })[0]["value"][1]
+        .clone();
+    assert_eq!(value, card_value.as_str().unwrap(), "the card's memory");
 
     // The whole card does not fit beside it: refused, and nothing is made.
     pod(

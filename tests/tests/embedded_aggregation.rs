@@ -14,7 +14,7 @@ use std::{
 
 use base64::Engine;
 use futures::{StreamExt, TryStreamExt};
-use gpustack_tests::embedded::{DEADLINE, GatewayProcess, free_port, wait_until};
+use gpustack_tests::embedded::{DEADLINE, GatewayProcess, assert_refused, free_port, wait_until};
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::{body::Bytes, service::service_fn};
 use hyper_util::rt::TokioIo;
@@ -407,9 +407,16 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
         );
         // (The availability check's requests come as system:kube-aggregator in system:masters.)
         let seen = backend.seen();
-        let checks = seen.iter().filter(|s| s.user == "system:kube-aggregator");
+        let checks: Vec<&Seen> = seen
+            .iter()
+            .filter(|s| s.user == "system:kube-aggregator")
+            .collect();
         assert!(
-            checks.clone().all(|s| s.groups == ["system:masters"]),
+            !checks.is_empty(),
+            "the availability check reached the backend as system:kube-aggregator: {seen:?}"
+        );
+        assert!(
+            checks.iter().all(|s| s.groups == ["system:masters"]),
             "{seen:?}"
         );
         let last = seen
@@ -474,7 +481,8 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
     gw.kubectl_ok(&["create", "serviceaccount", "reader", "-n", "default"]);
     let token = gw.kubectl_ok(&["create", "token", "reader", "-n", "default"]);
     let token = format!("--token={}", token.trim());
-    let denied = gw.kubectl(&[&token, "get", "widgets", "-n", "default"]);
+    let denied = gw.kubectl(&[&token, "get", "widgets", "-n", "default", "-v=6"]);
+    assert_refused(&denied, 403, "the reader before its binding");
     let stderr = String::from_utf8_lossy(&denied.stderr);
     assert!(stderr.contains(
         "widgets.stand-in.gpustack.ai is forbidden: User \"system:serviceaccount:default:reader\" cannot list resource \"widgets\" in API group \"stand-in.gpustack.ai\" in the namespace \"default\""
@@ -547,7 +555,7 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
     let stuck = std::thread::spawn(move || {
         gpustack_tests::embedded::kubectl_with(
             &flags,
-            &["get", "--raw", "/apis/slow.gpustack.ai/v1/things"],
+            &["get", "--raw", "/apis/slow.gpustack.ai/v1/things", "-v=6"],
         )
         .output()
         .unwrap()
@@ -568,12 +576,7 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
         started.elapsed()
     );
     let stuck = stuck.join().unwrap();
-    let stderr = String::from_utf8_lossy(&stuck.stderr);
-    assert!(!stuck.status.success());
-    assert!(
-        stderr.contains("ServiceUnavailable") || stderr.contains("503"),
-        "{stderr}"
-    );
+    assert_refused(&stuck, 503, "the request held by the silent backend");
     gw.kubectl_ok(&["delete", "apiservice", "v1.slow.gpustack.ai"]);
 
     // The backend goes away: requests answer 503 naming the APIService, and the check marks
@@ -586,12 +589,9 @@ fn an_apiservice_is_discovered_proxied_and_checked() {
         "get",
         "--raw",
         &format!("/apis/{GROUP}/v1/namespaces/default/widgets"),
+        "-v=6",
     ]);
-    let stderr = String::from_utf8_lossy(&raw.stderr);
-    assert!(
-        stderr.contains("ServiceUnavailable") || stderr.contains("503"),
-        "{stderr}"
-    );
+    assert_refused(&raw, 503, "the backend is gone");
     let down = wait_until("the APIService to be unavailable", DEADLINE, || {
         available(&gw).filter(|c| c.0 == "False")
     });
@@ -736,9 +736,9 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
     assert_eq!(sar("sar1", "default")["status"]["allowed"], false);
 
     // Without a binding: 403 in kube-apiserver's words, and can-i says no.
-    let out = kubectl_as(&a, &token, &["get", "pods", "-n", "default"]);
+    let out = kubectl_as(&a, &token, &["get", "pods", "-n", "default", "-v=6"]);
+    assert_refused(&out, 403, "listing pods without a binding");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
     assert!(stderr.contains(&format!(
         "pods is forbidden: User \"{user}\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
     )), "{stderr}");
@@ -836,25 +836,35 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
         listed.contains("selfsubjectaccessreviews.authorization.k8s.io"),
         "{listed}"
     );
-    let elsewhere = kubectl_as(&a, &token, &["get", "pods", "-n", "kube-system"]);
+    let elsewhere = kubectl_as(&a, &token, &["get", "pods", "-n", "kube-system", "-v=6"]);
+    assert_refused(&elsewhere, 403, "pods outside the RoleBinding's namespace");
     assert!(String::from_utf8_lossy(&elsewhere.stderr).contains("forbidden"));
-    assert!(
-        !kubectl_as(&a, &token, &["create", "configmap", "x", "-n", "default"])
-            .status
-            .success()
+    assert_refused(
+        &kubectl_as(
+            &a,
+            &token,
+            &["create", "configmap", "x", "-n", "default", "-v=6"],
+        ),
+        403,
+        "a verb the role does not grant",
     );
 
     // Bound as an extension API server is (system:auth-delegator, and the reader of
     // kube-system/extension-apiserver-authentication), the account delegates to the cluster:
     // it reviews tokens and access, and reads whom to trust.
-    assert!(
-        !kubectl_as(
+    assert_refused(
+        &kubectl_as(
             &a,
             &token,
-            &["create", "-f", dir.path().join("tr.json").to_str().unwrap()]
-        )
-        .status
-        .success()
+            &[
+                "create",
+                "-f",
+                dir.path().join("tr.json").to_str().unwrap(),
+                "-v=6",
+            ],
+        ),
+        403,
+        "a TokenReview before system:auth-delegator",
     );
     create(
         &a,
@@ -920,8 +930,12 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
         "{}",
         String::from_utf8_lossy(&cm.stderr)
     );
-    let others = kubectl_as(&a, &token, &["get", "configmaps", "-n", "kube-system"]);
-    assert!(!others.status.success());
+    let others = kubectl_as(
+        &a,
+        &token,
+        &["get", "configmaps", "-n", "kube-system", "-v=6"],
+    );
+    assert_refused(&others, 403, "ConfigMaps other than the one the Role names");
 
     // A token for another audience is not for the cluster's API, but TokenReview answers it for
     // that audience.
@@ -936,7 +950,8 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
         "json",
     ]));
     let other_token = other["status"]["token"].as_str().unwrap();
-    let refused = kubectl_as(&a, other_token, &["get", "--raw", "/api"]);
+    let refused = kubectl_as(&a, other_token, &["get", "--raw", "/api", "-v=6"]);
+    assert_refused(&refused, 401, "a token for another audience");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("Unauthorized"));
     let review = create(
         &a,
@@ -949,9 +964,9 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
     assert_eq!(review["status"]["audiences"], json!(["worker.example"]));
 
     // A token of one cluster is refused by another (401), even for a same-named account.
-    let other = kubectl_as(&b, &token, &["get", "--raw", "/api"]);
+    let other = kubectl_as(&b, &token, &["get", "--raw", "/api", "-v=6"]);
+    assert_refused(&other, 401, "a token of another cluster");
     let stderr = String::from_utf8_lossy(&other.stderr);
-    assert!(!other.status.success());
     assert!(stderr.contains("Unauthorized"), "{stderr}");
     let review = create(
         &b,
@@ -963,7 +978,8 @@ fn service_account_tokens_are_authenticated_and_authorized_with_rbac() {
     assert_eq!(review["status"]["authenticated"], false);
     // And a deleted account's tokens prove nothing.
     a.kubectl_ok(&["delete", "serviceaccount", "bot", "-n", "default"]);
-    let gone = kubectl_as(&a, &token, &["get", "--raw", "/api"]);
+    let gone = kubectl_as(&a, &token, &["get", "--raw", "/api", "-v=6"]);
+    assert_refused(&gone, 401, "a deleted account's token");
     assert!(String::from_utf8_lossy(&gone.stderr).contains("Unauthorized"));
     a.stop();
     b.stop();

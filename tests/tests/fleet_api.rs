@@ -315,17 +315,41 @@ async fn three_clusters_in_one_kubectl_view() {
     expect_line(&lines, "15");
     let _ = watcher.kill();
 
-    // East is lost: still listed, Degraded with its last sync time; its devices still served
-    // and its aggregate member marked stale. Back, it is Ready again.
+    // East is lost: still listed, Degraded with its last sync time (from before the loss); its
+    // devices still served as they were and its aggregate member marked stale. Back, it is
+    // Ready again.
+    let east_device = || {
+        let devices = get_json(&hub, "devices.fleet.gpustack.ai")?;
+        item(devices["items"].as_array()?, "east.gpu-a").cloned()
+    };
+    let before = wait_until("east's device to show card 0 unhealthy", WAIT, || {
+        east_device()
+            .filter(|d| d["spec"]["groups"][0]["accelerators"][0]["status"]["unhealthy"] == true)
+    });
     let Upstream { gw, worker, port } = east;
     drop(worker);
+    let killed = jiff::Timestamp::now();
     gw.crash();
     wait_list(&hub, "clusters.fleet.gpustack.ai", "east Degraded", |cs| {
         phase_is(cs, "east", "Degraded")
             && item(cs, "east").is_some_and(|c| c["status"]["lastSyncTime"].is_string())
     });
-    let devices = get_json(&hub, "devices.fleet.gpustack.ai").unwrap();
-    assert!(item(devices["items"].as_array().unwrap(), "east.gpu-a").is_some());
+    let clusters = get_json(&hub, "clusters.fleet.gpustack.ai").unwrap();
+    let east_status = &item(clusters["items"].as_array().unwrap(), "east").unwrap()["status"];
+    let synced: jiff::Timestamp = east_status["lastSyncTime"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|e| panic!("lastSyncTime of {east_status}: {e}"));
+    assert!(
+        synced <= killed,
+        "east's lastSyncTime {synced} is after it was killed at {killed}: {east_status}"
+    );
+    assert_eq!(
+        east_device(),
+        Some(before),
+        "east's device is served as it was before the crash"
+    );
     wait_list(
         &hub,
         "instancetypes.fleet.gpustack.ai",

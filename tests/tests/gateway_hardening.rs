@@ -67,7 +67,10 @@ fn silent_clients_are_dropped_and_never_lock_others_out() {
     );
     let pid = gw.pid().unwrap();
     let cpu_before = cpu_seconds(pid);
-    // Twice the cap: half are accepted and held, half wait in the backlog.
+    // Twice the cap: half are accepted and held, half wait in the backlog. A newcomer is served
+    // once both rounds have been dropped at their setup deadline: two deadlines, plus slack.
+    let setup = Duration::from_secs(2);
+    let served_within = 2 * setup + Duration::from_secs(2);
     let mut silent = silent_clients(gw.port, 40);
     let started = Instant::now();
     // The unix socket is its own listener: served at once.
@@ -82,7 +85,11 @@ fn silent_clients_are_dropped_and_never_lock_others_out() {
         String::from_utf8_lossy(&out.stderr)
     );
     let waited = started.elapsed();
-    assert!(waited < Duration::from_secs(15), "HTTPS waited {waited:?}");
+    eprintln!("HTTPS answered {waited:?} after 40 silent clients connected");
+    assert!(
+        waited < served_within,
+        "HTTPS waited {waited:?}, past two setup deadlines ({setup:?}) of silent clients"
+    );
     // The server closed the first silent clients itself (EOF or reset, not our timeout).
     silent[0]
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -107,9 +114,10 @@ fn silent_clients_are_dropped_and_never_lock_others_out() {
     let (code, _) = unix_readyz(&gw);
     assert_eq!(code, 200);
     let waited = started.elapsed();
+    eprintln!("the unix socket answered {waited:?} after 40 quiet clients connected");
     assert!(
-        waited < Duration::from_secs(15),
-        "the unix socket waited {waited:?}"
+        waited < served_within,
+        "the unix socket waited {waited:?}, past two setup deadlines ({setup:?}) of quiet clients"
     );
     drop(quiet);
     let cpu = cpu_seconds(pid) - cpu_before;
@@ -230,7 +238,12 @@ fn who_asks_is_settled_before_a_body_is_read_or_a_cluster_named() {
         );
         let want = if auth.is_empty() { "401" } else { "403" };
         assert!(line.contains(want), "{auth:?}: {line}");
-        assert!(started.elapsed() < Duration::from_secs(5));
+        // At once: the answer does not wait for any of the body (a loaded machine's slack).
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "{auth:?}: answered after {took:?}"
+        );
     }
     // Cluster paths, health included, answer only a token holder: names cannot be probed.
     for path in [
@@ -564,6 +577,22 @@ fn clients_that_never_read_their_lists_do_not_starve_others() {
         .unwrap();
         assert_eq!(code, 201, "{answer}");
     }
+    // What a write through kubectl costs with nobody stalled: its own start, mostly.
+    let at_once = Duration::from_secs(1);
+    let timed = |f: &dyn Fn()| {
+        let t = Instant::now();
+        f();
+        t.elapsed()
+    };
+    let create = |name: &str| {
+        timed(&|| {
+            gw.kubectl_ok(&["create", "configmap", name, "--from-literal=k=v"]);
+        })
+    };
+    let kubectl_alone = (0..3)
+        .map(|i| create(&format!("before-{i}")))
+        .max()
+        .unwrap();
     // More listing clients than the store has pooled connections, none of them reading.
     let stalled: Vec<std::os::unix::net::UnixStream> = (0..12)
         .map(|_| {
@@ -575,28 +604,46 @@ fn clients_that_never_read_their_lists_do_not_starve_others() {
             s
         })
         .collect();
-    // Everyone else is answered at once, reads and writes alike, and the store is ready.
-    let started = Instant::now();
+    // Everyone else is answered at once, reads and writes alike, and the store is ready: each
+    // request is timed on its own. A request on the socket takes milliseconds; a write through
+    // kubectl is allowed what kubectl's own start costs, measured here beforehand.
+    let mut slowest = [Duration::ZERO; 3];
     for i in 0..10 {
-        let (code, _) = http_over_unix(
-            &gw.socket(),
-            "GET",
-            &format!("/clusters/demo/api/v1/namespaces/default/configmaps/cm-{i}"),
-            None,
-        )
-        .unwrap();
-        assert_eq!(code, 200);
-        gw.kubectl_ok(&[
-            "create",
-            "configmap",
-            &format!("after-{i}"),
-            "--from-literal=k=v",
-        ]);
-        let (code, body) = unix_readyz(&gw);
-        assert_eq!((code, body.as_str()), (200, "ok"));
+        let read = timed(&|| {
+            let (code, _) = http_over_unix(
+                &gw.socket(),
+                "GET",
+                &format!("/clusters/demo/api/v1/namespaces/default/configmaps/cm-{i}"),
+                None,
+            )
+            .unwrap();
+            assert_eq!(code, 200);
+        });
+        assert!(
+            read < at_once,
+            "a read waited {read:?} beside stalled lists"
+        );
+        let write = create(&format!("after-{i}"));
+        assert!(
+            write < kubectl_alone + at_once,
+            "a write through kubectl took {write:?} beside stalled lists ({kubectl_alone:?} alone)"
+        );
+        let ready = timed(&|| {
+            let (code, body) = unix_readyz(&gw);
+            assert_eq!((code, body.as_str()), (200, "ok"));
+        });
+        assert!(
+            ready < at_once,
+            "readyz waited {ready:?} beside stalled lists"
+        );
+        for (s, t) in slowest.iter_mut().zip([read, write, ready]) {
+            *s = (*s).max(t);
+        }
     }
-    let took = started.elapsed();
-    assert!(took < Duration::from_secs(20), "others waited {took:?}");
+    eprintln!(
+        "beside stalled lists, the slowest read {:?}, write {:?} (kubectl alone {kubectl_alone:?}), readyz {:?}",
+        slowest[0], slowest[1], slowest[2]
+    );
     drop(stalled);
 }
 

@@ -4,8 +4,8 @@
 //! hub of the plugin's tests (ranges, request accounting) for the kill -9 resume test.
 //!
 //! The cache lives on a tmpfs of fixed size, so the watermarks judge a filesystem the test owns
-//! (the host's may be above 80% full). Mounting needs CAP_SYS_ADMIN: without it a test prints
-//! why and stops before the part that mounts.
+//! (the host's may be above 80% full). Mounting needs CAP_SYS_ADMIN: without it the tests fail
+//! and say why (they cannot show what they name without mounting), never pass.
 
 #[path = "../../agents/model-manager/tests/support/fault_hub.rs"]
 mod fault_hub;
@@ -87,8 +87,19 @@ impl Drop for Scratch {
     }
 }
 
+/// Mounts a tmpfs of `mib` MiB at `dir`, failing the test with the reason where that cannot be
+/// done here: without its own filesystem the cache, and so what the tests name, cannot be shown.
+fn tmpfs(dir: &Path, mib: u64) {
+    if let Err(reason) = try_tmpfs(dir, mib) {
+        panic!(
+            "this test needs a tmpfs of its own for the cache (run it as root or with \
+             CAP_SYS_ADMIN) and {reason}"
+        );
+    }
+}
+
 /// Mounts a tmpfs of `mib` MiB at `dir`; `Err` says why it cannot be done here.
-fn tmpfs(dir: &Path, mib: u64) -> Result<(), String> {
+fn try_tmpfs(dir: &Path, mib: u64) -> Result<(), String> {
     std::fs::create_dir_all(dir).unwrap();
     let out = std::process::Command::new("mount")
         .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
@@ -331,7 +342,7 @@ fn a_pod_mounts_its_namespaces_artifact_and_status_shows_it() {
         size,
     );
 
-    let cache_on_tmpfs = tmpfs(&work.join("cache"), 64);
+    tmpfs(&work.join("cache"), 64);
     let port = gpustack_tests::embedded::free_port();
     let _plugin = Plugin::start(work, &gw, port);
     let client = grpcio::CsiClient::new(work, &socket(work));
@@ -340,6 +351,25 @@ fn a_pod_mounts_its_namespaces_artifact_and_status_shows_it() {
         (o.code == "OK").then_some(o)
     });
     assert_eq!(info.response["name"], "model.csi.gpustack.ai", "{info:?}");
+    // The node calls the kubelet makes, as the plugin serves them: its node ID, no optional
+    // capabilities (so no staging and no volume stats), and volume stats refused as such.
+    let node = client.call("Node.NodeGetInfo", json!({}));
+    assert_eq!(
+        (node.code.as_str(), &node.response),
+        ("OK", &json!({"nodeId": NODE})),
+        "{node:?}"
+    );
+    let caps = client.call("Node.NodeGetCapabilities", json!({}));
+    assert_eq!(
+        (caps.code.as_str(), &caps.response),
+        ("OK", &json!({})),
+        "{caps:?}"
+    );
+    let stats = client.call(
+        "Node.NodeGetVolumeStats",
+        json!({"volumeId": "csi-pod-a", "volumePath": target(work, "pod-a")}),
+    );
+    assert_eq!(stats.code, "UNIMPLEMENTED", "{stats:?}");
 
     let denied = client.call(
         "Node.NodePublishVolume",
@@ -347,10 +377,6 @@ fn a_pod_mounts_its_namespaces_artifact_and_status_shows_it() {
     );
     assert_eq!(denied.code, "PERMISSION_DENIED", "{denied:?}");
 
-    if let Err(reason) = cache_on_tmpfs {
-        eprintln!("skipping the mount half of this test: {reason}");
-        return;
-    }
     wait_until("the mount to be published", DEADLINE, || {
         let o = client.call(
             "Node.NodePublishVolume",
@@ -443,10 +469,7 @@ fn a_download_killed_mid_way_resumes_after_a_restart_and_publishes_the_same_dige
     const TOTAL: usize = FILES * FILE_BYTES;
     let scratch = Scratch::new();
     let work = scratch.path();
-    if let Err(reason) = tmpfs(&work.join("cache"), 64) {
-        eprintln!("skipping: the cache needs a tmpfs of its own and {reason}");
-        return;
-    }
+    tmpfs(&work.join("cache"), 64);
     let files: Vec<fault_hub::HubFile> = (0..FILES)
         .map(|i| {
             let bytes = (0..FILE_BYTES)

@@ -3,16 +3,14 @@
 //! started from the allocator's own injection; the slicing shim is a stand-in `.so` built in this
 //! workspace and staged where the injection mounts it from.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Output,
-    time::Instant,
-};
+use std::{path::Path, process::Output, time::Instant};
 
 use gpustack_tests::{
-    docker::{self, device_node, drivable_host, labelled_containers, require_engine},
+    docker::{self, drivable_host, labelled_containers, require_engine},
     machines::amd,
-    operator, stand_in, stderr, stdout,
+    operator,
+    preflight::{Node, Shim, install_script, shim_library},
+    stderr, stdout,
     sysfs::HostTree,
 };
 use serde_json::Value;
@@ -30,105 +28,6 @@ fn engine() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 const SHIM: &str = "/usr/local/vrocm/libvrocm.so";
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/preflight")
-        .join(name)
-}
-
-fn shim_library() -> PathBuf {
-    stand_in::built(
-        "gpustack_fake_slicing_shim",
-        "GPUSTACK_FAKE_SLICING_SHIM_LIBRARY",
-    )
-}
-
-/// How the node's staged vrocm tree looks.
-#[derive(Clone, Copy)]
-enum Shim {
-    /// The stand-in shim, loadable.
-    Loads,
-    /// A file the loader refuses, and a reader that prints a greeting naming the shim's path.
-    Refused,
-}
-
-/// The seed's node as a host root the binary can drive Docker from.
-struct Node {
-    _dir: tempfile::TempDir,
-    tree: HostTree,
-}
-
-impl Node {
-    fn new(shim: Shim) -> Self {
-        require_engine();
-        let dir = tempfile::tempdir().unwrap();
-        let tree = HostTree::new(dir.path());
-        amd::seed_node(&tree);
-        drivable_host(&tree);
-        let lib = "/etc/gpustack/lib/amd";
-        tree.file(
-            &format!("{lib}/ld.so.preload"),
-            std::fs::read(fixture("ld.so.preload")).unwrap(),
-        );
-        match shim {
-            Shim::Loads => {
-                stand_in::install(&tree, &shim_library(), &format!("{lib}/libvrocm.so"));
-                install_script(&tree, "rocm-monitor-silent", &format!("{lib}/rocm-monitor"));
-            }
-            Shim::Refused => {
-                tree.file(&format!("{lib}/libvrocm.so"), "not a shared object\n");
-                install_script(
-                    &tree,
-                    "rocm-monitor-greeting",
-                    &format!("{lib}/rocm-monitor"),
-                );
-            }
-        }
-        install_script(
-            &tree,
-            "rocm-monitor-silent",
-            &format!("{lib}/rocm-cumask-check"),
-        );
-        install_script(&tree, "rocm-smi", "/usr/bin/rocm-smi");
-        for node in [
-            "/dev/kfd",
-            "/dev/dri/card1",
-            "/dev/dri/renderD128",
-            "/dev/dri/card2",
-            "/dev/dri/renderD129",
-        ] {
-            device_node(&tree, node);
-        }
-        Self { _dir: dir, tree }
-    }
-
-    /// The binary on this node (host root = system root = the tree; the engine sees it there).
-    fn preflight(&self, extra: &[&str]) -> Output {
-        let image = docker::probe_image(&[shim_library()]);
-        let root = self.tree.root().display().to_string();
-        let mut args = vec![
-            "device-manager".to_owned(),
-            "preflight".to_owned(),
-            "--manufacturer=amd".to_owned(),
-            format!("--host-root={root}"),
-            format!("--probe-image={image}"),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        operator()
-            .args(&args)
-            .env("GPUSTACK_SYSTEM_ROOT", &root)
-            .env("GPUSTACK_PREFLIGHT_ENGINE_ROOT", &root)
-            .output()
-            .unwrap()
-    }
-}
-
-fn install_script(tree: &HostTree, name: &str, host: &str) {
-    let target = tree.path(host);
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::copy(fixture(name), &target).unwrap();
-}
 
 fn report(out: &Output) -> Value {
     let text = stdout(out);
@@ -670,39 +569,6 @@ fn runtime_resolution_on_fixture_hosts() {
     let (command, note, _) = resolve_on(&[], &[], &[]);
     assert_eq!(command, "docker");
     assert!(note.contains("no container CLI"), "{note}");
-}
-
-/// The closing note's figures: a measured run, a dry run, and the engine's own `docker run --rm`
-/// of the probe image (the floor one container start costs). Printed; asserts only that each ran.
-#[test]
-fn benchmark_preflight_wall_time() {
-    let _engine = engine();
-    let node = Node::new(Shim::Loads);
-    let image = docker::probe_image(&[shim_library()]);
-    let time = |f: &dyn Fn() -> bool| {
-        let t = Instant::now();
-        assert!(f());
-        t.elapsed()
-    };
-    let floor = time(&|| {
-        std::process::Command::new("docker")
-            .args([
-                "run",
-                "--rm",
-                image,
-                "/bin/sh",
-                "-c",
-                "cat /proc/self/maps >/dev/null",
-            ])
-            .status()
-            .unwrap()
-            .success()
-    });
-    let measured = time(&|| node.preflight(&[]).status.success());
-    let dry = time(&|| node.preflight(&["--dry-run"]).status.success());
-    eprintln!(
-        "preflight on the seed node (2 cards, 6 probe containers): measured {measured:.2?}, dry run {dry:.2?}, docker run --rm floor {floor:.2?}"
-    );
 }
 
 /// Allocator injections that go wrong, driven through preflight's library entry point (the

@@ -10,7 +10,7 @@ use std::{
 };
 
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, kubectl_as, wait_until, with_token},
+    embedded::{DEADLINE, GatewayProcess, assert_refused, kubectl_as, wait_until, with_token},
     worker::WorkerProcess,
 };
 use kube::{
@@ -235,8 +235,13 @@ fn installs_then_serves_views_and_settings_to_kubectl() {
         r#"{"status":{"groups":[]}}"#,
     ]);
     worker.kubectl_ok(&["delete", "devices", "node-a"]);
-    let gone = gw.kubectl(&["get", "devices.v1alpha1.worker.gpustack.ai", "node-a"]);
-    assert!(!gone.status.success(), "deleted through the view");
+    let gone = gw.kubectl(&[
+        "get",
+        "devices.v1alpha1.worker.gpustack.ai",
+        "node-a",
+        "-v=6",
+    ]);
+    assert_refused(&gone, 404, "deleted through the view");
 
     // Settings.
     let value = |name: &str| {
@@ -294,7 +299,7 @@ fn installs_then_serves_views_and_settings_to_kubectl() {
         "jsonpath={.data.workload-fit-affinity}",
     ]);
     assert_eq!(stored, "dHJ1ZQ==", "written to the Secret");
-    let err = worker.kubectl_err(&[
+    let out = worker.kubectl(&[
         "patch",
         "setting",
         "-n",
@@ -303,7 +308,10 @@ fn installs_then_serves_views_and_settings_to_kubectl() {
         "--type=merge",
         "-p",
         r#"{"spec":{"value":"100"}}"#,
+        "-v=6",
     ]);
+    assert_refused(&out, 422, "an out-of-range value");
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(
             "setting \"model-store-download-concurrency\" must be a whole number from 1 to 64"
@@ -344,18 +352,14 @@ fn installs_then_serves_views_and_settings_to_kubectl() {
         "setting.yaml",
         "apiVersion: gpustack.ai/v1\nkind: Setting\nmetadata:\n  name: made-up\n  namespace: gpustack-system\nspec:\n  value: x\n",
     );
-    let err = worker.kubectl_err(&["create", "-f", &created]);
-    assert!(
-        err.contains("MethodNotAllowed")
-            || err.contains("not allowed")
-            || err.contains("cannot be created"),
-        "{err}"
-    );
-    let err = worker.kubectl_err(&["delete", "setting", "-n", NS, "image-pull-policy"]);
-    assert!(
-        err.contains("cannot be deleted") || err.contains("not allowed"),
-        "{err}"
-    );
+    let out = worker.kubectl(&["create", "-f", &created, "-v=6"]);
+    assert_refused(&out, 405, "creating a setting");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("settings cannot be created"), "{err}");
+    let out = worker.kubectl(&["delete", "setting", "-n", NS, "image-pull-policy", "-v=6"]);
+    assert_refused(&out, 405, "deleting a setting");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("settings cannot be deleted"), "{err}");
     assert!(
         !worker.log().contains("hunter2"),
         "a sensitive value never reaches the log"
@@ -559,15 +563,16 @@ async fn through_the_aggregator_with_delegated_authentication_and_authorization(
     let denied = kubectl_as(
         &sa_cluster,
         &cache,
-        &["get", "devices.v1.worker.gpustack.ai"],
+        &["get", "devices.v1.worker.gpustack.ai", "-v=6"],
     );
-    assert!(!denied.status.success());
+    assert_refused(&denied, 403, "the reader through the cluster");
     assert!(
         String::from_utf8_lossy(&denied.stderr).contains("forbidden"),
         "{}",
         String::from_utf8_lossy(&denied.stderr)
     );
-    let denied = kubectl_as(&sa_worker, &cache, &["get", "devices"]);
+    let denied = kubectl_as(&sa_worker, &cache, &["get", "devices", "-v=6"]);
+    assert_refused(&denied, 403, "the reader at the worker");
     let err = String::from_utf8_lossy(&denied.stderr);
     assert!(
         err.contains("User \"system:serviceaccount:default:reader\" cannot list resource \"devices\" in API group \"worker.gpustack.ai\""),
@@ -601,8 +606,15 @@ async fn through_the_aggregator_with_delegated_authentication_and_authorization(
         assert!(out.contains("agg-node"), "{out}");
     }
     // Only what was granted: no settings for the reader.
-    let out = kubectl_as(&sa_worker, &cache, &["get", "settings", "-n", NS]);
-    assert!(!out.status.success(), "settings were not granted");
+    let out = kubectl_as(&sa_worker, &cache, &["get", "settings", "-n", NS, "-v=6"]);
+    assert_refused(&out, 403, "settings were not granted");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "User \"system:serviceaccount:default:reader\" cannot list resource \"settings\""
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // No credentials at all: 401. Forged front-proxy headers without its certificate: not
     // believed, so still 401.
@@ -653,15 +665,8 @@ async fn through_the_aggregator_with_delegated_authentication_and_authorization(
         })
     };
     available("False");
-    let out = gw.kubectl(&["get", "devices.v1.worker.gpustack.ai"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success()
-            && (err.contains("503")
-                || err.contains("ServiceUnavailable")
-                || err.contains("unavailable")),
-        "{err}"
-    );
+    let out = gw.kubectl(&["get", "devices.v1.worker.gpustack.ai", "-v=6"]);
+    assert_refused(&out, 503, "the worker is gone");
     let _back = WorkerProcess::start_on(&gw, &wdir, wport, &[], &[]);
     available("True");
     gw.kubectl_ok(&["get", "devices.v1.worker.gpustack.ai", "agg-node"]);

@@ -693,17 +693,38 @@ fn expect_line(rx: &std::sync::mpsc::Receiver<String>, event: &str, name: &str) 
     panic!("no {event} {name} on the watch; saw {seen:?}");
 }
 
-/// Who holds the worker's Lease.
-async fn holder(c: &kube::Client) -> Option<String> {
+/// The worker's Lease as it stands.
+async fn lease(c: &kube::Client) -> Option<k8s_openapi::api::coordination::v1::LeaseSpec> {
     let leases: Api<Lease> = Api::namespaced(c.clone(), "gpustack-system");
     leases
         .get_opt("worker.gpustack.ai")
         .await
         .ok()
         .flatten()?
-        .spec?
-        .holder_identity
+        .spec
 }
+
+/// Who holds the worker's Lease.
+async fn holder(c: &kube::Client) -> Option<String> {
+    lease(c).await?.holder_identity
+}
+
+/// Waits until the worker with process id `pid` holds the Lease; the Lease then.
+async fn leading(
+    c: &kube::Client,
+    w: &WorkerProcess,
+) -> k8s_openapi::api::coordination::v1::LeaseSpec {
+    let pid = w.pid().unwrap();
+    eventually(&format!("worker {pid} leading"), w, || async {
+        let spec = lease(c).await.unwrap_or_default();
+        let h = spec.holder_identity.clone().unwrap_or_default();
+        h.ends_with(&format!("_{pid}")).then_some(spec).ok_or(h)
+    })
+    .await
+}
+
+/// How often candidates try and the leader renews (the worker's fixed retry period).
+const RETRY: Duration = Duration::from_secs(2);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_worker_takes_over_when_the_leader_dies() {
@@ -735,19 +756,25 @@ async fn a_second_worker_takes_over_when_the_leader_dies() {
     // The leader dies without handing over; the follower waits out the lease and converges.
     let killed = std::time::Instant::now();
     drop(first);
-    let second_pid = second.pid().unwrap();
-    eventually("the second worker leading", &second, || async {
-        let h = holder(&c).await.unwrap_or_default();
-        h.ends_with(&format!("_{second_pid}"))
-            .then_some(())
-            .ok_or(h)
-    })
-    .await;
+    // What the dead leader last wrote: its final renewal.
+    let last_renewal = lease(&c).await.unwrap().renew_time.unwrap().0;
+    let taken = leading(&c, &second).await;
+    let took = killed.elapsed();
     assert!(
-        killed.elapsed() < Duration::from_secs(6 + 2 + 5),
-        "took over in {:?}",
-        killed.elapsed()
+        took < Duration::from_secs(6) + RETRY + Duration::from_secs(5),
+        "took over in {took:?}"
     );
+    // Not before the lease ran out: the follower acquired it at least the lease's 6 s after
+    // the dead leader's last renewal (both times as the Lease records them).
+    let acquired = taken.acquire_time.clone().unwrap().0;
+    let waited = acquired.duration_since(last_renewal);
+    eprintln!("took over {took:?} after the kill, {waited:#} after the last renewal");
+    assert!(
+        waited >= jiff::SignedDuration::from_secs(6),
+        "the follower took the lease {waited:#} after the leader's last renewal, before the \
+         6 s lease ran out"
+    );
+    assert_eq!(taken.lease_transitions, Some(1), "{taken:?}");
     put(&c, &Machine::gpu("gpu-b", H100, 8)).await;
     queue_is(&second, &cqs, NVIDIA_IT, &[(h100_flavor(8), 16 * M)]).await;
     let lqs: Api<LocalQueue> = Api::namespaced(c.clone(), "default");
@@ -772,6 +799,105 @@ async fn a_second_worker_takes_over_when_the_leader_dies() {
         },
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leader_stopped_cleanly_hands_over_without_the_follower_waiting_out_the_lease() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
+    // A lease far longer than the retry period: a follower that had to wait it out would take
+    // more than 13 s.
+    let args = [
+        "--disable-auths",
+        "--kube-leader-lease=15s",
+        "--kube-leader-renew-timeout=10s",
+    ];
+    let first = WorkerProcess::start(&gw, &tmp.path().join("w1"), &args, &[]);
+    let c = client(&gw).await;
+    leading(&c, &first).await;
+    let second = WorkerProcess::start(&gw, &tmp.path().join("w2"), &args, &[]);
+    let stopped = std::time::Instant::now();
+    assert!(first.stop().success(), "SIGTERM stops the leader cleanly");
+    let taken = leading(&c, &second).await;
+    let took = stopped.elapsed();
+    eprintln!("took over {took:?} after the leader's SIGTERM");
+    // The follower's next try (one retry period) plus slack for a loaded machine.
+    assert!(
+        took <= RETRY + Duration::from_secs(2),
+        "the follower took over {took:?} after the leader stopped: the lease was not handed over"
+    );
+    assert_eq!(taken.lease_transitions, Some(1), "{taken:?}");
+    // And it works as the leader: the chain is built.
+    put(&c, &Machine::gpu("gpu-a", H100, 8)).await;
+    let cqs: Api<ClusterQueue> = Api::all(c.clone());
+    queue_is(&second, &cqs, NVIDIA_IT, &[(h100_flavor(8), 8 * M)]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leader_that_loses_the_api_server_steps_down_at_its_renew_deadline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = gpustack_tests::embedded::free_port();
+    let gw_dir = tmp.path().join("gw");
+    let gw = GatewayProcess::start_with(&gw_dir, "one", port, &["--embedded-cluster=one"]);
+    let args = [
+        "--disable-auths",
+        "--kube-leader-lease=10s",
+        "--kube-leader-renew-timeout=5s",
+    ];
+    let renew_deadline = Duration::from_secs(5);
+    let w = WorkerProcess::start(&gw, &tmp.path().join("w"), &args, &[]);
+    let c = client(&gw).await;
+    leading(&c, &w).await;
+    let steps_down = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("not leading: controllers stop"))
+            .count()
+    };
+    assert_eq!(steps_down(&w.log()), 0, "{}", w.log());
+
+    // The API server goes away (its port refuses connections): renewals fail, and the leader
+    // stops its controllers once it has gone its renew deadline without a renewal.
+    let lost = std::time::Instant::now();
+    gw.crash();
+    let took = loop {
+        if steps_down(&w.log()) == 1 {
+            break lost.elapsed();
+        }
+        assert!(
+            lost.elapsed() < Duration::from_secs(30),
+            "the leader did not step down within 30 s of losing the API server; its log:\n{}",
+            w.log()
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    eprintln!("stepped down {took:?} after the API server went away");
+    // Its last renewal was at most one retry period before the loss; it steps down at the
+    // first failed try past the deadline.
+    assert!(
+        took >= renew_deadline - RETRY,
+        "stepped down {took:?} after the loss, before its renew deadline ({renew_deadline:?})"
+    );
+    assert!(
+        took <= renew_deadline + RETRY + Duration::from_secs(2),
+        "stepped down only {took:?} after the loss (renew deadline {renew_deadline:?})"
+    );
+
+    // The API server is back: the worker takes the lease again and leads.
+    let gw = GatewayProcess::start_with(&gw_dir, "one", port, &["--embedded-cluster=one"]);
+    let c = client(&gw).await;
+    leading(&c, &w).await;
+    gpustack_tests::embedded::wait_until(
+        "leading again in the log",
+        Duration::from_secs(30),
+        || {
+            (w.log()
+                .lines()
+                .filter(|l| l.contains("leading: controllers start"))
+                .count()
+                == 2)
+                .then_some(())
+        },
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1068,27 +1194,44 @@ async fn topology_sources_set_the_hierarchy_and_a_profile_change_drains_busy_fla
     );
     let secrets: Api<Secret> = Api::namespaced(c.clone(), "gpustack-system");
     let table = "amd:\n  RX 7800 XT: {cpu: \"3\", ram: 24Gi}\n";
+    // Written in one change with a setting whose effect shows: once the CPU pool loses the
+    // accelerated nodes (no mixing; every node here has cards), the worker has read this
+    // version of the Secret, the table included.
     secrets
         .patch(
             "gpustack-settings",
             &PatchParams::default(),
-            &Patch::Merge(json!({"stringData": {"instance-type-unit-resources-preset": table}})),
+            &Patch::Merge(json!({"stringData": {
+                "instance-type-unit-resources-preset": table,
+                "instance-type-mixed-on-node": "false",
+            }})),
         )
         .await
         .unwrap();
-    eventually("the amd instance type sized by the admin", &w, || async {
-        let it = its.get(amd_it).await.map_err(|e| e.to_string())?;
-        let u = it.spec.unit_resources.clone().unwrap_or_default();
-        if (u.cpu.as_deref(), u.ram.as_deref()) == (Some("3"), Some("24Gi")) {
-            return Ok(());
-        }
-        if it.metadata.deletion_timestamp.is_none() {
-            // Derived before the worker read the table: derive it again.
-            let _ = its.delete(amd_it, &DeleteParams::default()).await;
-        }
-        Err(format!("{u:?}"))
+    eventually("the CPU pool's flavors retired", &w, || async {
+        // CPU flavors are `gpustack--<cpu>-<os>-...`; accelerator ones `gpustack--<cpu>--<group>-...`.
+        let rfs = names(&flavors).await;
+        (!rfs.is_empty() && rfs.iter().all(|f| f.matches("--").count() == 2))
+            .then_some(())
+            .ok_or_else(|| format!("{rfs:?}"))
     })
     .await;
+    // Deleted once: the InstanceType derived again is sized by the admin's table at once.
+    let old_uid = it.metadata.uid.clone();
+    its.delete(amd_it, &DeleteParams::default()).await.unwrap();
+    let again = eventually("the amd instance type derived again", &w, || async {
+        let it = its.get(amd_it).await.map_err(|e| e.to_string())?;
+        (it.metadata.uid != old_uid && it.metadata.deletion_timestamp.is_none())
+            .then_some(it.clone())
+            .ok_or_else(|| format!("{:?}", it.metadata.uid))
+    })
+    .await;
+    let u = again.spec.unit_resources.unwrap_or_default();
+    assert_eq!(
+        (u.cpu.as_deref(), u.ram.as_deref()),
+        (Some("3"), Some("24Gi")),
+        "the InstanceType derived after the table is sized by it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

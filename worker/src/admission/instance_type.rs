@@ -164,9 +164,11 @@ mod tests {
             out["metadata"]["labels"]["acceleratable.feature.gpustack.ai/nvidia-h100"],
             "true"
         );
+        // `gpustack-fnv64-` and the FNV-1a 64 of "h100", computed outside this code (Python:
+        // h = 0xcbf29ce484222325; per byte h ^= b, h *= 0x100000001b3 mod 2^64).
         assert_eq!(
-            out["metadata"]["labels"][QUEUE_ENTRANCE],
-            names::local_queue_name("h100")
+            out["metadata"]["labels"]["schedule.gpustack.ai/queue-entrance"],
+            "gpustack-fnv64-ce751ccd5ff9fac2"
         );
         let kept = default(
             &json!({"metadata": {"name": "c", "labels": {"a": "b"}}, "spec": {"generalGroup": "amd-epyc"}}),

@@ -469,7 +469,7 @@ mod tests {
     use gpustack_api::{labels::HOSTNAME, labels::MIGRATION_HOLD};
 
     use super::*;
-    use crate::controllers::node_facts::{fixtures::gpu_node, hostname_profile};
+    use crate::controllers::node_facts::fixtures::gpu_node;
 
     const ZONE: &str = "topology.kubernetes.io/zone";
 
@@ -581,8 +581,11 @@ mod tests {
             b.flavors.keys().next().unwrap().clone(),
         );
         let nodes = [node(&[ZONE, HOSTNAME])];
-        let racked = format!("gpustack-{}", nodes[0].topology_profile);
-        let hostname = format!("gpustack-{}", hostname_profile());
+        // The Topologies' names: `gpustack-fnv64-` and the FNV-1a 64 of the levels joined by
+        // NUL, computed outside this code (Python: h = 0xcbf29ce484222325; per byte h ^= b,
+        // h *= 0x100000001b3 mod 2^64).
+        let racked = "gpustack-fnv64-f7b1861ac0399767".to_owned();
+        let hostname = "gpustack-fnv64-87bf574bea2a4f23".to_owned();
         let busy = Observed {
             queues: b.queues.clone(),
             topologies: b.topologies.clone(),

@@ -137,16 +137,19 @@ pub async fn run(
     let mut last_renewed = tokio::time::Instant::now();
     loop {
         let held = match try_acquire_or_renew(&api, &cfg).await {
-            Ok(held) => held,
+            Ok(held) => {
+                if held {
+                    last_renewed = tokio::time::Instant::now();
+                }
+                held
+            }
             Err(e) => {
                 tracing::warn!("leader election: {e}");
-                // A leader that cannot reach the cluster keeps leading until its deadline.
+                // A leader that cannot reach the cluster keeps leading until its deadline,
+                // counted from its last successful renewal (not from the failed tries).
                 *leading.borrow() && last_renewed.elapsed() < cfg.renew_deadline
             }
         };
-        if held {
-            last_renewed = tokio::time::Instant::now();
-        }
         if leading.send_if_modified(|l| std::mem::replace(l, held) != held) {
             if held {
                 tracing::info!(identity = %cfg.identity, lease = %cfg.name, "leading: controllers start");

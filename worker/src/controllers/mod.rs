@@ -83,13 +83,19 @@ pub async fn run(client: kube::Client, config: Config, mut stop: watch::Receiver
         stop.clone(),
     ));
     let (leading_tx, mut leading) = watch::channel(config.election.is_none());
-    if let Some(lease) = config.election.clone() {
-        tokio::spawn(leader::run(client.clone(), lease, leading_tx, stop.clone()));
-    }
+    // Without an election this replica always leads: the sender then stays here, so that
+    // `leading` never reads as closed.
+    let (elector, _always_leading) = match config.election.clone() {
+        Some(lease) => {
+            let elector = leader::run(client.clone(), lease, leading_tx, stop.clone());
+            (Some(tokio::spawn(elector)), None)
+        }
+        None => (None, Some(leading_tx)),
+    };
     loop {
         tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            r = leading.wait_for(|l| *l) => if r.is_err() { return },
+            _ = stop.wait_for(|s| *s) => break,
+            r = leading.wait_for(|l| *l) => if r.is_err() { break },
         }
         let ctx = engine::Context {
             client: client.clone(),
@@ -102,11 +108,16 @@ pub async fn run(client: kube::Client, config: Config, mut stop: watch::Receiver
         };
         let task = tokio::spawn(engine::run(ctx));
         tokio::select! {
-            _ = stop.wait_for(|s| *s) => { task.abort(); return }
+            _ = stop.wait_for(|s| *s) => { task.abort(); break }
             _ = leading.wait_for(|l| !*l) => {
                 // Leadership lost: stop writing at once.
                 task.abort();
             }
         }
+    }
+    // On a clean stop the elector hands the Lease over: returning before it has would let the
+    // process exit first, and the next leader wait the lease out.
+    if let Some(elector) = elector {
+        let _ = elector.await;
     }
 }

@@ -199,9 +199,22 @@ mod tests {
     fn topologies_are_named_by_the_hash_of_their_levels() {
         let levels = vec![ZONE.to_owned(), HOSTNAME.to_owned()];
         let t = topology(&levels);
+        // FNV-1a 64 of "topology.kubernetes.io/zone\0kubernetes.io/hostname", computed outside
+        // this code (Python: h = 0xcbf29ce484222325; per byte h ^= b, h *= 0x100000001b3).
         assert_eq!(
-            t.metadata.name,
-            Some(format!("gpustack-{}", topology_profile(&levels)))
+            t.metadata.name.as_deref(),
+            Some("gpustack-fnv64-f7b1861ac0399767")
+        );
+        assert_eq!(
+            topology(&[HOSTNAME.to_owned()]).metadata.name.as_deref(),
+            Some("gpustack-fnv64-87bf574bea2a4f23")
+        );
+        assert_eq!(
+            t.metadata.labels,
+            Some(BTreeMap::from([(
+                "resource.gpustack.ai/type".to_owned(),
+                "nodes".to_owned()
+            )]))
         );
         let names: Vec<&str> = t
             .spec
