@@ -31,134 +31,79 @@ mod ixml;
 
 use gpustack_api::{
     Manufacturer,
-    devices::{Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced},
-    monitor::{AcceleratorMetrics, memory_utilization},
+    devices::{Accelerator, AcceleratorStatus, DevicesGroup},
+    monitor::AcceleratorMetrics,
 };
 
+use super::nvml_shaped::{self, Card, Hints, Memory, NvmlShaped, Session, binding::Status};
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
-    pci,
 };
 
-use ixml::{Device, IxmlLib, OpenError};
+use ixml::{Device, IxmlLib};
 
 /// The Iluvatar detector.
 pub struct Ixml;
 
 const MIB: u64 = 1024 * 1024;
 
-/// An initialised IXML and the name to use for it in messages.
-struct Session {
-    ixml: IxmlLib,
-    library: String,
-}
+const HINTS: Hints = Hints {
+    locate: "is the CoreX SDK installed, or the container started with the iluvatar runtime?",
+    install: "is the CoreX SDK installed?",
+    driver: "is the CoreX kernel driver loaded?",
+};
 
-impl Session {
-    /// The devices in IXML order; one IXML refuses is reported and left out.
-    fn devices(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<(u32, Device<'_>)>, DetectError> {
-        let count = self
-            .ixml
-            .device_count()
-            .map_err(|e| DetectError::LibraryCall {
-                library: self.library.clone(),
-                call: "nvmlDeviceGetCount",
-                message: e.to_string(),
-            })?;
-        let mut devices = Vec::with_capacity(count as usize);
-        for index in 0..count {
-            match self.ixml.device(index) {
-                Ok(device) => devices.push((index, device)),
-                Err(e) => ctx.warn(format!(
-                    "Iluvatar GPU {index}: nvmlDeviceGetHandleByIndex failed ({e}); left out"
-                )),
-            }
-        }
-        Ok(devices)
+impl NvmlShaped for IxmlLib {
+    type Error = Status;
+    type Card<'a> = Device<'a>;
+
+    const CARD: &'static str = "Iluvatar GPU";
+    const COUNT_CALL: &'static str = "nvmlDeviceGetCount";
+    const HANDLE_CALL: &'static str = "nvmlDeviceGetHandleByIndex";
+    const UUID_CALL: &'static str = "nvmlDeviceGetUUID";
+
+    fn count(&self) -> Result<u32, Status> {
+        self.lib().device_count()
+    }
+
+    fn card(&self, index: u32) -> Result<Device<'_>, Status> {
+        self.device(index)
     }
 }
 
-/// Finds and initialises IXML. `None` (with a warning where it matters) when the library is
-/// absent or will not initialise: that is a measurement ("no Iluvatar accelerators here").
-fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
-    let found = ctx.locate_library(
-        "is the CoreX SDK installed, or the container started with the iluvatar runtime?",
-    )?;
-    match IxmlLib::open(&found.path) {
-        Ok(ixml) => Some(Session {
-            ixml,
-            library: found.shown,
-        }),
-        Err(e @ OpenError::Init(_)) => {
-            ctx.library_unusable(
-                &found,
-                format!("did not initialise: {e}"),
-                "is the CoreX kernel driver loaded?",
-            );
-            None
-        }
-        Err(e) => {
-            ctx.library_unusable(&found, e, "is the CoreX SDK installed?");
-            None
-        }
+impl Card for Device<'_> {
+    type Error = Status;
+
+    fn accelerator_id(&self) -> Result<String, Status> {
+        self.uuid()
+    }
+
+    fn is_unhealthy(&self) -> bool {
+        // A library without the health query, or one that refuses it, has nothing to hold
+        // against the card.
+        self.health().is_ok_and(facts::unhealthy)
+    }
+
+    fn usable_memory(&self) -> Option<Memory> {
+        self.memory().ok()
+    }
+
+    fn gpu_utilization(&self) -> Option<u32> {
+        self.utilization().ok().map(|(gpu, _)| gpu)
+    }
+
+    fn gpu_temperature(&self) -> Option<u32> {
+        self.temperature().ok()
+    }
+
+    fn power_mw(&self) -> Option<u32> {
+        self.power_usage_mw().ok()
     }
 }
 
-/// What one device told us that both detect and monitor need.
-struct Identity {
-    id: String,
-    unhealthy: bool,
-}
-
-fn identity(index: u32, device: &Device<'_>, ctx: &mut DetectContext<'_>) -> Option<Identity> {
-    match device.uuid() {
-        Ok(uuid) if !uuid.is_empty() => Some(Identity {
-            id: uuid,
-            // A library without the health query, or one that refuses it, has nothing to hold
-            // against the card.
-            unhealthy: device.health().is_ok_and(facts::unhealthy),
-        }),
-        Ok(_) => {
-            ctx.warn(format!(
-                "Iluvatar GPU {index}: nvmlDeviceGetUUID answered an empty id; left out"
-            ));
-            None
-        }
-        Err(e) => {
-            ctx.warn(format!(
-                "Iluvatar GPU {index}: nvmlDeviceGetUUID failed ({e}); left out"
-            ));
-            None
-        }
-    }
-}
-
-/// The topology of the PCI function at IXML's bus id; only the bus id when sysfs lacks it.
-fn topology(device: &Device<'_>, ctx: &DetectContext<'_>) -> DeviceTopology {
-    let Some(bus_id) = device
-        .pci_info()
-        .ok()
-        .and_then(|info| facts::bus_id(&info.bus_id, &info.bus_id_legacy))
-    else {
-        return DeviceTopology::default();
-    };
-    ctx.pci_device(&bus_id)
-        .or_else(|| pci::read_device(ctx.root, &bus_id))
-        .map(|f| f.topology())
-        .unwrap_or(DeviceTopology {
-            pci_bus_id: bus_id,
-            ..DeviceTopology::default()
-        })
-}
-
-fn logical_slicing() -> Option<LogicalSliced> {
-    Manufacturer::Iluvatar
-        .spec()
-        .logical_slicing
-        .map(|s| LogicalSliced {
-            cores_percentage_overcommit: s.cores_percentage_overcommit,
-            count: s.count,
-        })
+fn open(ctx: &mut DetectContext<'_>) -> Option<Session<IxmlLib>> {
+    nvml_shaped::open(ctx, &HINTS, IxmlLib::open)
 }
 
 impl Detector for Ixml {
@@ -166,10 +111,11 @@ impl Detector for Ixml {
         let Some(session) = open(ctx) else {
             return Ok(Vec::new());
         };
-        let driver_version = session.ixml.driver_version().unwrap_or_default();
+        let driver_version = session.lib.lib().driver_version().unwrap_or_default();
         let runtime_version = session
-            .ixml
-            .cuda_driver_version()
+            .lib
+            .lib()
+            .runtime_version()
             .ok()
             .and_then(facts::cuda_version)
             .unwrap_or_default();
@@ -177,8 +123,8 @@ impl Detector for Ixml {
             .is_some_and(|v| v == "true" || v == "1");
 
         let mut detected = Vec::new();
-        for (index, device) in session.devices(ctx)? {
-            let Some(who) = identity(index, &device, ctx) else {
+        for (index, device) in session.cards(ctx)? {
+            let Some(who) = nvml_shaped::identity::<IxmlLib>(index, &device, ctx) else {
                 continue;
             };
             let name = match device.name() {
@@ -214,10 +160,15 @@ impl Detector for Ixml {
                     id: who.id,
                     index,
                     physical_indexes: device.minor_number().into_iter().collect(),
-                    topology: topology(&device, ctx),
+                    topology: ctx.topology(
+                        device
+                            .pci_info()
+                            .ok()
+                            .and_then(|info| facts::bus_id(&info.bus_id, &info.bus_id_legacy)),
+                    ),
                     status: AcceleratorStatus {
                         unhealthy: who.unhealthy,
-                        logical_sliced: logical_slicing(),
+                        logical_sliced: super::logical_slicing(Manufacturer::Iluvatar),
                         physical_sliced: None,
                     },
                 },
@@ -231,32 +182,10 @@ impl Detector for Ixml {
     }
 
     fn monitor(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<AcceleratorMetrics>, DetectError> {
-        let Some(session) = open(ctx) else {
-            return Ok(Vec::new());
-        };
-        let mut samples = Vec::new();
-        for (index, device) in session.devices(ctx)? {
-            let Some(who) = identity(index, &device, ctx) else {
-                continue;
-            };
-            let memory = device.memory().ok();
-            let total = memory.map(|m| m.total / MIB);
-            let used = memory.map(|m| m.used / MIB);
-            samples.push(AcceleratorMetrics {
-                id: who.id,
-                memory: total,
-                memory_usage: used,
-                memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
-                cores_utilization: device.utilization().ok().map(|(gpu, _)| gpu.min(100)),
-                temperature: device
-                    .temperature()
-                    .ok()
-                    .and_then(|t| i32::try_from(t).ok()),
-                power_usage: device.power_usage_mw().ok().map(facts::watts),
-                unhealthy: who.unhealthy,
-            });
+        match open(ctx) {
+            Some(session) => session.monitor(ctx),
+            None => Ok(Vec::new()),
         }
-        Ok(samples)
     }
 }
 

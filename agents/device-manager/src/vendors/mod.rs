@@ -4,14 +4,19 @@
 mod amdgpu;
 mod ascend;
 mod cambricon;
+mod ffi;
 mod iluvatar;
 mod metax;
 mod mthreads;
 pub(crate) mod nvidia;
+mod nvml_shaped;
 pub mod partitions;
 mod thead;
 
-use gpustack_api::{Manufacturer, devices::Accelerator};
+use gpustack_api::{
+    Manufacturer,
+    devices::{Accelerator, LogicalSliced},
+};
 
 use crate::{detector::Detector, system_root::SystemRoot};
 
@@ -27,6 +32,15 @@ pub fn detector_for(m: Manufacturer) -> Box<dyn Detector> {
         Manufacturer::Mthreads => Box::new(mthreads::Mtml),
         Manufacturer::Thead => Box::new(thead::Hgml),
     }
+}
+
+/// The logical slicing every card of `m` offers, from its table entry (`None` where it has
+/// none).
+fn logical_slicing(m: Manufacturer) -> Option<LogicalSliced> {
+    m.spec().logical_slicing.map(|s| LogicalSliced {
+        cores_percentage_overcommit: s.cores_percentage_overcommit,
+        count: s.count,
+    })
 }
 
 /// What every library-backed detector shares, checked for each of them: the library is found
