@@ -14,9 +14,11 @@
 
 #![allow(unsafe_code)]
 
-use std::ffi::{CStr, c_char, c_uint};
+use std::ffi::c_uint;
 
 use nvml_wrapper::{Device, Nvml, error::NvmlError};
+
+use crate::vendors::ffi::c_text;
 use nvml_wrapper_sys::bindings::{
     nvmlGpuInstancePlacement_t, nvmlGpuInstanceProfileInfo_v2_t,
     nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE, nvmlReturn_enum_NVML_SUCCESS,
@@ -170,15 +172,6 @@ pub fn possible_placements(
         .collect())
 }
 
-/// A fixed C char array up to its first NUL (all of it when there is none).
-fn c_text(buf: &[c_char]) -> String {
-    let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).collect();
-    match CStr::from_bytes_until_nul(&bytes) {
-        Ok(s) => s.to_string_lossy().into_owned(),
-        Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,15 +181,5 @@ mod tests {
         // nvml.h: 11 unsigned ints, 4 bytes of padding, an unsigned long long, a 96-byte name.
         assert_eq!(size_of::<nvmlGpuInstanceProfileInfo_v2_t>(), 152);
         assert_eq!(PROFILE_INFO_V2, 0x0200_0098);
-    }
-
-    #[test]
-    fn names_stop_at_the_nul() {
-        let mut buf = [0 as c_char; 8];
-        for (slot, b) in buf.iter_mut().zip(b"MIG 1g") {
-            *slot = *b as c_char;
-        }
-        assert_eq!(c_text(&buf), "MIG 1g");
-        assert_eq!(c_text(&[b'a' as c_char; 3]), "aaa");
     }
 }

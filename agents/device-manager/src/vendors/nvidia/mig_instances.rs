@@ -14,7 +14,7 @@
 
 #![allow(unsafe_code)]
 
-use std::ffi::{CStr, c_char, c_uint};
+use std::ffi::{c_char, c_uint};
 
 use nvml_wrapper::{Device, Nvml, error::NvmlError};
 use nvml_wrapper_sys::bindings::{
@@ -25,6 +25,7 @@ use nvml_wrapper_sys::bindings::{
 };
 
 use super::gpu_instances::{self, PROFILE_COUNT};
+use crate::vendors::ffi::c_text;
 
 /// A partition made for a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,10 +221,7 @@ fn mig_uuid(nvml: &Nvml, device: &Device<'_>, gi: u32, ci: u32) -> Result<String
         check("nvmlDeviceGetUUID", unsafe {
             uuid_of(mig, buf.as_mut_ptr(), buf.len() as c_uint)
         })?;
-        let bytes: Vec<u8> = buf.iter().map(|&b| b as u8).collect();
-        return Ok(CStr::from_bytes_until_nul(&bytes)
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default());
+        return Ok(c_text(&buf));
     }
     Err(InstanceError::NoMigDevice {
         gpu_instance: gi,
