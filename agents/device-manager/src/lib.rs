@@ -7,9 +7,11 @@
 //!
 //! The commands (`device-manager detect`, `monitor`) are thin shells over [`detect`].
 
+pub mod card_usage;
 pub mod detect;
 pub mod detector;
 pub mod grouping;
+pub mod host_env;
 pub mod injection;
 pub mod ledger;
 pub mod library;
