@@ -176,14 +176,14 @@ fn driver_profiles(
     nvml: &nvml_wrapper::Nvml,
     device: &Device<'_>,
     ctx: &mut DetectContext<'_>,
-) -> Result<Option<PhysicalSliced>, gpu_instances::QueryError> {
+) -> Result<Option<PhysicalSliced>, gpu_instances::NvmlCallError> {
     let mut probed = Vec::new();
     let mut unreadable = Vec::new();
     for profile_index in 0..gpu_instances::PROFILE_COUNT {
         let info = match gpu_instances::profile_info(nvml, device, profile_index) {
             Ok(info) => info,
             Err(e) if e.is_no_such_profile() => continue,
-            Err(e @ gpu_instances::QueryError::Missing(_)) => return Err(e),
+            Err(e @ gpu_instances::NvmlCallError::Missing(_)) => return Err(e),
             Err(e) => {
                 unreadable.push(format!("profile index {profile_index}: {e}"));
                 continue;
@@ -191,7 +191,7 @@ fn driver_profiles(
         };
         match gpu_instances::possible_placements(nvml, device, info.id) {
             Ok(slots) => probed.push((info, slots)),
-            Err(e @ gpu_instances::QueryError::Missing(_)) => return Err(e),
+            Err(e @ gpu_instances::NvmlCallError::Missing(_)) => return Err(e),
             Err(e) => unreadable.push(format!("placements of profile {}: {e}", info.id)),
         }
     }

@@ -16,7 +16,7 @@
 
 use std::ffi::{c_char, c_uint};
 
-use nvml_wrapper::{Device, Nvml, error::NvmlError};
+use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{
     NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, nvmlComputeInstance_t, nvmlComputeInstanceInfo_t,
     nvmlComputeInstanceProfileInfo_t, nvmlDevice_t, nvmlGpuInstance_t, nvmlGpuInstanceInfo_t,
@@ -24,7 +24,7 @@ use nvml_wrapper_sys::bindings::{
     nvmlReturn_enum_NVML_ERROR_NOT_FOUND, nvmlReturn_enum_NVML_SUCCESS,
 };
 
-use super::gpu_instances::{self, PROFILE_COUNT};
+use super::gpu_instances::{self, NvmlCallError, PROFILE_COUNT};
 use crate::vendors::ffi::c_text;
 
 /// A partition made for a container.
@@ -38,13 +38,9 @@ pub struct Created {
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstanceError {
-    #[error("{0} is not available in this NVML")]
-    Missing(&'static str),
-    #[error("{call} failed: {error}")]
-    Call {
-        call: &'static str,
-        error: NvmlError,
-    },
+    /// An NVML call is missing or failed.
+    #[error(transparent)]
+    Nvml(#[from] NvmlCallError),
     #[error("the card offers no MIG profile named {0}")]
     NoProfile(String),
     #[error(
@@ -73,20 +69,17 @@ fn check(call: &'static str, status: u32) -> Result<(), InstanceError> {
     if status == nvmlReturn_enum_NVML_ERROR_IN_USE {
         return Err(InstanceError::InUse(call));
     }
-    Err(match NvmlError::from(status) {
-        NvmlError::FunctionNotFound => InstanceError::Missing(call),
-        error => InstanceError::Call { call, error },
-    })
+    Err(NvmlCallError::from_status(call, status).into())
 }
 
-/// A symbol of the loaded library, or [`InstanceError::Missing`].
+/// A symbol of the loaded library, or [`NvmlCallError::Missing`].
 macro_rules! sym {
     ($nvml:expr, $name:ident) => {
         $nvml
             .lib()
             .$name
             .as_ref()
-            .map_err(|_| InstanceError::Missing(stringify!($name)))?
+            .map_err(|_| InstanceError::from(NvmlCallError::Missing(stringify!($name))))?
     };
 }
 
@@ -154,7 +147,7 @@ fn compute_instance(
     let create_ci = sym!(nvml, nvmlGpuInstanceCreateComputeInstance);
     let gi_info = sym!(nvml, nvmlGpuInstanceGetInfo);
     let ci_info = sym!(nvml, nvmlComputeInstanceGetInfo_v2);
-    let profile = compute_profile(slices).ok_or(InstanceError::Missing(
+    let profile = compute_profile(slices).ok_or(NvmlCallError::Missing(
         "a compute-instance profile of this size",
     ))?;
     // SAFETY: plain C records of integers and pointers; all-zero is valid for each.
@@ -279,6 +272,9 @@ mod tests {
                 .is_in_use()
         );
         assert!(check("x", nvmlReturn_enum_NVML_SUCCESS).is_ok());
-        assert!(matches!(check("x", 13), Err(InstanceError::Missing("x"))));
+        assert!(matches!(
+            check("x", 13),
+            Err(InstanceError::Nvml(NvmlCallError::Missing("x")))
+        ));
     }
 }
