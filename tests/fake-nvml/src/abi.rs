@@ -3,6 +3,9 @@
 
 use std::ffi::{c_char, c_uint, c_ulonglong};
 
+use gpustack_fake_abi::Answers;
+pub use gpustack_fake_abi::c_array;
+
 /// `nvmlReturn_t` / `hgmlReturn_t`.
 pub type Return = c_uint;
 
@@ -133,30 +136,21 @@ pub struct GpuInstancePlacement {
     pub size: c_uint,
 }
 
+/// The status codes of the shared writers.
+const ANSWERS: Answers<Return> = Answers {
+    ok: SUCCESS,
+    invalid_argument: ERROR_INVALID_ARGUMENT,
+    insufficient_size: ERROR_INSUFFICIENT_SIZE,
+};
+
 /// Writes `value` through a caller's out-pointer.
 pub(crate) fn put<T>(out: *mut T, value: T) -> Return {
-    if out.is_null() {
-        return ERROR_INVALID_ARGUMENT;
-    }
-    // SAFETY: non-null, and the header makes the caller pass a pointer to a writable `T`.
-    unsafe { out.write(value) };
-    SUCCESS
+    ANSWERS.put(out, value)
 }
 
 /// Copies `s` NUL-terminated into a caller's buffer of `len` bytes.
 pub(crate) fn put_str(buf: *mut c_char, len: c_uint, s: &str) -> Return {
-    if buf.is_null() {
-        return ERROR_INVALID_ARGUMENT;
-    }
-    if s.len() + 1 > len as usize {
-        return ERROR_INSUFFICIENT_SIZE;
-    }
-    // SAFETY: non-null; the caller promises `len` writable bytes and we write `s.len() + 1 <= len`.
-    unsafe {
-        std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, s.len());
-        buf.add(s.len()).write(0);
-    }
-    SUCCESS
+    ANSWERS.put_str(buf, len, s)
 }
 
 /// The `version` word a caller set at the start of a versioned struct.
@@ -167,15 +161,6 @@ pub(crate) fn version_of(versioned: *const c_uint) -> Option<c_uint> {
     // SAFETY: non-null; the header makes the caller pass a versioned struct whose first field
     // is the `unsigned int version` it set.
     Some(unsafe { versioned.read() })
-}
-
-/// `s` as a fixed C char array, truncated to leave the terminating NUL.
-pub fn c_array<const N: usize>(s: &str) -> [c_char; N] {
-    let mut out = [0 as c_char; N];
-    for (slot, b) in out.iter_mut().zip(s.bytes().take(N - 1)) {
-        *slot = b as c_char;
-    }
-    out
 }
 
 /// `f(value)`, or `*_ERROR_NOT_SUPPORTED` for a figure the fixture lacks.
@@ -215,21 +200,6 @@ mod tests {
         assert_eq!(size_of::<GpuInstanceProfileInfoV2>(), 152);
         assert_eq!(PROFILE_INFO_V2, 0x0200_0098);
         assert_eq!(size_of::<GpuInstancePlacement>(), 8);
-    }
-
-    #[test]
-    fn strings_are_bounded() {
-        let mut buf = [1 as c_char; 4];
-        assert_eq!(
-            put_str(buf.as_mut_ptr(), 4, "abcd"),
-            ERROR_INSUFFICIENT_SIZE
-        );
-        assert_eq!(put_str(buf.as_mut_ptr(), 4, "abc"), SUCCESS);
-        assert_eq!(buf, [b'a' as c_char, b'b' as c_char, b'c' as c_char, 0]);
-        assert_eq!(
-            c_array::<4>("abcdef"),
-            [b'a' as c_char, b'b' as c_char, b'c' as c_char, 0]
-        );
     }
 
     #[test]

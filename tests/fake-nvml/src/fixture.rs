@@ -7,6 +7,7 @@
 //! real driver does for a query the product lacks (no ECC on a GeForce card, no utilization on a
 //! card in MIG mode).
 
+pub use gpustack_fake_abi::LoadError;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -160,17 +161,7 @@ pub struct Utilization {
     pub memory: u32,
 }
 
-/// Why a fixture could not be served.
-#[derive(Debug)]
-pub enum LoadError {
-    /// The variable is unset, or the file it names cannot be read: the "driver" is not there.
-    Missing,
-    Invalid,
-}
-
 /// The fixture named by the variable `env`.
 pub fn load(env: &str) -> Result<Fixture, LoadError> {
-    let path = std::env::var_os(env).ok_or(LoadError::Missing)?;
-    let text = std::fs::read_to_string(path).map_err(|_| LoadError::Missing)?;
-    serde_json::from_str(&text).map_err(|_| LoadError::Invalid)
+    gpustack_fake_abi::load(env)
 }

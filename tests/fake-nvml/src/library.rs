@@ -51,9 +51,7 @@ impl Library {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        // A panic cannot cross the C ABI (it aborts), so a poisoned lock only means an earlier
-        // caller's thread died elsewhere; the data is still consistent.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        gpustack_fake_abi::lock(&self.state)
     }
 
     /// Every init entry point: loads the fixture once; an unset variable or unreadable file
