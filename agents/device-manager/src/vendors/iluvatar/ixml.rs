@@ -108,10 +108,8 @@ impl Device<'_> {
         let mut h: c_ulonglong = 0;
         // SAFETY: the handle came from this initialised library's handle-by-index call; `h`
         // is a writable `unsigned long long`.
-        self.ixml
-            .lib
-            .status(unsafe { f(self.raw(), &mut h) })
-            .ok()?;
+        let code = unsafe { f(self.raw(), &mut h) };
+        self.ixml.lib.status(code).ok()?;
         Ok(h)
     }
 }

@@ -237,7 +237,7 @@ impl NvmlShapedLibrary {
     /// resolves the shared functions by `symbols` and initialises it.
     pub fn open(path: &OsStr, symbols: &'static Symbols) -> Result<Self, OpenError> {
         let library = loader::load(path)?;
-        // SAFETY (every lookup below): each `Symbols` list names one NVML function, and the fn
+        // SAFETY: for every lookup below, each `Symbols` list names one NVML function, and the fn
         // type it is resolved as is that function's prototype in nvml.h, which the NVML-shaped
         // headers repeat. The pointers are stored next to `library`, which outlives them.
         let fns = unsafe {
@@ -368,9 +368,8 @@ impl Device<'_> {
         let mut buf = [0 as c_char; NAME_BUFFER];
         // SAFETY: `handle` came from the handle-by-index call of this initialised library;
         // `buf` holds `buf.len()` writable bytes, the length passed.
-        self.lib
-            .status(unsafe { f(self.handle, buf.as_mut_ptr(), buf.len() as c_uint) })
-            .ok()?;
+        let code = unsafe { f(self.handle, buf.as_mut_ptr(), buf.len() as c_uint) };
+        self.lib.status(code).ok()?;
         Ok(c_text(&buf))
     }
 
@@ -378,9 +377,8 @@ impl Device<'_> {
         let f = f.ok_or(self.lib.function_not_found())?;
         let mut value: c_uint = 0;
         // SAFETY: valid handle (see `string`); `value` is a writable `unsigned int`.
-        self.lib
-            .status(unsafe { f(self.handle, &mut value) })
-            .ok()?;
+        let code = unsafe { f(self.handle, &mut value) };
+        self.lib.status(code).ok()?;
         Ok(value)
     }
 
@@ -445,9 +443,8 @@ impl Device<'_> {
             .ok_or(self.lib.function_not_found())?;
         let (mut major, mut minor): (c_int, c_int) = (0, 0);
         // SAFETY: valid handle (see `string`); both are writable `int`s.
-        self.lib
-            .status(unsafe { f(self.handle, &mut major, &mut minor) })
-            .ok()?;
+        let code = unsafe { f(self.handle, &mut major, &mut minor) };
+        self.lib.status(code).ok()?;
         Ok((major, minor))
     }
 
@@ -460,9 +457,8 @@ impl Device<'_> {
             .ok_or(self.lib.function_not_found())?;
         let mut t: c_uint = 0;
         // SAFETY: valid handle (see `string`); a valid sensor enum; `t` is writable.
-        self.lib
-            .status(unsafe { f(self.handle, TEMPERATURE_GPU, &mut t) })
-            .ok()?;
+        let code = unsafe { f(self.handle, TEMPERATURE_GPU, &mut t) };
+        self.lib.status(code).ok()?;
         Ok(t)
     }
 

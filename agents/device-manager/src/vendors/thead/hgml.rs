@@ -202,7 +202,7 @@ impl HgmlLib {
     pub fn open(path: &OsStr) -> Result<HgmlLib, OpenError> {
         let lib = NvmlShapedLibrary::open(path, &SYMBOLS)?;
         let library = lib.library();
-        // SAFETY (every lookup): each `symbols` list is paired with the fn type pyhgml and the
+        // SAFETY: for every lookup, each `symbols` list is paired with the fn type pyhgml and the
         // Go bindings declare for it; the pointers are stored next to `lib`, which holds the
         // library for as long as `self` lives.
         let extras = unsafe {
