@@ -2,7 +2,7 @@
 //! and the functions it has beyond the NVML-shaped ones, which are [`binding`]'s. Every `unsafe`
 //! of the T-Head detector lives here or there, behind a safe API.
 //!
-//! HGML is NVML-shaped with an `hgml` prefix: the same `Return` codes, opaque device handles
+//! HGML is NVML-shaped with an `hgml` prefix: the same status codes, opaque device handles
 //! and struct layouts. The sources every signature and layout here was checked against:
 //! - gpustack/runtime `gpustack_runtime/detector/pyhgml/__init__.py` (ctypes bindings);
 //! - the Go bindings of the reference operator (gpustack/gpustack-operator
