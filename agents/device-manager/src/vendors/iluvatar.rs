@@ -35,7 +35,10 @@ use gpustack_api::{
     monitor::AcceleratorMetrics,
 };
 
-use super::nvml_shaped::{self, Card, Hints, Memory, NvmlShaped, Session, binding::Status};
+use super::nvml_shaped::{
+    self, Bound, BoundCard, Hints, Names, Session,
+    binding::{NvmlShapedLibrary, Status},
+};
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
@@ -54,51 +57,30 @@ const HINTS: Hints = Hints {
     driver: "is the CoreX kernel driver loaded?",
 };
 
-impl NvmlShaped for IxmlLib {
-    type Error = Status;
-    type Card<'a> = Device<'a>;
+impl Bound for IxmlLib {
+    type BoundCard<'a> = Device<'a>;
 
-    const CARD: &'static str = "Iluvatar GPU";
-    const COUNT_CALL: &'static str = "nvmlDeviceGetCount";
-    const HANDLE_CALL: &'static str = "nvmlDeviceGetHandleByIndex";
-    const UUID_CALL: &'static str = "nvmlDeviceGetUUID";
+    const NAMES: Names = Names {
+        card: "Iluvatar GPU",
+        count_call: "nvmlDeviceGetCount",
+        handle_call: "nvmlDeviceGetHandleByIndex",
+        uuid_call: "nvmlDeviceGetUUID",
+    };
 
-    fn count(&self) -> Result<u32, Status> {
-        self.lib().device_count()
+    fn shared(&self) -> &NvmlShapedLibrary {
+        self.lib()
     }
 
-    fn card(&self, index: u32) -> Result<Device<'_>, Status> {
+    fn bound_card(&self, index: u32) -> Result<Device<'_>, Status> {
         self.device(index)
     }
 }
 
-impl Card for Device<'_> {
-    type Error = Status;
-
-    fn accelerator_id(&self) -> Result<String, Status> {
-        self.uuid()
-    }
-
-    fn is_unhealthy(&self) -> bool {
+impl<'a> BoundCard<'a> for Device<'a> {
+    fn unhealthy(&self) -> bool {
         // A library without the health query, or one that refuses it, has nothing to hold
         // against the card.
         self.health().is_ok_and(facts::unhealthy)
-    }
-
-    fn usable_memory(&self) -> Option<Memory> {
-        self.memory().ok()
-    }
-
-    fn gpu_utilization(&self) -> Option<u32> {
-        self.utilization().ok().map(|(gpu, _)| gpu)
-    }
-
-    fn gpu_temperature(&self) -> Option<u32> {
-        self.temperature().ok()
-    }
-
-    fn power_mw(&self) -> Option<u32> {
-        self.power_usage_mw().ok()
     }
 }
 

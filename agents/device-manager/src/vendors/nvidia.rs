@@ -45,7 +45,7 @@ use nvml_wrapper::{
 
 use super::{
     ffi::OpenError,
-    nvml_shaped::{self, Card, Hints, Memory, NvmlShaped, Session},
+    nvml_shaped::{self, Card, Hints, Memory, Names, NvmlShaped, Session},
 };
 use crate::{
     detector::{DetectContext, DetectError, Detector},
@@ -69,10 +69,12 @@ impl NvmlShaped for nvml_wrapper::Nvml {
     type Error = NvmlError;
     type Card<'a> = Device<'a>;
 
-    const CARD: &'static str = "NVIDIA GPU";
-    const COUNT_CALL: &'static str = "nvmlDeviceGetCount_v2";
-    const HANDLE_CALL: &'static str = "nvmlDeviceGetHandleByIndex_v2";
-    const UUID_CALL: &'static str = "nvmlDeviceGetUUID";
+    const NAMES: Names = Names {
+        card: "NVIDIA GPU",
+        count_call: "nvmlDeviceGetCount_v2",
+        handle_call: "nvmlDeviceGetHandleByIndex_v2",
+        uuid_call: "nvmlDeviceGetUUID",
+    };
 
     fn count(&self) -> Result<u32, NvmlError> {
         self.device_count()

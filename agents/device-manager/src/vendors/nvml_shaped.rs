@@ -3,11 +3,13 @@
 //! and sample them with the same calls. [`NvmlShaped`] and [`Card`] are that shape; opening the
 //! library, listing its cards, identifying one and taking the monitor sample are written once
 //! here, and each detector keeps what its library does differently (the fields of a detection,
-//! slicing, its symbol table in [`binding::Symbols`] and its pure `facts.rs`).
+//! slicing, its symbol table in [`binding::Symbols`] and its pure `facts.rs`). NVML implements
+//! the shape over nvml-wrapper; IXML and HGML, bound through the shared [`binding`], only say
+//! their names and what their cards say differently ([`Bound`], [`BoundCard`]).
 
 pub mod binding;
 
-use std::{ffi::OsStr, fmt::Display};
+use std::{ffi::OsStr, fmt::Display, ops::Deref};
 
 use gpustack_api::monitor::{AcceleratorMetrics, memory_utilization};
 
@@ -25,12 +27,8 @@ pub trait NvmlShaped {
     where
         Self: 'a;
 
-    /// How messages name one card (`NVIDIA GPU`, `T-Head PPU`).
-    const CARD: &'static str;
-    /// The library's names for the count, handle and UUID calls, as messages give them.
-    const COUNT_CALL: &'static str;
-    const HANDLE_CALL: &'static str;
-    const UUID_CALL: &'static str;
+    /// How messages name its cards and calls.
+    const NAMES: Names;
 
     /// How many cards the library enumerates.
     fn count(&self) -> Result<u32, Self::Error>;
@@ -55,6 +53,92 @@ pub trait Card {
     fn gpu_temperature(&self) -> Option<u32>;
     /// Power draw, milliwatts.
     fn power_mw(&self) -> Option<u32>;
+}
+
+/// How messages name a library's cards and the calls that enumerate and identify them.
+pub struct Names {
+    /// One card (`NVIDIA GPU`, `T-Head PPU`).
+    pub card: &'static str,
+    /// The count call.
+    pub count_call: &'static str,
+    /// The handle-by-index call.
+    pub handle_call: &'static str,
+    /// The UUID call.
+    pub uuid_call: &'static str,
+}
+
+/// A library bound through [`binding`] (IXML, HGML): the shared calls are the binding's, so its
+/// [`NvmlShaped`] and its cards' [`Card`] follow from this: its names, and what its cards say
+/// differently ([`BoundCard`]).
+pub trait Bound {
+    /// Its card handle, the shared calls through `Deref`.
+    type BoundCard<'a>: BoundCard<'a>
+    where
+        Self: 'a;
+
+    /// How messages name its cards and calls.
+    const NAMES: Names;
+
+    /// The shared calls.
+    fn shared(&self) -> &binding::NvmlShapedLibrary;
+    /// The card at enumeration index `index`.
+    fn bound_card(&self, index: u32) -> Result<Self::BoundCard<'_>, binding::Status>;
+}
+
+/// A card of a [`Bound`] library: what it says that the shared calls do not.
+pub trait BoundCard<'a>: Deref<Target = binding::Device<'a>> {
+    /// Whether the library holds something against the card (a refused query holds nothing).
+    fn unhealthy(&self) -> bool;
+    /// Its memory by the library's best call: the shared v1 record unless it has a better one.
+    fn memory_figures(&self) -> Result<Memory, binding::Status> {
+        self.deref().memory()
+    }
+}
+
+impl<L: Bound> NvmlShaped for L {
+    type Error = binding::Status;
+    type Card<'a>
+        = L::BoundCard<'a>
+    where
+        Self: 'a;
+
+    const NAMES: Names = <L as Bound>::NAMES;
+
+    fn count(&self) -> Result<u32, binding::Status> {
+        self.shared().device_count()
+    }
+
+    fn card(&self, index: u32) -> Result<Self::Card<'_>, binding::Status> {
+        self.bound_card(index)
+    }
+}
+
+impl<'a, C: BoundCard<'a>> Card for C {
+    type Error = binding::Status;
+
+    fn accelerator_id(&self) -> Result<String, binding::Status> {
+        self.uuid()
+    }
+
+    fn is_unhealthy(&self) -> bool {
+        self.unhealthy()
+    }
+
+    fn usable_memory(&self) -> Option<Memory> {
+        self.memory_figures().ok()
+    }
+
+    fn gpu_utilization(&self) -> Option<u32> {
+        self.utilization().ok().map(|(gpu, _)| gpu)
+    }
+
+    fn gpu_temperature(&self) -> Option<u32> {
+        self.temperature().ok()
+    }
+
+    fn power_mw(&self) -> Option<u32> {
+        self.power_usage_mw().ok()
+    }
 }
 
 /// Memory in bytes.
@@ -114,7 +198,7 @@ impl<L: NvmlShaped> Session<L> {
     ) -> Result<Vec<(u32, L::Card<'_>)>, DetectError> {
         let count = self.lib.count().map_err(|e| DetectError::LibraryCall {
             library: self.library.clone(),
-            call: L::COUNT_CALL,
+            call: L::NAMES.count_call,
             message: e.to_string(),
         })?;
         let mut cards = Vec::with_capacity(count as usize);
@@ -123,8 +207,8 @@ impl<L: NvmlShaped> Session<L> {
                 Ok(card) => cards.push((index, card)),
                 Err(e) => ctx.warn(format!(
                     "{} {index}: {} failed ({e}); left out",
-                    L::CARD,
-                    L::HANDLE_CALL
+                    L::NAMES.card,
+                    L::NAMES.handle_call
                 )),
             }
         }
@@ -181,16 +265,16 @@ pub fn identity<L: NvmlShaped>(
         Ok(_) => {
             ctx.warn(format!(
                 "{} {index}: {} answered an empty id; left out",
-                L::CARD,
-                L::UUID_CALL
+                L::NAMES.card,
+                L::NAMES.uuid_call
             ));
             None
         }
         Err(e) => {
             ctx.warn(format!(
                 "{} {index}: {} failed ({e}); left out",
-                L::CARD,
-                L::UUID_CALL
+                L::NAMES.card,
+                L::NAMES.uuid_call
             ));
             None
         }

@@ -42,7 +42,10 @@ use gpustack_api::{
     monitor::AcceleratorMetrics,
 };
 
-use super::nvml_shaped::{self, Card, Hints, Memory, NvmlShaped, Session, binding::Status};
+use super::nvml_shaped::{
+    self, Bound, BoundCard, Hints, Memory, Names, Session,
+    binding::{NvmlShapedLibrary, Status},
+};
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
@@ -61,49 +64,33 @@ const HINTS: Hints = Hints {
     driver: "is the PPU kernel driver loaded?",
 };
 
-impl NvmlShaped for HgmlLib {
-    type Error = Status;
-    type Card<'a> = Device<'a>;
+impl Bound for HgmlLib {
+    type BoundCard<'a> = Device<'a>;
 
-    const CARD: &'static str = "T-Head PPU";
-    const COUNT_CALL: &'static str = "hgmlDeviceGetCount";
-    const HANDLE_CALL: &'static str = "hgmlDeviceGetHandleByIndex";
-    const UUID_CALL: &'static str = "hgmlDeviceGetUUID";
+    const NAMES: Names = Names {
+        card: "T-Head PPU",
+        count_call: "hgmlDeviceGetCount",
+        handle_call: "hgmlDeviceGetHandleByIndex",
+        uuid_call: "hgmlDeviceGetUUID",
+    };
 
-    fn count(&self) -> Result<u32, Status> {
-        self.lib().device_count()
+    fn shared(&self) -> &NvmlShapedLibrary {
+        self.lib()
     }
 
-    fn card(&self, index: u32) -> Result<Device<'_>, Status> {
+    fn bound_card(&self, index: u32) -> Result<Device<'_>, Status> {
         self.device(index)
     }
 }
 
-impl Card for Device<'_> {
-    type Error = Status;
-
-    fn accelerator_id(&self) -> Result<String, Status> {
-        self.uuid()
-    }
-
-    fn is_unhealthy(&self) -> bool {
+impl<'a> BoundCard<'a> for Device<'a> {
+    fn unhealthy(&self) -> bool {
         facts::unhealthy(self.uncorrected_dram_errors().ok())
     }
 
-    fn usable_memory(&self) -> Option<Memory> {
-        self.memory().ok()
-    }
-
-    fn gpu_utilization(&self) -> Option<u32> {
-        self.utilization().ok().map(|(gpu, _)| gpu)
-    }
-
-    fn gpu_temperature(&self) -> Option<u32> {
-        self.temperature().ok()
-    }
-
-    fn power_mw(&self) -> Option<u32> {
-        self.power_usage_mw().ok()
+    /// `hgmlDeviceGetMemoryInfo_v2`, else the v1 record.
+    fn memory_figures(&self) -> Result<Memory, Status> {
+        self.memory()
     }
 }
 
