@@ -1,5 +1,5 @@
 //! `device-manager detect` and `monitor` for T-Head PPUs through the real binary, with HGML
-//! loaded by path from the fixture root: the stand-in `libhgml.so` (crate `gpustack-fake-hgml`)
+//! loaded by path from the fixture root: the stand-in `libhgml.so` (crate `gpustack-fake-nvml`)
 //! serves the node's PPUs through HGML's C ABI.
 
 use std::{path::Path, process::Output};

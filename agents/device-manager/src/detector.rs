@@ -5,7 +5,9 @@
 //! warning, not an error.
 
 use gpustack_api::{
-    devices::DevicesGroup, manufacturer::ResolvedManufacturer, monitor::AcceleratorMetrics,
+    devices::{DeviceTopology, DevicesGroup},
+    manufacturer::ResolvedManufacturer,
+    monitor::AcceleratorMetrics,
 };
 
 use std::{ffi::OsString, fmt::Display};
@@ -113,6 +115,21 @@ impl DetectContext<'_> {
             Some(devices) => devices.iter().find(|d| d.bus_id == bus_id).cloned(),
             None => crate::pci::read_device(self.root, bus_id),
         }
+    }
+
+    /// The topology of the PCI function at the bus id a library gave (in sysfs form): from the
+    /// scan or sysfs, else only the bus id; nothing when the library gave none.
+    pub fn topology(&self, bus_id: Option<String>) -> DeviceTopology {
+        let Some(bus_id) = bus_id else {
+            return DeviceTopology::default();
+        };
+        self.pci_device(&bus_id)
+            .or_else(|| crate::pci::read_device(self.root, &bus_id))
+            .map(|f| f.topology())
+            .unwrap_or(DeviceTopology {
+                pci_bus_id: bus_id,
+                ..DeviceTopology::default()
+            })
     }
 }
 

@@ -2,14 +2,20 @@
 //!
 //! - [`detect`]: one detection or monitor pass over the requested manufacturers.
 //! - [`pci`]: the PCI scan that gates every vendor library.
-//! - [`vendors`]: one [`detector::Detector`] per manufacturer.
+//! - [`vendors`]: one [`detector::Detector`] per manufacturer, over the vendors' management
+//!   libraries (their layout is in the module's doc).
 //! - [`system_root`]: every host path resolved under one root (`GPUSTACK_SYSTEM_ROOT`).
+//! - [`serve`]: `device-manager serve`, the kubelet device plugins ([`plugin`]), the Devices
+//!   ledger ([`ledger`]) and the monitor; [`host_env`] and [`card_usage`] are the leaves they
+//!   and the vendor libraries share, so that none of them imports another.
 //!
 //! The commands (`device-manager detect`, `monitor`) are thin shells over [`detect`].
 
+pub mod card_usage;
 pub mod detect;
 pub mod detector;
 pub mod grouping;
+pub mod host_env;
 pub mod injection;
 pub mod ledger;
 pub mod library;

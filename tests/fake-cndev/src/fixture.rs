@@ -6,6 +6,7 @@
 
 use std::ffi::CString;
 
+pub use gpustack_fake_abi::LoadError;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -95,14 +96,6 @@ pub struct Pcie {
     pub device_id: u32,
 }
 
-/// Why a fixture could not be served.
-#[derive(Debug)]
-pub enum LoadError {
-    /// The variable is unset, or the file it names cannot be read: the "driver" is not there.
-    Missing,
-    Invalid,
-}
-
 /// The file named by `GPUSTACK_FAKE_CNDEV_SET_LOG`, where every `cndevSet*` call is appended as
 /// a line (`cndevSetSMLUMode <card index> <mode> -> <return code>`), so a test can see what was
 /// changed on the "driver" and in which order.
@@ -112,7 +105,5 @@ pub fn set_log() -> Option<std::path::PathBuf> {
 
 /// The fixture named by `GPUSTACK_FAKE_CNDEV_FIXTURE`.
 pub fn load() -> Result<Fixture, LoadError> {
-    let path = std::env::var_os("GPUSTACK_FAKE_CNDEV_FIXTURE").ok_or(LoadError::Missing)?;
-    let text = std::fs::read_to_string(path).map_err(|_| LoadError::Missing)?;
-    serde_json::from_str(&text).map_err(|_| LoadError::Invalid)
+    gpustack_fake_abi::load("GPUSTACK_FAKE_CNDEV_FIXTURE")
 }

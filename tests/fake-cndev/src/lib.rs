@@ -38,6 +38,7 @@ use std::{
 };
 
 use fixture::{Device, Fixture, LoadError};
+use gpustack_fake_abi::{Answers, c_array};
 
 pub const CNDEV_SUCCESS: c_int = 0;
 pub const CNDEV_ERROR_NO_DRIVER: c_int = 1;
@@ -195,9 +196,7 @@ static STATE: Mutex<State> = Mutex::new(State {
 });
 
 fn state() -> std::sync::MutexGuard<'static, State> {
-    // A panic cannot cross the C ABI (it aborts), so a poisoned lock only means an earlier
-    // caller's thread died elsewhere; the data is still consistent.
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+    gpustack_fake_abi::lock(&STATE)
 }
 
 fn with_fixture(f: impl FnOnce(&Fixture) -> c_int) -> c_int {
@@ -225,14 +224,16 @@ fn version_of<T>(p: *const T) -> Option<c_int> {
     (!p.is_null()).then(|| unsafe { p.cast::<c_int>().read() })
 }
 
+/// The status codes of the shared writers.
+const ANSWERS: Answers<c_int> = Answers {
+    ok: CNDEV_SUCCESS,
+    invalid_argument: CNDEV_ERROR_INVALID_ARGUMENT,
+    insufficient_size: CNDEV_ERROR_INVALID_ARGUMENT,
+};
+
 /// Writes `value` through a caller's out-pointer.
 fn put<T>(out: *mut T, value: T) -> c_int {
-    if out.is_null() {
-        return CNDEV_ERROR_INVALID_ARGUMENT;
-    }
-    // SAFETY: non-null, and the header makes the caller pass a pointer to a writable `T`.
-    unsafe { out.write(value) };
-    CNDEV_SUCCESS
+    ANSWERS.put(out, value)
 }
 
 /// Checks a caller's struct pointer and declared version.
@@ -268,15 +269,6 @@ fn query<T>(
 
 fn supported<T>(value: Option<T>) -> Result<T, c_int> {
     value.ok_or(CNDEV_ERROR_NOT_SUPPORTED)
-}
-
-/// `s` as a fixed byte array, NUL-terminated when it fits.
-fn c_array<const N: usize>(s: &str) -> [u8; N] {
-    let mut out = [0; N];
-    for (slot, b) in out.iter_mut().zip(s.bytes()) {
-        *slot = b;
-    }
-    out
 }
 
 #[unsafe(no_mangle)]
@@ -596,7 +588,7 @@ mod tests {
     #[test]
     fn uuids_fill_the_array() {
         let uuid = "10001012-1916-0000-0000-000000000000";
-        let bytes = c_array::<UUID_SIZE>(uuid);
+        let bytes = c_array::<u8, UUID_SIZE>(uuid);
         assert_eq!(&bytes[..36], uuid.as_bytes());
         assert_eq!(bytes[36], 0);
     }

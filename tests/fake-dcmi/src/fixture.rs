@@ -7,6 +7,7 @@
 
 use std::net::IpAddr;
 
+pub use gpustack_fake_abi::LoadError;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -106,14 +107,6 @@ pub struct Pcie {
     pub device_id: u32,
 }
 
-/// Why a fixture could not be served.
-#[derive(Debug)]
-pub enum LoadError {
-    /// The variable is unset, or the file it names cannot be read: the "driver" is not there.
-    Missing,
-    Invalid,
-}
-
 /// The file named by `GPUSTACK_FAKE_DCMI_SET_LOG`, where every `dcmi_set_*` call is appended
 /// as a line (`dcmi_set_device_share_enable <card> <device> <flag> -> <return code>`), so a test
 /// can see what was changed on the "driver" and in which order.
@@ -123,7 +116,5 @@ pub fn set_log() -> Option<std::path::PathBuf> {
 
 /// The fixture named by `GPUSTACK_FAKE_DCMI_FIXTURE`.
 pub fn load() -> Result<Fixture, LoadError> {
-    let path = std::env::var_os("GPUSTACK_FAKE_DCMI_FIXTURE").ok_or(LoadError::Missing)?;
-    let text = std::fs::read_to_string(path).map_err(|_| LoadError::Missing)?;
-    serde_json::from_str(&text).map_err(|_| LoadError::Invalid)
+    gpustack_fake_abi::load("GPUSTACK_FAKE_DCMI_FIXTURE")
 }

@@ -32,6 +32,7 @@ use std::{
 };
 
 use fixture::{Device, Fixture, LoadError};
+use gpustack_fake_abi::{Answers, c_array};
 
 pub const DCMI_OK: c_int = 0;
 const DCMI_ERROR_CODE_BASE: c_int = -8000;
@@ -132,9 +133,7 @@ fn ip_addr(ip: IpAddr) -> DcmiIpAddr {
 static STATE: Mutex<Option<Fixture>> = Mutex::new(None);
 
 fn state() -> std::sync::MutexGuard<'static, Option<Fixture>> {
-    // A panic cannot cross the C ABI (it aborts), so a poisoned lock only means an earlier
-    // caller's thread died elsewhere; the data is still consistent.
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+    gpustack_fake_abi::lock(&STATE)
 }
 
 fn with_fixture(f: impl FnOnce(&Fixture) -> c_int) -> c_int {
@@ -200,27 +199,20 @@ fn log_set(line: &str) {
     }
 }
 
+/// The status codes of the shared writers.
+const ANSWERS: Answers<c_int> = Answers {
+    ok: DCMI_OK,
+    invalid_argument: DCMI_ERR_CODE_INVALID_PARAMETER,
+    insufficient_size: DCMI_ERR_CODE_INVALID_PARAMETER,
+};
+
 /// Writes `value` through a caller's out-pointer.
 fn put<T>(out: *mut T, value: T) -> c_int {
-    if out.is_null() {
-        return DCMI_ERR_CODE_INVALID_PARAMETER;
-    }
-    // SAFETY: non-null, and the header makes the caller pass a pointer to a writable `T`.
-    unsafe { out.write(value) };
-    DCMI_OK
+    ANSWERS.put(out, value)
 }
 
 fn supported<T>(value: Option<T>, f: impl FnOnce(T) -> c_int) -> c_int {
     value.map_or(DCMI_ERR_CODE_NOT_SUPPORT, f)
-}
-
-/// `s` as a fixed C char array, truncated to leave the terminating NUL.
-fn c_array<const N: usize>(s: &str) -> [c_uchar; N] {
-    let mut out = [0; N];
-    for (slot, b) in out.iter_mut().zip(s.bytes().take(N - 1)) {
-        *slot = b;
-    }
-    out
 }
 
 #[unsafe(no_mangle)]
@@ -535,16 +527,7 @@ pub extern "C" fn dcmi_set_device_share_enable(
 
 /// Copies `s` NUL-terminated into a caller's buffer of `len` bytes.
 fn put_str(buf: *mut c_char, len: c_uint, s: &str) -> c_int {
-    if buf.is_null() || s.len() + 1 > len as usize {
-        return DCMI_ERR_CODE_INVALID_PARAMETER;
-    }
-    // SAFETY: non-null; the caller promises `len` writable bytes and we write
-    // `s.len() + 1 <= len`.
-    unsafe {
-        std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, s.len());
-        buf.add(s.len()).write(0);
-    }
-    DCMI_OK
+    ANSWERS.put_str(buf, len, s)
 }
 
 #[unsafe(no_mangle)]
@@ -569,8 +552,11 @@ mod tests {
 
     #[test]
     fn strings_are_bounded() {
-        assert_eq!(c_array::<4>("910B3"), [b'9', b'1', b'0', 0]);
-        assert_eq!(c_array::<8>("310P"), [b'3', b'1', b'0', b'P', 0, 0, 0, 0]);
+        assert_eq!(c_array::<u8, 4>("910B3"), [b'9', b'1', b'0', 0]);
+        assert_eq!(
+            c_array::<u8, 8>("310P"),
+            [b'3', b'1', b'0', b'P', 0, 0, 0, 0]
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! A device field that is absent makes the matching MTML call answer
 //! `MTML_ERROR_NOT_SUPPORTED`, as the real library does for a query the product lacks.
 
+pub use gpustack_fake_abi::LoadError;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -50,17 +51,7 @@ pub struct Device {
     pub uncorrected_ecc_errors: Option<u64>,
 }
 
-/// Why a fixture could not be served.
-#[derive(Debug)]
-pub enum LoadError {
-    /// The variable is unset, or the file it names cannot be read: the "driver" is not there.
-    Missing,
-    Invalid,
-}
-
 /// The fixture named by `GPUSTACK_FAKE_MTML_FIXTURE`.
 pub fn load() -> Result<Fixture, LoadError> {
-    let path = std::env::var_os("GPUSTACK_FAKE_MTML_FIXTURE").ok_or(LoadError::Missing)?;
-    let text = std::fs::read_to_string(path).map_err(|_| LoadError::Missing)?;
-    serde_json::from_str(&text).map_err(|_| LoadError::Invalid)
+    gpustack_fake_abi::load("GPUSTACK_FAKE_MTML_FIXTURE")
 }

@@ -32,6 +32,7 @@ use std::{
 };
 
 use fixture::{Device, Fixture, LoadError};
+use gpustack_fake_abi::{Answers, c_array};
 
 pub const MTML_SUCCESS: c_uint = 0;
 pub const MTML_ERROR_DRIVER_NOT_LOADED: c_uint = 1;
@@ -94,9 +95,7 @@ static STATE: Mutex<Option<Fixture>> = Mutex::new(None);
 static LIVE: AtomicI64 = AtomicI64::new(0);
 
 fn state() -> std::sync::MutexGuard<'static, Option<Fixture>> {
-    // A panic cannot cross the C ABI (it aborts), so a poisoned lock only means an earlier
-    // caller's thread died elsewhere; the data is still consistent.
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+    gpustack_fake_abi::lock(&STATE)
 }
 
 /// Runs `f` on the device behind handle `h` of `kind`.
@@ -113,14 +112,16 @@ fn with_device(h: *const c_void, kind: Kind, f: impl FnOnce(&Device) -> c_uint) 
     }
 }
 
+/// The status codes of the shared writers.
+const ANSWERS: Answers<c_uint> = Answers {
+    ok: MTML_SUCCESS,
+    invalid_argument: MTML_ERROR_INVALID_ARGUMENT,
+    insufficient_size: MTML_ERROR_INSUFFICIENT_SIZE,
+};
+
 /// Writes `value` through a caller's out-pointer.
 fn put<T>(out: *mut T, value: T) -> c_uint {
-    if out.is_null() {
-        return MTML_ERROR_INVALID_ARGUMENT;
-    }
-    // SAFETY: non-null, and the header makes the caller pass a pointer to a writable `T`.
-    unsafe { out.write(value) };
-    MTML_SUCCESS
+    ANSWERS.put(out, value)
 }
 
 /// Hands out a new handle through `out`.
@@ -145,29 +146,9 @@ fn supported<T>(value: Option<T>, f: impl FnOnce(T) -> c_uint) -> c_uint {
     value.map_or(MTML_ERROR_NOT_SUPPORTED, f)
 }
 
-/// `s` as a fixed C char array, truncated to leave the terminating NUL.
-fn c_array<const N: usize>(s: &str) -> [c_char; N] {
-    let mut out = [0; N];
-    for (slot, b) in out.iter_mut().zip(s.bytes().take(N - 1)) {
-        *slot = b as c_char;
-    }
-    out
-}
-
 /// Copies `s` and its NUL into the caller's buffer of `length` bytes.
 fn put_string(s: &str, buf: *mut c_char, length: c_uint) -> c_uint {
-    if buf.is_null() {
-        return MTML_ERROR_INVALID_ARGUMENT;
-    }
-    if s.len() + 1 > length as usize {
-        return MTML_ERROR_INSUFFICIENT_SIZE;
-    }
-    // SAFETY: `buf` has `length >= s.len() + 1` writable bytes (the header's contract).
-    unsafe {
-        std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, s.len());
-        buf.add(s.len()).write(0);
-    }
-    MTML_SUCCESS
+    ANSWERS.put_str(buf, length, s)
 }
 
 #[unsafe(no_mangle)]

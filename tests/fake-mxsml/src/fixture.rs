@@ -4,6 +4,7 @@
 //! A device field that is absent makes the matching MXSML call answer
 //! `MXSML_OperationNotSupport`, as the real library does for a query the product lacks.
 
+pub use gpustack_fake_abi::LoadError;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -66,17 +67,7 @@ pub struct Ecc {
     pub dram_ue: u32,
 }
 
-/// Why a fixture could not be served.
-#[derive(Debug)]
-pub enum LoadError {
-    /// The variable is unset, or the file it names cannot be read: the "driver" is not there.
-    Missing,
-    Invalid,
-}
-
 /// The fixture named by `GPUSTACK_FAKE_MXSML_FIXTURE`.
 pub fn load() -> Result<Fixture, LoadError> {
-    let path = std::env::var_os("GPUSTACK_FAKE_MXSML_FIXTURE").ok_or(LoadError::Missing)?;
-    let text = std::fs::read_to_string(path).map_err(|_| LoadError::Missing)?;
-    serde_json::from_str(&text).map_err(|_| LoadError::Invalid)
+    gpustack_fake_abi::load("GPUSTACK_FAKE_MXSML_FIXTURE")
 }

@@ -26,6 +26,7 @@ use std::{
 };
 
 use fixture::{Device, Fixture, LoadError};
+use gpustack_fake_abi::{Answers, c_array};
 
 pub const MXSML_SUCCESS: c_uint = 0;
 pub const MXSML_FAILURE: c_uint = 1;
@@ -89,9 +90,7 @@ pub struct MxSmlEccErrorCount {
 static STATE: Mutex<Option<Fixture>> = Mutex::new(None);
 
 fn state() -> std::sync::MutexGuard<'static, Option<Fixture>> {
-    // A panic cannot cross the C ABI (it aborts), so a poisoned lock only means an earlier
-    // caller's thread died elsewhere; the data is still consistent.
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+    gpustack_fake_abi::lock(&STATE)
 }
 
 fn with_device(device_id: c_uint, f: impl FnOnce(&Device) -> c_uint) -> c_uint {
@@ -104,27 +103,20 @@ fn with_device(device_id: c_uint, f: impl FnOnce(&Device) -> c_uint) -> c_uint {
     }
 }
 
+/// The status codes of the shared writers.
+const ANSWERS: Answers<c_uint> = Answers {
+    ok: MXSML_SUCCESS,
+    invalid_argument: MXSML_INVALID_INPUT,
+    insufficient_size: MXSML_INSUFFICIENT_SIZE,
+};
+
 /// Writes `value` through a caller's out-pointer.
 fn put<T>(out: *mut T, value: T) -> c_uint {
-    if out.is_null() {
-        return MXSML_INVALID_INPUT;
-    }
-    // SAFETY: non-null, and the header makes the caller pass a pointer to a writable `T`.
-    unsafe { out.write(value) };
-    MXSML_SUCCESS
+    ANSWERS.put(out, value)
 }
 
 fn supported<T>(value: Option<T>, f: impl FnOnce(T) -> c_uint) -> c_uint {
     value.map_or(MXSML_OPERATION_NOT_SUPPORT, f)
-}
-
-/// `s` as a fixed C char array, truncated to leave the terminating NUL.
-fn c_array<const N: usize>(s: &str) -> [c_char; N] {
-    let mut out = [0; N];
-    for (slot, b) in out.iter_mut().zip(s.bytes().take(N - 1)) {
-        *slot = b as c_char;
-    }
-    out
 }
 
 /// Copies `s` and its NUL into the caller's buffer of `*size` bytes.
@@ -133,16 +125,11 @@ fn put_string(s: &str, buf: *mut c_char, size: *mut c_uint) -> c_uint {
         return MXSML_INVALID_INPUT;
     }
     // SAFETY: non-null; the caller passes the buffer's length in `*size`.
-    let capacity = unsafe { size.read() } as usize;
-    if s.len() + 1 > capacity {
-        return MXSML_INSUFFICIENT_SIZE;
+    let capacity = unsafe { size.read() };
+    match ANSWERS.put_str(buf, capacity, s) {
+        MXSML_SUCCESS => put(size, s.len() as c_uint),
+        refused => refused,
     }
-    // SAFETY: `buf` has `capacity >= s.len() + 1` writable bytes.
-    unsafe {
-        std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, s.len());
-        buf.add(s.len()).write(0);
-    }
-    put(size, s.len() as c_uint)
 }
 
 #[unsafe(no_mangle)]

@@ -1,11 +1,13 @@
 //! The JSON fixture the stand-in serves: one system and its devices, in NVML's own units where
-//! NVML has one (mW, °C, percent) and MiB for memory so that fixtures read like `nvidia-smi`
-//! (or `ixsmi`: the same fixture shape serves the IXML stand-in).
+//! NVML has one (mW, °C, percent, MB for profile memory) and MiB for card memory, so that
+//! fixtures read like `nvidia-smi` (or `ixsmi`, or `ppu-smi`: the same shape serves every
+//! NVML-shaped library, each from the file its own variable names).
 //!
-//! A device field that is absent makes the matching NVML call answer `NVML_ERROR_NOT_SUPPORTED`,
-//! as the real driver does for a query the product lacks (no ECC on a GeForce card, no
-//! utilization on a card in MIG mode).
+//! A device field that is absent makes the matching call answer `*_ERROR_NOT_SUPPORTED`, as the
+//! real driver does for a query the product lacks (no ECC on a GeForce card, no utilization on a
+//! card in MIG mode).
 
+pub use gpustack_fake_abi::LoadError;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -14,10 +16,15 @@ pub struct Fixture {
     /// `nvmlSystemGetDriverVersion`, e.g. `550.54.15`.
     #[serde(default)]
     pub driver_version: Option<String>,
-    /// `nvmlSystemGetCudaDriverVersion_v2` (and IXML's unversioned
-    /// `nvmlSystemGetCudaDriverVersion`), e.g. `12040` for CUDA 12.4.
+    /// The compute runtime's driver version: `nvmlSystemGetCudaDriverVersion_v2` (and IXML's
+    /// unversioned `nvmlSystemGetCudaDriverVersion`), e.g. `12040` for CUDA 12.4;
+    /// `hgmlSystemGetHggcDriverVersion_v2` (`hggcDriverVersion`), e.g. `13000` for HGGC 13.0.
+    #[serde(default, rename = "cudaDriverVersion", alias = "hggcDriverVersion")]
+    pub runtime_driver_version: Option<i32>,
+    /// The init call answers this status instead of initialising (a driver that is installed
+    /// but not loaded answers 9, `*_ERROR_DRIVER_NOT_LOADED`).
     #[serde(default)]
-    pub cuda_driver_version: Option<i32>,
+    pub init_status: Option<u32>,
     /// In NVML enumeration order.
     #[serde(default)]
     pub devices: Vec<Device>,
@@ -45,12 +52,15 @@ pub struct Device {
     pub cores: Option<u32>,
     #[serde(default)]
     pub minor: Option<u32>,
-    #[serde(default)]
-    pub cuda_compute_capability: Option<ComputeCapability>,
+    /// `nvmlDeviceGetCudaComputeCapability` (`cudaComputeCapability`),
+    /// `hgmlDeviceGetHggcComputeCapability` (`computeCapability`).
+    #[serde(default, rename = "cudaComputeCapability", alias = "computeCapability")]
+    pub compute_capability: Option<ComputeCapability>,
     #[serde(default)]
     pub ecc_enabled: Option<bool>,
     /// Uncorrected ECC errors since the driver loaded (`nvmlDeviceGetTotalEccErrors`,
-    /// `NVML_VOLATILE_ECC`), summed over every memory location as that call does.
+    /// `NVML_VOLATILE_ECC`), summed over every memory location as that call does; HGML's
+    /// `hgmlDeviceGetMemoryErrorCounter` answers it for DRAM.
     #[serde(default)]
     pub ecc_uncorrected_volatile: Option<u64>,
     #[serde(default)]
@@ -151,17 +161,7 @@ pub struct Utilization {
     pub memory: u32,
 }
 
-/// Why a fixture could not be served.
-#[derive(Debug)]
-pub enum LoadError {
-    /// The variable is unset, or the file it names cannot be read: the "driver" is not there.
-    Missing,
-    Invalid,
-}
-
-/// The fixture named by `GPUSTACK_FAKE_NVML_FIXTURE`.
-pub fn load() -> Result<Fixture, LoadError> {
-    let path = std::env::var_os("GPUSTACK_FAKE_NVML_FIXTURE").ok_or(LoadError::Missing)?;
-    let text = std::fs::read_to_string(path).map_err(|_| LoadError::Missing)?;
-    serde_json::from_str(&text).map_err(|_| LoadError::Invalid)
+/// The fixture named by the variable `env`.
+pub fn load(env: &str) -> Result<Fixture, LoadError> {
+    gpustack_fake_abi::load(env)
 }

@@ -26,14 +26,15 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNKNOWN, NVML_SUCCESS,
-    NvmlDevice, NvmlGpuInstancePlacement, NvmlReturn, fixture::Device, mig_enabled, put, put_str,
-    with_device,
+    abi::{self, DeviceHandle, Return, put, put_str},
+    fixture::Device,
+    library::mig_enabled,
+    nvml::{FIXTURE_ENV, LIB},
 };
 
-pub const NVML_ERROR_NOT_FOUND: NvmlReturn = 6;
-pub const NVML_ERROR_IN_USE: NvmlReturn = 19;
-pub const NVML_ERROR_INSUFFICIENT_RESOURCES: NvmlReturn = 23;
+fn with_device(handle: DeviceHandle, f: impl FnOnce(&Device) -> Return) -> Return {
+    LIB.with_device(handle, f)
+}
 
 const GI_TAG: usize = 1 << 40;
 const CI_TAG: usize = 2 << 40;
@@ -46,20 +47,20 @@ pub type Handle = *mut std::ffi::c_void;
 /// `nvmlGpuInstanceInfo_t`.
 #[repr(C)]
 pub struct NvmlGpuInstanceInfo {
-    pub device: NvmlDevice,
+    pub device: DeviceHandle,
     pub id: c_uint,
     pub profile_id: c_uint,
-    pub placement: NvmlGpuInstancePlacement,
+    pub placement: abi::GpuInstancePlacement,
 }
 
 /// `nvmlComputeInstanceInfo_t`.
 #[repr(C)]
 pub struct NvmlComputeInstanceInfo {
-    pub device: NvmlDevice,
+    pub device: DeviceHandle,
     pub gpu_instance: Handle,
     pub id: c_uint,
     pub profile_id: c_uint,
-    pub placement: NvmlGpuInstancePlacement,
+    pub placement: abi::GpuInstancePlacement,
 }
 
 /// `nvmlComputeInstanceProfileInfo_t` (v1).
@@ -102,7 +103,7 @@ pub struct Instances {
 }
 
 fn file() -> Option<PathBuf> {
-    let fixture = std::env::var_os("GPUSTACK_FAKE_NVML_FIXTURE")?;
+    let fixture = std::env::var_os(FIXTURE_ENV)?;
     let mut name = fixture;
     name.push(".instances.json");
     Some(PathBuf::from(name))
@@ -115,22 +116,22 @@ fn load() -> Instances {
         .unwrap_or_default()
 }
 
-fn save(instances: &Instances) -> NvmlReturn {
+fn save(instances: &Instances) -> Return {
     let Some(path) = file() else {
-        return NVML_ERROR_UNKNOWN;
+        return abi::ERROR_UNKNOWN;
     };
     let tmp = path.with_extension("tmp");
     let Ok(text) = serde_json::to_vec_pretty(instances) else {
-        return NVML_ERROR_UNKNOWN;
+        return abi::ERROR_UNKNOWN;
     };
     if std::fs::write(&tmp, text).is_err() || std::fs::rename(&tmp, &path).is_err() {
-        return NVML_ERROR_UNKNOWN;
+        return abi::ERROR_UNKNOWN;
     }
-    NVML_SUCCESS
+    abi::SUCCESS
 }
 
 /// The device index of a plain device handle (`index + 1`).
-fn device_index(handle: NvmlDevice) -> usize {
+fn device_index(handle: DeviceHandle) -> usize {
     handle.addr().wrapping_sub(1)
 }
 
@@ -173,7 +174,7 @@ fn overlaps(a_start: u32, a_size: u32, b_start: u32, b_size: u32) -> bool {
 }
 
 /// The slot a caller passed.
-fn read_placement(placement: *const NvmlGpuInstancePlacement) -> Option<(u32, u32)> {
+fn read_placement(placement: *const abi::GpuInstancePlacement) -> Option<(u32, u32)> {
     if placement.is_null() {
         return None;
     }
@@ -182,22 +183,22 @@ fn read_placement(placement: *const NvmlGpuInstancePlacement) -> Option<(u32, u3
     Some((p.start, p.size))
 }
 
-fn with_card(index: usize, f: impl FnOnce(&Device) -> NvmlReturn) -> NvmlReturn {
+fn with_card(index: usize, f: impl FnOnce(&Device) -> Return) -> Return {
     with_device(std::ptr::without_provenance_mut(index + 1), f)
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceCreateGpuInstanceWithPlacement(
-    device: NvmlDevice,
+    device: DeviceHandle,
     profile_id: c_uint,
-    placement: *const NvmlGpuInstancePlacement,
+    placement: *const abi::GpuInstancePlacement,
     gpu_instance: *mut Handle,
-) -> NvmlReturn {
+) -> Return {
     let index = device_index(device);
     with_device(device, |d| {
         let Some((start, size)) = read_placement(placement).filter(|_| !gpu_instance.is_null())
         else {
-            return NVML_ERROR_INVALID_ARGUMENT;
+            return abi::ERROR_INVALID_ARGUMENT;
         };
         let Some(profile) = d
             .mig_profiles
@@ -205,14 +206,14 @@ pub extern "C" fn nvmlDeviceCreateGpuInstanceWithPlacement(
             .find(|p| p.id == profile_id)
             .filter(|_| mig_enabled(d))
         else {
-            return NVML_ERROR_NOT_SUPPORTED;
+            return abi::ERROR_NOT_SUPPORTED;
         };
         if !profile
             .placements
             .iter()
             .any(|s| s.start == start && s.size == size)
         {
-            return NVML_ERROR_INVALID_ARGUMENT;
+            return abi::ERROR_INVALID_ARGUMENT;
         }
         let mut all = load();
         let mine: Vec<&GpuInstance> = all
@@ -221,7 +222,7 @@ pub extern "C" fn nvmlDeviceCreateGpuInstanceWithPlacement(
             .filter(|g| g.device == d.uuid)
             .collect();
         if mine.iter().any(|g| overlaps(g.start, g.size, start, size)) {
-            return NVML_ERROR_INSUFFICIENT_RESOURCES;
+            return abi::ERROR_INSUFFICIENT_RESOURCES;
         }
         let id = (1..).find(|i| mine.iter().all(|g| g.id != *i)).unwrap_or(1);
         all.gpu_instances.push(GpuInstance {
@@ -234,19 +235,16 @@ pub extern "C" fn nvmlDeviceCreateGpuInstanceWithPlacement(
             compute_instances: Vec::new(),
         });
         match save(&all) {
-            NVML_SUCCESS => put(gpu_instance, gi_handle(index, id)),
+            abi::SUCCESS => put(gpu_instance, gi_handle(index, id)),
             failed => failed,
         }
     })
 }
 
 /// Runs `f` on the stored GPU instance behind `handle`.
-fn with_gi(
-    handle: Handle,
-    f: impl FnOnce(&Device, &mut Instances, usize) -> NvmlReturn,
-) -> NvmlReturn {
+fn with_gi(handle: Handle, f: impl FnOnce(&Device, &mut Instances, usize) -> Return) -> Return {
     let Some((index, gi)) = split_gi(handle) else {
-        return NVML_ERROR_INVALID_ARGUMENT;
+        return abi::ERROR_INVALID_ARGUMENT;
     };
     with_card(index, |d| {
         let mut all = load();
@@ -256,17 +254,17 @@ fn with_gi(
             .position(|g| g.device == d.uuid && g.id == gi)
         {
             Some(pos) => f(d, &mut all, pos),
-            None => NVML_ERROR_NOT_FOUND,
+            None => abi::ERROR_NOT_FOUND,
         }
     })
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetGpuInstanceById(
-    device: NvmlDevice,
+    device: DeviceHandle,
     id: c_uint,
     gpu_instance: *mut Handle,
-) -> NvmlReturn {
+) -> Return {
     let index = device_index(device);
     with_device(device, |d| {
         if load()
@@ -276,7 +274,7 @@ pub extern "C" fn nvmlDeviceGetGpuInstanceById(
         {
             put(gpu_instance, gi_handle(index, id))
         } else {
-            NVML_ERROR_NOT_FOUND
+            abi::ERROR_NOT_FOUND
         }
     })
 }
@@ -285,7 +283,7 @@ pub extern "C" fn nvmlDeviceGetGpuInstanceById(
 pub extern "C" fn nvmlGpuInstanceGetInfo(
     gpu_instance: Handle,
     info: *mut NvmlGpuInstanceInfo,
-) -> NvmlReturn {
+) -> Return {
     let index = split_gi(gpu_instance).map_or(0, |(i, _)| i);
     with_gi(gpu_instance, |_, all, pos| {
         let g = &all.gpu_instances[pos];
@@ -295,7 +293,7 @@ pub extern "C" fn nvmlGpuInstanceGetInfo(
                 device: std::ptr::without_provenance_mut(index + 1),
                 id: g.id,
                 profile_id: g.profile_id,
-                placement: NvmlGpuInstancePlacement {
+                placement: abi::GpuInstancePlacement {
                     start: g.start,
                     size: g.size,
                 },
@@ -324,7 +322,7 @@ pub extern "C" fn nvmlGpuInstanceGetComputeInstanceProfileInfo(
     profile: c_uint,
     eng_profile: c_uint,
     info: *mut NvmlComputeInstanceProfileInfo,
-) -> NvmlReturn {
+) -> Return {
     with_gi(gpu_instance, |_, all, pos| {
         let g = &all.gpu_instances[pos];
         // Only the shared engine profile, and compute profiles that fit the GPU instance.
@@ -343,7 +341,7 @@ pub extern "C" fn nvmlGpuInstanceGetComputeInstanceProfileInfo(
                     shared_ofa_count: 0,
                 },
             ),
-            _ => NVML_ERROR_NOT_SUPPORTED,
+            _ => abi::ERROR_NOT_SUPPORTED,
         }
     })
 }
@@ -353,29 +351,29 @@ pub extern "C" fn nvmlGpuInstanceCreateComputeInstance(
     gpu_instance: Handle,
     profile_id: c_uint,
     compute_instance: *mut Handle,
-) -> NvmlReturn {
+) -> Return {
     let Some((index, gi)) = split_gi(gpu_instance) else {
-        return NVML_ERROR_INVALID_ARGUMENT;
+        return abi::ERROR_INVALID_ARGUMENT;
     };
     with_gi(gpu_instance, |_, all, pos| {
         if compute_instance.is_null() {
-            return NVML_ERROR_INVALID_ARGUMENT;
+            return abi::ERROR_INVALID_ARGUMENT;
         }
         let g = &mut all.gpu_instances[pos];
         let Some(slices) = ci_profile_slices(profile_id).filter(|s| *s <= g.slices) else {
-            return NVML_ERROR_NOT_SUPPORTED;
+            return abi::ERROR_NOT_SUPPORTED;
         };
         let used = g.compute_instances.len() as u32;
         // The stand-in's compute instances are all of one size: they fit while slices last.
         if (used + 1) * slices > g.slices {
-            return NVML_ERROR_INSUFFICIENT_RESOURCES;
+            return abi::ERROR_INSUFFICIENT_RESOURCES;
         }
         let ci = (0..)
             .find(|i| !g.compute_instances.contains(i))
             .unwrap_or(0);
         g.compute_instances.push(ci);
         match save(all) {
-            NVML_SUCCESS => put(compute_instance, ci_handle(CI_TAG, index, gi, ci)),
+            abi::SUCCESS => put(compute_instance, ci_handle(CI_TAG, index, gi, ci)),
             failed => failed,
         }
     })
@@ -386,15 +384,15 @@ pub extern "C" fn nvmlGpuInstanceGetComputeInstanceById(
     gpu_instance: Handle,
     id: c_uint,
     compute_instance: *mut Handle,
-) -> NvmlReturn {
+) -> Return {
     let Some((index, gi)) = split_gi(gpu_instance) else {
-        return NVML_ERROR_INVALID_ARGUMENT;
+        return abi::ERROR_INVALID_ARGUMENT;
     };
     with_gi(gpu_instance, |_, all, pos| {
         if all.gpu_instances[pos].compute_instances.contains(&id) {
             put(compute_instance, ci_handle(CI_TAG, index, gi, id))
         } else {
-            NVML_ERROR_NOT_FOUND
+            abi::ERROR_NOT_FOUND
         }
     })
 }
@@ -403,14 +401,14 @@ pub extern "C" fn nvmlGpuInstanceGetComputeInstanceById(
 pub extern "C" fn nvmlComputeInstanceGetInfo_v2(
     compute_instance: Handle,
     info: *mut NvmlComputeInstanceInfo,
-) -> NvmlReturn {
+) -> Return {
     let Some((index, gi, ci)) = split_ci(compute_instance.addr(), CI_TAG) else {
-        return NVML_ERROR_INVALID_ARGUMENT;
+        return abi::ERROR_INVALID_ARGUMENT;
     };
     with_gi(gi_handle(index, gi), |_, all, pos| {
         let g = &all.gpu_instances[pos];
         if !g.compute_instances.contains(&ci) {
-            return NVML_ERROR_NOT_FOUND;
+            return abi::ERROR_NOT_FOUND;
         }
         put(
             info,
@@ -419,7 +417,7 @@ pub extern "C" fn nvmlComputeInstanceGetInfo_v2(
                 gpu_instance: gi_handle(index, gi),
                 id: ci,
                 profile_id: 0,
-                placement: NvmlGpuInstancePlacement {
+                placement: abi::GpuInstancePlacement {
                     start: 0,
                     size: g.slices,
                 },
@@ -429,26 +427,26 @@ pub extern "C" fn nvmlComputeInstanceGetInfo_v2(
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlComputeInstanceDestroy(compute_instance: Handle) -> NvmlReturn {
+pub extern "C" fn nvmlComputeInstanceDestroy(compute_instance: Handle) -> Return {
     let Some((index, gi, ci)) = split_ci(compute_instance.addr(), CI_TAG) else {
-        return NVML_ERROR_INVALID_ARGUMENT;
+        return abi::ERROR_INVALID_ARGUMENT;
     };
     with_gi(gi_handle(index, gi), |_, all, pos| {
         let g = &mut all.gpu_instances[pos];
         let before = g.compute_instances.len();
         g.compute_instances.retain(|c| *c != ci);
         if g.compute_instances.len() == before {
-            return NVML_ERROR_NOT_FOUND;
+            return abi::ERROR_NOT_FOUND;
         }
         save(all)
     })
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlGpuInstanceDestroy(gpu_instance: Handle) -> NvmlReturn {
+pub extern "C" fn nvmlGpuInstanceDestroy(gpu_instance: Handle) -> Return {
     with_gi(gpu_instance, |_, all, pos| {
         if !all.gpu_instances[pos].compute_instances.is_empty() {
-            return NVML_ERROR_IN_USE;
+            return abi::ERROR_IN_USE;
         }
         all.gpu_instances.remove(pos);
         save(all)
@@ -469,9 +467,9 @@ fn mig_devices(d: &Device) -> Vec<(u32, u32)> {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
-    device: NvmlDevice,
+    device: DeviceHandle,
     count: *mut c_uint,
-) -> NvmlReturn {
+) -> Return {
     with_device(device, |d| {
         if !mig_enabled(d) {
             return put(count, 0);
@@ -483,59 +481,56 @@ pub extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
-    device: NvmlDevice,
+    device: DeviceHandle,
     index: c_uint,
-    mig_device: *mut NvmlDevice,
-) -> NvmlReturn {
+    mig_device: *mut DeviceHandle,
+) -> Return {
     let card = device_index(device);
     with_device(device, |d| match mig_devices(d).get(index as usize) {
         Some(&(gi, ci)) => put(mig_device, ci_handle(MIG_TAG, card, gi, ci).cast()),
-        None => NVML_ERROR_NOT_FOUND,
+        None => abi::ERROR_NOT_FOUND,
     })
 }
 
-fn with_mig(handle: NvmlDevice, f: impl FnOnce(&Device, u32, u32) -> NvmlReturn) -> NvmlReturn {
+fn with_mig(handle: DeviceHandle, f: impl FnOnce(&Device, u32, u32) -> Return) -> Return {
     let Some((index, gi, ci)) = split_ci(handle.addr(), MIG_TAG) else {
-        return NVML_ERROR_INVALID_ARGUMENT;
+        return abi::ERROR_INVALID_ARGUMENT;
     };
     with_card(index, |d| {
         if mig_devices(d).contains(&(gi, ci)) {
             f(d, gi, ci)
         } else {
-            NVML_ERROR_NOT_FOUND
+            abi::ERROR_NOT_FOUND
         }
     })
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetGpuInstanceId(device: NvmlDevice, id: *mut c_uint) -> NvmlReturn {
+pub extern "C" fn nvmlDeviceGetGpuInstanceId(device: DeviceHandle, id: *mut c_uint) -> Return {
     with_mig(device, |_, gi, _| put(id, gi))
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetComputeInstanceId(
-    device: NvmlDevice,
-    id: *mut c_uint,
-) -> NvmlReturn {
+pub extern "C" fn nvmlDeviceGetComputeInstanceId(device: DeviceHandle, id: *mut c_uint) -> Return {
     with_mig(device, |_, _, ci| put(id, ci))
 }
 
 /// Whether `handle` is a MIG device handle of this stand-in.
-pub fn is_mig_handle(handle: NvmlDevice) -> bool {
+pub fn is_mig_handle(handle: DeviceHandle) -> bool {
     handle.addr() & TAG_MASK == MIG_TAG
 }
 
 /// `nvmlDeviceGetUUID` on a MIG device handle.
-pub fn mig_device_uuid(handle: NvmlDevice, uuid: *mut c_char, length: c_uint) -> NvmlReturn {
+pub fn mig_device_uuid(handle: DeviceHandle, uuid: *mut c_char, length: c_uint) -> Return {
     with_mig(handle, |d, gi, ci| {
         put_str(uuid, length, &mig_uuid(&d.uuid, gi, ci))
     })
 }
 
 /// A MIG device's memory (MiB): its GPU instance profile's size, and the fixture's
-/// `migMemoryUsedMib` as used (absent answers `NVML_ERROR_NOT_SUPPORTED`).
-pub fn mig_device_memory(handle: NvmlDevice) -> Result<(u64, u64), NvmlReturn> {
-    let mut out = Err(NVML_ERROR_NOT_FOUND);
+/// `migMemoryUsedMib` as used (absent answers `abi::ERROR_NOT_SUPPORTED`).
+pub fn mig_device_memory(handle: DeviceHandle) -> Result<(u64, u64), Return> {
+    let mut out = Err(abi::ERROR_NOT_FOUND);
     let status = with_mig(handle, |d, gi, _| {
         let profile = load()
             .gpu_instances
@@ -545,12 +540,12 @@ pub fn mig_device_memory(handle: NvmlDevice) -> Result<(u64, u64), NvmlReturn> {
             .map(|p| p.memory_size_mb);
         out = match (profile, d.mig_memory_used_mib) {
             (Some(total), Some(used)) => Ok((total, used.min(total))),
-            (None, _) => Err(NVML_ERROR_NOT_FOUND),
-            (_, None) => Err(NVML_ERROR_NOT_SUPPORTED),
+            (None, _) => Err(abi::ERROR_NOT_FOUND),
+            (_, None) => Err(abi::ERROR_NOT_SUPPORTED),
         };
-        NVML_SUCCESS
+        abi::SUCCESS
     });
-    if status != NVML_SUCCESS {
+    if status != abi::SUCCESS {
         return Err(status);
     }
     out

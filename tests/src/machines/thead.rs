@@ -1,6 +1,6 @@
 //! A T-Head (Alibaba) PPU node: the host tree (PCI functions behind PCIe switches, two NUMA
 //! nodes, the HGML library) and the JSON fixture the stand-in `libhgml.so` (crate
-//! `gpustack-fake-hgml`) serves. The stand-in is installed where the PPU SDK puts the real
+//! `gpustack-fake-nvml`, under its `hgml` prefix) serves. The stand-in is installed where the PPU SDK puts the real
 //! library, `/usr/local/PPU_SDK/lib/libhgml.so`, and loaded by path from there.
 //!
 //! Figures from public reports of PPU-ZW810E machines: product name `PPU-ZW810E`, 96 GiB of
@@ -270,9 +270,10 @@ pub fn install_fake_hgml(tree: &HostTree, host_path: &str) {
     stand_in::install(tree, &fake_hgml_library(), host_path);
 }
 
-/// The stand-in `libhgml.so` built into this target directory (or `GPUSTACK_FAKE_HGML_LIB`).
+/// The stand-in `libhgml.so` built into this target directory (the NVML-shaped stand-in, which
+/// exports the `hgml` names too), or `GPUSTACK_FAKE_HGML_LIB`.
 pub fn fake_hgml_library() -> PathBuf {
-    stand_in::built("gpustack_fake_hgml", "GPUSTACK_FAKE_HGML_LIB")
+    stand_in::built("gpustack_fake_nvml", "GPUSTACK_FAKE_HGML_LIB")
 }
 
 /// The node's PCI tree without any PPU SDK: eight PPUs (class 1200) two per PCIe switch, and an

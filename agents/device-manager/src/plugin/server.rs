@@ -70,7 +70,7 @@ pub struct Shared {
     pub pods_dir: String,
     pub root: SystemRoot,
     /// The environment the vendor libraries are located with (partitions).
-    pub env: crate::serve::Env,
+    pub env: crate::host_env::Env,
     pub gates: Gates,
 }
 

@@ -3,7 +3,11 @@
 
 use gpustack_api::{Manufacturer, devices::DevicesGroup};
 
-use super::report::{Depth, Detection, HostCrossCheck, State};
+use super::{
+    host::HostError,
+    report::{Depth, Detection, HostCrossCheck, State},
+};
+use crate::detector::DetectError;
 
 /// What the preflight container must have mounted for a manufacturer's user-space libraries to
 /// be reachable (the vendor runtime injects them for NVIDIA and Moore Threads).
@@ -21,7 +25,7 @@ pub fn vendor_mounts(m: Manufacturer) -> &'static [&'static str] {
 }
 
 /// The host CLI's answer: `Ok(count)` or why there is none.
-pub type HostSeen = Result<u32, String>;
+pub type HostSeen = Result<u32, HostError>;
 
 /// Counts the accelerators in a host CLI's output.
 pub fn count_host_output(m: Manufacturer, stdout: &str) -> u32 {
@@ -54,7 +58,7 @@ pub fn count_host_output(m: Manufacturer, stdout: &str) -> u32 {
 pub struct Inputs<'a> {
     pub manufacturer: Manufacturer,
     /// The detect pass: its groups, or why it could not measure.
-    pub detected: Result<&'a [DevicesGroup], String>,
+    pub detected: Result<&'a [DevicesGroup], &'a DetectError>,
     /// `vendor_mounts` that the preflight container lacks.
     pub missing_mounts: Vec<String>,
     /// The host CLI's command line and answer, for manufacturers that have one.
@@ -84,7 +88,7 @@ pub fn block(i: Inputs<'_>) -> Detection {
     let mut host = i.host.map(|(command, seen)| {
         let (accelerators, reason) = match seen {
             Ok(n) => (n, None),
-            Err(why) => (0, Some(why)),
+            Err(why) => (0, Some(why.to_string())),
         };
         HostCrossCheck {
             command,
@@ -175,7 +179,7 @@ mod tests {
     }
 
     fn inputs<'a>(
-        detected: Result<&'a [DevicesGroup], String>,
+        detected: Result<&'a [DevicesGroup], &'a DetectError>,
         missing: &[&str],
         host: Option<HostSeen>,
     ) -> Inputs<'a> {
@@ -192,6 +196,10 @@ mod tests {
         let two = groups(2, "AMD Radeon RX 7800 XT");
         let unnamed = groups(1, "");
         let none: Vec<DevicesGroup> = vec![];
+        let panicked = DetectError::Panicked {
+            manufacturer: "amd".into(),
+            message: "panicked".into(),
+        };
         type Case<'a> = (Inputs<'a>, State, u32, &'a [&'a str]);
         let cases: Vec<Case<'_>> = vec![
             (inputs(Ok(&two), &[], Some(Ok(2))), State::Ok, 2, &[]),
@@ -200,7 +208,7 @@ mod tests {
                 inputs(
                     Ok(&none),
                     &["/opt/rocm"],
-                    Some(Err("rocm-smi: not found".into())),
+                    Some(Err(HostError::NotOnHost("rocm-smi".into()))),
                 ),
                 State::NotDeclared,
                 0,
@@ -222,7 +230,7 @@ mod tests {
             ),
             (inputs(Ok(&unnamed), &[], None), State::Unavailable, 1, &[]),
             (
-                inputs(Err("panicked".into()), &[], None),
+                inputs(Err(&panicked), &[], None),
                 State::Unavailable,
                 0,
                 &[],

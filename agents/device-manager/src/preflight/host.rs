@@ -67,6 +67,49 @@ pub fn lock(root: &Path) -> Result<RunLock, LockError> {
 }
 
 /// How a host command ended.
+/// Why a step preflight takes on the host itself failed (not a finding about a card): the
+/// message a report row gives as its reason.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The host shell could not be started.
+    #[error("{0}")]
+    Shell(#[source] io::Error),
+    /// The host shell could not enter the host root to run a host CLI.
+    #[error("could not enter the host root: {0}")]
+    EnterRoot(#[source] io::Error),
+    /// The command ran and refused; its own explanation ([`Ran::why`]).
+    #[error("{0}")]
+    Refused(String),
+    /// A host CLI that is not installed.
+    #[error("{0} is not on the host")]
+    NotOnHost(String),
+    /// A host CLI that ran and failed.
+    #[error("{command} failed: {why}")]
+    CliFailed {
+        /// The command line.
+        command: String,
+        /// Its own explanation ([`Ran::why`]).
+        why: String,
+    },
+    /// Copying the in-image libraries to where the allocator mounts them from.
+    #[error("staging {from} to {to} failed: {source}")]
+    Stage {
+        from: String,
+        to: String,
+        #[source]
+        source: io::Error,
+    },
+    /// Creating or writing a file the device plugin would have put on the host.
+    #[error("{action} {path}: {source}")]
+    Write {
+        /// `creating` or `writing`.
+        action: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
 #[derive(Clone, Debug)]
 pub struct Ran {
     /// `None`: killed (by the timeout or a signal).

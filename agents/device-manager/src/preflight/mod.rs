@@ -41,7 +41,7 @@ use crate::{
     system_root::SystemRoot,
     vendors,
 };
-use host::HostShell;
+use host::{HostError, HostShell};
 use injection::{AllocatorInjection, ContainerInjection, SliceRequest};
 use probe::{Loaded, ProbeSpec, ReaderSaw};
 use report::{
@@ -376,13 +376,13 @@ impl Ctx<'_> {
     }
 
     /// Removes every container labelled as a preflight probe; how many there were.
-    fn sweep(&self) -> Result<usize, String> {
+    fn sweep(&self) -> Result<usize, HostError> {
         let listed = self
             .shell
             .run(&self.sweep_list_argv())
-            .map_err(|e| e.to_string())?;
+            .map_err(HostError::Shell)?;
         if !listed.ok() {
-            return Err(listed.why());
+            return Err(HostError::Refused(listed.why()));
         }
         let ids: Vec<String> = listed
             .stdout
@@ -395,11 +395,11 @@ impl Ctx<'_> {
         let mut argv = self.engine().base_argv();
         argv.extend(["rm".into(), "-f".into()]);
         argv.extend(ids.iter().cloned());
-        let removed = self.shell.run(&argv).map_err(|e| e.to_string())?;
+        let removed = self.shell.run(&argv).map_err(HostError::Shell)?;
         if removed.ok() {
             Ok(ids.len())
         } else {
-            Err(removed.why())
+            Err(HostError::Refused(removed.why()))
         }
     }
 
@@ -433,7 +433,7 @@ impl Ctx<'_> {
                     .reason(format!("the {m} detector panicked: {message}")),
                 );
             }
-            e.to_string()
+            e
         });
         let groups = detected.items;
         let missing_mounts: Vec<String> = detection::vendor_mounts(m)
@@ -447,8 +447,8 @@ impl Ctx<'_> {
             .map(|cli| (cli.to_owned(), self.host_count(m, cli)));
         let detection = detection::block(detection::Inputs {
             manufacturer: m,
-            detected: match &failure {
-                Some(e) => Err(e.clone()),
+            detected: match failure {
+                Some(e) => Err(e),
                 None => Ok(&groups),
             },
             missing_mounts,
@@ -545,40 +545,52 @@ impl Ctx<'_> {
         let ran = self
             .shell
             .run(&["sh".into(), "-c".into(), line])
-            .map_err(|e| format!("could not enter the host root: {e}"))?;
+            .map_err(HostError::EnterRoot)?;
         match ran.code {
             Some(0) => Ok(detection::count_host_output(m, &ran.stdout)),
-            Some(127) => Err(format!(
-                "{} is not on the host",
-                cli.split(' ').next().unwrap_or(cli)
+            Some(127) => Err(HostError::NotOnHost(
+                cli.split(' ').next().unwrap_or(cli).to_owned(),
             )),
-            _ => Err(format!("{cli} failed: {}", ran.why())),
+            _ => Err(HostError::CliFailed {
+                command: cli.to_owned(),
+                why: ran.why(),
+            }),
         }
     }
 
     /// Copies the in-image libraries to where the allocator mounts them from (kept there, as
     /// the DaemonSet's init container would leave them).
-    fn stage(&self, m: Manufacturer) -> Result<(), String> {
+    fn stage(&self, m: Manufacturer) -> Result<(), HostError> {
         let from = self.system.path(format!("{IMAGE_LIB_DIR}/{m}"));
         let to = self.host.path(format!("{HOST_LIB_DIR}/{m}"));
-        copy_tree(&from, &to)
-            .map_err(|e| format!("staging {} to {} failed: {e}", from.display(), to.display()))
+        copy_tree(&from, &to).map_err(|source| HostError::Stage {
+            from: from.display().to_string(),
+            to: to.display().to_string(),
+            source,
+        })
     }
 
     /// What the device plugin does before answering: the injection's work directories and
     /// rendered files, on the host.
-    fn prepare(&self, inj: &ContainerInjection) -> Result<(), String> {
+    fn prepare(&self, inj: &ContainerInjection) -> Result<(), HostError> {
+        let failed = |action, path: &std::path::Path| {
+            let path = path.display().to_string();
+            move |source| HostError::Write {
+                action,
+                path,
+                source,
+            }
+        };
         for dir in &inj.work_dirs {
             let p = self.host.path(dir);
-            fs::create_dir_all(&p).map_err(|e| format!("creating {}: {e}", p.display()))?;
+            fs::create_dir_all(&p).map_err(failed("creating", &p))?;
         }
         for file in &inj.files {
             let p = self.host.path(&file.host_path);
             if let Some(parent) = p.parent() {
-                fs::create_dir_all(parent)
-                    .map_err(|e| format!("creating {}: {e}", parent.display()))?;
+                fs::create_dir_all(parent).map_err(failed("creating", parent))?;
             }
-            fs::write(&p, &file.contents).map_err(|e| format!("writing {}: {e}", p.display()))?;
+            fs::write(&p, &file.contents).map_err(failed("writing", &p))?;
         }
         Ok(())
     }
@@ -637,7 +649,7 @@ impl Ctx<'_> {
         m: Manufacturer,
         g: &DevicesGroup,
         a: &Accelerator,
-        staging_failed: Option<&String>,
+        staging_failed: Option<&HostError>,
     ) -> Vec<Check> {
         let facts = rows::probe_facts(m, g);
         let vendor_runtime = facts
@@ -679,7 +691,7 @@ impl Ctx<'_> {
         } else if image.is_none() {
             Some(format!("--probe-image is required for {m}"))
         } else if let Some(why) = staging_failed {
-            Some(why.clone())
+            Some(why.to_string())
         } else if vendor_runtime_blocked {
             Some(format!("nerdctl cannot pass the {m} vendor runtime"))
         } else {
@@ -733,7 +745,7 @@ impl Ctx<'_> {
                     Err(why) => {
                         out.extend(["sliced-runtime-loaded", "sliced-quota-in-force"].map(|c| {
                             row(c, Mode::Sliced, State::Unavailable, Depth::Simulated)
-                                .reason(why.clone())
+                                .reason(why.to_string())
                                 .command(command.clone())
                         }))
                     }
@@ -816,7 +828,7 @@ impl Ctx<'_> {
                             State::Unavailable,
                             Depth::Simulated,
                         )
-                        .reason(why)
+                        .reason(why.to_string())
                         .command(command),
                     ),
                 }

@@ -52,8 +52,7 @@ use crate::{
     system_root::SystemRoot,
 };
 
-/// The environment lookup passed down from `main`.
-pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub use crate::host_env::Env;
 
 /// Everything `serve` is configured with.
 #[derive(Clone, Debug)]

@@ -22,6 +22,7 @@ use gpustack_api::{
 };
 use serde::Serialize;
 
+pub use crate::card_usage::{CardRows, PartitionHold, PartitionMemory, ProcessRow, Reason};
 use crate::ledger::PodCharges;
 
 #[derive(Serialize, Clone, Debug, PartialEq, Eq)]
@@ -59,25 +60,6 @@ pub struct SlicePartition {
     pub memory_reason: Option<Reason>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cores_reason: Option<Reason>,
-}
-
-/// A partition held by a live container, from the ledger.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PartitionHold {
-    pub pod_uid: String,
-    pub container: String,
-    pub device_id: String,
-    pub id: String,
-    pub profile: String,
-    /// The units charged for it, of [`UNITS_PER_ACCELERATOR`].
-    pub units: u64,
-}
-
-/// A partition's memory as the library reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PartitionMemory {
-    pub total_mib: u64,
-    pub used_mib: u64,
 }
 
 /// What one container's slice of one card uses.
@@ -123,36 +105,12 @@ pub struct Rows {
     pub ambiguous: u32,
 }
 
-/// Why a figure is missing (devices.md §6).
-#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Reason {
-    Unsupported,
-    Permission,
-    TransientDriverError,
-    InvalidData,
-}
-
-/// One process the library listed on a card.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProcessRow {
-    pub pid: u32,
-    /// `None`: the library could not say.
-    pub memory_used_mib: Option<u64>,
-}
-
 /// Whose a host PID is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Owner {
     Pod(String),
     NotAPod,
     Unreadable,
-}
-
-/// A carved card: its id and what the library answered for it.
-pub struct CardRows {
-    pub accelerator: String,
-    pub rows: Result<Vec<ProcessRow>, Reason>,
 }
 
 /// Each live container's charges of manufacturer `m`: (pod UID, container, charge). Finished

@@ -35,11 +35,11 @@ use gpustack_api::{
     monitor::{AcceleratorMetrics, memory_utilization},
 };
 
-use self::dcmi::{CallError, DcmiLibrary, MemoryFigures};
+use self::dcmi::{DcmiLibrary, MemoryFigures};
+use super::ffi::CallError;
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
-    pci,
     system_root::SystemRoot,
 };
 
@@ -61,15 +61,7 @@ struct Npu {
 
 impl Session {
     fn call_error(&self, e: CallError) -> DetectError {
-        let (call, message) = match e {
-            CallError::Missing(call) => (call, "not exported".to_owned()),
-            CallError::Code(call, code) => (call, format!("returned {code}")),
-        };
-        DetectError::LibraryCall {
-            library: self.library.clone(),
-            call,
-            message,
-        }
+        e.detect_error(&self.library)
     }
 
     /// Every NPU, ordered by logic id (the order of `index`). A card DCMI cannot list the
@@ -155,15 +147,7 @@ impl Session {
         let Ok(a) = self.dcmi.pcie_address(npu.card, npu.device) else {
             return DeviceTopology::default();
         };
-        let bus_id = facts::bus_id(a.domain, a.bus, a.device, a.function);
-        let mut topology = ctx
-            .pci_device(&bus_id)
-            .or_else(|| pci::read_device(ctx.root, &bus_id))
-            .map(|f| f.topology())
-            .unwrap_or(DeviceTopology {
-                pci_bus_id: bus_id,
-                ..DeviceTopology::default()
-            });
+        let mut topology = ctx.topology(Some(facts::bus_id(a.domain, a.bus, a.device, a.function)));
         topology.roce = self.roce(npu);
         topology
     }

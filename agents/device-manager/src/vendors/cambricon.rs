@@ -37,7 +37,8 @@ use gpustack_api::{
     monitor::{AcceleratorMetrics, memory_utilization},
 };
 
-use self::cndev::{CallError, CndevLibrary, Handle};
+use self::cndev::{CndevLibrary, Handle};
+use super::ffi::CallError;
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
@@ -63,18 +64,7 @@ struct Card {
 
 impl Session {
     fn call_error(&self, e: CallError) -> DetectError {
-        let (call, message) = match e {
-            CallError::Missing(call) => (call, "not exported".to_owned()),
-            CallError::Code(call, code) => (
-                call,
-                format!("returned {code} ({})", cndev::return_name(code)),
-            ),
-        };
-        DetectError::LibraryCall {
-            library: self.library.clone(),
-            call,
-            message,
-        }
+        e.detect_error(&self.library)
     }
 
     /// Every card CNDev can identify, in CNDev order. A card without a handle or a UUID is
@@ -130,17 +120,12 @@ impl Session {
 
     /// The topology of the PCI function at CNDev's bus id; only the bus id when sysfs lacks it.
     fn topology(&self, card: &Card, ctx: &DetectContext<'_>) -> DeviceTopology {
-        let Some(a) = self.answer(card, self.cndev.pcie_address(card.handle)) else {
-            return DeviceTopology::default();
-        };
-        let bus_id = pci::normalize_bus_id(&facts::bus_id(a.domain, a.bus, a.device, a.function));
-        ctx.pci_device(&bus_id)
-            .or_else(|| pci::read_device(ctx.root, &bus_id))
-            .map(|f| f.topology())
-            .unwrap_or(DeviceTopology {
-                pci_bus_id: bus_id,
-                ..DeviceTopology::default()
-            })
+        let address = self.answer(card, self.cndev.pcie_address(card.handle));
+        ctx.topology(
+            address.map(|a| {
+                pci::normalize_bus_id(&facts::bus_id(a.domain, a.bus, a.device, a.function))
+            }),
+        )
     }
 
     /// The driver version of the first card that reports one.
@@ -156,7 +141,7 @@ impl Session {
     fn answer<T>(&self, card: &Card, result: Result<T, CallError>) -> Option<T> {
         result
             .inspect_err(|e| {
-                if e.is_not_supported() {
+                if cndev::is_not_supported(e) {
                     tracing::debug!("Cambricon MLU {}: {e}", card.index);
                 } else {
                     tracing::info!("Cambricon MLU {}: {e}", card.index);

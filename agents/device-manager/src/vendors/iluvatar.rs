@@ -31,134 +31,61 @@ mod ixml;
 
 use gpustack_api::{
     Manufacturer,
-    devices::{Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced},
-    monitor::{AcceleratorMetrics, memory_utilization},
+    devices::{Accelerator, AcceleratorStatus, DevicesGroup},
+    monitor::AcceleratorMetrics,
 };
 
+use super::nvml_shaped::{
+    self, Bound, BoundCard, Hints, Names, Session,
+    binding::{NvmlShapedLibrary, Status},
+};
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
-    pci,
 };
 
-use ixml::{Device, IxmlLib, OpenError};
+use ixml::{Device, IxmlLib};
 
 /// The Iluvatar detector.
 pub struct Ixml;
 
 const MIB: u64 = 1024 * 1024;
 
-/// An initialised IXML and the name to use for it in messages.
-struct Session {
-    ixml: IxmlLib,
-    library: String,
-}
+const HINTS: Hints = Hints {
+    locate: "is the CoreX SDK installed, or the container started with the iluvatar runtime?",
+    install: "is the CoreX SDK installed?",
+    driver: "is the CoreX kernel driver loaded?",
+};
 
-impl Session {
-    /// The devices in IXML order; one IXML refuses is reported and left out.
-    fn devices(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<(u32, Device<'_>)>, DetectError> {
-        let count = self
-            .ixml
-            .device_count()
-            .map_err(|e| DetectError::LibraryCall {
-                library: self.library.clone(),
-                call: "nvmlDeviceGetCount",
-                message: e.to_string(),
-            })?;
-        let mut devices = Vec::with_capacity(count as usize);
-        for index in 0..count {
-            match self.ixml.device(index) {
-                Ok(device) => devices.push((index, device)),
-                Err(e) => ctx.warn(format!(
-                    "Iluvatar GPU {index}: nvmlDeviceGetHandleByIndex failed ({e}); left out"
-                )),
-            }
-        }
-        Ok(devices)
-    }
-}
+impl Bound for IxmlLib {
+    type BoundCard<'a> = Device<'a>;
 
-/// Finds and initialises IXML. `None` (with a warning where it matters) when the library is
-/// absent or will not initialise: that is a measurement ("no Iluvatar accelerators here").
-fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
-    let found = ctx.locate_library(
-        "is the CoreX SDK installed, or the container started with the iluvatar runtime?",
-    )?;
-    match IxmlLib::open(&found.path) {
-        Ok(ixml) => Some(Session {
-            ixml,
-            library: found.shown,
-        }),
-        Err(e @ OpenError::Init(_)) => {
-            ctx.library_unusable(
-                &found,
-                format!("did not initialise: {e}"),
-                "is the CoreX kernel driver loaded?",
-            );
-            None
-        }
-        Err(e) => {
-            ctx.library_unusable(&found, e, "is the CoreX SDK installed?");
-            None
-        }
-    }
-}
-
-/// What one device told us that both detect and monitor need.
-struct Identity {
-    id: String,
-    unhealthy: bool,
-}
-
-fn identity(index: u32, device: &Device<'_>, ctx: &mut DetectContext<'_>) -> Option<Identity> {
-    match device.uuid() {
-        Ok(uuid) if !uuid.is_empty() => Some(Identity {
-            id: uuid,
-            // A library without the health query, or one that refuses it, has nothing to hold
-            // against the card.
-            unhealthy: device.health().is_ok_and(facts::unhealthy),
-        }),
-        Ok(_) => {
-            ctx.warn(format!(
-                "Iluvatar GPU {index}: nvmlDeviceGetUUID answered an empty id; left out"
-            ));
-            None
-        }
-        Err(e) => {
-            ctx.warn(format!(
-                "Iluvatar GPU {index}: nvmlDeviceGetUUID failed ({e}); left out"
-            ));
-            None
-        }
-    }
-}
-
-/// The topology of the PCI function at IXML's bus id; only the bus id when sysfs lacks it.
-fn topology(device: &Device<'_>, ctx: &DetectContext<'_>) -> DeviceTopology {
-    let Some(bus_id) = device
-        .pci_info()
-        .ok()
-        .and_then(|info| facts::bus_id(&info.bus_id, &info.bus_id_legacy))
-    else {
-        return DeviceTopology::default();
+    const NAMES: Names = Names {
+        card: "Iluvatar GPU",
+        count_call: "nvmlDeviceGetCount",
+        handle_call: "nvmlDeviceGetHandleByIndex",
+        uuid_call: "nvmlDeviceGetUUID",
     };
-    ctx.pci_device(&bus_id)
-        .or_else(|| pci::read_device(ctx.root, &bus_id))
-        .map(|f| f.topology())
-        .unwrap_or(DeviceTopology {
-            pci_bus_id: bus_id,
-            ..DeviceTopology::default()
-        })
+
+    fn shared(&self) -> &NvmlShapedLibrary {
+        self.lib()
+    }
+
+    fn bound_card(&self, index: u32) -> Result<Device<'_>, Status> {
+        self.device(index)
+    }
 }
 
-fn logical_slicing() -> Option<LogicalSliced> {
-    Manufacturer::Iluvatar
-        .spec()
-        .logical_slicing
-        .map(|s| LogicalSliced {
-            cores_percentage_overcommit: s.cores_percentage_overcommit,
-            count: s.count,
-        })
+impl<'a> BoundCard<'a> for Device<'a> {
+    fn unhealthy(&self) -> bool {
+        // A library without the health query, or one that refuses it, has nothing to hold
+        // against the card.
+        self.health().is_ok_and(facts::unhealthy)
+    }
+}
+
+fn open(ctx: &mut DetectContext<'_>) -> Option<Session<IxmlLib>> {
+    nvml_shaped::open(ctx, &HINTS, IxmlLib::open)
 }
 
 impl Detector for Ixml {
@@ -166,10 +93,11 @@ impl Detector for Ixml {
         let Some(session) = open(ctx) else {
             return Ok(Vec::new());
         };
-        let driver_version = session.ixml.driver_version().unwrap_or_default();
+        let driver_version = session.lib.lib().driver_version().unwrap_or_default();
         let runtime_version = session
-            .ixml
-            .cuda_driver_version()
+            .lib
+            .lib()
+            .runtime_version()
             .ok()
             .and_then(facts::cuda_version)
             .unwrap_or_default();
@@ -177,8 +105,8 @@ impl Detector for Ixml {
             .is_some_and(|v| v == "true" || v == "1");
 
         let mut detected = Vec::new();
-        for (index, device) in session.devices(ctx)? {
-            let Some(who) = identity(index, &device, ctx) else {
+        for (index, device) in session.cards(ctx)? {
+            let Some(who) = nvml_shaped::identity::<IxmlLib>(index, &device, ctx) else {
                 continue;
             };
             let name = match device.name() {
@@ -214,10 +142,15 @@ impl Detector for Ixml {
                     id: who.id,
                     index,
                     physical_indexes: device.minor_number().into_iter().collect(),
-                    topology: topology(&device, ctx),
+                    topology: ctx.topology(
+                        device
+                            .pci_info()
+                            .ok()
+                            .and_then(|info| facts::bus_id(&info.bus_id, &info.bus_id_legacy)),
+                    ),
                     status: AcceleratorStatus {
                         unhealthy: who.unhealthy,
-                        logical_sliced: logical_slicing(),
+                        logical_sliced: super::logical_slicing(Manufacturer::Iluvatar),
                         physical_sliced: None,
                     },
                 },
@@ -231,70 +164,9 @@ impl Detector for Ixml {
     }
 
     fn monitor(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<AcceleratorMetrics>, DetectError> {
-        let Some(session) = open(ctx) else {
-            return Ok(Vec::new());
-        };
-        let mut samples = Vec::new();
-        for (index, device) in session.devices(ctx)? {
-            let Some(who) = identity(index, &device, ctx) else {
-                continue;
-            };
-            let memory = device.memory().ok();
-            let total = memory.map(|m| m.total / MIB);
-            let used = memory.map(|m| m.used / MIB);
-            samples.push(AcceleratorMetrics {
-                id: who.id,
-                memory: total,
-                memory_usage: used,
-                memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
-                cores_utilization: device.utilization().ok().map(|(gpu, _)| gpu.min(100)),
-                temperature: device
-                    .temperature()
-                    .ok()
-                    .and_then(|t| i32::try_from(t).ok()),
-                power_usage: device.power_usage_mw().ok().map(facts::watts),
-                unhealthy: who.unhealthy,
-            });
+        match open(ctx) {
+            Some(session) => session.monitor(ctx),
+            None => Ok(Vec::new()),
         }
-        Ok(samples)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::{
-        detect::{Options, detect},
-        system_root::SystemRoot,
-    };
-    use gpustack_api::Manufacturer;
-
-    /// A root with one Iluvatar processing accelerator in sysfs and nothing else.
-    fn root_with_iluvatar_function() -> (tempfile::TempDir, SystemRoot) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = SystemRoot::new(dir.path());
-        let function = root.path("/sys/bus/pci/devices/0000:13:00.0");
-        std::fs::create_dir_all(&function).unwrap();
-        std::fs::write(function.join("vendor"), "0x1e3e\n").unwrap();
-        std::fs::write(function.join("class"), "0x120000\n").unwrap();
-        (dir, root)
-    }
-
-    fn iluvatar_only(no_pci_check: bool) -> Options {
-        Options {
-            manufacturers: vec![Manufacturer::Iluvatar],
-            no_pci_check,
-        }
-    }
-
-    #[test]
-    fn corex_home_is_searched_first() {
-        let (_dir, root) = root_with_iluvatar_function();
-        let env = |k: &str| (k == "COREX_HOME").then(|| "/opt/corex-4.1".to_owned());
-        let report = detect(&root, &env, &iluvatar_only(false));
-        let [warning] = report.warnings.as_slice() else {
-            panic!("one warning expected: {:?}", report.warnings);
-        };
-        let searched = warning.split(" under ").nth(1).unwrap_or_default();
-        assert!(searched.starts_with("/opt/corex-4.1/lib:"), "{warning}");
     }
 }

@@ -1,17 +1,30 @@
 //! One detector per manufacturer, behind the same [`Detector`] interface, so that deepening one
 //! vendor never touches another.
+//!
+//! Layout: `<v>.rs` is a vendor's detector, whose module doc maps each library call to the field
+//! it fills; `<v>/facts.rs` holds the pure interpretation of what the library answers, with
+//! table tests; `<v>/<lib>.rs` is the binding, the vendor's only `unsafe`, with its documented
+//! symbol table and layout assertions against the vendor header. What the bindings share is
+//! written once: `ffi` loads a library, resolves its symbols and names what went wrong
+//! (`OpenError`, `CallError`); `nvml_shaped` is the NVML-shaped libraries' C ABI
+//! (IXML, HGML) and the detection code NVML, IXML and HGML share.
 
 mod amdgpu;
 mod ascend;
 mod cambricon;
+mod ffi;
 mod iluvatar;
 mod metax;
 mod mthreads;
 pub(crate) mod nvidia;
+mod nvml_shaped;
 pub mod partitions;
 mod thead;
 
-use gpustack_api::{Manufacturer, devices::Accelerator};
+use gpustack_api::{
+    Manufacturer,
+    devices::{Accelerator, LogicalSliced},
+};
 
 use crate::{detector::Detector, system_root::SystemRoot};
 
@@ -27,6 +40,15 @@ pub fn detector_for(m: Manufacturer) -> Box<dyn Detector> {
         Manufacturer::Mthreads => Box::new(mthreads::Mtml),
         Manufacturer::Thead => Box::new(thead::Hgml),
     }
+}
+
+/// The logical slicing every card of `m` offers, from its table entry (`None` where it has
+/// none).
+fn logical_slicing(m: Manufacturer) -> Option<LogicalSliced> {
+    m.spec().logical_slicing.map(|s| LogicalSliced {
+        cores_percentage_overcommit: s.cores_percentage_overcommit,
+        count: s.count,
+    })
 }
 
 /// What every library-backed detector shares, checked for each of them: the library is found
@@ -151,6 +173,43 @@ mod library_behaviour {
             assert!(report.items.is_empty() && report.failures.is_empty(), "{m}");
             assert!(report.warnings.is_empty(), "{m}: {:?}", report.warnings);
         }
+    }
+
+    #[test]
+    fn a_toolkit_home_is_searched_first() {
+        for (m, var, home) in [
+            (Manufacturer::Iluvatar, "COREX_HOME", "/opt/corex-4.1"),
+            (Manufacturer::Thead, "PPU_HOME", "/opt/ppu-sdk"),
+        ] {
+            let (_, vendor, class, _) = CASES.into_iter().find(|c| c.0 == m).unwrap();
+            let (_dir, root) = root_with_function(vendor, class);
+            let env = |k: &str| (k == var).then(|| home.to_owned());
+            let report = detect(&root, &env, &only(m, false));
+            let [warning] = report.warnings.as_slice() else {
+                panic!("{m}: one warning expected: {:?}", report.warnings);
+            };
+            let searched = warning.split(" under ").nth(1).unwrap_or_default();
+            assert!(searched.starts_with(&format!("{home}/lib:")), "{warning}");
+        }
+    }
+
+    #[test]
+    fn library_directories_follow_ld_library_path() {
+        // A library only on LD_LIBRARY_PATH (under the root) is found there, not on the host.
+        let (_dir, root) = root_with_function("10de", "030200");
+        let lib = root.path("/opt/driver/libnvidia-ml.so.1");
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::write(&lib, b"").unwrap();
+        let env = |k: &str| (k == "LD_LIBRARY_PATH").then(|| "/opt/driver".to_owned());
+        let report = detect(&root, &env, &only(Manufacturer::Nvidia, false));
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|w| w.contains("/opt/driver/libnvidia-ml.so.1")),
+            "{:?}",
+            report.warnings
+        );
     }
 
     #[test]

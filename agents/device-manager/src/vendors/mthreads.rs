@@ -77,17 +77,7 @@ fn initialise<'l>(
 
 /// The device count; a refusal means "could not measure".
 fn count(session: &Session<'_>, library: &str) -> Result<u32, DetectError> {
-    session.device_count().map_err(|e| {
-        let (call, message) = match e {
-            mtml::CallError::Missing(call) => (call, "not exported".to_owned()),
-            mtml::CallError::Code(call, code) => (call, format!("returned {code}")),
-        };
-        DetectError::LibraryCall {
-            library: library.to_owned(),
-            call,
-            message,
-        }
-    })
+    session.device_count().map_err(|e| e.detect_error(library))
 }
 
 /// The device at `index` and its UUID, or a warning and `None`: without an id it cannot enter
@@ -121,17 +111,12 @@ fn identified<'s>(
 
 /// The topology of the PCI function at MTML's bus id; only the bus id when sysfs lacks it.
 fn topology(device: &Device<'_>, ctx: &DetectContext<'_>) -> DeviceTopology {
-    let Ok(sbdf) = device.pci_sbdf() else {
-        return DeviceTopology::default();
-    };
-    let bus_id = pci::normalize_bus_id(&sbdf);
-    ctx.pci_device(&bus_id)
-        .or_else(|| pci::read_device(ctx.root, &bus_id))
-        .map(|f| f.topology())
-        .unwrap_or(DeviceTopology {
-            pci_bus_id: bus_id,
-            ..DeviceTopology::default()
-        })
+    ctx.topology(
+        device
+            .pci_sbdf()
+            .ok()
+            .map(|sbdf| pci::normalize_bus_id(&sbdf)),
+    )
 }
 
 /// Uncorrected ECC errors make a GPU unhealthy; a refused query holds nothing against it.

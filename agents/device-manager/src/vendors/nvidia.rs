@@ -32,14 +32,10 @@ pub(crate) mod mig_instances;
 mod mig_profiles;
 pub mod processes;
 
-use std::ffi::OsStr;
-
 use gpustack_api::{
     Manufacturer,
-    devices::{
-        Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced, PhysicalSliced,
-    },
-    monitor::{AcceleratorMetrics, memory_utilization},
+    devices::{Accelerator, AcceleratorStatus, DevicesGroup, PhysicalSliced},
+    monitor::AcceleratorMetrics,
 };
 use nvml_wrapper::{
     Device,
@@ -47,6 +43,10 @@ use nvml_wrapper::{
     error::NvmlError,
 };
 
+use super::{
+    ffi::OpenError,
+    nvml_shaped::{self, Card, Hints, Memory, Names, NvmlShaped, Session},
+};
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
@@ -58,112 +58,89 @@ pub struct Nvml;
 
 /// `NVML_DEVICE_MIG_ENABLE`.
 const MIG_ENABLED: u32 = 1;
-const MIB: u64 = 1024 * 1024;
 
-/// An initialised NVML and the name to use for it in messages.
-struct Session {
-    nvml: nvml_wrapper::Nvml,
-    library: String,
-}
+const HINTS: Hints = Hints {
+    locate: "is the NVIDIA driver installed, or the container started with the nvidia runtime?",
+    install: "is the NVIDIA driver installed?",
+    driver: "is the NVIDIA kernel driver loaded?",
+};
 
-impl Session {
-    fn call_error(&self, call: &'static str) -> impl FnOnce(NvmlError) -> DetectError + '_ {
-        move |e| DetectError::LibraryCall {
-            library: self.library.clone(),
-            call,
-            message: e.to_string(),
-        }
-    }
+impl NvmlShaped for nvml_wrapper::Nvml {
+    type Error = NvmlError;
+    type Card<'a> = Device<'a>;
 
-    /// The devices in NVML order; one NVML refuses is reported and left out.
-    fn devices(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<(u32, Device<'_>)>, DetectError> {
-        let count = self
-            .nvml
-            .device_count()
-            .map_err(self.call_error("nvmlDeviceGetCount_v2"))?;
-        let mut devices = Vec::with_capacity(count as usize);
-        for index in 0..count {
-            match self.nvml.device_by_index(index) {
-                Ok(device) => devices.push((index, device)),
-                Err(e) => ctx.warn(format!(
-                    "NVIDIA GPU {index}: nvmlDeviceGetHandleByIndex_v2 failed ({e}); left out"
-                )),
-            }
-        }
-        Ok(devices)
-    }
-}
-
-/// Finds and initialises NVML. `None` (with a warning where it matters) when the library is
-/// absent or the driver is not loaded: that is a measurement ("no NVIDIA accelerators here").
-fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
-    let found = ctx.locate_library(
-        "is the NVIDIA driver installed, or the container started with the nvidia runtime?",
-    )?;
-    match nvml_wrapper::Nvml::builder()
-        .lib_path(OsStr::new(&found.path))
-        .init()
-    {
-        Ok(nvml) => Some(Session {
-            nvml,
-            library: found.shown,
-        }),
-        Err(NvmlError::LibloadingError(e)) => {
-            ctx.library_unusable(
-                &found,
-                format!("could not be loaded: {e}"),
-                "is the NVIDIA driver installed?",
-            );
-            None
-        }
-        Err(e) => {
-            ctx.library_unusable(
-                &found,
-                format!("did not initialise: {e}"),
-                "is the NVIDIA kernel driver loaded?",
-            );
-            None
-        }
-    }
-}
-
-/// What one device told us that both detect and monitor need.
-struct Identity {
-    id: String,
-    unhealthy: bool,
-}
-
-fn identity(index: u32, device: &Device<'_>, ctx: &mut DetectContext<'_>) -> Option<Identity> {
-    match device.uuid() {
-        Ok(uuid) => Some(Identity {
-            id: facts::accelerator_id(&uuid),
-            // ECC off, or a product without ECC, answers NotSupported: nothing to hold against it.
-            unhealthy: device
-                .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
-                .is_ok_and(|n| n > 0),
-        }),
-        Err(e) => {
-            ctx.warn(format!(
-                "NVIDIA GPU {index}: nvmlDeviceGetUUID failed ({e}); left out"
-            ));
-            None
-        }
-    }
-}
-
-/// The topology of the PCI function at NVML's bus id; only the bus id when sysfs lacks it.
-fn topology(device: &Device<'_>, ctx: &DetectContext<'_>) -> DeviceTopology {
-    let Ok(info) = device.pci_info() else {
-        return DeviceTopology::default();
+    const NAMES: Names = Names {
+        card: "NVIDIA GPU",
+        count_call: "nvmlDeviceGetCount_v2",
+        handle_call: "nvmlDeviceGetHandleByIndex_v2",
+        uuid_call: "nvmlDeviceGetUUID",
     };
-    let bus_id = pci::normalize_bus_id(&info.bus_id);
-    ctx.pci_device(&bus_id)
-        .or_else(|| pci::read_device(ctx.root, &bus_id))
-        .map(|f| f.topology())
-        .unwrap_or(DeviceTopology {
-            pci_bus_id: bus_id,
-            ..DeviceTopology::default()
+
+    fn count(&self) -> Result<u32, NvmlError> {
+        self.device_count()
+    }
+
+    fn card(&self, index: u32) -> Result<Device<'_>, NvmlError> {
+        self.device_by_index(index)
+    }
+}
+
+impl Card for Device<'_> {
+    type Error = NvmlError;
+
+    fn accelerator_id(&self) -> Result<String, NvmlError> {
+        self.uuid().map(|uuid| facts::accelerator_id(&uuid))
+    }
+
+    fn is_unhealthy(&self) -> bool {
+        // ECC off, or a product without ECC, answers NotSupported: nothing to hold against it.
+        self.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+            .is_ok_and(|n| n > 0)
+    }
+
+    /// What NVML reports as usable (no ECC correction), so that used / total is the share of
+    /// what a workload can actually get.
+    fn usable_memory(&self) -> Option<Memory> {
+        self.memory_info().ok().map(|m| Memory {
+            total: m.total,
+            used: m.used,
         })
+    }
+
+    fn gpu_utilization(&self) -> Option<u32> {
+        self.utilization_rates().ok().map(|u| u.gpu)
+    }
+
+    fn gpu_temperature(&self) -> Option<u32> {
+        self.temperature(TemperatureSensor::Gpu).ok()
+    }
+
+    fn power_mw(&self) -> Option<u32> {
+        self.power_usage().ok()
+    }
+}
+
+/// nvml-wrapper's load and init errors in the binding vocabulary: the loader's own error, a
+/// missing symbol, or `nvmlInit_v2`'s answer.
+fn open_error(e: NvmlError) -> OpenError {
+    match e {
+        NvmlError::LibloadingError(e) => OpenError::Load(e),
+        NvmlError::FailedToLoadSymbol(symbol) => OpenError::MissingSymbol(symbol),
+        status => OpenError::Init {
+            call: "nvmlInit_v2",
+            status: Box::new(status),
+        },
+    }
+}
+
+/// Finds and initialises NVML (see [`nvml_shaped::open`]).
+fn open(ctx: &mut DetectContext<'_>) -> Option<Session<nvml_wrapper::Nvml>> {
+    nvml_shaped::open(ctx, &HINTS, |path| {
+        nvml_wrapper::Nvml::builder()
+            .lib_path(path)
+            .init()
+            .map_err(open_error)
+    })
 }
 
 /// The physical slicing of a card in MIG mode: the driver's profiles, else the fixed table.
@@ -201,14 +178,14 @@ fn driver_profiles(
     nvml: &nvml_wrapper::Nvml,
     device: &Device<'_>,
     ctx: &mut DetectContext<'_>,
-) -> Result<Option<PhysicalSliced>, gpu_instances::QueryError> {
+) -> Result<Option<PhysicalSliced>, gpu_instances::NvmlCallError> {
     let mut probed = Vec::new();
     let mut unreadable = Vec::new();
     for profile_index in 0..gpu_instances::PROFILE_COUNT {
         let info = match gpu_instances::profile_info(nvml, device, profile_index) {
             Ok(info) => info,
             Err(e) if e.is_no_such_profile() => continue,
-            Err(e @ gpu_instances::QueryError::Missing(_)) => return Err(e),
+            Err(e @ gpu_instances::NvmlCallError::Missing(_)) => return Err(e),
             Err(e) => {
                 unreadable.push(format!("profile index {profile_index}: {e}"));
                 continue;
@@ -216,7 +193,7 @@ fn driver_profiles(
         };
         match gpu_instances::possible_placements(nvml, device, info.id) {
             Ok(slots) => probed.push((info, slots)),
-            Err(e @ gpu_instances::QueryError::Missing(_)) => return Err(e),
+            Err(e @ gpu_instances::NvmlCallError::Missing(_)) => return Err(e),
             Err(e) => unreadable.push(format!("placements of profile {}: {e}", info.id)),
         }
     }
@@ -261,13 +238,7 @@ fn slicing(
     }
     AcceleratorStatus {
         unhealthy: false,
-        logical_sliced: Manufacturer::Nvidia
-            .spec()
-            .logical_slicing
-            .map(|s| LogicalSliced {
-                cores_percentage_overcommit: s.cores_percentage_overcommit,
-                count: s.count,
-            }),
+        logical_sliced: super::logical_slicing(Manufacturer::Nvidia),
         physical_sliced: None,
     }
 }
@@ -277,7 +248,7 @@ impl Detector for Nvml {
         let Some(session) = open(ctx) else {
             return Ok(Vec::new());
         };
-        let nvml = &session.nvml;
+        let nvml = &session.lib;
         let driver_version = nvml.sys_driver_version().unwrap_or_default();
         let runtime_version = nvml
             .sys_cuda_driver_version()
@@ -288,8 +259,8 @@ impl Detector for Nvml {
             .is_some_and(|v| v == "true" || v == "1");
 
         let mut detected = Vec::new();
-        for (index, device) in session.devices(ctx)? {
-            let Some(who) = identity(index, &device, ctx) else {
+        for (index, device) in session.cards(ctx)? {
+            let Some(who) = nvml_shaped::identity::<nvml_wrapper::Nvml>(index, &device, ctx) else {
                 continue;
             };
             let name = match device.name() {
@@ -338,7 +309,12 @@ impl Detector for Nvml {
                     id: who.id,
                     index,
                     physical_indexes: device.minor_number().into_iter().collect(),
-                    topology: topology(&device, ctx),
+                    topology: ctx.topology(
+                        device
+                            .pci_info()
+                            .ok()
+                            .map(|info| pci::normalize_bus_id(&info.bus_id)),
+                    ),
                     status,
                 },
             });
@@ -347,80 +323,9 @@ impl Detector for Nvml {
     }
 
     fn monitor(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<AcceleratorMetrics>, DetectError> {
-        let Some(session) = open(ctx) else {
-            return Ok(Vec::new());
-        };
-        let mut samples = Vec::new();
-        for (index, device) in session.devices(ctx)? {
-            let Some(who) = identity(index, &device, ctx) else {
-                continue;
-            };
-            // The sample's memory is what NVML reports as usable (no ECC correction), so that
-            // used / total is the share of what a workload can actually get.
-            let memory = device.memory_info().ok();
-            let total = memory.as_ref().map(|m| m.total / MIB);
-            let used = memory.as_ref().map(|m| m.used / MIB);
-            samples.push(AcceleratorMetrics {
-                id: who.id,
-                memory: total,
-                memory_usage: used,
-                memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
-                // Not reported for a card in MIG mode: absent then, never 0.
-                cores_utilization: device.utilization_rates().ok().map(|u| u.gpu.min(100)),
-                temperature: device
-                    .temperature(TemperatureSensor::Gpu)
-                    .ok()
-                    .and_then(|t| i32::try_from(t).ok()),
-                power_usage: device.power_usage().ok().map(facts::watts),
-                unhealthy: who.unhealthy,
-            });
+        match open(ctx) {
+            Some(session) => session.monitor(ctx),
+            None => Ok(Vec::new()),
         }
-        Ok(samples)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::{
-        detect::{Options, detect},
-        system_root::SystemRoot,
-    };
-    use gpustack_api::Manufacturer;
-
-    /// A root with one NVIDIA 3D controller in sysfs and nothing else.
-    fn root_with_nvidia_function() -> (tempfile::TempDir, SystemRoot) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = SystemRoot::new(dir.path());
-        let function = root.path("/sys/bus/pci/devices/0000:01:00.0");
-        std::fs::create_dir_all(&function).unwrap();
-        std::fs::write(function.join("vendor"), "0x10de\n").unwrap();
-        std::fs::write(function.join("class"), "0x030200\n").unwrap();
-        (dir, root)
-    }
-
-    fn nvidia_only(no_pci_check: bool) -> Options {
-        Options {
-            manufacturers: vec![Manufacturer::Nvidia],
-            no_pci_check,
-        }
-    }
-
-    #[test]
-    fn library_directories_follow_ld_library_path() {
-        // A library only on LD_LIBRARY_PATH (under the root) is found there, not on the host.
-        let (_dir, root) = root_with_nvidia_function();
-        let lib = root.path("/opt/driver/libnvidia-ml.so.1");
-        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
-        std::fs::write(&lib, b"").unwrap();
-        let env = |k: &str| (k == "LD_LIBRARY_PATH").then(|| "/opt/driver".to_owned());
-        let report = detect(&root, &env, &nvidia_only(false));
-        assert!(
-            report
-                .warnings
-                .iter()
-                .any(|w| w.contains("/opt/driver/libnvidia-ml.so.1")),
-            "{:?}",
-            report.warnings
-        );
     }
 }

@@ -144,7 +144,7 @@ pub fn destroy(
 /// `Allocate` undoing a partition it made, and the reclaim loop.
 pub async fn destroy_blocking(
     root: SystemRoot,
-    env: crate::serve::Env,
+    env: crate::host_env::Env,
     manufacturer: Manufacturer,
     accelerator: String,
     (gpu_instance, compute_instance): (u32, u32),

@@ -38,136 +38,68 @@ mod hgml;
 
 use gpustack_api::{
     Manufacturer,
-    devices::{
-        Accelerator, AcceleratorStatus, DeviceTopology, DevicesGroup, LogicalSliced, PhysicalSliced,
-    },
-    monitor::{AcceleratorMetrics, memory_utilization},
+    devices::{Accelerator, AcceleratorStatus, DevicesGroup, LogicalSliced, PhysicalSliced},
+    monitor::AcceleratorMetrics,
 };
 
+use super::nvml_shaped::{
+    self, Bound, BoundCard, Hints, Memory, Names, Session,
+    binding::{NvmlShapedLibrary, Status},
+};
 use crate::{
     detector::{DetectContext, DetectError, Detector},
     grouping::{self, Detected},
-    pci,
 };
 
-use hgml::{Device, HgmlLib, OpenError, Return};
+use hgml::{Device, HgmlLib};
 
 /// The T-Head detector.
 pub struct Hgml;
 
 const MIB: u64 = 1024 * 1024;
 
-/// An initialised HGML and the name to use for it in messages.
-struct Session {
-    hgml: HgmlLib,
-    library: String,
-}
+const HINTS: Hints = Hints {
+    locate: "is the PPU SDK installed or mounted?",
+    install: "is the PPU SDK installed or mounted?",
+    driver: "is the PPU kernel driver loaded?",
+};
 
-impl Session {
-    /// The devices in HGML order; one HGML refuses is reported and left out.
-    fn devices(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<(u32, Device<'_>)>, DetectError> {
-        let count = self
-            .hgml
-            .device_count()
-            .map_err(|e| DetectError::LibraryCall {
-                library: self.library.clone(),
-                call: "hgmlDeviceGetCount",
-                message: e.to_string(),
-            })?;
-        let mut devices = Vec::with_capacity(count as usize);
-        for index in 0..count {
-            match self.hgml.device(index) {
-                Ok(device) => devices.push((index, device)),
-                Err(e) => ctx.warn(format!(
-                    "T-Head PPU {index}: hgmlDeviceGetHandleByIndex failed ({e}); left out"
-                )),
-            }
-        }
-        Ok(devices)
-    }
-}
+impl Bound for HgmlLib {
+    type BoundCard<'a> = Device<'a>;
 
-/// Finds and initialises HGML. `None` (with a warning where it matters) when the library is
-/// absent or will not initialise: that is a measurement ("no T-Head accelerators here").
-fn open(ctx: &mut DetectContext<'_>) -> Option<Session> {
-    let found = ctx.locate_library("is the PPU SDK installed or mounted?")?;
-    match HgmlLib::open(&found.path) {
-        Ok(hgml) => Some(Session {
-            hgml,
-            library: found.shown,
-        }),
-        Err(e @ OpenError::Init(_)) => {
-            ctx.library_unusable(
-                &found,
-                format!("did not initialise: {e}"),
-                "is the PPU kernel driver loaded?",
-            );
-            None
-        }
-        Err(e) => {
-            ctx.library_unusable(&found, e, "is the PPU SDK installed or mounted?");
-            None
-        }
-    }
-}
-
-/// What one device told us that both detect and monitor need.
-struct Identity {
-    id: String,
-    unhealthy: bool,
-}
-
-fn identity(index: u32, device: &Device<'_>, ctx: &mut DetectContext<'_>) -> Option<Identity> {
-    match device.uuid() {
-        Ok(uuid) if !uuid.is_empty() => Some(Identity {
-            id: uuid,
-            unhealthy: facts::unhealthy(device.uncorrected_dram_errors().ok()),
-        }),
-        Ok(_) => {
-            ctx.warn(format!(
-                "T-Head PPU {index}: hgmlDeviceGetUUID answered an empty id; left out"
-            ));
-            None
-        }
-        Err(e) => {
-            ctx.warn(format!(
-                "T-Head PPU {index}: hgmlDeviceGetUUID failed ({e}); left out"
-            ));
-            None
-        }
-    }
-}
-
-/// The topology of the PCI function at HGML's bus id; only the bus id when sysfs lacks it.
-fn topology(device: &Device<'_>, ctx: &DetectContext<'_>) -> DeviceTopology {
-    let Some(bus_id) = device.pci_info().ok().and_then(|info| {
-        facts::bus_id(
-            info.domain,
-            info.bus,
-            info.device,
-            &info.bus_id,
-            &info.bus_id_legacy,
-        )
-    }) else {
-        return DeviceTopology::default();
+    const NAMES: Names = Names {
+        card: "T-Head PPU",
+        count_call: "hgmlDeviceGetCount",
+        handle_call: "hgmlDeviceGetHandleByIndex",
+        uuid_call: "hgmlDeviceGetUUID",
     };
-    ctx.pci_device(&bus_id)
-        .or_else(|| pci::read_device(ctx.root, &bus_id))
-        .map(|f| f.topology())
-        .unwrap_or(DeviceTopology {
-            pci_bus_id: bus_id,
-            ..DeviceTopology::default()
-        })
+
+    fn shared(&self) -> &NvmlShapedLibrary {
+        self.lib()
+    }
+
+    fn bound_card(&self, index: u32) -> Result<Device<'_>, Status> {
+        self.device(index)
+    }
+}
+
+impl<'a> BoundCard<'a> for Device<'a> {
+    fn unhealthy(&self) -> bool {
+        facts::unhealthy(self.uncorrected_dram_errors().ok())
+    }
+
+    /// `hgmlDeviceGetMemoryInfo_v2`, else the v1 record.
+    fn memory_figures(&self) -> Result<Memory, Status> {
+        self.memory()
+    }
+}
+
+fn open(ctx: &mut DetectContext<'_>) -> Option<Session<HgmlLib>> {
+    nvml_shaped::open(ctx, &HINTS, HgmlLib::open)
 }
 
 fn logical_slicing() -> Option<LogicalSliced> {
-    Manufacturer::Thead
-        .spec()
-        .logical_slicing
-        .map(|s| LogicalSliced {
-            cores_percentage_overcommit: s.cores_percentage_overcommit,
-            count: s.count,
-        })
+    super::logical_slicing(Manufacturer::Thead)
 }
 
 /// How a card may be sliced: physically when it is in MIG mode, logically otherwise.
@@ -183,7 +115,7 @@ fn slicing(
         Ok(_) => (logical_slicing(), None),
         // A library without the query, or a card that says MIG is not supported, does not
         // partition: that is an answer.
-        Err(e) if e.is_absent() || e == Return::FUNCTION_NOT_FOUND => (logical_slicing(), None),
+        Err(e) if e.is_absent() || e.is_function_not_found() => (logical_slicing(), None),
         Err(e) => {
             // As the operator does: an unreadable mode counts as "not partitioned", but not in
             // silence, since a card in MIG mode cannot serve the logical slices it advertises.
@@ -260,10 +192,11 @@ impl Detector for Hgml {
         let Some(session) = open(ctx) else {
             return Ok(Vec::new());
         };
-        let driver_version = session.hgml.driver_version().unwrap_or_default();
+        let driver_version = session.lib.lib().driver_version().unwrap_or_default();
         let runtime_version = session
-            .hgml
-            .hggc_driver_version()
+            .lib
+            .lib()
+            .runtime_version()
             .ok()
             .and_then(facts::runtime_version)
             .unwrap_or_default();
@@ -271,8 +204,8 @@ impl Detector for Hgml {
             .is_some_and(|v| v == "true" || v == "1");
 
         let mut detected = Vec::new();
-        for (index, device) in session.devices(ctx)? {
-            let Some(who) = identity(index, &device, ctx) else {
+        for (index, device) in session.cards(ctx)? {
+            let Some(who) = nvml_shaped::identity::<HgmlLib>(index, &device, ctx) else {
                 continue;
             };
             let name = match device.name() {
@@ -311,7 +244,15 @@ impl Detector for Hgml {
                     id: who.id,
                     index,
                     physical_indexes: device.minor_number().into_iter().collect(),
-                    topology: topology(&device, ctx),
+                    topology: ctx.topology(device.pci_info().ok().and_then(|info| {
+                        facts::bus_id(
+                            info.domain,
+                            info.bus,
+                            info.device,
+                            &info.bus_id,
+                            &info.bus_id_legacy,
+                        )
+                    })),
                     status: AcceleratorStatus {
                         unhealthy: who.unhealthy,
                         logical_sliced,
@@ -326,70 +267,9 @@ impl Detector for Hgml {
     }
 
     fn monitor(&self, ctx: &mut DetectContext<'_>) -> Result<Vec<AcceleratorMetrics>, DetectError> {
-        let Some(session) = open(ctx) else {
-            return Ok(Vec::new());
-        };
-        let mut samples = Vec::new();
-        for (index, device) in session.devices(ctx)? {
-            let Some(who) = identity(index, &device, ctx) else {
-                continue;
-            };
-            let memory = device.memory().ok();
-            let total = memory.map(|m| m.total / MIB);
-            let used = memory.map(|m| m.used / MIB);
-            samples.push(AcceleratorMetrics {
-                id: who.id,
-                memory: total,
-                memory_usage: used,
-                memory_utilization: used.zip(total).and_then(|(u, t)| memory_utilization(u, t)),
-                cores_utilization: device.utilization().ok().map(|(gpu, _)| gpu.min(100)),
-                temperature: device
-                    .temperature()
-                    .ok()
-                    .and_then(|t| i32::try_from(t).ok()),
-                power_usage: device.power_usage_mw().ok().map(facts::watts),
-                unhealthy: who.unhealthy,
-            });
+        match open(ctx) {
+            Some(session) => session.monitor(ctx),
+            None => Ok(Vec::new()),
         }
-        Ok(samples)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::{
-        detect::{Options, detect},
-        system_root::SystemRoot,
-    };
-    use gpustack_api::Manufacturer;
-
-    /// A root with one T-Head processing accelerator in sysfs and nothing else.
-    fn root_with_ppu_function() -> (tempfile::TempDir, SystemRoot) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = SystemRoot::new(dir.path());
-        let function = root.path("/sys/bus/pci/devices/0000:1b:00.0");
-        std::fs::create_dir_all(&function).unwrap();
-        std::fs::write(function.join("vendor"), "0x1ded\n").unwrap();
-        std::fs::write(function.join("class"), "0x120000\n").unwrap();
-        (dir, root)
-    }
-
-    fn thead_only(no_pci_check: bool) -> Options {
-        Options {
-            manufacturers: vec![Manufacturer::Thead],
-            no_pci_check,
-        }
-    }
-
-    #[test]
-    fn ppu_home_is_searched_first() {
-        let (_dir, root) = root_with_ppu_function();
-        let env = |k: &str| (k == "PPU_HOME").then(|| "/opt/ppu-sdk".to_owned());
-        let report = detect(&root, &env, &thead_only(false));
-        let [warning] = report.warnings.as_slice() else {
-            panic!("one warning expected: {:?}", report.warnings);
-        };
-        let searched = warning.split(" under ").nth(1).unwrap_or_default();
-        assert!(searched.starts_with("/opt/ppu-sdk/lib:"), "{warning}");
     }
 }

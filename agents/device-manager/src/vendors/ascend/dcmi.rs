@@ -15,11 +15,12 @@
 
 use std::{
     ffi::{OsStr, c_char, c_int, c_uchar, c_uint, c_ulong, c_ulonglong},
-    fmt,
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
 };
 
 use libloading::Library;
+
+use crate::vendors::ffi::{CallError, OpenError, c_text, check, loader, present};
 
 /// `MAX_CHIP_NAME_LEN`.
 const MAX_CHIP_NAME_LEN: usize = 32;
@@ -180,40 +181,6 @@ pub struct DcmiLibrary {
     _library: Library,
 }
 
-/// Why the library could not be used at all.
-#[derive(Debug)]
-pub enum OpenError {
-    Load(String),
-    MissingSymbol(&'static str),
-}
-
-impl fmt::Display for OpenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OpenError::Load(e) => write!(f, "could not be loaded: {e}"),
-            OpenError::MissingSymbol(s) => write!(f, "has no {s}: not a DCMI library"),
-        }
-    }
-}
-
-/// Why one call gave no answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallError {
-    /// The library does not export this function.
-    Missing(&'static str),
-    /// DCMI answered with this (negative) `DCMI_ERR_CODE_*`.
-    Code(&'static str, i32),
-}
-
-impl fmt::Display for CallError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CallError::Missing(call) => write!(f, "{call} is not exported"),
-            CallError::Code(call, code) => write!(f, "{call} returned {code}"),
-        }
-    }
-}
-
 /// What `dcmi_get_device_chip_info` reports, as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChipInfo {
@@ -239,44 +206,22 @@ pub struct PcieAddress {
     pub function: u32,
 }
 
-fn check(call: &'static str, code: c_int) -> Result<(), CallError> {
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(CallError::Code(call, code))
-    }
-}
-
-fn present<T>(f: Option<T>, call: &'static str) -> Result<T, CallError> {
-    f.ok_or(CallError::Missing(call))
-}
-
-/// The text of a NUL-terminated (or full) fixed C buffer.
-fn c_text(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).trim().to_owned()
-}
-
 impl DcmiLibrary {
     /// Loads the library at `path` (a file path, or a bare name for the loader's own search)
     /// and resolves its symbols. Does not call `dcmi_init`.
     pub fn open(path: &OsStr) -> Result<Self, OpenError> {
-        // SAFETY: loading runs the library's initialisers. `libdcmi.so` is the driver's own
-        // management library (or its test stand-in) found under the system root; loading it is
-        // what every DCMI consumer does, and we hold it for as long as any pointer into it.
-        let library = unsafe { Library::new(path) }.map_err(|e| OpenError::Load(e.to_string()))?;
+        let library = loader::load(path)?;
 
         macro_rules! optional {
             ($name:literal, $ty:ty) => {{
                 // SAFETY: `$ty` is the function's prototype in dcmi_interface_api.h; the copied
                 // pointer is stored next to `library`, which outlives it (see `DcmiLibrary`).
-                unsafe { library.get::<$ty>(concat!($name, "\0").as_bytes()) }
-                    .ok()
-                    .map(|s| *s)
+                unsafe { loader::symbol::<$ty>(&library, &[$name]) }
             }};
         }
 
-        let init = optional!("dcmi_init", InitFn).ok_or(OpenError::MissingSymbol("dcmi_init"))?;
+        let init = optional!("dcmi_init", InitFn)
+            .ok_or_else(|| OpenError::MissingSymbol("dcmi_init".into()))?;
         // `dcmi_get_card_list` is current; `dcmi_get_card_num_list` is its deprecated twin with
         // the same signature, still the only one in older drivers.
         let card_list = optional!("dcmi_get_card_list", CardListFn)
@@ -285,9 +230,9 @@ impl DcmiLibrary {
                 optional!("dcmi_get_card_num_list", CardListFn)
                     .map(|f| ("dcmi_get_card_num_list", f))
             })
-            .ok_or(OpenError::MissingSymbol("dcmi_get_card_list"))?;
+            .ok_or_else(|| OpenError::MissingSymbol("dcmi_get_card_list".into()))?;
         let device_num_in_card = optional!("dcmi_get_device_num_in_card", CardIntFn)
-            .ok_or(OpenError::MissingSymbol("dcmi_get_device_num_in_card"))?;
+            .ok_or_else(|| OpenError::MissingSymbol("dcmi_get_device_num_in_card".into()))?;
         let entries = Entries {
             init,
             card_list,
@@ -590,12 +535,6 @@ mod tests {
         assert_eq!(ip_from_raw(bytes, 0).to_string(), "192.168.1.10");
         let v6 = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
         assert_eq!(ip_from_raw(v6.octets(), IPADDR_TYPE_V6), IpAddr::V6(v6));
-    }
-
-    #[test]
-    fn c_text_stops_at_nul() {
-        assert_eq!(c_text(b"910B3\0garbage"), "910B3");
-        assert_eq!(c_text(b"full"), "full");
     }
 
     #[test]

@@ -24,12 +24,11 @@
 
 #![allow(unsafe_code)]
 
-use std::{
-    ffi::{CStr, OsStr, c_char, c_int, c_uint},
-    fmt,
-};
+use std::ffi::{CStr, OsStr, c_char, c_int, c_uint};
 
 use libloading::Library;
+
+use crate::vendors::ffi::{self, CallError, OpenError, c_text, loader, present};
 
 /// `CNDEV_VERSION_5`: the struct layouts below are this version's.
 pub const CNDEV_VERSION_5: c_int = 5;
@@ -286,47 +285,22 @@ pub struct CndevLibrary {
     _library: Library,
 }
 
-/// Why the library could not be used at all.
-#[derive(Debug)]
-pub enum OpenError {
-    Load(String),
-    MissingSymbol(&'static str),
+/// Whether CNDev said the card lacks the query (rather than that the call went wrong).
+pub fn is_not_supported(e: &CallError) -> bool {
+    matches!(e, CallError::Missing(_)) || e.value() == Some(CNDEV_ERROR_NOT_SUPPORTED)
 }
 
-impl fmt::Display for OpenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OpenError::Load(e) => write!(f, "could not be loaded: {e}"),
-            OpenError::MissingSymbol(s) => write!(f, "has no {s}: not a CNDev library"),
-        }
-    }
+/// `CNDEV_ERROR_NOT_SUPPORTED`.
+const CNDEV_ERROR_NOT_SUPPORTED: i64 = 10;
+
+/// A failed `call` that answered `code`, with CNDev's name for it.
+fn failed(call: &'static str, code: c_int) -> CallError {
+    CallError::code(call, code).named(|v| return_name(v as c_int))
 }
 
-/// Why one call gave no answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallError {
-    /// The library does not export this function.
-    Missing(&'static str),
-    /// CNDev answered with this `cndevRet_t`.
-    Code(&'static str, i32),
-}
-
-impl CallError {
-    /// Whether CNDev said the card lacks the query (rather than that the call went wrong).
-    pub fn is_not_supported(&self) -> bool {
-        matches!(self, CallError::Missing(_) | CallError::Code(_, 10))
-    }
-}
-
-impl fmt::Display for CallError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CallError::Missing(call) => write!(f, "{call} is not exported"),
-            CallError::Code(call, code) => {
-                write!(f, "{call} returned {code} ({})", return_name(*code))
-            }
-        }
-    }
+/// `Ok` for `CNDEV_SUCCESS`, else the code with its name.
+fn check(call: &'static str, code: c_int) -> Result<(), CallError> {
+    ffi::check(call, code).map_err(|_| failed(call, code))
 }
 
 /// A card as CNDev addresses it: `cndevDevice_t` (or, in older releases, the `devId`).
@@ -365,47 +339,24 @@ pub struct PcieAddress {
     pub function: u32,
 }
 
-fn check(call: &'static str, code: c_int) -> Result<(), CallError> {
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(CallError::Code(call, code))
-    }
-}
-
-fn present<T>(f: Option<T>, call: &'static str) -> Result<T, CallError> {
-    f.ok_or(CallError::Missing(call))
-}
-
-/// The text of a fixed C byte array that may or may not be NUL-terminated.
-pub fn c_text(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).trim().to_owned()
-}
-
 impl CndevLibrary {
     /// Loads the library at `path` (a file path, or a bare name for the loader's own search)
     /// and resolves its symbols. Does not call `cndevInit`.
     pub fn open(path: &OsStr) -> Result<Self, OpenError> {
-        // SAFETY: loading runs the library's initialisers. `libcndev.so` is the MLU driver
-        // package's own management library (or its test stand-in) found under the system root;
-        // loading it is what every CNDev consumer does, and we hold it for as long as any
-        // pointer into it.
-        let library = unsafe { Library::new(path) }.map_err(|e| OpenError::Load(e.to_string()))?;
+        let library = loader::load(path)?;
 
         macro_rules! optional {
             ($name:literal, $ty:ty) => {{
                 // SAFETY: `$ty` is the function's prototype in cndev.h; the copied pointer is
                 // stored next to `library`, which outlives it (see `CndevLibrary`).
-                unsafe { library.get::<$ty>(concat!($name, "\0").as_bytes()) }
-                    .ok()
-                    .map(|s| *s)
+                unsafe { loader::symbol::<$ty>(&library, &[$name]) }
             }};
         }
 
-        let init = optional!("cndevInit", InitFn).ok_or(OpenError::MissingSymbol("cndevInit"))?;
+        let init = optional!("cndevInit", InitFn)
+            .ok_or_else(|| OpenError::MissingSymbol("cndevInit".into()))?;
         let device_count = optional!("cndevGetDeviceCount", DeviceCountFn)
-            .ok_or(OpenError::MissingSymbol("cndevGetDeviceCount"))?;
+            .ok_or_else(|| OpenError::MissingSymbol("cndevGetDeviceCount".into()))?;
         let entries = Entries {
             init,
             release: optional!("cndevRelease", ReleaseFn),
@@ -454,7 +405,7 @@ impl CndevLibrary {
     /// the index itself (what older releases take as `devId`).
     pub fn handle(&self, index: u32) -> Result<Handle, CallError> {
         const CALL: &str = "cndevGetDeviceHandleByIndex";
-        let index = c_int::try_from(index).map_err(|_| CallError::Code(CALL, 6))?;
+        let index = c_int::try_from(index).map_err(|_| failed(CALL, 6))?;
         let Some(f) = self.entries.handle_by_index else {
             return Ok(Handle(index));
         };
@@ -683,11 +634,11 @@ mod tests {
         assert_eq!(return_name(10), "CNDEV_ERROR_NOT_SUPPORTED");
         assert_eq!(return_name(99), "unknown cndevRet_t");
         assert_eq!(
-            CallError::Code("cndevInit", 1).to_string(),
+            failed("cndevInit", 1).to_string(),
             "cndevInit returned 1 (CNDEV_ERROR_NO_DRIVER)"
         );
-        assert!(CallError::Code("cndevGetUUID", 10).is_not_supported());
-        assert!(!CallError::Code("cndevGetUUID", 7).is_not_supported());
+        assert!(is_not_supported(&failed("cndevGetUUID", 10)));
+        assert!(!is_not_supported(&failed("cndevGetUUID", 7)));
     }
 
     #[test]

@@ -41,13 +41,13 @@ impl SharingSwitch for SmluMode {
     }
 
     fn is_on(&self, a: &Accelerator) -> Result<bool, SwitchError> {
-        let call = |e: super::cndev::CallError| SwitchError::Call(e.to_string());
+        let call = |e: crate::vendors::ffi::CallError| SwitchError::Call(e.to_string());
         let handle = self.cndev.handle(a.index).map_err(call)?;
         self.cndev.smlu_mode(handle).map_err(call)
     }
 
     fn set(&self, a: &Accelerator, on: bool) -> Result<(), SwitchError> {
-        let call = |e: super::cndev::CallError| SwitchError::Call(e.to_string());
+        let call = |e: crate::vendors::ffi::CallError| SwitchError::Call(e.to_string());
         let handle = self.cndev.handle(a.index).map_err(call)?;
         self.cndev.set_smlu_mode(handle, on).map_err(call)
     }

@@ -1,5 +1,5 @@
-//! Pure derivations from what IXML reports: the runtime version string, the PCI bus id, watts
-//! and health.
+//! Pure derivations from what IXML reports: the runtime version string, the PCI bus id and
+//! health.
 
 use crate::pci;
 
@@ -17,11 +17,6 @@ pub fn bus_id(bus_id: &str, bus_id_legacy: &str) -> Option<String> {
         .into_iter()
         .map(pci::normalize_bus_id)
         .find(|b| pci::is_bus_id(b))
-}
-
-/// Whole watts from milliwatts, rounded down as the reference does.
-pub fn watts(milliwatts: u32) -> u32 {
-    milliwatts / 1000
 }
 
 /// `ixmlDeviceGetHealth`'s bitmask: any of api.h's `ixmlHealth*` error bits (SYSHUB, MC, over
@@ -56,9 +51,7 @@ mod tests {
     }
 
     #[test]
-    fn watts_and_health() {
-        assert_eq!(watts(93_500), 93);
-        assert_eq!(watts(999), 0);
+    fn health() {
         assert!(!unhealthy(0));
         assert!(unhealthy(0x10), "ixmlHealthECCError");
         assert!(unhealthy(0x40), "ixmlHealthPCIEError");

@@ -13,12 +13,11 @@
 
 #![allow(unsafe_code)]
 
-use std::{
-    ffi::{OsStr, c_char, c_int, c_long, c_uint},
-    fmt,
-};
+use std::ffi::{OsStr, c_char, c_int, c_long, c_uint};
 
 use libloading::Library;
+
+use crate::vendors::ffi::{CallError, OpenError, c_text, check, loader, present};
 
 const BDF_LEN: usize = 32;
 const UUID_LEN: usize = 96;
@@ -120,40 +119,6 @@ pub struct MxsmlLibrary {
     _library: Library,
 }
 
-/// Why the library could not be used at all.
-#[derive(Debug)]
-pub enum OpenError {
-    Load(String),
-    MissingSymbol(&'static str),
-}
-
-impl fmt::Display for OpenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OpenError::Load(e) => write!(f, "could not be loaded: {e}"),
-            OpenError::MissingSymbol(s) => write!(f, "has no {s}: not an MXSML library"),
-        }
-    }
-}
-
-/// Why one call gave no answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallError {
-    /// The library does not export this function.
-    Missing(&'static str),
-    /// MXSML answered with this `mxSmlReturn_t`.
-    Code(&'static str, u32),
-}
-
-impl fmt::Display for CallError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CallError::Missing(call) => write!(f, "{call} is not exported"),
-            CallError::Code(call, code) => write!(f, "{call} returned {code}"),
-        }
-    }
-}
-
 /// What `mxSmlGetDeviceInfo` reports, as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {
@@ -173,50 +138,27 @@ pub struct VramKb {
     pub used: i64,
 }
 
-fn check(call: &'static str, code: c_uint) -> Result<(), CallError> {
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(CallError::Code(call, code))
-    }
-}
-
-fn present<T>(f: Option<T>, call: &'static str) -> Result<T, CallError> {
-    f.ok_or(CallError::Missing(call))
-}
-
-/// The text of a NUL-terminated (or full) fixed C buffer.
-fn c_text(chars: &[c_char]) -> String {
-    let bytes: Vec<u8> = chars.iter().map(|&c| c as u8).collect();
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).trim().to_owned()
-}
-
 impl MxsmlLibrary {
     /// Loads the library at `path` (a file path, or a bare name for the loader's own search)
     /// and resolves its symbols. Does not call `mxSmlInit`.
     pub fn open(path: &OsStr) -> Result<Self, OpenError> {
-        // SAFETY: loading runs the library's initialisers. `libmxsml.so` is the MetaX driver's
-        // own management library (or its test stand-in) found under the system root; loading it
-        // is what every MXSML consumer does, and we hold it for as long as any pointer into it.
-        let library = unsafe { Library::new(path) }.map_err(|e| OpenError::Load(e.to_string()))?;
+        let library = loader::load(path)?;
 
         macro_rules! optional {
             ($name:literal, $ty:ty) => {{
                 // SAFETY: `$ty` is the function's prototype in MxSml.h; the copied pointer is
                 // stored next to `library`, which outlives it (see `MxsmlLibrary`).
-                unsafe { library.get::<$ty>(concat!($name, "\0").as_bytes()) }
-                    .ok()
-                    .map(|s| *s)
+                unsafe { loader::symbol::<$ty>(&library, &[$name]) }
             }};
         }
 
         let entries = Entries {
-            init: optional!("mxSmlInit", InitFn).ok_or(OpenError::MissingSymbol("mxSmlInit"))?,
+            init: optional!("mxSmlInit", InitFn)
+                .ok_or_else(|| OpenError::MissingSymbol("mxSmlInit".into()))?,
             device_count: optional!("mxSmlGetDeviceCount", CountFn)
-                .ok_or(OpenError::MissingSymbol("mxSmlGetDeviceCount"))?,
+                .ok_or_else(|| OpenError::MissingSymbol("mxSmlGetDeviceCount".into()))?,
             device_info: optional!("mxSmlGetDeviceInfo", DeviceInfoFn)
-                .ok_or(OpenError::MissingSymbol("mxSmlGetDeviceInfo"))?,
+                .ok_or_else(|| OpenError::MissingSymbol("mxSmlGetDeviceInfo".into()))?,
             memory_info: optional!("mxSmlGetMemoryInfo", MemoryInfoFn),
             device_version: optional!("mxSmlGetDeviceVersion", DeviceVersionFn),
             maca_version: optional!("mxSmlGetMacaVersion", MacaVersionFn),
@@ -384,15 +326,6 @@ mod tests {
         assert_eq!(size_of::<RawMemoryInfo>(), 48);
         assert_eq!(size_of::<RawBoardWay>(), 12);
         assert_eq!(size_of::<RawEccErrors>(), 20);
-    }
-
-    #[test]
-    fn c_text_stops_at_nul() {
-        let mut buf = [0 as c_char; 8];
-        for (slot, b) in buf.iter_mut().zip(b"MXC500\0x") {
-            *slot = *b as c_char;
-        }
-        assert_eq!(c_text(&buf), "MXC500");
     }
 
     #[test]

@@ -19,11 +19,12 @@
 
 use std::{
     ffi::{OsStr, c_char, c_float, c_int, c_uint, c_ulonglong, c_void},
-    fmt,
     marker::PhantomData,
 };
 
 use libloading::Library;
+
+use crate::vendors::ffi::{CallError, OpenError, c_text, check, loader, present};
 
 /// `MTML_DEVICE_UUID_BUFFER_SIZE`.
 const UUID_BUF: usize = 48;
@@ -117,59 +118,6 @@ pub struct MtmlLibrary {
     _library: Library,
 }
 
-/// Why the library could not be used at all.
-#[derive(Debug)]
-pub enum OpenError {
-    Load(String),
-    MissingSymbol(&'static str),
-}
-
-impl fmt::Display for OpenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OpenError::Load(e) => write!(f, "could not be loaded: {e}"),
-            OpenError::MissingSymbol(s) => write!(f, "has no {s}: not an MTML library"),
-        }
-    }
-}
-
-/// Why one call gave no answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallError {
-    /// The library does not export this function.
-    Missing(&'static str),
-    /// MTML answered with this `MtmlReturn`.
-    Code(&'static str, u32),
-}
-
-impl fmt::Display for CallError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CallError::Missing(call) => write!(f, "{call} is not exported"),
-            CallError::Code(call, code) => write!(f, "{call} returned {code}"),
-        }
-    }
-}
-
-fn check(call: &'static str, code: c_uint) -> Result<(), CallError> {
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(CallError::Code(call, code))
-    }
-}
-
-fn present<T>(f: Option<T>, call: &'static str) -> Result<T, CallError> {
-    f.ok_or(CallError::Missing(call))
-}
-
-/// The text of a NUL-terminated (or full) fixed C buffer.
-fn c_text(chars: &[c_char]) -> String {
-    let bytes: Vec<u8> = chars.iter().map(|&c| c as u8).collect();
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).trim().to_owned()
-}
-
 /// Calls a `(handle, char *buf, unsigned length)` getter with an `N`-byte buffer.
 fn string_call<const N: usize>(
     f: Option<StringFn>,
@@ -213,7 +161,7 @@ fn sub_handle(
     // SAFETY: `parent` is a live MTML handle of the kind `call` takes; valid out-pointer.
     check(call, unsafe { f(parent, &mut handle) })?;
     if handle.is_null() {
-        return Err(CallError::Code(call, u32::MAX));
+        return Err(CallError::code(call, u32::MAX));
     }
     Ok(handle)
 }
@@ -231,24 +179,18 @@ impl MtmlLibrary {
     /// Loads the library at `path` (a file path, or a bare name for the loader's own search)
     /// and resolves its symbols. Does not call `mtmlLibraryInit`.
     pub fn open(path: &OsStr) -> Result<Self, OpenError> {
-        // SAFETY: loading runs the library's initialisers. `libmtml.so` is the Moore Threads
-        // driver's own management library (or its test stand-in) found under the system root;
-        // loading it is what every MTML consumer does, and we hold it for as long as any
-        // pointer into it.
-        let library = unsafe { Library::new(path) }.map_err(|e| OpenError::Load(e.to_string()))?;
+        let library = loader::load(path)?;
 
         macro_rules! optional {
             ($name:literal, $ty:ty) => {{
                 // SAFETY: `$ty` is the function's prototype in the MTML header; the copied
                 // pointer is stored next to `library`, which outlives it (see `MtmlLibrary`).
-                unsafe { library.get::<$ty>(concat!($name, "\0").as_bytes()) }
-                    .ok()
-                    .map(|s| *s)
+                unsafe { loader::symbol::<$ty>(&library, &[$name]) }
             }};
         }
         macro_rules! required {
             ($name:literal, $ty:ty) => {
-                optional!($name, $ty).ok_or(OpenError::MissingSymbol($name))?
+                optional!($name, $ty).ok_or_else(|| OpenError::MissingSymbol($name.into()))?
             };
         }
 
@@ -292,7 +234,7 @@ impl MtmlLibrary {
         // SAFETY: valid out-pointer; the function pointer is valid while `self` is loaded.
         check(CALL, unsafe { (self.entries.library_init)(&mut handle) })?;
         if handle.is_null() {
-            return Err(CallError::Code(CALL, u32::MAX));
+            return Err(CallError::code(CALL, u32::MAX));
         }
         Ok(Mtml { lib: self, handle })
     }
@@ -329,7 +271,7 @@ impl Mtml<'_> {
             (self.lib.entries.library_init_device_by_index)(self.handle, index, &mut handle)
         })?;
         if handle.is_null() {
-            return Err(CallError::Code(CALL, u32::MAX));
+            return Err(CallError::code(CALL, u32::MAX));
         }
         Ok(Device {
             lib: self.lib,
@@ -556,15 +498,6 @@ mod tests {
         assert_eq!(std::mem::offset_of!(RawPciInfo, pci_max_speed), 56);
         assert_eq!(std::mem::offset_of!(RawPciInfo, rsvd), 80);
         assert_eq!(std::mem::offset_of!(PciInfoBuffer, info), 0);
-    }
-
-    #[test]
-    fn c_text_stops_at_nul() {
-        let mut buf = [0 as c_char; 12];
-        for (slot, b) in buf.iter_mut().zip(b"MTT S4000\0xy") {
-            *slot = *b as c_char;
-        }
-        assert_eq!(c_text(&buf), "MTT S4000");
     }
 
     #[test]

@@ -55,11 +55,6 @@ pub fn accelerator_id(uuid: &str) -> String {
     }
 }
 
-/// Whole watts from NVML's milliwatts, rounded down as the reference does.
-pub fn watts(milliwatts: u32) -> u32 {
-    milliwatts / 1000
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,10 +113,8 @@ mod tests {
     }
 
     #[test]
-    fn ids_and_watts() {
+    fn ids() {
         assert_eq!(accelerator_id("GPU-1a2b"), "GPU-1a2b");
         assert_eq!(accelerator_id("1a2b"), "GPU-1a2b");
-        assert_eq!(watts(71_999), 71);
-        assert_eq!(watts(999), 0);
     }
 }

@@ -10,13 +10,15 @@
 //!   empty card, the count first (null buffer), then the slots.
 //!
 //! A symbol the library lacks, or `NVML_ERROR_FUNCTION_NOT_FOUND` from it, is
-//! [`QueryError::Missing`]: the library cannot describe GPU instances at all.
+//! [`NvmlCallError::Missing`]: the library cannot describe GPU instances at all.
 
 #![allow(unsafe_code)]
 
-use std::ffi::{CStr, c_char, c_uint};
+use std::ffi::c_uint;
 
 use nvml_wrapper::{Device, Nvml, error::NvmlError};
+
+use crate::vendors::ffi::c_text;
 use nvml_wrapper_sys::bindings::{
     nvmlGpuInstancePlacement_t, nvmlGpuInstanceProfileInfo_v2_t,
     nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE, nvmlReturn_enum_NVML_SUCCESS,
@@ -55,8 +57,10 @@ pub struct Slot {
     pub size: u32,
 }
 
+/// Why an NVML call nvml-wrapper does not wrap gave no answer: the NVIDIA bindings' call
+/// error (the other vendors' is `ffi::CallError`), with nvml-wrapper's typed status.
 #[derive(Debug, thiserror::Error)]
-pub enum QueryError {
+pub enum NvmlCallError {
     /// The library has no such function (absent symbol or `FUNCTION_NOT_FOUND`).
     #[error("{0} is not available in this NVML")]
     Missing(&'static str),
@@ -68,11 +72,12 @@ pub enum QueryError {
     },
 }
 
-impl QueryError {
-    fn from_status(call: &'static str, status: u32) -> Self {
+impl NvmlCallError {
+    /// The error for a call that answered `status` (not success).
+    pub fn from_status(call: &'static str, status: u32) -> Self {
         match NvmlError::from(status) {
-            NvmlError::FunctionNotFound => QueryError::Missing(call),
-            error => QueryError::Call { call, error },
+            NvmlError::FunctionNotFound => NvmlCallError::Missing(call),
+            error => NvmlCallError::Call { call, error },
         }
     }
 
@@ -80,7 +85,7 @@ impl QueryError {
     pub fn is_no_such_profile(&self) -> bool {
         matches!(
             self,
-            QueryError::Call {
+            NvmlCallError::Call {
                 error: NvmlError::NotSupported | NvmlError::InvalidArg,
                 ..
             }
@@ -96,12 +101,12 @@ pub fn profile_info(
     nvml: &Nvml,
     device: &Device<'_>,
     index: u32,
-) -> Result<ProfileInfo, QueryError> {
+) -> Result<ProfileInfo, NvmlCallError> {
     let f = nvml
         .lib()
         .nvmlDeviceGetGpuInstanceProfileInfoV
         .as_ref()
-        .map_err(|_| QueryError::Missing(PROFILE_INFO_V))?;
+        .map_err(|_| NvmlCallError::Missing(PROFILE_INFO_V))?;
     // SAFETY: the record is plain C data (integers and a char array); all-zero is valid.
     let mut info: nvmlGpuInstanceProfileInfo_v2_t = unsafe { std::mem::zeroed() };
     info.version = PROFILE_INFO_V2;
@@ -109,7 +114,7 @@ pub fn profile_info(
     // `nvml`); `info` is a writable v2 record with its version word set.
     let status = unsafe { f(device.handle(), index, &mut info) };
     if status != nvmlReturn_enum_NVML_SUCCESS {
-        return Err(QueryError::from_status(PROFILE_INFO_V, status));
+        return Err(NvmlCallError::from_status(PROFILE_INFO_V, status));
     }
     Ok(ProfileInfo {
         id: info.id,
@@ -125,12 +130,12 @@ pub fn possible_placements(
     nvml: &Nvml,
     device: &Device<'_>,
     profile_id: u32,
-) -> Result<Vec<Slot>, QueryError> {
+) -> Result<Vec<Slot>, NvmlCallError> {
     let f = nvml
         .lib()
         .nvmlDeviceGetGpuInstancePossiblePlacements_v2
         .as_ref()
-        .map_err(|_| QueryError::Missing(PLACEMENTS))?;
+        .map_err(|_| NvmlCallError::Missing(PLACEMENTS))?;
     let mut count: c_uint = 0;
     // SAFETY: live handle (see `profile_info`); a null buffer asks for the count only, written
     // to the writable `count`.
@@ -146,7 +151,7 @@ pub fn possible_placements(
     if status != nvmlReturn_enum_NVML_SUCCESS
         && status != nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE
     {
-        return Err(QueryError::from_status(PLACEMENTS, status));
+        return Err(NvmlCallError::from_status(PLACEMENTS, status));
     }
     let capacity = count.min(MAX_PLACEMENTS);
     if capacity == 0 {
@@ -157,7 +162,7 @@ pub fn possible_placements(
     // SAFETY: live handle; `slots` holds `filled` writable placements, the count passed.
     let status = unsafe { f(device.handle(), profile_id, slots.as_mut_ptr(), &mut filled) };
     if status != nvmlReturn_enum_NVML_SUCCESS {
-        return Err(QueryError::from_status(PLACEMENTS, status));
+        return Err(NvmlCallError::from_status(PLACEMENTS, status));
     }
     // The out-count is the library's and the buffer's length ours: bound one by the other.
     slots.truncate(filled.min(capacity) as usize);
@@ -170,15 +175,6 @@ pub fn possible_placements(
         .collect())
 }
 
-/// A fixed C char array up to its first NUL (all of it when there is none).
-fn c_text(buf: &[c_char]) -> String {
-    let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).collect();
-    match CStr::from_bytes_until_nul(&bytes) {
-        Ok(s) => s.to_string_lossy().into_owned(),
-        Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,15 +184,5 @@ mod tests {
         // nvml.h: 11 unsigned ints, 4 bytes of padding, an unsigned long long, a 96-byte name.
         assert_eq!(size_of::<nvmlGpuInstanceProfileInfo_v2_t>(), 152);
         assert_eq!(PROFILE_INFO_V2, 0x0200_0098);
-    }
-
-    #[test]
-    fn names_stop_at_the_nul() {
-        let mut buf = [0 as c_char; 8];
-        for (slot, b) in buf.iter_mut().zip(b"MIG 1g") {
-            *slot = *b as c_char;
-        }
-        assert_eq!(c_text(&buf), "MIG 1g");
-        assert_eq!(c_text(&[b'a' as c_char; 3]), "aaa");
     }
 }

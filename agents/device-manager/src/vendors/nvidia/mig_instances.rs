@@ -14,9 +14,9 @@
 
 #![allow(unsafe_code)]
 
-use std::ffi::{CStr, c_char, c_uint};
+use std::ffi::{c_char, c_uint};
 
-use nvml_wrapper::{Device, Nvml, error::NvmlError};
+use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{
     NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, nvmlComputeInstance_t, nvmlComputeInstanceInfo_t,
     nvmlComputeInstanceProfileInfo_t, nvmlDevice_t, nvmlGpuInstance_t, nvmlGpuInstanceInfo_t,
@@ -24,7 +24,8 @@ use nvml_wrapper_sys::bindings::{
     nvmlReturn_enum_NVML_ERROR_NOT_FOUND, nvmlReturn_enum_NVML_SUCCESS,
 };
 
-use super::gpu_instances::{self, PROFILE_COUNT};
+use super::gpu_instances::{self, NvmlCallError, PROFILE_COUNT};
+use crate::vendors::ffi::c_text;
 
 /// A partition made for a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,13 +38,9 @@ pub struct Created {
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstanceError {
-    #[error("{0} is not available in this NVML")]
-    Missing(&'static str),
-    #[error("{call} failed: {error}")]
-    Call {
-        call: &'static str,
-        error: NvmlError,
-    },
+    /// An NVML call is missing or failed.
+    #[error(transparent)]
+    Nvml(#[from] NvmlCallError),
     #[error("the card offers no MIG profile named {0}")]
     NoProfile(String),
     #[error(
@@ -72,20 +69,17 @@ fn check(call: &'static str, status: u32) -> Result<(), InstanceError> {
     if status == nvmlReturn_enum_NVML_ERROR_IN_USE {
         return Err(InstanceError::InUse(call));
     }
-    Err(match NvmlError::from(status) {
-        NvmlError::FunctionNotFound => InstanceError::Missing(call),
-        error => InstanceError::Call { call, error },
-    })
+    Err(NvmlCallError::from_status(call, status).into())
 }
 
-/// A symbol of the loaded library, or [`InstanceError::Missing`].
+/// A symbol of the loaded library, or [`NvmlCallError::Missing`].
 macro_rules! sym {
     ($nvml:expr, $name:ident) => {
         $nvml
             .lib()
             .$name
             .as_ref()
-            .map_err(|_| InstanceError::Missing(stringify!($name)))?
+            .map_err(|_| InstanceError::from(NvmlCallError::Missing(stringify!($name))))?
     };
 }
 
@@ -153,7 +147,7 @@ fn compute_instance(
     let create_ci = sym!(nvml, nvmlGpuInstanceCreateComputeInstance);
     let gi_info = sym!(nvml, nvmlGpuInstanceGetInfo);
     let ci_info = sym!(nvml, nvmlComputeInstanceGetInfo_v2);
-    let profile = compute_profile(slices).ok_or(InstanceError::Missing(
+    let profile = compute_profile(slices).ok_or(NvmlCallError::Missing(
         "a compute-instance profile of this size",
     ))?;
     // SAFETY: plain C records of integers and pointers; all-zero is valid for each.
@@ -220,10 +214,7 @@ fn mig_uuid(nvml: &Nvml, device: &Device<'_>, gi: u32, ci: u32) -> Result<String
         check("nvmlDeviceGetUUID", unsafe {
             uuid_of(mig, buf.as_mut_ptr(), buf.len() as c_uint)
         })?;
-        let bytes: Vec<u8> = buf.iter().map(|&b| b as u8).collect();
-        return Ok(CStr::from_bytes_until_nul(&bytes)
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default());
+        return Ok(c_text(&buf));
     }
     Err(InstanceError::NoMigDevice {
         gpu_instance: gi,
@@ -281,6 +272,9 @@ mod tests {
                 .is_in_use()
         );
         assert!(check("x", nvmlReturn_enum_NVML_SUCCESS).is_ok());
-        assert!(matches!(check("x", 13), Err(InstanceError::Missing("x"))));
+        assert!(matches!(
+            check("x", 13),
+            Err(InstanceError::Nvml(NvmlCallError::Missing("x")))
+        ));
     }
 }

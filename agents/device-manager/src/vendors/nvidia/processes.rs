@@ -4,7 +4,7 @@
 
 use nvml_wrapper::{Nvml, enums::device::UsedGpuMemory, error::NvmlError};
 
-use crate::serve::slices::{CardRows, PartitionHold, PartitionMemory, ProcessRow, Reason};
+use crate::card_usage::{CardRows, PartitionHold, PartitionMemory, ProcessRow, Reason};
 
 const MIB: u64 = 1024 * 1024;
 

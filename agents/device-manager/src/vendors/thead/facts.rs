@@ -1,4 +1,4 @@
-//! Pure derivations from what HGML reports: versions, the PCI bus id, watts, health, and the
+//! Pure derivations from what HGML reports: versions, the PCI bus id, health, and the
 //! physical-slicing (MIG) inventory of a card in MIG mode. Each follows the reference operator's
 //! T-Head detector (gpustack/gpustack-operator, Go package `thead`) unless its comment says
 //! otherwise.
@@ -41,11 +41,6 @@ pub fn bus_id(
             .map(pci::normalize_bus_id)
             .find(|b| pci::is_bus_id(b))
     })
-}
-
-/// Whole watts from milliwatts, rounded down as the reference does.
-pub fn watts(milliwatts: u32) -> u32 {
-    milliwatts / 1000
 }
 
 /// Uncorrected volatile DRAM ECC errors make a card unhealthy; a refused query holds nothing
@@ -219,9 +214,7 @@ mod tests {
     }
 
     #[test]
-    fn watts_and_health() {
-        assert_eq!(watts(351_999), 351);
-        assert_eq!(watts(999), 0);
+    fn health() {
         assert!(!unhealthy(None));
         assert!(!unhealthy(Some(0)));
         assert!(unhealthy(Some(2)));

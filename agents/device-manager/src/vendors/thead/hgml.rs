@@ -1,7 +1,8 @@
-//! The FFI boundary to HGML (`libhgml.so`), T-Head's PPU management library: every `unsafe` of
-//! the T-Head detector lives here, behind a safe API.
+//! The FFI boundary to HGML (`libhgml.so`), T-Head's PPU management library: its symbol table
+//! and the functions it has beyond the NVML-shaped ones, which are [`binding`]'s. Every `unsafe`
+//! of the T-Head detector lives here or there, behind a safe API.
 //!
-//! HGML is NVML-shaped with an `hgml` prefix: the same `Return` codes, opaque device handles
+//! HGML is NVML-shaped with an `hgml` prefix: the same status codes, opaque device handles
 //! and struct layouts. The sources every signature and layout here was checked against:
 //! - gpustack/runtime `gpustack_runtime/detector/pyhgml/__init__.py` (ctypes bindings);
 //! - the Go bindings of the reference operator (gpustack/gpustack-operator
@@ -35,80 +36,63 @@
 #![allow(unsafe_code)]
 
 use std::{
-    ffi::{OsStr, c_char, c_int, c_uint, c_ulonglong, c_void},
-    fmt,
+    ffi::{OsStr, c_char, c_uint, c_ulonglong},
+    ops::Deref,
 };
 
-use libloading::Library;
+use crate::vendors::{
+    ffi::{OpenError, c_text, loader},
+    nvml_shaped::{
+        Memory,
+        binding::{
+            self, INSUFFICIENT_SIZE, NvmlShapedLibrary, RawDevice, SUCCESS, Status, Symbols,
+        },
+    },
+};
 
-/// `hgmlReturn_t`: an HGML call's status.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Return(pub c_uint);
+/// Names tried for each NVML-shaped function, in order (see the module comment).
+pub static SYMBOLS: Symbols = Symbols {
+    status_prefix: "HGML",
+    library: "HGML",
+    init: &["hgmlInit_v2", "hgmlInit"],
+    shutdown: &["hgmlShutdown"],
+    device_count: &["hgmlDeviceGetCount_v2", "hgmlDeviceGetCount"],
+    handle_by_index: &[
+        "hgmlDeviceGetHandleByIndex_v2",
+        "hgmlDeviceGetHandleByIndex",
+    ],
+    uuid: &["hgmlDeviceGetUUID"],
+    name: &["hgmlDeviceGetName"],
+    driver_version: &["hgmlSystemGetDriverVersion"],
+    runtime_version: &[
+        "hgmlSystemGetHggcDriverVersion_v2",
+        "hgmlSystemGetHggcDriverVersion",
+    ],
+    minor_number: &["hgmlDeviceGetMinorNumber"],
+    memory_info: &["hgmlDeviceGetMemoryInfo"],
+    pci_info: &[
+        "hgmlDeviceGetPciInfo_v3",
+        "hgmlDeviceGetPciInfo_v2",
+        "hgmlDeviceGetPciInfo",
+    ],
+    compute_capability: &["hgmlDeviceGetHggcComputeCapability"],
+    temperature: &["hgmlDeviceGetTemperature"],
+    power_usage: &["hgmlDeviceGetPowerUsage"],
+    utilization: &["hgmlDeviceGetUtilizationRates"],
+};
 
-impl Return {
-    pub const SUCCESS: Return = Return(0);
-    pub const INVALID_ARGUMENT: Return = Return(2);
-    pub const NOT_SUPPORTED: Return = Return(3);
-    pub const NOT_FOUND: Return = Return(6);
-    pub const INSUFFICIENT_SIZE: Return = Return(7);
-    /// `HGML_ERROR_FUNCTION_NOT_FOUND`: also what a missing optional symbol answers.
-    pub const FUNCTION_NOT_FOUND: Return = Return(13);
-
-    fn ok(self) -> Result<(), Return> {
-        if self == Self::SUCCESS {
-            Ok(())
-        } else {
-            Err(self)
-        }
-    }
-
-    /// The driver's own answer that nothing exists at the id asked about (the Go operator's
-    /// `driverReportsAbsent`), as opposed to a query it could not answer.
-    pub fn is_absent(self) -> bool {
-        matches!(
-            self,
-            Self::NOT_SUPPORTED | Self::NOT_FOUND | Self::INVALID_ARGUMENT
-        )
-    }
-}
-
-impl fmt::Display for Return {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // pyhgml's names for the codes an operator is likely to meet.
-        let name = match self.0 {
-            0 => "HGML_SUCCESS",
-            1 => "HGML_ERROR_UNINITIALIZED",
-            2 => "HGML_ERROR_INVALID_ARGUMENT",
-            3 => "HGML_ERROR_NOT_SUPPORTED",
-            4 => "HGML_ERROR_NO_PERMISSION",
-            6 => "HGML_ERROR_NOT_FOUND",
-            7 => "HGML_ERROR_INSUFFICIENT_SIZE",
-            9 => "HGML_ERROR_DRIVER_NOT_LOADED",
-            12 => "HGML_ERROR_LIBRARY_NOT_FOUND",
-            13 => "HGML_ERROR_FUNCTION_NOT_FOUND",
-            15 => "HGML_ERROR_GPU_IS_LOST",
-            18 => "HGML_ERROR_LIB_RM_VERSION_MISMATCH",
-            28 => "HGML_ERROR_GPU_NOT_FOUND",
-            999 => "HGML_ERROR_UNKNOWN",
-            _ => "unnamed HGML status",
-        };
-        write!(f, "{name} ({})", self.0)
-    }
-}
-
-/// `hgmlDevice_t`: opaque, only ever handed back to the library.
-#[repr(transparent)]
-#[derive(Clone, Copy)]
-struct RawDevice(*mut c_void);
-
-/// `hgmlMemory_t`.
-#[repr(C)]
-#[derive(Default)]
-struct RawMemory {
-    total: c_ulonglong,
-    free: c_ulonglong,
-    used: c_ulonglong,
+/// Names tried for each function HGML has beyond the NVML-shaped ones, in order.
+pub mod symbols {
+    pub const NUM_CORES: &[&str] = &["hgmlDeviceGetNumGpuCores"];
+    pub const MEMORY_INFO_V2: &[&str] = &["hgmlDeviceGetMemoryInfo_v2"];
+    pub const MEMORY_ERROR_COUNTER: &[&str] = &["hgmlDeviceGetMemoryErrorCounter"];
+    pub const MIG_MODE: &[&str] = &["hgmlDeviceGetMigMode"];
+    pub const PROFILE_INFO_V2: &[&str] = &["hgmlDeviceGetGpuInstanceProfileInfoV"];
+    pub const PROFILE_INFO: &[&str] = &["hgmlDeviceGetGpuInstanceProfileInfo"];
+    pub const POSSIBLE_PLACEMENTS: &[&str] = &[
+        "hgmlDeviceGetGpuInstancePossiblePlacements_v2",
+        "hgmlDeviceGetGpuInstancePossiblePlacements",
+    ];
 }
 
 /// `hgmlMemory_v2_t`.
@@ -124,26 +108,6 @@ struct RawMemoryV2 {
 
 /// `hgmlMemory_v2`: the struct's size with version 2 in the top byte.
 const MEMORY_V2: c_uint = (size_of::<RawMemoryV2>() as c_uint) | (2 << 24);
-
-/// `hgmlPciInfo_t` (the `_v3` layout; see the module comment for the legacy one).
-#[repr(C)]
-struct RawPciInfo {
-    bus_id_legacy: [c_char; 16],
-    domain: c_uint,
-    bus: c_uint,
-    device: c_uint,
-    pci_device_id: c_uint,
-    pci_sub_system_id: c_uint,
-    bus_id: [c_char; 32],
-}
-
-/// `hgmlUtilization_t`.
-#[repr(C)]
-#[derive(Default)]
-struct RawUtilization {
-    gpu: c_uint,
-    memory: c_uint,
-}
 
 /// `hgmlGpuInstanceProfileInfo_t` (v1, unnamed).
 #[repr(C)]
@@ -191,12 +155,8 @@ struct RawPlacement {
     size: c_uint,
 }
 
-/// `HGML_DEVICE_NAME_V2_BUFFER_SIZE` and `HGML_DEVICE_UUID_V2_BUFFER_SIZE`.
+/// `HGML_DEVICE_NAME_V2_BUFFER_SIZE`: the profile record's name.
 const NAME_BUFFER: usize = 96;
-/// `HGML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE`.
-const DRIVER_VERSION_BUFFER: usize = 80;
-/// `HGML_TEMPERATURE_GPU`.
-const TEMPERATURE_GPU: c_uint = 0;
 /// `HGML_MEMORY_ERROR_TYPE_UNCORRECTED`, `HGML_VOLATILE_ECC`, `HGML_MEMORY_LOCATION_DRAM`: the
 /// counter the Go operator reads for `unhealthy`.
 const MEMORY_ERROR_TYPE_UNCORRECTED: c_uint = 1;
@@ -207,239 +167,70 @@ pub const GPU_INSTANCE_PROFILE_COUNT: u32 = 0xF;
 /// A placement query answering more than this is not believed (an 8-slice card has 8 at most).
 const MAX_PLACEMENTS: c_uint = 64;
 
-type InitFn = unsafe extern "C" fn() -> Return;
-type CountFn = unsafe extern "C" fn(*mut c_uint) -> Return;
-type HandleFn = unsafe extern "C" fn(c_uint, *mut RawDevice) -> Return;
-type SystemStringFn = unsafe extern "C" fn(*mut c_char, c_uint) -> Return;
-type SystemIntFn = unsafe extern "C" fn(*mut c_int) -> Return;
-type DeviceStringFn = unsafe extern "C" fn(RawDevice, *mut c_char, c_uint) -> Return;
-type DeviceUintFn = unsafe extern "C" fn(RawDevice, *mut c_uint) -> Return;
-type MemoryFn = unsafe extern "C" fn(RawDevice, *mut RawMemory) -> Return;
-type MemoryV2Fn = unsafe extern "C" fn(RawDevice, *mut RawMemoryV2) -> Return;
-type PciFn = unsafe extern "C" fn(RawDevice, *mut RawPciInfo) -> Return;
-type CapabilityFn = unsafe extern "C" fn(RawDevice, *mut c_int, *mut c_int) -> Return;
-type TemperatureFn = unsafe extern "C" fn(RawDevice, c_uint, *mut c_uint) -> Return;
-type UtilizationFn = unsafe extern "C" fn(RawDevice, *mut RawUtilization) -> Return;
+type DeviceUintFn = unsafe extern "C" fn(RawDevice, *mut c_uint) -> c_uint;
+type MemoryV2Fn = unsafe extern "C" fn(RawDevice, *mut RawMemoryV2) -> c_uint;
 type ErrorCounterFn =
-    unsafe extern "C" fn(RawDevice, c_uint, c_uint, c_uint, *mut c_ulonglong) -> Return;
-type MigModeFn = unsafe extern "C" fn(RawDevice, *mut c_uint, *mut c_uint) -> Return;
-type ProfileV1Fn = unsafe extern "C" fn(RawDevice, c_uint, *mut RawProfileInfoV1) -> Return;
-type ProfileV2Fn = unsafe extern "C" fn(RawDevice, c_uint, *mut RawProfileInfoV2) -> Return;
+    unsafe extern "C" fn(RawDevice, c_uint, c_uint, c_uint, *mut c_ulonglong) -> c_uint;
+type MigModeFn = unsafe extern "C" fn(RawDevice, *mut c_uint, *mut c_uint) -> c_uint;
+type ProfileV1Fn = unsafe extern "C" fn(RawDevice, c_uint, *mut RawProfileInfoV1) -> c_uint;
+type ProfileV2Fn = unsafe extern "C" fn(RawDevice, c_uint, *mut RawProfileInfoV2) -> c_uint;
 type PlacementsFn =
-    unsafe extern "C" fn(RawDevice, c_uint, *mut RawPlacement, *mut c_uint) -> Return;
+    unsafe extern "C" fn(RawDevice, c_uint, *mut RawPlacement, *mut c_uint) -> c_uint;
 
-/// Names tried for each function, in order (see the module comment).
-pub mod symbols {
-    pub const INIT: &[&str] = &["hgmlInit_v2", "hgmlInit"];
-    pub const SHUTDOWN: &[&str] = &["hgmlShutdown"];
-    pub const DEVICE_COUNT: &[&str] = &["hgmlDeviceGetCount_v2", "hgmlDeviceGetCount"];
-    pub const HANDLE_BY_INDEX: &[&str] = &[
-        "hgmlDeviceGetHandleByIndex_v2",
-        "hgmlDeviceGetHandleByIndex",
-    ];
-    pub const DRIVER_VERSION: &[&str] = &["hgmlSystemGetDriverVersion"];
-    pub const HGGC_DRIVER_VERSION: &[&str] = &[
-        "hgmlSystemGetHggcDriverVersion_v2",
-        "hgmlSystemGetHggcDriverVersion",
-    ];
-    pub const UUID: &[&str] = &["hgmlDeviceGetUUID"];
-    pub const NAME: &[&str] = &["hgmlDeviceGetName"];
-    pub const MINOR_NUMBER: &[&str] = &["hgmlDeviceGetMinorNumber"];
-    pub const NUM_CORES: &[&str] = &["hgmlDeviceGetNumGpuCores"];
-    pub const MEMORY_INFO_V2: &[&str] = &["hgmlDeviceGetMemoryInfo_v2"];
-    pub const MEMORY_INFO: &[&str] = &["hgmlDeviceGetMemoryInfo"];
-    pub const PCI_INFO: &[&str] = &[
-        "hgmlDeviceGetPciInfo_v3",
-        "hgmlDeviceGetPciInfo_v2",
-        "hgmlDeviceGetPciInfo",
-    ];
-    pub const COMPUTE_CAPABILITY: &[&str] = &["hgmlDeviceGetHggcComputeCapability"];
-    pub const MEMORY_ERROR_COUNTER: &[&str] = &["hgmlDeviceGetMemoryErrorCounter"];
-    pub const MIG_MODE: &[&str] = &["hgmlDeviceGetMigMode"];
-    pub const PROFILE_INFO_V2: &[&str] = &["hgmlDeviceGetGpuInstanceProfileInfoV"];
-    pub const PROFILE_INFO: &[&str] = &["hgmlDeviceGetGpuInstanceProfileInfo"];
-    pub const POSSIBLE_PLACEMENTS: &[&str] = &[
-        "hgmlDeviceGetGpuInstancePossiblePlacements_v2",
-        "hgmlDeviceGetGpuInstancePossiblePlacements",
-    ];
-    pub const TEMPERATURE: &[&str] = &["hgmlDeviceGetTemperature"];
-    pub const POWER_USAGE: &[&str] = &["hgmlDeviceGetPowerUsage"];
-    pub const UTILIZATION: &[&str] = &["hgmlDeviceGetUtilizationRates"];
-}
-
-/// The functions found in the library. The first five are needed to enumerate anything at all;
-/// the rest answer `FUNCTION_NOT_FOUND` when absent, like a query the product lacks.
-struct Functions {
-    init: InitFn,
-    shutdown: InitFn,
-    device_count: CountFn,
-    handle_by_index: HandleFn,
-    uuid: DeviceStringFn,
-    name: Option<DeviceStringFn>,
-    driver_version: Option<SystemStringFn>,
-    hggc_driver_version: Option<SystemIntFn>,
-    minor_number: Option<DeviceUintFn>,
+/// HGML's functions beyond the NVML-shaped ones; each answers `FUNCTION_NOT_FOUND` when
+/// absent, like a query the product lacks.
+struct Extras {
     num_cores: Option<DeviceUintFn>,
     memory_info_v2: Option<MemoryV2Fn>,
-    memory_info: Option<MemoryFn>,
-    pci_info: Option<PciFn>,
-    compute_capability: Option<CapabilityFn>,
     memory_error_counter: Option<ErrorCounterFn>,
     mig_mode: Option<MigModeFn>,
     profile_info_v2: Option<ProfileV2Fn>,
     profile_info: Option<ProfileV1Fn>,
     possible_placements: Option<PlacementsFn>,
-    temperature: Option<TemperatureFn>,
-    power_usage: Option<DeviceUintFn>,
-    utilization: Option<UtilizationFn>,
 }
 
-/// Why HGML could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("could not be loaded: {0}")]
-    Load(#[source] libloading::Error),
-    #[error("lacks {0}, which reading accelerators needs")]
-    MissingSymbol(String),
-    #[error("hgmlInit failed: {0}")]
-    Init(Return),
-}
-
-/// The first of `names` the library exports, as a function pointer of type `T`.
-///
-/// # Safety
-/// `T` must be the C signature the sources give every name in `names`.
-unsafe fn lookup<T: Copy>(library: &Library, names: &[&str]) -> Option<T> {
-    names.iter().find_map(|name| {
-        // SAFETY: the caller guarantees `T` is the symbol's C signature; the pointer is copied
-        // out and only called while `library` is alive (both are owned by `HgmlLib`).
-        unsafe { library.get::<T>(name.as_bytes()).ok().map(|s| *s) }
-    })
-}
-
-fn required<T: Copy>(library: &Library, names: &[&str]) -> Result<T, OpenError> {
-    // SAFETY: every call site pairs a `symbols` list with the fn type the sources declare for it.
-    unsafe { lookup(library, names) }.ok_or_else(|| OpenError::MissingSymbol(names.join(" or ")))
-}
-
-fn optional<T: Copy>(library: &Library, names: &[&str]) -> Option<T> {
-    // SAFETY: as in `required`.
-    unsafe { lookup(library, names) }
-}
-
-/// An initialised HGML. Shut down (once, matching the one init) when dropped; the library is
-/// unloaded after that, since the function pointers are dropped with it.
+/// An initialised HGML (shut down when dropped, see [`NvmlShapedLibrary`]).
 pub struct HgmlLib {
-    fns: Functions,
-    _library: Library,
+    // Declared before `lib`, which holds the library these pointers point into.
+    extras: Extras,
+    lib: NvmlShapedLibrary,
 }
 
 impl HgmlLib {
     /// Loads the library at `path` (a file path, or a bare name for the loader's own search),
     /// resolves its functions and initialises it.
     pub fn open(path: &OsStr) -> Result<HgmlLib, OpenError> {
-        // SAFETY: loading runs the library's initialisers. `path` is the vendor's management
-        // library found in the PPU SDK directories (or the test stand-in), whose initialisers
-        // are expected to be sound; this is the same trust `dlopen` in T-Head's own tools has.
-        let library = unsafe { Library::new(path) }.map_err(OpenError::Load)?;
-        let fns = Functions {
-            init: required(&library, symbols::INIT)?,
-            shutdown: required(&library, symbols::SHUTDOWN)?,
-            device_count: required(&library, symbols::DEVICE_COUNT)?,
-            handle_by_index: required(&library, symbols::HANDLE_BY_INDEX)?,
-            uuid: required(&library, symbols::UUID)?,
-            name: optional(&library, symbols::NAME),
-            driver_version: optional(&library, symbols::DRIVER_VERSION),
-            hggc_driver_version: optional(&library, symbols::HGGC_DRIVER_VERSION),
-            minor_number: optional(&library, symbols::MINOR_NUMBER),
-            num_cores: optional(&library, symbols::NUM_CORES),
-            memory_info_v2: optional(&library, symbols::MEMORY_INFO_V2),
-            memory_info: optional(&library, symbols::MEMORY_INFO),
-            pci_info: optional(&library, symbols::PCI_INFO),
-            compute_capability: optional(&library, symbols::COMPUTE_CAPABILITY),
-            memory_error_counter: optional(&library, symbols::MEMORY_ERROR_COUNTER),
-            mig_mode: optional(&library, symbols::MIG_MODE),
-            profile_info_v2: optional(&library, symbols::PROFILE_INFO_V2),
-            profile_info: optional(&library, symbols::PROFILE_INFO),
-            possible_placements: optional(&library, symbols::POSSIBLE_PLACEMENTS),
-            temperature: optional(&library, symbols::TEMPERATURE),
-            power_usage: optional(&library, symbols::POWER_USAGE),
-            utilization: optional(&library, symbols::UTILIZATION),
+        let lib = NvmlShapedLibrary::open(path, &SYMBOLS)?;
+        let library = lib.library();
+        // SAFETY: for every lookup, each `symbols` list is paired with the fn type pyhgml and the
+        // Go bindings declare for it; the pointers are stored next to `lib`, which holds the
+        // library for as long as `self` lives.
+        let extras = unsafe {
+            Extras {
+                num_cores: loader::symbol(library, symbols::NUM_CORES),
+                memory_info_v2: loader::symbol(library, symbols::MEMORY_INFO_V2),
+                memory_error_counter: loader::symbol(library, symbols::MEMORY_ERROR_COUNTER),
+                mig_mode: loader::symbol(library, symbols::MIG_MODE),
+                profile_info_v2: loader::symbol(library, symbols::PROFILE_INFO_V2),
+                profile_info: loader::symbol(library, symbols::PROFILE_INFO),
+                possible_placements: loader::symbol(library, symbols::POSSIBLE_PLACEMENTS),
+            }
         };
-        // SAFETY: `hgmlInit_v2(void)` / `hgmlInit(void)`; no arguments, the library is loaded.
-        unsafe { (fns.init)() }.ok().map_err(OpenError::Init)?;
-        Ok(HgmlLib {
-            fns,
-            _library: library,
+        Ok(HgmlLib { extras, lib })
+    }
+
+    /// The NVML-shaped calls.
+    pub fn lib(&self) -> &NvmlShapedLibrary {
+        &self.lib
+    }
+
+    /// The device at `index` (`hgmlDeviceGetHandleByIndex_v2`).
+    pub fn device(&self, index: u32) -> Result<Device<'_>, Status> {
+        Ok(Device {
+            hgml: self,
+            common: self.lib.device(index)?,
         })
     }
-
-    /// `hgmlDeviceGetCount_v2`.
-    pub fn device_count(&self) -> Result<u32, Return> {
-        let mut count: c_uint = 0;
-        // SAFETY: `count` is a valid, writable `unsigned int`.
-        unsafe { (self.fns.device_count)(&mut count) }.ok()?;
-        Ok(count)
-    }
-
-    /// `hgmlDeviceGetHandleByIndex_v2`.
-    pub fn device(&self, index: u32) -> Result<Device<'_>, Return> {
-        let mut handle = RawDevice(std::ptr::null_mut());
-        // SAFETY: `handle` is a valid, writable `hgmlDevice_t`.
-        unsafe { (self.fns.handle_by_index)(index, &mut handle) }.ok()?;
-        Ok(Device { hgml: self, handle })
-    }
-
-    /// `hgmlSystemGetDriverVersion`.
-    pub fn driver_version(&self) -> Result<String, Return> {
-        let f = self.fns.driver_version.ok_or(Return::FUNCTION_NOT_FOUND)?;
-        let mut buf = [0 as c_char; DRIVER_VERSION_BUFFER];
-        // SAFETY: `buf` holds `buf.len()` writable bytes, the length passed.
-        unsafe { f(buf.as_mut_ptr(), buf.len() as c_uint) }.ok()?;
-        Ok(c_text(&buf))
-    }
-
-    /// `hgmlSystemGetHggcDriverVersion_v2`: `1000 * major + 10 * minor`, as NVML encodes CUDA's.
-    pub fn hggc_driver_version(&self) -> Result<i32, Return> {
-        let f = self
-            .fns
-            .hggc_driver_version
-            .ok_or(Return::FUNCTION_NOT_FOUND)?;
-        let mut version: c_int = 0;
-        // SAFETY: `version` is a valid, writable `int`.
-        unsafe { f(&mut version) }.ok()?;
-        Ok(version)
-    }
-}
-
-impl Drop for HgmlLib {
-    fn drop(&mut self) {
-        // SAFETY: `hgmlShutdown(void)`, balancing the one successful init in `open`; the
-        // library is still loaded (it is dropped after this).
-        let status = unsafe { (self.fns.shutdown)() };
-        if status != Return::SUCCESS {
-            tracing::debug!("hgmlShutdown of libhgml.so answered {status}");
-        }
-    }
-}
-
-/// Memory in bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Memory {
-    pub total: u64,
-    pub used: u64,
-}
-
-/// What `hgmlDeviceGetPciInfo*` filled in.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PciInfo {
-    pub domain: u32,
-    pub bus: u32,
-    pub device: u32,
-    /// The `_v3` layout's `busId`, or (legacy layout) the first 16 bytes of the trailing words.
-    pub bus_id: String,
-    /// The `_v3` layout's `busIdLegacy`, or the legacy layout's `busId`.
-    pub bus_id_legacy: String,
 }
 
 /// One GPU-instance profile as the probe answered it.
@@ -460,156 +251,88 @@ pub struct SlotPlacement {
     pub size: u32,
 }
 
-/// One device handle, valid while its [`HgmlLib`] is.
+/// One device handle, valid while its [`HgmlLib`] is; the NVML-shaped calls through `Deref`.
 pub struct Device<'a> {
     hgml: &'a HgmlLib,
-    handle: RawDevice,
+    common: binding::Device<'a>,
+}
+
+impl<'a> Deref for Device<'a> {
+    type Target = binding::Device<'a>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.common
+    }
 }
 
 impl Device<'_> {
-    fn string(&self, f: DeviceStringFn) -> Result<String, Return> {
-        let mut buf = [0 as c_char; NAME_BUFFER];
-        // SAFETY: `handle` came from `hgmlDeviceGetHandleByIndex` of this initialised library;
-        // `buf` holds `buf.len()` writable bytes, the length passed.
-        unsafe { f(self.handle, buf.as_mut_ptr(), buf.len() as c_uint) }.ok()?;
-        Ok(c_text(&buf))
+    fn present<T>(&self, f: Option<T>) -> Result<T, Status> {
+        f.ok_or(self.hgml.lib.function_not_found())
     }
 
-    fn uint(&self, f: Option<DeviceUintFn>) -> Result<u32, Return> {
-        let f = f.ok_or(Return::FUNCTION_NOT_FOUND)?;
-        let mut value: c_uint = 0;
-        // SAFETY: valid handle (see `string`); `value` is a writable `unsigned int`.
-        unsafe { f(self.handle, &mut value) }.ok()?;
-        Ok(value)
-    }
-
-    /// `hgmlDeviceGetUUID`.
-    pub fn uuid(&self) -> Result<String, Return> {
-        self.string(self.hgml.fns.uuid)
-    }
-
-    /// `hgmlDeviceGetName`.
-    pub fn name(&self) -> Result<String, Return> {
-        self.string(self.hgml.fns.name.ok_or(Return::FUNCTION_NOT_FOUND)?)
-    }
-
-    /// `hgmlDeviceGetMinorNumber`.
-    pub fn minor_number(&self) -> Result<u32, Return> {
-        self.uint(self.hgml.fns.minor_number)
+    fn status(&self, code: c_uint) -> Result<(), Status> {
+        self.hgml.lib.status(code).ok()
     }
 
     /// `hgmlDeviceGetNumGpuCores`.
-    pub fn num_cores(&self) -> Result<u32, Return> {
-        self.uint(self.hgml.fns.num_cores)
-    }
-
-    /// `hgmlDeviceGetPowerUsage`, milliwatts.
-    pub fn power_usage_mw(&self) -> Result<u32, Return> {
-        self.uint(self.hgml.fns.power_usage)
+    pub fn num_cores(&self) -> Result<u32, Status> {
+        let f = self.present(self.hgml.extras.num_cores)?;
+        let mut value: c_uint = 0;
+        // SAFETY: the handle came from this initialised library's handle-by-index call (as in
+        // every call below); `value` is a writable `unsigned int`.
+        self.status(unsafe { f(self.raw(), &mut value) })?;
+        Ok(value)
     }
 
     /// `hgmlDeviceGetMemoryInfo_v2`, else `hgmlDeviceGetMemoryInfo` (the Go operator's order).
-    pub fn memory(&self) -> Result<Memory, Return> {
-        if let Some(f) = self.hgml.fns.memory_info_v2 {
+    pub fn memory(&self) -> Result<Memory, Status> {
+        if let Some(f) = self.hgml.extras.memory_info_v2 {
             let mut m = RawMemoryV2 {
                 version: MEMORY_V2,
                 ..RawMemoryV2::default()
             };
-            // SAFETY: valid handle (see `string`); `m` is a writable `hgmlMemory_v2_t` with its
-            // version set, as the call requires.
-            if unsafe { f(self.handle, &mut m) }.ok().is_ok() {
+            // SAFETY: valid handle; `m` is a writable `hgmlMemory_v2_t` with its version set, as
+            // the call requires.
+            if self.status(unsafe { f(self.raw(), &mut m) }).is_ok() {
                 return Ok(Memory {
                     total: m.total,
                     used: m.used,
                 });
             }
         }
-        let f = self
-            .hgml
-            .fns
-            .memory_info
-            .ok_or(Return::FUNCTION_NOT_FOUND)?;
-        let mut m = RawMemory::default();
-        // SAFETY: valid handle (see `string`); `m` is a writable `hgmlMemory_t`.
-        unsafe { f(self.handle, &mut m) }.ok()?;
-        Ok(Memory {
-            total: m.total,
-            used: m.used,
-        })
-    }
-
-    /// `hgmlDeviceGetPciInfo_v3`, `_v2` or unversioned (see the module comment on layouts).
-    pub fn pci_info(&self) -> Result<PciInfo, Return> {
-        let f = self.hgml.fns.pci_info.ok_or(Return::FUNCTION_NOT_FOUND)?;
-        let mut pci = RawPciInfo {
-            bus_id_legacy: [0; 16],
-            domain: 0,
-            bus: 0,
-            device: 0,
-            pci_device_id: 0,
-            pci_sub_system_id: 0,
-            bus_id: [0; 32],
-        };
-        // SAFETY: valid handle (see `string`); `pci` is a zeroed, writable struct at least as
-        // large as either layout the function may fill.
-        unsafe { f(self.handle, &mut pci) }.ok()?;
-        Ok(PciInfo {
-            domain: pci.domain,
-            bus: pci.bus,
-            device: pci.device,
-            bus_id: c_text(&pci.bus_id),
-            bus_id_legacy: c_text(&pci.bus_id_legacy),
-        })
-    }
-
-    /// `hgmlDeviceGetHggcComputeCapability`: (major, minor).
-    pub fn compute_capability(&self) -> Result<(i32, i32), Return> {
-        let f = self
-            .hgml
-            .fns
-            .compute_capability
-            .ok_or(Return::FUNCTION_NOT_FOUND)?;
-        let (mut major, mut minor): (c_int, c_int) = (0, 0);
-        // SAFETY: valid handle (see `string`); both are writable `int`s.
-        unsafe { f(self.handle, &mut major, &mut minor) }.ok()?;
-        Ok((major, minor))
+        self.common.memory()
     }
 
     /// `hgmlDeviceGetMemoryErrorCounter(UNCORRECTED, VOLATILE_ECC, DRAM)`.
-    pub fn uncorrected_dram_errors(&self) -> Result<u64, Return> {
-        let f = self
-            .hgml
-            .fns
-            .memory_error_counter
-            .ok_or(Return::FUNCTION_NOT_FOUND)?;
+    pub fn uncorrected_dram_errors(&self) -> Result<u64, Status> {
+        let f = self.present(self.hgml.extras.memory_error_counter)?;
         let mut count: c_ulonglong = 0;
-        // SAFETY: valid handle (see `string`); three valid enum values; `count` is writable.
-        unsafe {
+        // SAFETY: valid handle ; three valid enum values; `count` is writable.
+        self.status(unsafe {
             f(
-                self.handle,
+                self.raw(),
                 MEMORY_ERROR_TYPE_UNCORRECTED,
                 VOLATILE_ECC,
                 MEMORY_LOCATION_DRAM,
                 &mut count,
             )
-        }
-        .ok()?;
+        })?;
         Ok(count)
     }
 
     /// `hgmlDeviceGetMigMode`: (current, pending), `HGML_DEVICE_MIG_ENABLE` = 1.
-    pub fn mig_mode(&self) -> Result<(u32, u32), Return> {
-        let f = self.hgml.fns.mig_mode.ok_or(Return::FUNCTION_NOT_FOUND)?;
+    pub fn mig_mode(&self) -> Result<(u32, u32), Status> {
+        let f = self.present(self.hgml.extras.mig_mode)?;
         let (mut current, mut pending): (c_uint, c_uint) = (0, 0);
-        // SAFETY: valid handle (see `string`); both are writable `unsigned int`s.
-        unsafe { f(self.handle, &mut current, &mut pending) }.ok()?;
+        // SAFETY: valid handle ; both are writable `unsigned int`s.
+        self.status(unsafe { f(self.raw(), &mut current, &mut pending) })?;
         Ok((current, pending))
     }
 
     /// The GPU-instance profile at enumeration index `index`: the named v2 record
     /// (`hgmlDeviceGetGpuInstanceProfileInfoV`), else the unnamed v1 one.
-    pub fn profile_info(&self, index: u32) -> Result<ProfileInfo, Return> {
-        if let Some(f) = self.hgml.fns.profile_info_v2 {
+    pub fn profile_info(&self, index: u32) -> Result<ProfileInfo, Status> {
+        if let Some(f) = self.hgml.extras.profile_info_v2 {
             let mut info = RawProfileInfoV2 {
                 version: PROFILE_INFO_V2,
                 id: 0,
@@ -625,9 +348,9 @@ impl Device<'_> {
                 memory_size_mb: 0,
                 name: [0; NAME_BUFFER],
             };
-            // SAFETY: valid handle (see `string`); `info` is a writable v2 record with its
+            // SAFETY: valid handle ; `info` is a writable v2 record with its
             // version word set, as the versioned call requires.
-            match unsafe { f(self.handle, index, &mut info) }.ok() {
+            match self.status(unsafe { f(self.raw(), index, &mut info) }) {
                 Ok(()) => {
                     return Ok(ProfileInfo {
                         id: info.id,
@@ -641,18 +364,14 @@ impl Device<'_> {
                 Err(status) if status.is_absent() => return Err(status),
                 // A library that rejects the v2 record (a version mismatch) may still answer
                 // the v1 call, as the Go bindings' V2-then-V1 fallback assumes.
-                Err(status) if self.hgml.fns.profile_info.is_none() => return Err(status),
+                Err(status) if self.hgml.extras.profile_info.is_none() => return Err(status),
                 Err(_) => {}
             }
         }
-        let f = self
-            .hgml
-            .fns
-            .profile_info
-            .ok_or(Return::FUNCTION_NOT_FOUND)?;
+        let f = self.present(self.hgml.extras.profile_info)?;
         let mut info = RawProfileInfoV1::default();
-        // SAFETY: valid handle (see `string`); `info` is a writable v1 record.
-        unsafe { f(self.handle, index, &mut info) }.ok()?;
+        // SAFETY: valid handle ; `info` is a writable v1 record.
+        self.status(unsafe { f(self.raw(), index, &mut info) })?;
         Ok(ProfileInfo {
             id: info.id,
             slice_count: info.slice_count,
@@ -664,18 +383,14 @@ impl Device<'_> {
 
     /// `hgmlDeviceGetGpuInstancePossiblePlacements_v2` for the profile with creation id
     /// `profile_id`: the count first (null buffer), then the slots.
-    pub fn possible_placements(&self, profile_id: u32) -> Result<Vec<SlotPlacement>, Return> {
-        let f = self
-            .hgml
-            .fns
-            .possible_placements
-            .ok_or(Return::FUNCTION_NOT_FOUND)?;
+    pub fn possible_placements(&self, profile_id: u32) -> Result<Vec<SlotPlacement>, Status> {
+        let f = self.present(self.hgml.extras.possible_placements)?;
         let mut count: c_uint = 0;
-        // SAFETY: valid handle (see `string`); a null buffer asks for the count only, which is
+        // SAFETY: valid handle ; a null buffer asks for the count only, which is
         // written to the writable `count`.
-        let status = unsafe { f(self.handle, profile_id, std::ptr::null_mut(), &mut count) };
-        if status != Return::SUCCESS && status != Return::INSUFFICIENT_SIZE {
-            return Err(status);
+        let status = unsafe { f(self.raw(), profile_id, std::ptr::null_mut(), &mut count) };
+        if status != SUCCESS && status != INSUFFICIENT_SIZE {
+            return Err(self.hgml.lib.status(status));
         }
         if count == 0 {
             return Ok(Vec::new());
@@ -684,7 +399,7 @@ impl Device<'_> {
         let mut slots = vec![RawPlacement::default(); capacity as usize];
         let mut filled = capacity;
         // SAFETY: valid handle; `slots` holds `filled` writable placements, the count passed.
-        unsafe { f(self.handle, profile_id, slots.as_mut_ptr(), &mut filled) }.ok()?;
+        self.status(unsafe { f(self.raw(), profile_id, slots.as_mut_ptr(), &mut filled) })?;
         // The out-count is the library's and the buffer's length ours: bound one by the other.
         slots.truncate(filled.min(capacity) as usize);
         Ok(slots
@@ -695,43 +410,6 @@ impl Device<'_> {
             })
             .collect())
     }
-
-    /// `hgmlDeviceGetTemperature` of the GPU sensor, °C.
-    pub fn temperature(&self) -> Result<u32, Return> {
-        let f = self
-            .hgml
-            .fns
-            .temperature
-            .ok_or(Return::FUNCTION_NOT_FOUND)?;
-        let mut t: c_uint = 0;
-        // SAFETY: valid handle (see `string`); a valid sensor enum; `t` is writable.
-        unsafe { f(self.handle, TEMPERATURE_GPU, &mut t) }.ok()?;
-        Ok(t)
-    }
-
-    /// `hgmlDeviceGetUtilizationRates`: (gpu, memory) percent.
-    pub fn utilization(&self) -> Result<(u32, u32), Return> {
-        let f = self
-            .hgml
-            .fns
-            .utilization
-            .ok_or(Return::FUNCTION_NOT_FOUND)?;
-        let mut u = RawUtilization::default();
-        // SAFETY: valid handle (see `string`); `u` is a writable `hgmlUtilization_t`.
-        unsafe { f(self.handle, &mut u) }.ok()?;
-        Ok((u.gpu, u.memory))
-    }
-}
-
-/// The text of a C char buffer up to its first NUL, or the whole buffer when the library left
-/// none; never reads past the buffer. Invalid UTF-8 is replaced, not trusted.
-fn c_text(buf: &[c_char]) -> String {
-    let bytes: Vec<u8> = buf
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).trim().to_owned()
 }
 
 #[cfg(test)]
@@ -741,17 +419,10 @@ mod tests {
 
     #[test]
     fn layouts_match_pyhgml() {
-        assert_eq!(size_of::<RawPciInfo>(), 68);
-        assert_eq!(offset_of!(RawPciInfo, domain), 16);
-        assert_eq!(offset_of!(RawPciInfo, bus), 20);
-        assert_eq!(offset_of!(RawPciInfo, device), 24);
-        assert_eq!(offset_of!(RawPciInfo, bus_id), 36);
-        assert_eq!(size_of::<RawMemory>(), 24);
         assert_eq!(size_of::<RawMemoryV2>(), 40);
         assert_eq!(offset_of!(RawMemoryV2, total), 8);
         assert_eq!(offset_of!(RawMemoryV2, used), 32);
         assert_eq!(MEMORY_V2, 0x0200_0028, "pyhgml's hgmlMemory_v2");
-        assert_eq!(size_of::<RawUtilization>(), 8);
         assert_eq!(size_of::<RawProfileInfoV1>(), 48);
         assert_eq!(offset_of!(RawProfileInfoV1, memory_size_mb), 40);
         assert_eq!(
@@ -766,43 +437,32 @@ mod tests {
             "pyhgml's hgmlGpuInstanceProfileInfo_v2"
         );
         assert_eq!(size_of::<RawPlacement>(), 8);
-        assert_eq!(size_of::<RawDevice>(), size_of::<*mut c_void>());
-    }
-
-    #[test]
-    fn c_text_stops_at_nul_and_at_the_end() {
-        let mut buf = [0 as c_char; 8];
-        for (slot, b) in buf.iter_mut().zip(b"1.3.2\0xx") {
-            *slot = *b as c_char;
-        }
-        assert_eq!(c_text(&buf), "1.3.2");
-        assert_eq!(c_text(&[b'a' as c_char; 4]), "aaaa");
-        assert_eq!(c_text(&[0; 4]), "");
     }
 
     #[test]
     fn versioned_names_come_first() {
         for list in [
-            symbols::INIT,
-            symbols::DEVICE_COUNT,
-            symbols::HANDLE_BY_INDEX,
-            symbols::HGGC_DRIVER_VERSION,
+            SYMBOLS.init,
+            SYMBOLS.device_count,
+            SYMBOLS.handle_by_index,
+            SYMBOLS.runtime_version,
             symbols::POSSIBLE_PLACEMENTS,
         ] {
             assert!(list[0].ends_with("_v2"), "{list:?}");
             assert!(list[0].starts_with(list[1]), "{list:?}");
         }
-        assert_eq!(symbols::PCI_INFO.last(), Some(&"hgmlDeviceGetPciInfo"));
+        assert_eq!(SYMBOLS.pci_info.last(), Some(&"hgmlDeviceGetPciInfo"));
     }
 
     #[test]
     fn statuses_are_named_and_absence_is_told_apart() {
-        assert_eq!(Return(9).to_string(), "HGML_ERROR_DRIVER_NOT_LOADED (9)");
-        assert_eq!(Return(42).to_string(), "unnamed HGML status (42)");
-        assert!(Return::NOT_SUPPORTED.is_absent());
-        assert!(Return::NOT_FOUND.is_absent());
-        assert!(!Return(999).is_absent());
-        assert!(!Return::FUNCTION_NOT_FOUND.is_absent());
+        let status = |code| SYMBOLS.status(code);
+        assert_eq!(status(9).to_string(), "HGML_ERROR_DRIVER_NOT_LOADED (9)");
+        assert_eq!(status(42).to_string(), "unnamed HGML status (42)");
+        assert!(status(binding::NOT_SUPPORTED).is_absent());
+        assert!(status(binding::NOT_FOUND).is_absent());
+        assert!(!status(999).is_absent());
+        assert!(!status(binding::FUNCTION_NOT_FOUND).is_absent());
     }
 
     #[test]
