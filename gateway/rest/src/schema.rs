@@ -141,69 +141,94 @@ fn nullable(schema: &Value) -> bool {
     schema.get("nullable").and_then(Value::as_bool) == Some(true)
 }
 
-/// Settles the member `k` of `m` that `schema` describes: an absent or (where not nullable)
-/// null member takes the default; a null one without a default goes, as Kubernetes prunes
-/// such nulls before defaulting. Then the member's own members are settled.
-fn default_member(schema: &Value, m: &mut Map<String, Value>, k: &str) {
-    let null = m.get(k).is_some_and(Value::is_null);
-    if m.get(k).is_none() || (null && !nullable(schema)) {
-        match schema.get("default") {
-            Some(d) => {
-                m.insert(k.to_owned(), d.clone());
+/// Applies defaults within a byte budget: each default put in costs its JSON size, and once the
+/// budget is spent no more are put in (a small body must not grow into a huge object).
+struct Defaulter {
+    left: usize,
+    exceeded: bool,
+}
+
+impl Defaulter {
+    /// A copy of `d` when its size fits what is left.
+    fn take(&mut self, d: &Value) -> Option<Value> {
+        let size = json_size(d, self.left);
+        match size {
+            Some(n) if !self.exceeded => {
+                self.left -= n;
+                Some(d.clone())
             }
-            None => {
-                m.remove(k);
+            _ => {
+                self.exceeded = true;
+                None
             }
         }
     }
-    if let Some(v) = m.get_mut(k) {
-        default_value(schema, v);
-    }
-}
 
-fn default_value(schema: &Value, v: &mut Value) {
-    match v {
-        Value::Object(m) => default_object(schema, m, false),
-        Value::Array(items) => {
-            let Some(item_schema) = schema.get("items") else {
-                return;
-            };
-            for item in items {
-                if item.is_null()
-                    && !nullable(item_schema)
-                    && let Some(d) = item_schema.get("default")
-                {
-                    *item = d.clone();
+    /// Settles the member `k` of `m` that `schema` describes: an absent or (where not
+    /// nullable) null member takes the default; a null one without a default goes, as
+    /// Kubernetes prunes such nulls before defaulting. Then the member's own members are settled.
+    fn member(&mut self, schema: &Value, m: &mut Map<String, Value>, k: &str) {
+        let null = m.get(k).is_some_and(Value::is_null);
+        if m.get(k).is_none() || (null && !nullable(schema)) {
+            match schema.get("default").map(|d| self.take(d)) {
+                Some(Some(d)) => {
+                    m.insert(k.to_owned(), d);
                 }
-                default_value(item_schema, item);
+                Some(None) => return,
+                None => {
+                    m.remove(k);
+                }
             }
         }
-        _ => {}
-    }
-}
-
-fn default_object(schema: &Value, m: &mut Map<String, Value>, root: bool) {
-    let embedded = root
-        || schema
-            .get("x-kubernetes-embedded-resource")
-            .and_then(Value::as_bool)
-            == Some(true);
-    // A resource's apiVersion, kind and metadata are the API server's, not the schema's.
-    let own = |k: &str| !(embedded && matches!(k, "apiVersion" | "kind" | "metadata"));
-    let props = schema.get("properties").and_then(Value::as_object);
-    for (k, child) in props.into_iter().flatten() {
-        if own(k) {
-            default_member(child, m, k);
+        if let Some(v) = m.get_mut(k) {
+            self.value(schema, v);
         }
     }
-    if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
-        let keys: Vec<String> = m
-            .keys()
-            .filter(|k| own(k) && !props.is_some_and(|p| p.contains_key(*k)))
-            .cloned()
-            .collect();
-        for k in keys {
-            default_member(additional, m, &k);
+
+    fn value(&mut self, schema: &Value, v: &mut Value) {
+        match v {
+            Value::Object(m) => self.object(schema, m, false),
+            Value::Array(items) => {
+                let Some(item_schema) = schema.get("items") else {
+                    return;
+                };
+                for item in items {
+                    if item.is_null()
+                        && !nullable(item_schema)
+                        && let Some(d) = item_schema.get("default").and_then(|d| self.take(d))
+                    {
+                        *item = d;
+                    }
+                    self.value(item_schema, item);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn object(&mut self, schema: &Value, m: &mut Map<String, Value>, root: bool) {
+        let embedded = root
+            || schema
+                .get("x-kubernetes-embedded-resource")
+                .and_then(Value::as_bool)
+                == Some(true);
+        // A resource's apiVersion, kind and metadata are the API server's, not the schema's.
+        let own = |k: &str| !(embedded && matches!(k, "apiVersion" | "kind" | "metadata"));
+        let props = schema.get("properties").and_then(Value::as_object);
+        for (k, child) in props.into_iter().flatten() {
+            if own(k) {
+                self.member(child, m, k);
+            }
+        }
+        if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+            let keys: Vec<String> = m
+                .keys()
+                .filter(|k| own(k) && !props.is_some_and(|p| p.contains_key(*k)))
+                .cloned()
+                .collect();
+            for k in keys {
+                self.member(additional, m, &k);
+            }
         }
     }
 }
@@ -212,9 +237,42 @@ fn default_object(schema: &Value, m: &mut Map<String, Value>, root: bool) {
 /// whose parent is present takes its default, as do non-nullable nulls; other non-nullable
 /// nulls are removed.
 pub fn apply_defaults(schema: &Value, obj: &mut Value) {
+    apply_defaults_within(schema, obj, usize::MAX);
+}
+
+/// [`apply_defaults`] putting in at most `budget` bytes of defaults (their JSON size); false
+/// when the budget ran out and some defaults were left out.
+pub fn apply_defaults_within(schema: &Value, obj: &mut Value, budget: usize) -> bool {
+    let mut d = Defaulter {
+        left: budget,
+        exceeded: false,
+    };
     if let Value::Object(m) = obj {
-        default_object(schema, m, true);
+        d.object(schema, m, true);
     }
+    !d.exceeded
+}
+
+/// The JSON size of `v` in bytes, counted without building the text; `None` past `limit`.
+pub fn json_size(v: &Value, limit: usize) -> Option<usize> {
+    struct Count {
+        n: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.n += b.len();
+            if self.n > self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count { n: 0, limit };
+    serde_json::to_writer(&mut c, v).ok().map(|()| c.n)
 }
 
 /// Whether `schema` gives any field a default.
@@ -336,6 +394,25 @@ mod tests {
             Ok(FieldValidation::Strict)
         );
         assert!(FieldValidation::parse(Some("strict")).is_err());
+    }
+
+    #[test]
+    fn defaults_stop_at_their_budget() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "items": {"type": "array", "items": {"type": "object", "properties": {
+                "pad": {"type": "string", "default": "p".repeat(1000)}}}}}}}});
+        let mut small = json!({"spec": {"items": [{}, {}]}});
+        assert!(apply_defaults_within(&schema, &mut small, 10_000));
+        assert_eq!(
+            small["spec"]["items"][1]["pad"].as_str().unwrap().len(),
+            1000
+        );
+        // A thousand empty items would take a megabyte of defaults: stopped at the budget.
+        let mut many = json!({"spec": {"items": vec![json!({}); 1000]}});
+        assert!(!apply_defaults_within(&schema, &mut many, 100_000));
+        assert!(json_size(&many, usize::MAX).unwrap() < 110_000);
+        assert_eq!(json_size(&json!({"a": [1, "b"]}), 100), Some(13));
+        assert_eq!(json_size(&json!({"a": [1, "b"]}), 10), None);
     }
 
     #[test]

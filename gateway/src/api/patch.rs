@@ -49,7 +49,9 @@ pub fn apply(current: &Value, kind: PatchKind, patch: &[u8]) -> Result<Value, St
         PatchKind::Json => {
             let ops: Vec<Value> =
                 serde_json::from_slice(patch).map_err(|e| format!("invalid JSON patch: {e}"))?;
+            let mut budget = JsonPatchBudget::new(&doc, ops.len())?;
             for op in ops {
+                budget.charge(&doc, &op)?;
                 // Like the Kubernetes API server: testing that an absent path is null succeeds
                 // (kube-rs' finalizer helper relies on it).
                 if op.get("op").and_then(Value::as_str) == Some("test")
@@ -91,6 +93,65 @@ pub fn apply(current: &Value, kind: PatchKind, patch: &[u8]) -> Result<Value, St
     Ok(doc)
 }
 
+/// The most operations a JSON patch may hold (kube-apiserver's limit).
+const MAX_JSON_PATCH_OPS: usize = 10_000;
+/// The most element shifts a JSON patch's operations may cost together: an insertion or
+/// removal in an array moves every element after it.
+const MAX_JSON_PATCH_SHIFTS: usize = 64 << 20;
+
+/// What a JSON patch may still do: grow the object (only `copy` repeats what is already there,
+/// and doubling it a few dozen times would make gigabytes of a small body) up to the object
+/// limit, and shift array elements up to [`MAX_JSON_PATCH_SHIFTS`].
+struct JsonPatchBudget {
+    growth_left: usize,
+    shifts_left: usize,
+}
+
+impl JsonPatchBudget {
+    fn new(doc: &Value, ops: usize) -> Result<Self, String> {
+        if ops > MAX_JSON_PATCH_OPS {
+            return Err(format!(
+                "the JSON patch has {ops} operations, more than the {MAX_JSON_PATCH_OPS} allowed"
+            ));
+        }
+        let max = super::validation::MAX_OBJECT_BYTES;
+        let size = gpustack_kube_rest::schema::json_size(doc, max).ok_or_else(too_large)?;
+        Ok(JsonPatchBudget {
+            growth_left: max - size,
+            shifts_left: MAX_JSON_PATCH_SHIFTS,
+        })
+    }
+
+    /// Charges `op` against `doc` as it stands before `op` runs.
+    fn charge(&mut self, doc: &Value, op: &Value) -> Result<(), String> {
+        let text = |k: &str| op.get(k).and_then(Value::as_str).unwrap_or_default();
+        if text("op") == "copy" {
+            let copied = doc.pointer(text("from")).unwrap_or(&Value::Null);
+            let n = gpustack_kube_rest::schema::json_size(copied, self.growth_left)
+                .ok_or_else(too_large)?;
+            self.growth_left -= n;
+        }
+        for path in [text("path"), text("from")] {
+            let parent = path.rsplit_once('/').map(|(p, _)| p).unwrap_or_default();
+            if let Some(Value::Array(items)) = doc.pointer(parent) {
+                self.shifts_left = self.shifts_left.checked_sub(items.len() + 1).ok_or_else(|| {
+                    format!(
+                        "the JSON patch moves array elements more than {MAX_JSON_PATCH_SHIFTS} times"
+                    )
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn too_large() -> String {
+    format!(
+        "the patched object would exceed the limit of {} bytes",
+        super::validation::MAX_OBJECT_BYTES
+    )
+}
+
 /// Server-side apply, simplified: the applied configuration's fields overwrite the object's,
 /// objects merge recursively, fields the configuration leaves out stay as they are.
 fn merge_applied(doc: &mut Value, applied: &Value) {
@@ -130,6 +191,45 @@ mod tests {
         .unwrap();
         assert_eq!(out["metadata"]["labels"], json!({"y": "2", "z": "3"}));
         assert_eq!(out["data"]["k"], "v");
+    }
+
+    #[test]
+    fn json_patch_copies_cannot_outgrow_the_object_limit() {
+        // Each copy puts the whole array into itself, doubling it: 2^40 KiB after forty, but for
+        // the budget.
+        let mut ops = vec![json!({"op": "add", "path": "/x", "value": ["a".repeat(1024)]})];
+        ops.extend((0..40).map(|_| json!({"op": "copy", "from": "/x", "path": "/x/-"})));
+        let body = serde_json::to_vec(&ops).unwrap();
+        let err = apply(&obj(), PatchKind::Json, &body).unwrap_err();
+        assert!(
+            err.contains("would exceed the limit of 16777216 bytes"),
+            "{err}"
+        );
+        // A few doublings are fine.
+        let body = serde_json::to_vec(&ops[..5]).unwrap();
+        let out = apply(&obj(), PatchKind::Json, &body).unwrap();
+        assert!(out["x"].to_string().len() > 16 * 1024);
+    }
+
+    #[test]
+    fn json_patch_work_is_bounded() {
+        let too_many: Vec<Value> = (0..10_001)
+            .map(|_| json!({"op": "test", "path": "/data/k", "value": "v"}))
+            .collect();
+        let err = apply(
+            &obj(),
+            PatchKind::Json,
+            &serde_json::to_vec(&too_many).unwrap(),
+        )
+        .unwrap_err();
+        assert!(err.contains("10001 operations"), "{err}");
+        // Inserting at the front of a long array shifts all of it each time.
+        let doc = json!({"a": vec![0; 1_000_000]});
+        let ops: Vec<Value> = (0..100)
+            .map(|_| json!({"op": "add", "path": "/a/0", "value": 1}))
+            .collect();
+        let err = apply(&doc, PatchKind::Json, &serde_json::to_vec(&ops).unwrap()).unwrap_err();
+        assert!(err.contains("moves array elements"), "{err}");
     }
 
     #[test]

@@ -182,6 +182,36 @@ impl Patterns {
     }
 }
 
+/// The most field errors one answer lists; past it the walk stops collecting, so a small body
+/// of many bad values cannot make a huge error answer.
+pub const MAX_CAUSES: usize = 100;
+/// The most values of an enum a "supported values" message lists.
+const MAX_LISTED_VALUES: usize = 16;
+/// The most bytes of a rejected value an error repeats.
+const MAX_ECHOED_VALUE: usize = 256;
+
+/// The most an object may be, as JSON, whatever made it (a body, a patch, defaults): the body
+/// limit, so that what a write produces is bounded as what it reads is.
+pub const MAX_OBJECT_BYTES: usize = super::MAX_BODY_BYTES;
+
+/// The 413 of an object past [`MAX_OBJECT_BYTES`].
+pub fn object_too_large() -> ApiError {
+    ApiError::new(
+        413,
+        "RequestEntityTooLarge",
+        format!(
+            "Request entity too large: the object would exceed the limit of {MAX_OBJECT_BYTES} bytes"
+        ),
+    )
+}
+
+/// Refuses an object larger than [`MAX_OBJECT_BYTES`] (counted without writing it out).
+pub fn within_object_limit(obj: &Value) -> Result<(), ApiError> {
+    gpustack_kube_rest::schema::json_size(obj, MAX_OBJECT_BYTES)
+        .map(|_| ())
+        .ok_or_else(object_too_large)
+}
+
 /// What a walk collects.
 struct Walk<'p> {
     patterns: &'p Patterns,
@@ -190,6 +220,28 @@ struct Walk<'p> {
 
 impl Walk<'_> {
     fn push(&mut self, problem: Problem, field: &str, value: Option<Value>, detail: String) {
+        if self.errors.len() >= MAX_CAUSES {
+            return;
+        }
+        // A long rejected value is echoed cut, as its type and start are what a reader needs.
+        let value = value.map(|v| match v {
+            Value::String(s) if s.len() > MAX_ECHOED_VALUE => {
+                let mut end = MAX_ECHOED_VALUE;
+                while !s.is_char_boundary(end) {
+                    end -= 1;
+                }
+                Value::String(format!("{}...", &s[..end]))
+            }
+            v @ (Value::Array(_) | Value::Object(_)) => {
+                let text = v.to_string();
+                if text.len() > MAX_ECHOED_VALUE {
+                    Value::String(format!("{} of {} bytes", type_name(&v), text.len()))
+                } else {
+                    v
+                }
+            }
+            v => v,
+        });
         self.errors.push(FieldError {
             problem,
             field: field.to_owned(),
@@ -204,6 +256,9 @@ impl Walk<'_> {
 
     /// Validates `v` (at `path`) against `schema`; `old` is the value there before an update.
     fn node(&mut self, schema: &Value, v: &Value, old: Option<&Value>, path: &str) {
+        if self.errors.len() >= MAX_CAUSES {
+            return;
+        }
         if old == Some(v) {
             return;
         }
@@ -239,13 +294,17 @@ impl Walk<'_> {
         if allowed.contains(v) {
             return;
         }
-        let quoted: Vec<String> = allowed
+        let mut quoted: Vec<String> = allowed
             .iter()
+            .take(MAX_LISTED_VALUES)
             .map(|a| match a {
                 Value::String(s) => quote(s),
                 other => quote(&other.to_string()),
             })
             .collect();
+        if allowed.len() > MAX_LISTED_VALUES {
+            quoted.push(format!("... ({} more)", allowed.len() - MAX_LISTED_VALUES));
+        }
         self.push(
             Problem::NotSupported,
             path,
@@ -581,6 +640,7 @@ pub fn validated(
     obj: Value,
     old: Option<&Value>,
 ) -> Result<Value, ApiError> {
+    within_object_limit(&obj)?;
     let Some(schema) = def.custom_schema() else {
         return Ok(obj);
     };

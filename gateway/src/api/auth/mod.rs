@@ -3,6 +3,7 @@
 //! the same questions ([`reviews`]).
 
 pub mod defaults;
+pub mod escalation;
 pub mod rbac;
 pub mod reviews;
 pub mod role_aggregation;
@@ -105,6 +106,30 @@ pub async fn authorize(
     }
     let policy = load_policy(st, cluster).await?;
     Ok(rbac::authorize(&policy.view(), user, a))
+}
+
+/// Refuses a client's write of an RBAC object (`group`/`plural`) that would grant more than
+/// `user` holds: see [`escalation`]. Other kinds pass untouched.
+pub async fn refuse_escalation(
+    st: &ApiState,
+    cluster: &str,
+    user: &UserInfo,
+    group: &str,
+    plural: &str,
+    obj: &Value,
+) -> Result<(), ApiError> {
+    let Some(kind) = escalation::Kind::of(group, plural) else {
+        return Ok(());
+    };
+    if user.is_master() {
+        return Ok(());
+    }
+    let policy = load_policy(st, cluster).await?;
+    escalation::check(&policy.view(), user, kind, obj).map_err(|e| {
+        let mut err = ApiError::new(403, "Forbidden", e.message);
+        err.details = Some(json!({"name": e.name, "group": escalation::GROUP, "kind": plural}));
+        err
+    })
 }
 
 /// What a request asks to do, as the authorizer sees it: a resource request for a resource

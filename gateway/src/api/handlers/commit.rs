@@ -111,6 +111,15 @@ async fn admit_update(
         apply_schema(ctx, t, &mut new, Some(current))?;
         new = crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))?;
     }
+    crate::api::auth::refuse_escalation(
+        st,
+        &ctx.cluster,
+        &ctx.user,
+        &t.def.group,
+        &t.def.plural,
+        &new,
+    )
+    .await?;
     admission::validate(st, ctx, &a, Some(&new), Some(current)).await?;
     Ok(new)
 }

@@ -145,8 +145,13 @@ pub(super) fn apply_schema(
         return Ok(());
     };
     let unknown = if t.def.custom {
-        // Defaults first: a default is a field the schema knows, never an unknown one.
-        schema::apply_defaults(schema, obj);
+        // Defaults first: a default is a field the schema knows, never an unknown one. They
+        // may add no more than the object limit leaves.
+        use crate::api::validation::{MAX_OBJECT_BYTES, object_too_large};
+        let size = schema::json_size(obj, MAX_OBJECT_BYTES).ok_or_else(object_too_large)?;
+        if !schema::apply_defaults_within(schema, obj, MAX_OBJECT_BYTES - size) {
+            return Err(object_too_large());
+        }
         schema::prune(schema, obj)
     } else {
         let Some((_, root)) =

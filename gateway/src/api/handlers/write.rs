@@ -81,6 +81,15 @@ pub(crate) async fn create_object(
     }
     apply_schema(ctx, t, &mut obj, None)?;
     let mut obj = crate::api::validation::validated(&st.patterns, &t.def, obj, None)?;
+    crate::api::auth::refuse_escalation(
+        st,
+        &ctx.cluster,
+        &ctx.user,
+        &t.def.group,
+        &t.def.plural,
+        &obj,
+    )
+    .await?;
     let w = writer(ctx, t);
     match op {
         apply::Operation::Update => apply::own_updated(&json!({}), &mut obj, &w, now),
