@@ -25,7 +25,7 @@
 //!
 //! Not (yet) an API server in these respects: CRD validation has no CEL rules, server-side
 //! apply guesses list shapes without schemas (custom kinds' lists are atomic, built-in kinds'
-//! lists of objects keyed by their strategic-merge keys), there is no impersonation, no
+//! lists of objects keyed by their strategic-merge keys), no
 //! client-certificate authentication and no OpenAPI from aggregated APIs, built-in kinds have
 //! no real schemas (unknown fields in them are kept), and protobuf watches are refused (406).
 

@@ -671,3 +671,37 @@ async fn through_the_aggregator_with_delegated_authentication_and_authorization(
     available("True");
     gw.kubectl_ok(&["get", "devices.v1.worker.gpustack.ai", "agg-node"]);
 }
+
+/// Impersonation reaches the worker as the identity the cluster settled on, through the
+/// aggregator; asked of the worker directly, it is refused rather than ignored.
+#[test]
+fn impersonation_through_the_aggregator_and_never_ignored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
+    let worker = WorkerProcess::start(&gw, &tmp.path().join("worker"), &[], &[]);
+    gw.kubectl_ok(&["create", "serviceaccount", "reader", "-n", "default"]);
+    let as_reader = "--as=system:serviceaccount:default:reader";
+    wait_until("the aggregated API to answer the admin", DEADLINE, || {
+        gw.kubectl(&["get", "devices.v1.worker.gpustack.ai"])
+            .status
+            .success()
+            .then_some(())
+    });
+    // The admin acting as a ServiceAccount with no bindings: the worker refuses that account.
+    let out = gw.kubectl(&["get", "devices.v1.worker.gpustack.ai", as_reader]);
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("system:serviceaccount:default:reader"),
+        "the worker judged the impersonated user: {text}"
+    );
+    // Straight to the worker with the admin's token and an Impersonate-User header (raw: a
+    // refused discovery would hide the message).
+    let text = worker.kubectl_err(&[
+        "get",
+        "--raw",
+        "/apis/worker.gpustack.ai/v1/devices",
+        as_reader,
+    ]);
+    assert!(text.contains("impersonation is not served here"), "{text}");
+}

@@ -10,10 +10,13 @@ pub mod clusters;
 pub mod conversion;
 pub mod csr;
 pub mod disruption;
+pub mod field_errors;
 pub(crate) mod handlers;
 pub mod objects;
 pub mod ops;
 pub mod patch;
+pub mod pod_resources;
+pub mod requested_version;
 pub mod scale;
 pub mod services;
 pub mod stored_kinds;
@@ -284,6 +287,21 @@ async fn answer(st: &ApiState, req: Request) -> Response {
     };
     let Some(user) = user else {
         return ApiError::unauthorized().into_response();
+    };
+    // `Impersonate-*` headers: honoured with their RBAC checks, never ignored. A mirror has no
+    // RBAC of its own to check them against.
+    let user = if served.read_only {
+        if auth::impersonation::requested(&parts.headers).is_ok_and(|r| r.is_none()) {
+            user
+        } else {
+            return ApiError::new(403, "Forbidden", "impersonation is not served by a mirror")
+                .into_response();
+        }
+    } else {
+        match auth::impersonated(st, &cluster, user, &parts.headers).await {
+            Ok(u) => u,
+            Err(e) => return e.into_response(),
+        }
     };
     if route == Route::Health {
         return health(st, rest).await;

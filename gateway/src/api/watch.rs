@@ -171,10 +171,10 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
             bookmark: send_initial,
         }
     } else {
-        let rv_text = requested.unwrap_or("0");
-        let rv: u64 = rv_text.parse().map_err(|_| {
-            ApiError::bad_request(format!("resourceVersion: Invalid value: \"{rv_text}\""))
-        })?;
+        let rv = super::requested_version::parse(requested)?.unwrap_or(0);
+        if !ctx.read_only {
+            super::requested_version::reached(&st.store, rv).await?;
+        }
         match st
             .store
             .events_page(&ctx.cluster, &group, &resource, rv, REPLAY_PAGE)

@@ -65,6 +65,22 @@ impl Auth {
             return Ok(User::default());
         }
         let user = self.authenticate(reviews, trust, peer, headers).await?;
+        // Impersonation is the cluster API server's to check and apply (the aggregator sends
+        // the identity it settled on); asked of this server directly it is refused, never
+        // ignored.
+        if headers
+            .keys()
+            .any(|k| k.as_str().starts_with("impersonate-"))
+        {
+            return Err(Denied {
+                user: Some(user),
+                error: ApiError::new(
+                    403,
+                    "Forbidden",
+                    "impersonation is not served here: send the request through the cluster's API server",
+                ),
+            });
+        }
         let attrs = identity::attributes(method, path, watch);
         let (allowed, reason) = reviews
             .authorize(&user, &attrs)

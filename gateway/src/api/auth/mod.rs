@@ -4,6 +4,7 @@
 
 pub mod defaults;
 pub mod escalation;
+pub mod impersonation;
 pub mod rbac;
 pub mod reviews;
 pub mod role_aggregation;
@@ -130,6 +131,37 @@ pub async fn refuse_escalation(
         err.details = Some(json!({"name": e.name, "group": escalation::GROUP, "kind": plural}));
         err
     })
+}
+
+/// The identity a request of `actor` runs as: `actor` itself, or the one its `Impersonate-*`
+/// headers ask for when RBAC allows `actor` to impersonate each part of it (403 naming the
+/// first part it may not; 400 for headers that ask for groups without a user).
+pub async fn impersonated(
+    st: &ApiState,
+    cluster: &str,
+    actor: UserInfo,
+    headers: &axum::http::HeaderMap,
+) -> Result<UserInfo, ApiError> {
+    let requested = match impersonation::requested(headers) {
+        Ok(None) => return Ok(actor),
+        Ok(Some(r)) => r,
+        Err(e) => return Err(ApiError::bad_request(e.to_string())),
+    };
+    let policy = if actor.is_master() {
+        None
+    } else {
+        Some(load_policy(st, cluster).await?)
+    };
+    for a in impersonation::checks(&requested) {
+        let allowed = match &policy {
+            None => true,
+            Some(p) => rbac::authorize(&p.view(), &actor, &a).allowed,
+        };
+        if !allowed {
+            return Err(forbidden(&actor, &a));
+        }
+    }
+    Ok(impersonation::identity(&requested))
 }
 
 /// What a request asks to do, as the authorizer sees it: a resource request for a resource

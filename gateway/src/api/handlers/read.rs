@@ -105,6 +105,13 @@ pub(crate) async fn collect(
 }
 
 pub(super) async fn list(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
+    // A list is served at the store's latest state, once the store has reached any version
+    // asked. (A mirror's objects carry their upstream's versions: not the store's to compare.)
+    if let Some(rv) = crate::api::requested_version::parse(ctx.param("resourceVersion"))?
+        && !ctx.read_only
+    {
+        crate::api::requested_version::reached(&st.store, rv).await?;
+    }
     let filter = Filter::from_ctx(ctx, t)?;
     let limit = list::limit(ctx.param("limit"))?;
     let from = list::continue_from(ctx.param("continue"))?;
