@@ -31,6 +31,19 @@ impl WorkerProcess {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_as(gw, &gw.kubeconfig(), dir, port, args, env)
+    }
+
+    /// As [`Self::start_on`], the worker reaching the cluster with `kubeconfig` (a
+    /// ServiceAccount's token, say) instead of the admin's.
+    pub fn start_as(
+        gw: &GatewayProcess,
+        kubeconfig: &Path,
+        dir: &Path,
+        port: u16,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         std::fs::create_dir_all(dir).expect("worker directory");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -40,7 +53,7 @@ impl WorkerProcess {
         let child = crate::operator()
             .args([
                 "worker",
-                &format!("--kubeconfig={}", gw.kubeconfig().display()),
+                &format!("--kubeconfig={}", kubeconfig.display()),
                 "--bind-address=127.0.0.1",
                 &format!("--secure-port={port}"),
             ])
