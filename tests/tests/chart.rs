@@ -803,8 +803,9 @@ fn image_mode_runs_under_the_charts_worker_role() {
     assert!(!worker_rules(&gw).contains("daemonsets") && !worker_rules(&gw).contains("escalate"));
     // The node agents left to the worker: the chart renders none, and the worker's roles
     // grow what image mode does.
+    // NFD is left on (and missing): the worker names it on its own Pod.
     let values = json!({
-        "worker": {"disableApplications": ["kueue", "node-feature-discovery", "csi-driver-nfs", "csi-driver-s3"]},
+        "worker": {"disableApplications": ["kueue", "csi-driver-nfs", "csi-driver-s3"]},
         "deviceManager": {"enabled": false},
         "modelManager": {"enabled": false},
     });
@@ -822,13 +823,26 @@ fn image_mode_runs_under_the_charts_worker_role() {
     let path = dir.path().join("node.json");
     std::fs::write(&path, node.to_string()).unwrap();
     gw.kubectl_ok(&["create", "-f", path.to_str().unwrap()]);
+    // The worker's own Pod, as the Deployment would have made it: its image is the agents'.
+    let image = "registry.example:5000/mirror/gpustack-operator:9.9.9";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "gpustack-operator-worker-0", "namespace": NS},
+        "spec": {"containers": [{"name": "gateway", "image": "other:1"}, {"name": "main", "image": image}]}});
+    let path = dir.path().join("pod.json");
+    std::fs::write(&path, pod.to_string()).unwrap();
+    gw.kubectl_ok(&["create", "-f", path.to_str().unwrap()]);
     let worker = gpustack_tests::worker::WorkerProcess::start_as(
         &gw,
         &kubeconfig,
         &dir.path().join("worker"),
         gpustack_tests::embedded::free_port(),
-        &["--applications-resync-period=1s", "--manufacturer=nvidia"],
-        &[],
+        // The Deployment's flags for these values.
+        &[
+            "--applications-resync-period=1s",
+            "--manufacturer=nvidia",
+            "--disable-applications=kueue,csi-driver-nfs,csi-driver-s3",
+        ],
+        &[("KUBERNETES_POD_NAME", "gpustack-operator-worker-0")],
     );
     for (kind, name) in [
         ("daemonset", "gpustack-operator-device-manager-nvidia"),
@@ -848,9 +862,73 @@ fn image_mode_runs_under_the_charts_worker_role() {
             },
         );
     }
+    for name in [
+        "gpustack-operator-device-manager-nvidia",
+        "gpustack-operator-model-manager",
+    ] {
+        let ds: Value = serde_json::from_str(&gw.kubectl_ok(&[
+            "get",
+            "daemonset",
+            "-n",
+            NS,
+            name,
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        assert_eq!(
+            ds["spec"]["template"]["spec"]["containers"][0]["image"], image,
+            "{name} runs the worker's image"
+        );
+    }
+    // NFD, enabled and missing: a condition on the worker's Pod and an Event about it.
+    gpustack_tests::embedded::wait_until(
+        "the condition on the worker's Pod",
+        gpustack_tests::embedded::DEADLINE,
+        || {
+            let pod: Value = serde_json::from_str(&gw.kubectl_ok(&[
+                "get",
+                "pod",
+                "-n",
+                NS,
+                "gpustack-operator-worker-0",
+                "-o",
+                "json",
+            ]))
+            .ok()?;
+            pod["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| {
+                    c["type"] == "gpustack.ai/ApplicationsAvailable"
+                        && c["status"] == "False"
+                        && c["message"].as_str().is_some_and(|m| {
+                            m.starts_with("node-feature-discovery is enabled but not installed")
+                                && !m.contains("kueue")
+                        })
+                })
+                .map(|_| ())
+        },
+    );
+    gpustack_tests::embedded::wait_until(
+        "the Event about the worker's Pod",
+        gpustack_tests::embedded::DEADLINE,
+        || {
+            let events = items(&gw, &["events", "-n", NS]);
+            events
+                .iter()
+                .find(|e| {
+                    e["reason"] == "NodeFeatureDiscoveryMissing"
+                        && e["involvedObject"]["kind"] == "Pod"
+                        && e["involvedObject"]["name"] == "gpustack-operator-worker-0"
+                })
+                .map(|_| ())
+        },
+    );
     let log = worker.log();
     assert!(
-        !log.contains("403") && !log.contains("forbidden"),
+        // (kube's errors say `Forbidden` or `code: 403`; a bare 403 could be a port or a time.)
+        !log.to_lowercase().contains("forbidden") && !log.contains("code: 403"),
         "a request was refused:\n{log}"
     );
 }

@@ -12,6 +12,7 @@ use k8s_openapi::{
         storage::v1::CSIDriver,
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    apimachinery::pkg::apis::meta::v1::Time,
 };
 use kube::{
     api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
@@ -145,6 +146,54 @@ pub async fn observe(client: &kube::Client) -> Result<Observed, PassError> {
         nfd_crd,
         csi_drivers,
     })
+}
+
+/// Writes [`upstream::POD_CONDITION`] on the worker's own Pod when what it says changes.
+async fn sync_pod_condition(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &str,
+    missing: &[Missing],
+) -> Result<(), PassError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let object = format!("Pod {namespace}/{pod}");
+    let Some(current) = api.get_opt(pod).await.map_err(|source| PassError::Read {
+        object: object.clone(),
+        source,
+    })?
+    else {
+        return Ok(());
+    };
+    let (status, reason, message) = upstream::pod_condition(missing);
+    let have = current
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == upstream::POD_CONDITION);
+    if have.as_ref().is_some_and(|c| {
+        c.status == status
+            && c.reason.as_deref() == Some(reason)
+            && c.message.as_deref() == Some(message.as_str())
+    }) {
+        return Ok(());
+    }
+    let since = have
+        .filter(|c| c.status == status)
+        .and_then(|c| c.last_transition_time)
+        .unwrap_or_else(|| Time(jiff::Timestamp::now()));
+    // Strategic merge: conditions merge by type, the kubelet's stay as they are.
+    let patch = serde_json::json!({"status": {"conditions": [{
+        "type": upstream::POD_CONDITION,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }]}});
+    api.patch_status(pod, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .map_err(|source| PassError::Apply { object, source })?;
+    Ok(())
 }
 
 /// Applies `d` unless a Helm release owns it. Returns whether it was applied.
@@ -348,6 +397,11 @@ pub async fn run(
             Ok(observed) => {
                 let missing = upstream::missing(&enabled, &observed);
                 health.set_missing(missing.clone());
+                if let Some(pod) = cfg.own_pod.as_deref()
+                    && let Err(e) = sync_pod_condition(&client, &namespace, pod, &missing).await
+                {
+                    tracing::warn!("applications: {e}");
+                }
                 if *leading.borrow() {
                     for m in missing.iter().filter(|m| !reported.contains(m)) {
                         tracing::warn!("{}", m.message());

@@ -107,6 +107,26 @@ pub fn install_command(app: Application) -> String {
     }
 }
 
+/// The condition the worker writes on its own Pod.
+pub const POD_CONDITION: &str = "gpustack.ai/ApplicationsAvailable";
+
+/// What [`POD_CONDITION`] says for `missing`: status, reason and message.
+pub fn pod_condition(missing: &[Missing]) -> (&'static str, &'static str, String) {
+    if missing.is_empty() {
+        return (
+            "True",
+            "AllPresent",
+            "every enabled upstream application is installed".into(),
+        );
+    }
+    let message = missing
+        .iter()
+        .map(Missing::message)
+        .collect::<Vec<_>>()
+        .join("; ");
+    ("False", "ApplicationsMissing", message)
+}
+
 /// The enabled upstream applications that `observed` lacks, in [`UPSTREAM`] order.
 pub fn missing(enabled: &BTreeSet<Application>, observed: &Observed) -> Vec<Missing> {
     let has_driver = |names: &[&str]| names.iter().any(|n| observed.csi_drivers.contains(*n));
@@ -185,5 +205,16 @@ mod tests {
         let m = missing(&plan::enabled(&["csi-driver-s3".into()]), &observed);
         assert!(m.is_empty());
         assert!(missing(&plan::enabled(&["*".into()]), &Observed::default()).is_empty());
+    }
+
+    #[test]
+    fn the_pod_condition_lists_what_is_missing() {
+        let (status, reason, _) = pod_condition(&[]);
+        assert_eq!((status, reason), ("True", "AllPresent"));
+        let m = missing(&plan::enabled(&[]), &Observed::default());
+        let (status, reason, message) = pod_condition(&m);
+        assert_eq!((status, reason), ("False", "ApplicationsMissing"));
+        assert!(message.starts_with("kueue is enabled but not installed"));
+        assert!(message.contains("; csi-driver-s3 is enabled"));
     }
 }
