@@ -146,8 +146,15 @@ fn the_worker_keeps_the_node_agents_installed() {
         &gw,
         &["clusterrolebinding", "gpustack-operator-model-manager"],
     );
-    // No vendor's nodes yet: no device manager.
+    // No vendor's nodes yet: no device manager. And a steady cluster sees no writes.
     wait_passes(&worker, 2);
+    let mm_version = daemonset(&gw, MM_DS).unwrap()["metadata"]["resourceVersion"].clone();
+    wait_passes(&worker, 2);
+    assert_eq!(
+        daemonset(&gw, MM_DS).unwrap()["metadata"]["resourceVersion"],
+        mm_version,
+        "a pass with nothing to repair wrote the model manager's DaemonSet"
+    );
     assert!(daemonset(&gw, NVIDIA_DS).is_none());
     assert!(
         get(

@@ -62,7 +62,8 @@ pub enum PassError {
 /// What one pass did, for logs and tests.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    pub applied: usize,
+    /// Objects written: created, or their drift repaired.
+    pub applied: Vec<String>,
     /// Objects a Helm release owns, left alone.
     pub left_to_helm: Vec<String>,
     pub pruned: Vec<String>,
@@ -196,18 +197,35 @@ async fn sync_pod_condition(
     Ok(())
 }
 
-/// Applies `d` unless a Helm release owns it. Returns whether it was applied.
-async fn apply(client: &kube::Client, d: &Desired) -> Result<bool, PassError> {
+/// What [`apply`] did with one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Applied {
+    /// Written (created, or drift repaired).
+    Written,
+    /// Already as wanted: nothing written, so a steady cluster sees no writes.
+    Unchanged,
+    /// A Helm release owns it: left alone.
+    LeftToHelm,
+}
+
+/// Applies `d` unless a Helm release owns it or it already holds every field `d` sets.
+async fn apply(client: &kube::Client, d: &Desired) -> Result<Applied, PassError> {
     let api = api_for(client, &d.resource, d.namespace.as_deref());
     let current = api
-        .get_metadata_opt(d.name())
+        .get_opt(d.name())
         .await
         .map_err(|source| PassError::Read {
             object: d.describe(),
             source,
         })?;
-    if current.is_some_and(|c| plan::owned_by_helm(&c.metadata)) {
-        return Ok(false);
+    if let Some(c) = &current {
+        if plan::owned_by_helm(&c.metadata) {
+            return Ok(Applied::LeftToHelm);
+        }
+        let have = serde_json::to_value(c).unwrap_or(Value::Null);
+        if c.metadata.deletion_timestamp.is_none() && crate::install::contains(&have, &d.object) {
+            return Ok(Applied::Unchanged);
+        }
     }
     api.patch(
         d.name(),
@@ -219,7 +237,7 @@ async fn apply(client: &kube::Client, d: &Desired) -> Result<bool, PassError> {
         object: d.describe(),
         source,
     })?;
-    Ok(true)
+    Ok(Applied::Written)
 }
 
 /// Everything the worker applied earlier (its `managed-by` label), of every kind it applies.
@@ -281,8 +299,9 @@ pub async fn pass(
     let desired = plan::desired(input, enabled, &present);
     for d in &desired {
         match apply(client, d).await {
-            Ok(true) => out.applied += 1,
-            Ok(false) => out.left_to_helm.push(d.describe()),
+            Ok(Applied::Written) => out.applied.push(d.describe()),
+            Ok(Applied::Unchanged) => {}
+            Ok(Applied::LeftToHelm) => out.left_to_helm.push(d.describe()),
             Err(e) => out.errors.push(e),
         }
     }
@@ -433,17 +452,16 @@ pub async fn run(
                 }
             };
             let out = pass(&client, &input, &enabled, &cfg).await;
+            for a in &out.applied {
+                tracing::info!(object = %a, "applications: applied");
+            }
             for p in &out.pruned {
                 tracing::info!(object = %p, "applications: removed");
             }
             for e in &out.errors {
                 tracing::warn!("applications: {e}");
             }
-            tracing::debug!(
-                applied = out.applied,
-                left_to_helm = ?out.left_to_helm,
-                "applications: pass done"
-            );
+            tracing::debug!(left_to_helm = ?out.left_to_helm, "applications: pass done");
             count("holder");
         } else {
             reported.clear();
