@@ -411,9 +411,17 @@ pub async fn run(
     let about = regarding(&namespace, cfg.own_pod.as_deref());
     let mut input: Option<Input> = None;
     let mut reported: Vec<Missing> = Vec::new();
+    // Nothing to look for when every upstream application is disabled (nor a condition to
+    // write: the chart grants pods/status only when one is left to the worker).
+    let looks = upstream::UPSTREAM.iter().any(|a| enabled.contains(a));
     loop {
-        match observe(&client).await {
-            Ok(observed) => {
+        let observed = match looks {
+            true => Some(observe(&client).await),
+            false => None,
+        };
+        match observed {
+            None => {}
+            Some(Ok(observed)) => {
                 let missing = upstream::missing(&enabled, &observed);
                 health.set_missing(missing.clone());
                 if let Some(pod) = cfg.own_pod.as_deref()
@@ -440,7 +448,7 @@ pub async fn run(
                     reported = missing;
                 }
             }
-            Err(e) => tracing::warn!("applications: {e}"),
+            Some(Err(e)) => tracing::warn!("applications: {e}"),
         }
         if *leading.borrow() {
             let input = match &input {
