@@ -33,8 +33,18 @@ const DEVICE_MANAGER_RBAC: [&[&str]; 3] = [
 ];
 
 fn start_worker(gw: &GatewayProcess, dir: &Path, extra: &[&str]) -> WorkerProcess {
+    start_worker_every(gw, dir, "1s", extra)
+}
+
+fn start_worker_every(
+    gw: &GatewayProcess,
+    dir: &Path,
+    resync: &str,
+    extra: &[&str],
+) -> WorkerProcess {
+    let resync = format!("--applications-resync-period={resync}");
     let mut args = vec![
-        "--applications-resync-period=1s",
+        resync.as_str(),
         "--manufacturer=nvidia,amd",
         "--kube-leader-election=false",
     ];
@@ -308,4 +318,21 @@ fn with_every_application_disabled_the_worker_installs_nothing() {
     assert_eq!(ds["items"], json!([]));
     let detail = worker.kubectl_ok(&["get", "--raw", "/readyz?verbose"]);
     assert!(detail.contains("[+]applications ok"), "{detail}");
+}
+
+#[test]
+fn a_vendors_first_node_is_served_without_waiting_for_the_resync() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = GatewayProcess::start(&dir.path().join("data"), "apps-watch");
+    gw.kubectl_ok(&["create", "namespace", NS]);
+    // An hour between passes: only the node watch can bring the DaemonSet in time.
+    let worker = start_worker_every(&gw, &dir.path().join("w"), "1h", &[]);
+    wait_present(&gw, &["daemonset", "-n", NS, MM_DS]);
+    node(&gw, dir.path(), "gpu-1", "10de");
+    wait_present(&gw, &["daemonset", "-n", NS, NVIDIA_DS]);
+    gw.kubectl_ok(&["delete", "node", "gpu-1"]);
+    wait_gone(&gw, &["daemonset", "-n", NS, NVIDIA_DS]);
+    node(&gw, dir.path(), "gpu-2", "1002");
+    wait_present(&gw, &["daemonset", "-n", NS, AMD_DS]);
+    assert!(passes(&worker) >= 3, "passes were made");
 }

@@ -354,6 +354,46 @@ fn regarding(namespace: &str, pod: Option<&str>) -> ObjectReference {
     }
 }
 
+/// Follows the nodes' labels into `tx`: the manufacturers of `configured` that their NFD PCI
+/// labels show, changed only when that set changes (a heartbeat changes nothing), until `stop`.
+async fn follow_nodes(
+    client: kube::Client,
+    configured: Vec<gpustack_api::Manufacturer>,
+    tx: watch::Sender<Vec<gpustack_api::Manufacturer>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    use futures::StreamExt;
+    use kube::{
+        core::PartialObjectMeta,
+        runtime::{WatchStreamExt, reflector, watcher},
+    };
+    let (reader, writer) = reflector::store();
+    let api = Api::<PartialObjectMeta<Node>>::all(client);
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    let mut stream = std::pin::pin!(stream);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            next = stream.next() => match next {
+                None => return,
+                Some(Err(e)) => tracing::debug!("applications: watching nodes: {e}"),
+                Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => {}
+                Some(Ok(_)) => {
+                    let labels: Vec<_> = reader
+                        .state()
+                        .iter()
+                        .map(|n| n.metadata.labels.clone().unwrap_or_default())
+                        .collect();
+                    let present = plan::manufacturers_present(&configured, &labels);
+                    tx.send_if_modified(|cur| std::mem::replace(cur, present.clone()) != present);
+                }
+            },
+        }
+    }
+}
+
 /// The counter of passes on `/metrics` (`gpustack_worker_applications_passes_total`, by
 /// role: `holder` applied, `observer` only looked).
 fn pass_counter(registry: &Registry) -> Option<prometheus::IntCounterVec> {
@@ -409,6 +449,17 @@ pub async fn run(
         },
     );
     let about = regarding(&namespace, cfg.own_pod.as_deref());
+    // A vendor's nodes appearing or going: a pass at once, not at the next resync.
+    let (nodes_tx, mut nodes) = watch::channel(Vec::new());
+    let mut following_nodes = enabled.contains(&Application::DeviceManager);
+    if following_nodes {
+        tokio::spawn(follow_nodes(
+            client.clone(),
+            cfg.manufacturers.clone(),
+            nodes_tx,
+            stop.clone(),
+        ));
+    }
     let mut input: Option<Input> = None;
     let mut reported: Vec<Missing> = Vec::new();
     // Nothing to look for when every upstream application is disabled (nor a condition to
@@ -481,6 +532,8 @@ pub async fn run(
             _ = tokio::time::sleep(cfg.resync) => {}
             // Leadership won: apply at once.
             r = leading.wait_for(|l| *l), if !*leading.borrow() => if r.is_err() { return },
+            // The node watch ended (or never started): the resync alone from then on.
+            r = nodes.changed(), if following_nodes => if r.is_err() { following_nodes = false },
         }
     }
 }
