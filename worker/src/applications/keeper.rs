@@ -526,7 +526,6 @@ pub async fn run(
             reported.clear();
             count("observer");
         }
-        health.passed();
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return,
             _ = tokio::time::sleep(cfg.resync) => {}

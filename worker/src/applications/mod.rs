@@ -15,13 +15,7 @@ pub mod objects;
 pub mod plan;
 pub mod upstream;
 
-use std::{
-    sync::{
-        RwLock,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Duration,
-};
+use std::{sync::RwLock, time::Duration};
 
 use gpustack_api::Manufacturer;
 
@@ -50,7 +44,6 @@ pub struct Config {
 #[derive(Debug, Default)]
 pub struct Health {
     missing: RwLock<Vec<upstream::Missing>>,
-    passes: AtomicU64,
 }
 
 impl Health {
@@ -65,10 +58,6 @@ impl Health {
             .clone()
     }
 
-    fn passed(&self) {
-        self.passes.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// `/readyz?verbose`'s lines for the applications: a missing one is a warning (`[!]`), not
     /// a failure — the worker carries on without it.
     pub fn readyz_lines(&self) -> Vec<String> {
@@ -80,5 +69,22 @@ impl Health {
             .iter()
             .map(|m| format!("[!]applications: {}", m.message()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readyz_warns_of_each_missing_application() {
+        let h = Health::default();
+        assert_eq!(h.readyz_lines(), ["[+]applications ok"]);
+        let enabled = plan::enabled(&["csi-driver-nfs".into(), "csi-driver-s3".into()]);
+        h.set_missing(upstream::missing(&enabled, &upstream::Observed::default()));
+        let lines = h.readyz_lines();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("[!]applications: kueue is enabled but not installed"));
+        assert!(lines[1].starts_with("[!]applications: node-feature-discovery is enabled"));
     }
 }
