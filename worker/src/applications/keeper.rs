@@ -2,9 +2,10 @@
 //! applications (for its `/readyz`); the holder of Lease [`super::LEASE`] also applies the
 //! agents' objects with server-side apply, prunes the ones no longer wanted and writes an Event
 //! when an upstream application goes missing. One pass per resync period, so a deleted or
-//! edited object is back within one.
+//! edited object is back within one, and one at once when the set of vendors on the nodes
+//! changes (a watch on the nodes' labels).
 
-use std::{collections::BTreeSet, sync::Arc, time::Duration};
+use std::{collections::BTreeSet, sync::Arc};
 
 use k8s_openapi::{
     api::{
@@ -536,6 +537,3 @@ pub async fn run(
         }
     }
 }
-
-/// The default resync period.
-pub const RESYNC: Duration = Duration::from_secs(60);
