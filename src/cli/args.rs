@@ -119,6 +119,10 @@ pub struct WorkerArgs {
     /// csi-driver-s3, device-manager, model-manager).
     #[arg(long, value_delimiter = ',', value_parser = parse_application)]
     pub disable_applications: Vec<String>,
+    /// How often the worker re-applies the node agents it installs itself (image mode: the
+    /// applications --disable-applications leaves on); drift is repaired within one period.
+    #[arg(long, default_value_t = GoDuration::secs(60), value_name = "DURATION", value_parser = at_least_1s)]
+    pub applications_resync_period: GoDuration,
     /// HTTPS port of the aggregated API and the webhooks.
     #[arg(long, default_value_t = 31443, value_parser = clap::value_parser!(u16).range(1..))]
     pub secure_port: u16,

@@ -5,6 +5,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use gpustack_kube_rest::serve::Limits;
 use gpustack_worker::{
+    applications,
     auth::delegated::Ttls,
     controllers::{engine::Tuning, leader::LeaseConfig},
     install, names, run,
@@ -41,6 +42,20 @@ fn config(args: &WorkerArgs) -> run::Config {
         },
         model_manager_service_account: args.model_manager_service_account.clone(),
         gateway: args.gateway(),
+        applications: applications::Config {
+            disabled: args.disable_applications.clone(),
+            manufacturers: args.manufacturer.clone(),
+            own_pod: env("KUBERNETES_POD_NAME"),
+            resync: args.applications_resync_period.0,
+            lease: LeaseConfig {
+                namespace: String::new(),
+                name: applications::LEASE.to_owned(),
+                identity: identity(),
+                lease_duration: args.leader.kube_leader_lease.0,
+                renew_deadline: args.leader.kube_leader_renew_timeout.0,
+                retry_period: Duration::from_secs(2),
+            },
+        },
         controllers: run::ControllersConfig {
             election: args.leader.kube_leader_election.then(|| LeaseConfig {
                 namespace: String::new(),
@@ -92,6 +107,9 @@ async fn run_until_signal(args: &WorkerArgs) -> anyhow::Result<()> {
     );
     let client = kube_client(&local.kubeconfig.to_string_lossy()).await?;
     let mut cfg = config(args);
+    // This machine's own cluster runs no Pods: no node agent to keep installed, no upstream
+    // application to ask for.
+    cfg.applications.disabled = vec!["*".to_owned()];
     let reach = install::Reach::Loopback {
         secure_port: args.secure_port,
     };

@@ -669,3 +669,267 @@ fn rendered_manifests_match_the_chart_and_apply() {
     let daemonsets = items(&fresh, &["daemonsets", "-n", NS]);
     assert_eq!(daemonsets.len(), Manufacturer::ALL.len() + 1);
 }
+
+/// Helm's own labels, the only difference allowed between the chart's agents and the worker's.
+const HELM_LABELS: [&str; 4] = [
+    "helm.sh/chart",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+];
+
+/// `object` less Helm's labels (and the worker's `managed-by`, which stands where Helm's does),
+/// on the object and on its Pod template.
+fn without_helm_labels(mut object: Value) -> Value {
+    for path in ["/metadata/labels", "/spec/template/metadata/labels"] {
+        if let Some(labels) = object.pointer_mut(path).and_then(Value::as_object_mut) {
+            for l in HELM_LABELS {
+                labels.remove(l);
+            }
+        }
+    }
+    object
+}
+
+#[test]
+fn the_workers_node_agents_are_the_charts() {
+    use gpustack_worker::applications::objects;
+    let (_dir, gw) = cluster();
+    let helm = Helm::new(&gw.kubeconfig(), NS);
+    // The chart as image mode stands for it: fullnameOverride gpustack-operator, every
+    // manufacturer, the operator's image at the crate version (the worker's fallback).
+    let release = helm
+        .install(
+            "agents",
+            &json!({"fullnameOverride": "gpustack-operator", "worker": {"enabled": false}}),
+        )
+        .expect("install");
+    let manifest = release["manifest"].as_str().unwrap();
+    let ours_kinds = [
+        "DaemonSet",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "CSIDriver",
+    ];
+    let key = |o: &Value| {
+        (
+            o["kind"].as_str().unwrap_or_default().to_owned(),
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    };
+    let chart: std::collections::BTreeMap<(String, String), Value> =
+        serde_yaml_ng::Deserializer::from_str(manifest)
+            .filter_map(|doc| {
+                let v: Value = serde::Deserialize::deserialize(doc).ok()?;
+                (!v.is_null()).then_some(v)
+            })
+            .filter(|o| ours_kinds.contains(&o["kind"].as_str().unwrap_or_default()))
+            .filter(|o| {
+                let name = o["metadata"]["name"].as_str().unwrap_or_default();
+                name.starts_with("gpustack-operator-device-manager")
+                    || name.starts_with("gpustack-operator-model-manager")
+                    || name == objects::MODEL_CSI_DRIVER
+            })
+            .map(|o| (key(&o), without_helm_labels(o)))
+            .collect();
+    let input = objects::Input::new(NS, &format!("gpustack/gpustack-operator:{VERSION}"));
+    let mut worker = objects::device_manager(&input, &Manufacturer::ALL);
+    worker.extend(objects::model_manager(&input));
+    let worker: std::collections::BTreeMap<(String, String), Value> = worker
+        .into_iter()
+        .map(|d| (key(&d.object), without_helm_labels(d.object)))
+        .collect();
+    assert_eq!(
+        chart.keys().collect::<Vec<_>>(),
+        worker.keys().collect::<Vec<_>>(),
+        "the same objects"
+    );
+    // 9 DaemonSets and the model manager's, each agent's ServiceAccount, ClusterRole, binding,
+    // Role and RoleBinding, the CSIDriver.
+    assert_eq!(chart.len(), Manufacturer::ALL.len() + 1 + 5 + 5 + 1);
+    for (k, want) in &chart {
+        assert_eq!(
+            &worker[k], want,
+            "{k:?}: the worker's (left) differs from the chart's (right)"
+        );
+    }
+}
+
+#[test]
+fn upstream_versions_are_the_charts_dependencies() {
+    use gpustack_worker::applications::upstream;
+    let chart: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(chart_dir().join("Chart.yaml")).unwrap())
+            .unwrap();
+    let version = |name: &str| {
+        chart["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == name)
+            .unwrap_or_else(|| panic!("dependency {name}"))["version"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(version("kueue"), upstream::KUEUE_VERSION);
+    assert_eq!(version("node-feature-discovery"), upstream::NFD_VERSION);
+    assert_eq!(version("csi-driver-nfs"), upstream::CSI_NFS_VERSION);
+    assert_eq!(version("csi-s3"), upstream::CSI_S3_VERSION);
+}
+
+/// The rules of the chart's worker ClusterRole (JSON), as installed.
+fn worker_rules(gw: &GatewayProcess) -> String {
+    gw.kubectl_ok(&[
+        "get",
+        "clusterrole",
+        "gpustack-operator-worker",
+        "-o",
+        "json",
+    ])
+}
+
+#[test]
+fn image_mode_runs_under_the_charts_worker_role() {
+    let (dir, gw) = cluster();
+    let helm = Helm::new(&gw.kubeconfig(), NS);
+    // Chart mode (`*`): the worker's role holds nothing of image mode.
+    helm.install(RELEASE, &json!({})).expect("install");
+    assert!(!worker_rules(&gw).contains("daemonsets") && !worker_rules(&gw).contains("escalate"));
+    // The node agents left to the worker: the chart renders none, and the worker's roles
+    // grow what image mode does.
+    // NFD is left on (and missing): the worker names it on its own Pod.
+    let values = json!({
+        "worker": {"disableApplications": ["kueue", "csi-driver-nfs", "csi-driver-s3"]},
+        "deviceManager": {"enabled": false},
+        "modelManager": {"enabled": false},
+    });
+    helm.upgrade(RELEASE, &values).expect("upgrade");
+    assert!(items(&gw, &["daemonsets", "-n", NS]).is_empty());
+    assert!(worker_rules(&gw).contains("escalate"));
+
+    // The worker with the chart's ServiceAccount token, as its Pod would run it: it installs
+    // itself and the node agents, with no 403 on the way.
+    let token = gw.kubectl_ok(&["create", "token", "gpustack-operator-worker", "-n", NS]);
+    let kubeconfig = dir.path().join("worker-sa.kubeconfig");
+    gpustack_tests::embedded::with_token(&gw.kubeconfig(), token.trim(), &kubeconfig);
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1",
+        "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"}}});
+    let path = dir.path().join("node.json");
+    std::fs::write(&path, node.to_string()).unwrap();
+    gw.kubectl_ok(&["create", "-f", path.to_str().unwrap()]);
+    // The worker's own Pod, as the Deployment would have made it: its image is the agents'.
+    let image = "registry.example:5000/mirror/gpustack-operator:9.9.9";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "gpustack-operator-worker-0", "namespace": NS},
+        "spec": {"containers": [{"name": "gateway", "image": "other:1"}, {"name": "main", "image": image}]}});
+    let path = dir.path().join("pod.json");
+    std::fs::write(&path, pod.to_string()).unwrap();
+    gw.kubectl_ok(&["create", "-f", path.to_str().unwrap()]);
+    let worker = gpustack_tests::worker::WorkerProcess::start_as(
+        &gw,
+        &kubeconfig,
+        &dir.path().join("worker"),
+        gpustack_tests::embedded::free_port(),
+        // The Deployment's flags for these values.
+        &[
+            "--applications-resync-period=1s",
+            "--manufacturer=nvidia",
+            "--disable-applications=kueue,csi-driver-nfs,csi-driver-s3",
+        ],
+        &[("KUBERNETES_POD_NAME", "gpustack-operator-worker-0")],
+    );
+    for (kind, name) in [
+        ("daemonset", "gpustack-operator-device-manager-nvidia"),
+        ("daemonset", "gpustack-operator-model-manager"),
+        ("csidriver", "model.csi.gpustack.ai"),
+        ("clusterrolebinding", "gpustack-operator-device-manager"),
+        ("rolebinding", "gpustack-operator-model-manager"),
+    ] {
+        gpustack_tests::embedded::wait_until(
+            &format!("{kind} {name}"),
+            gpustack_tests::embedded::DEADLINE,
+            || {
+                gw.kubectl(&["get", kind, "-n", NS, name])
+                    .status
+                    .success()
+                    .then_some(())
+            },
+        );
+    }
+    for name in [
+        "gpustack-operator-device-manager-nvidia",
+        "gpustack-operator-model-manager",
+    ] {
+        let ds: Value = serde_json::from_str(&gw.kubectl_ok(&[
+            "get",
+            "daemonset",
+            "-n",
+            NS,
+            name,
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        assert_eq!(
+            ds["spec"]["template"]["spec"]["containers"][0]["image"], image,
+            "{name} runs the worker's image"
+        );
+    }
+    // NFD, enabled and missing: a condition on the worker's Pod and an Event about it.
+    gpustack_tests::embedded::wait_until(
+        "the condition on the worker's Pod",
+        gpustack_tests::embedded::DEADLINE,
+        || {
+            let pod: Value = serde_json::from_str(&gw.kubectl_ok(&[
+                "get",
+                "pod",
+                "-n",
+                NS,
+                "gpustack-operator-worker-0",
+                "-o",
+                "json",
+            ]))
+            .ok()?;
+            pod["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| {
+                    c["type"] == "gpustack.ai/ApplicationsAvailable"
+                        && c["status"] == "False"
+                        && c["message"].as_str().is_some_and(|m| {
+                            m.starts_with("node-feature-discovery is enabled but not installed")
+                                && !m.contains("kueue")
+                        })
+                })
+                .map(|_| ())
+        },
+    );
+    gpustack_tests::embedded::wait_until(
+        "the Event about the worker's Pod",
+        gpustack_tests::embedded::DEADLINE,
+        || {
+            let events = items(&gw, &["events", "-n", NS]);
+            events
+                .iter()
+                .find(|e| {
+                    e["reason"] == "NodeFeatureDiscoveryMissing"
+                        && e["involvedObject"]["kind"] == "Pod"
+                        && e["involvedObject"]["name"] == "gpustack-operator-worker-0"
+                })
+                .map(|_| ())
+        },
+    );
+    let log = worker.log();
+    assert!(
+        // (kube's errors say `Forbidden` or `code: 403`; a bare 403 could be a port or a time.)
+        !log.to_lowercase().contains("forbidden") && !log.contains("code: 403"),
+        "a request was refused:\n{log}"
+    );
+}

@@ -27,8 +27,15 @@ impl Cluster {
         Cluster { dir, gw }
     }
 
+    /// The worker as the chart runs it (`--disable-applications=*`): these tests make the
+    /// model manager's ServiceAccount themselves.
     fn worker(&self) -> WorkerProcess {
-        WorkerProcess::start(&self.gw, &self.dir.path().join("worker"), &[], &[])
+        WorkerProcess::start(
+            &self.gw,
+            &self.dir.path().join("worker"),
+            &["--disable-applications=*"],
+            &[],
+        )
     }
 
     fn file(&self, name: &str, v: &Value) -> String {

@@ -32,7 +32,7 @@ pub struct Desired {
 }
 
 impl Desired {
-    fn name(&self) -> &str {
+    pub fn name(&self) -> &str {
         self.object["metadata"]["name"].as_str().unwrap_or("")
     }
 

@@ -7,9 +7,11 @@
 //!
 //! - [`api::views`]: `worker.gpustack.ai/v1` views of the `v1alpha1` custom resources.
 //! - [`settings`]: the `gpustack.ai/v1` settings catalog, checks and storage.
+//! - [`applications`]: image mode, the node agents kept installed under a Lease.
 
 pub mod admission;
 pub mod api;
+pub mod applications;
 pub mod audit;
 pub mod auth;
 pub mod controllers;

@@ -53,6 +53,9 @@ pub struct Config {
     /// The hub's gateway, whose mirror is served as `fleet.gpustack.ai/v1`; `None` serves no
     /// fleet.
     pub gateway: Option<crate::fleet::gateway::Address>,
+    /// Image mode: the applications the worker keeps installed (the Lease's namespace is set
+    /// to the system namespace here).
+    pub applications: crate::applications::Config,
 }
 
 /// The controllers' part of the configuration.
@@ -198,6 +201,7 @@ pub async fn run(
         }
         None => None,
     };
+    let applications_health = Arc::new(crate::applications::Health::default());
     let defs = resources::all();
     let mut plurals: Vec<String> = defs.iter().map(|d| d.plural.clone()).collect();
     if let Some(f) = &fleet {
@@ -223,6 +227,7 @@ pub async fn run(
         defs,
         ready: ready.clone(),
         fleet: fleet.clone(),
+        applications: applications_health.clone(),
     });
     let follower = fleet
         .clone()
@@ -308,6 +313,16 @@ pub async fn run(
         tokio::spawn(crate::controllers::run(client.clone(), cfg, stop.clone()))
     };
 
+    let applications = {
+        let mut cfg = config.applications.clone();
+        cfg.lease.namespace = ns.clone();
+        let (client, health, stop) = (client.clone(), applications_health.clone(), stop.clone());
+        let registry = server.metrics.registry().clone();
+        tokio::spawn(async move {
+            crate::applications::keeper::run(client, cfg, health, &registry, stop).await
+        })
+    };
+
     let endpoint = Endpoint {
         listener: Listener::Tls {
             tcp,
@@ -322,5 +337,6 @@ pub async fn run(
     }
     // The controllers hand the Lease over on stop; give them the moment it takes.
     let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), applications).await;
     Ok(())
 }

@@ -54,6 +54,8 @@ pub struct ApiServer {
     pub ready: Arc<AtomicBool>,
     /// `fleet.gpustack.ai/v1`, when a gateway is configured.
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
+    /// What `/readyz?verbose` says of the applications (image mode).
+    pub applications: Arc<crate::applications::Health>,
 }
 
 impl ApiServer {
@@ -77,6 +79,37 @@ pub fn server_version() -> ServerVersion {
     }
 }
 
+/// `/readyz`: `ok` once the install is done; with `?verbose`, a line per check as
+/// kube-apiserver writes them, and the applications the worker carries on without (`[!]`).
+fn readyz(server: &ApiServer, query: Option<&str>) -> Response {
+    let ready = server.ready.load(Ordering::Relaxed);
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let verbose = query.is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "verbose" || p.starts_with("verbose="))
+    });
+    if !verbose {
+        let body = if ready { "ok" } else { "install not finished" };
+        return (status, body).into_response();
+    }
+    let mut lines = vec![if ready {
+        "[+]install ok".to_owned()
+    } else {
+        "[-]install failed: install not finished".to_owned()
+    }];
+    lines.extend(server.applications.readyz_lines());
+    lines.push(if ready {
+        "readyz check passed".to_owned()
+    } else {
+        "readyz check failed".to_owned()
+    });
+    (status, lines.join("\n") + "\n").into_response()
+}
+
 pub fn router(server: Arc<ApiServer>) -> Router {
     Router::new().fallback(handle).with_state(server)
 }
@@ -93,13 +126,7 @@ async fn handle(State(server): State<Arc<ApiServer>>, req: Request) -> Response 
     }
     match path.as_str() {
         "/livez" | "/healthz" => return (StatusCode::OK, "ok").into_response(),
-        "/readyz" => {
-            return if server.ready.load(Ordering::Relaxed) {
-                (StatusCode::OK, "ok").into_response()
-            } else {
-                (StatusCode::SERVICE_UNAVAILABLE, "install not finished").into_response()
-            };
-        }
+        "/readyz" => return readyz(&server, query.as_deref()),
         "/metrics" => return server.metrics.render(),
         _ => {}
     }
