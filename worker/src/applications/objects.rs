@@ -676,6 +676,8 @@ mod tests {
                 "ServiceAccount",
                 "ClusterRole",
                 "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
                 "DaemonSet",
                 "DaemonSet"
             ]
