@@ -850,7 +850,11 @@ async fn a_leader_that_loses_the_api_server_steps_down_at_its_renew_deadline() {
     leading(&c, &w).await;
     let steps_down = |log: &str| {
         log.lines()
-            .filter(|l| l.contains("not leading: controllers stop"))
+            // The controllers' Lease (image mode's applications Lease has its own lines).
+            .filter(|l| {
+                l.contains("not leading: controllers stop")
+                    && l.contains("lease=worker.gpustack.ai")
+            })
             .count()
     };
     assert_eq!(steps_down(&w.log()), 0, "{}", w.log());
@@ -892,7 +896,10 @@ async fn a_leader_that_loses_the_api_server_steps_down_at_its_renew_deadline() {
         || {
             (w.log()
                 .lines()
-                .filter(|l| l.contains("leading: controllers start"))
+                .filter(|l| {
+                    l.contains("leading: controllers start")
+                        && l.contains("lease=worker.gpustack.ai")
+                })
                 .count()
                 == 2)
                 .then_some(())
