@@ -319,3 +319,47 @@ fn impersonation_is_checked_then_honoured() {
     );
     assert!(!ok && text.contains("User \"jane\" cannot list"), "{text}");
 }
+
+/// The bootstrap roles nest as kube-apiserver's do: a namespace `edit`or may read the Pods it
+/// may create, an `admin` may too, and a `view`er may read but not write.
+#[test]
+fn admin_edit_and_view_nest() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&dir.path().join("data"), "rbac");
+    for (who, role) in [("ed", "edit"), ("ad", "admin"), ("vi", "view")] {
+        gw.kubectl_ok(&["create", "serviceaccount", who, "-n", "default"]);
+        gw.kubectl_ok(&[
+            "create",
+            "rolebinding",
+            who,
+            "-n",
+            "default",
+            &format!("--clusterrole={role}"),
+            &format!("--serviceaccount=default:{who}"),
+        ]);
+    }
+    let can = |who: &str, verb: &str| {
+        let out = gw.kubectl(&[
+            "auth",
+            "can-i",
+            verb,
+            "pods",
+            "-n",
+            "default",
+            &format!("--as=system:serviceaccount:default:{who}"),
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim() == "yes"
+    };
+    // Aggregation settles in the background: wait for the widest role to have its rules.
+    gpustack_tests::embedded::wait_until(
+        "admin to be aggregated",
+        gpustack_tests::embedded::DEADLINE,
+        || can("ad", "get").then_some(()),
+    );
+    for verb in ["get", "list", "create", "delete"] {
+        assert!(can("ed", verb), "edit may {verb} pods");
+        assert!(can("ad", verb), "admin may {verb} pods");
+    }
+    assert!(can("vi", "get") && can("vi", "list"));
+    assert!(!can("vi", "create") && !can("vi", "delete"));
+}

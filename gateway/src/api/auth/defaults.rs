@@ -21,11 +21,18 @@ fn role(name: &str, labels: Value, body: Value) -> Value {
     role
 }
 
-fn aggregating(name: &str) -> Value {
+/// A user-facing role aggregated from the ClusterRoles labelled for it; `into` names the role it
+/// is in turn aggregated into (`view` into `edit`, `edit` into `admin`), as kube-apiserver's
+/// bootstrap labels them, so that admin ⊇ edit ⊇ view.
+fn aggregating(name: &str, into: Option<&str>) -> Value {
     let selector = format!("rbac.authorization.k8s.io/aggregate-to-{name}");
+    let labels = match into {
+        Some(to) => json!({format!("rbac.authorization.k8s.io/aggregate-to-{to}"): "true"}),
+        None => json!({}),
+    };
     role(
         name,
-        json!({}),
+        labels,
         json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {selector: "true"}}]},
             "rules": []}),
     )
@@ -93,9 +100,9 @@ pub fn cluster_roles() -> Vec<Value> {
                 {"nonResourceURLs": ["*"], "verbs": ["*"]},
             ]}),
         ),
-        aggregating("admin"),
-        aggregating("edit"),
-        aggregating("view"),
+        aggregating("admin", None),
+        aggregating("edit", Some("admin")),
+        aggregating("view", Some("edit")),
         aggregated_into(
             "view",
             json!([
@@ -220,6 +227,51 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), roles.len());
+    }
+
+    /// The rules of every aggregated role once aggregation has settled (what the aggregation
+    /// controller reaches by re-running on each change).
+    fn settled() -> Vec<Value> {
+        let mut roles = cluster_roles();
+        for _ in 0..roles.len() {
+            let snapshot = roles.clone();
+            for r in roles.iter_mut() {
+                if let Some(rules) = aggregated_rules(r, &snapshot) {
+                    r["rules"] = Value::Array(rules);
+                }
+            }
+        }
+        roles
+    }
+
+    #[test]
+    fn admin_covers_edit_covers_view() {
+        let roles = settled();
+        let rules = |n: &str| -> Vec<Value> {
+            let r = roles.iter().find(|r| r["metadata"]["name"] == n).unwrap();
+            r["rules"].as_array().unwrap().clone()
+        };
+        let (admin, edit, view) = (rules("admin"), rules("edit"), rules("view"));
+        use crate::api::auth::escalation::uncovered;
+        assert_eq!(uncovered(&edit, &view), Vec::<Value>::new(), "edit ⊇ view");
+        assert_eq!(
+            uncovered(&admin, &edit),
+            Vec::<Value>::new(),
+            "admin ⊇ edit"
+        );
+        // The case that was wrong: edit and admin may read the pods they may create.
+        let get_pods =
+            [json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "create"]})];
+        assert!(uncovered(&edit, &get_pods).is_empty());
+        assert!(uncovered(&admin, &get_pods).is_empty());
+        // And view may not write.
+        assert!(
+            !uncovered(
+                &view,
+                &[json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]})]
+            )
+            .is_empty()
+        );
     }
 
     #[test]

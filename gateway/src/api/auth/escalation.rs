@@ -285,7 +285,7 @@ fn covers(owner: &Value, piece: &Piece<'_>) -> bool {
 }
 
 /// The pieces of `requested` no rule of `held` covers, as rules of one piece each.
-fn uncovered(held: &[Value], requested: &[Value]) -> Vec<Value> {
+pub fn uncovered(held: &[Value], requested: &[Value]) -> Vec<Value> {
     let mut missing: Vec<Value> = Vec::new();
     for rule in requested {
         for piece in pieces(rule) {
