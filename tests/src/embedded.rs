@@ -25,16 +25,22 @@ pub fn free_port() -> u16 {
 }
 
 /// Polls `check` every 25 ms until it returns `Some`, panicking with `what` after `deadline`.
-pub fn wait_until<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+pub fn wait_until<T>(what: &str, deadline: Duration, check: impl FnMut() -> Option<T>) -> T {
+    poll_until(deadline, check)
+        .unwrap_or_else(|| panic!("timed out after {deadline:?} waiting for {what}"))
+}
+
+/// `check`'s first answer, polled every 25 ms; `None` once `deadline` has passed without one
+/// (for callers that fail with what they last saw).
+pub fn poll_until<T>(deadline: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
     loop {
         if let Some(v) = check() {
-            return v;
+            return Some(v);
         }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
+        if start.elapsed() >= deadline {
+            return None;
+        }
         std::thread::sleep(Duration::from_millis(25));
     }
 }

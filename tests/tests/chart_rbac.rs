@@ -5,7 +5,7 @@
 use std::{path::Path, time::Duration};
 
 use gpustack_tests::{
-    embedded::{GatewayProcess, free_port, kube_client, with_token},
+    embedded::{GatewayProcess, free_port, kube_client, poll_until, with_token},
     helm::Helm,
     inventory::{H100, Machine, publish},
     worker::WorkerProcess,
@@ -41,22 +41,10 @@ fn refusals(log: &str) -> Vec<&str> {
         .collect()
 }
 
-/// `check`'s first answer within `deadline`, polled every 50 ms; `None` when time ran out.
-fn poll<T>(deadline: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let start = std::time::Instant::now();
-    while start.elapsed() < deadline {
-        if let Some(v) = check() {
-            return Some(v);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
-}
-
 /// `kubectl get KIND -o name` as the admin, once it lists something.
 fn wait_for_some(gw: &GatewayProcess, worker: &WorkerProcess, args: &[&str]) -> Vec<String> {
     let mut last = String::new();
-    let found = poll(WAIT, || {
+    let found = poll_until(WAIT, || {
         let mut all = vec!["get"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["-o", "name"]);

@@ -114,12 +114,12 @@ impl Agent {
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        let sent = Instant::now();
-        while sent.elapsed() < STOP_DEADLINE {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(25));
+        let child = &mut self.child;
+        let exited = gpustack_tests::embedded::poll_until(STOP_DEADLINE, || {
+            (!matches!(child.try_wait(), Ok(None))).then_some(())
+        });
+        if exited.is_some() {
+            return;
         }
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -43,6 +43,7 @@ pub mod pagination;
 pub mod path;
 pub mod printers;
 pub mod protobuf;
+pub mod quantity;
 pub mod resource;
 pub mod response;
 pub mod schema;

@@ -4,6 +4,7 @@
 //! Pod asking one slice in `limits` and three in `requests` is stored, and the scheduler and the
 //! device plugin disagree on what it holds.
 
+use gpustack_kube_rest::quantity::value;
 use serde_json::Value;
 
 use super::field_errors::{FieldError, Problem};
@@ -17,34 +18,6 @@ pub fn is_extended(name: &str) -> bool {
     !(domain == "kubernetes.io"
         || domain.ends_with(".kubernetes.io")
         || name.starts_with("requests."))
-}
-
-/// A quantity's value, for comparing two spellings (`1` and `1000m`); `None` when it is not
-/// a quantity.
-fn quantity(text: &str) -> Option<f64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let factor = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        _ => return None,
-    };
-    number.parse::<f64>().ok().map(|n| n * factor)
 }
 
 fn text(v: &Value) -> String {
@@ -79,8 +52,7 @@ pub fn problems(pod: &Value) -> Vec<FieldError> {
                     }),
                     Some(limit) => {
                         let (a, l) = (text(asked), text(limit));
-                        let equal =
-                            a == l || quantity(&a).zip(quantity(&l)).is_some_and(|(x, y)| x == y);
+                        let equal = a == l || value(&a).zip(value(&l)).is_some_and(|(x, y)| x == y);
                         if !equal {
                             out.push(FieldError {
                                 problem: Problem::Invalid,
@@ -144,8 +116,5 @@ mod tests {
         assert!(!is_extended("hugepages-2Mi"));
         assert!(!is_extended("kubernetes.io/something"));
         assert!(!is_extended("requests.nvidia.com/gpu"));
-        assert_eq!(quantity("1500m"), Some(1.5));
-        assert_eq!(quantity("2Ki"), Some(2048.0));
-        assert_eq!(quantity("x"), None);
     }
 }

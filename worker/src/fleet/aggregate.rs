@@ -43,29 +43,10 @@ fn grouping_spec(spec: &InstanceTypeSpec) -> InstanceTypeSpec {
 /// A quantity in the unit `unit` bytes (or cores for `unit == 1`), as a short decimal: `16Gi`
 /// in GiB is `16`, `512Mi` is `0.5`, `500m` cores is `0.5`.
 fn in_units(q: &str, unit: f64) -> String {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let Ok(n) = num.parse::<f64>() else {
-        return "x".into();
-    };
-    let factor = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => return "x".into(),
-    };
-    let v = n * factor / unit;
-    format!("{}", (v * 100.0).round() / 100.0)
+    match gpustack_kube_rest::quantity::value(q) {
+        Some(n) => format!("{}", (n / unit * 100.0).round() / 100.0),
+        None => "x".into(),
+    }
 }
 
 /// The aggregate's name for a grouping spec.
