@@ -8,10 +8,10 @@ use std::{
     time::Duration,
 };
 
-use gpustack_kube_rest::serve;
+use gpustack_serving::serve;
 
 /// Connection caps and deadlines of the listeners ([`GatewayOptions::serving`]).
-pub use gpustack_kube_rest::serve::Limits as ServingLimits;
+pub use gpustack_serving::serve::Limits as ServingLimits;
 use tokio::{
     net::{TcpListener, UnixListener},
     sync::watch,

@@ -13,8 +13,8 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use gpustack_kube_rest::certs::{self, CertSlot, ConfigError, Names, ValidityError};
-pub use gpustack_kube_rest::certs::{ca_params, leaf_params};
+use gpustack_serving::certs::{self, CertSlot, ConfigError, Names, ValidityError};
+pub use gpustack_serving::certs::{ca_params, leaf_params};
 use tokio::sync::watch;
 
 #[derive(Debug, thiserror::Error)]

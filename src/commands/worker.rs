@@ -3,7 +3,7 @@
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
-use gpustack_kube_rest::serve::Limits;
+use gpustack_serving::serve::Limits;
 use gpustack_worker::{
     applications,
     auth::delegated::Ttls,

@@ -1071,7 +1071,7 @@ fn a_cert_dir_pair_replaced_on_disk_is_served_without_a_restart() {
     let certs = dir.path().join("certs");
     std::fs::create_dir_all(&certs).unwrap();
     let write_pair = || {
-        let g = gpustack_kube_rest::certs::generate(&gpustack_kube_rest::certs::Names {
+        let g = gpustack_serving::certs::generate(&gpustack_serving::certs::Names {
             ca_common_name: "test-ca",
             common_name: "gateway",
             subject_alt_names: &["127.0.0.1"],

@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use gpustack_kube_rest::serve::{self, Endpoint, Limits, Listener};
+use gpustack_serving::serve::{self, Endpoint, Limits, Listener};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use tokio::{net::TcpListener, sync::watch};
@@ -75,7 +75,7 @@ pub enum WorkerError {
     #[error("{0}")]
     Install(String),
     #[error("serving certificate: {0}")]
-    Tls(#[from] gpustack_kube_rest::certs::ConfigError),
+    Tls(#[from] gpustack_serving::certs::ConfigError),
     #[error("listening on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -179,7 +179,7 @@ pub async fn run(
     };
     let client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>> =
         (!config.disable_auths).then(|| verifier.clone() as _);
-    let tls = gpustack_kube_rest::certs::server_config(
+    let tls = gpustack_serving::certs::server_config(
         &material.cert_pem,
         &material.key_pem,
         client_verifier,

@@ -114,7 +114,7 @@ pub async fn shared(client: &kube::Client, namespace: &str) -> Result<Material, 
     }
     let sans = subject_alt_names(namespace);
     let sans: Vec<&str> = sans.iter().map(String::as_str).collect();
-    let g = gpustack_kube_rest::certs::generate(&gpustack_kube_rest::certs::Names {
+    let g = gpustack_serving::certs::generate(&gpustack_serving::certs::Names {
         ca_common_name: "gpustack-operator-worker-ca",
         common_name: names::SERVICE,
         subject_alt_names: &sans,

@@ -211,7 +211,7 @@ pub async fn run(
     });
     // The toolkit's serving: a connection cap, handshake and header deadlines, and an accept
     // loop that backs off when descriptors run out.
-    let https = tokio::spawn(gpustack_kube_rest::serve::serve_tls(
+    let https = tokio::spawn(gpustack_serving::serve::serve_tls(
         listener,
         tls,
         router,

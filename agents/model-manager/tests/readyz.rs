@@ -64,7 +64,7 @@ async fn readyz_answers_503_naming_what_failed() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("https://{}/readyz", listener.local_addr().unwrap());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(gpustack_kube_rest::serve::serve_tls(
+    let server = tokio::spawn(gpustack_serving::serve::serve_tls(
         listener,
         http::tls_config(None).unwrap(),
         router,
@@ -128,7 +128,7 @@ async fn clients_that_never_start_tls_are_closed_and_lock_nobody_out() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(gpustack_kube_rest::serve::serve_tls(
+    let server = tokio::spawn(gpustack_serving::serve::serve_tls(
         listener,
         http::tls_config(None).unwrap(),
         router(work.path(), &synced),

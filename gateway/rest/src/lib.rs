@@ -21,15 +21,13 @@
 //!   [`kind_schema::Schema`] built on first use.
 //!
 //! - [`bounded`]: request documents parsed with their expanded size and nesting bounded.
-//! - [`certs`]: a generated CA and serving certificate for given names; rustls server configs.
-//! - [`serve`]: HTTPS and unix-socket serving with connection caps, setup deadlines and
-//!   accept backoff.
 //!
-//! Deliberately absent: any store, any Kubernetes client (a test checks the dependency tree).
+//! Certificates and listeners are the `gpustack-serving` crate's (the node agents serve with
+//! it, without this toolkit). Deliberately absent: any store, any Kubernetes client (a test
+//! checks the dependency tree).
 
 pub mod bounded;
 pub mod builtin_schemas;
-pub mod certs;
 pub mod columns;
 pub mod discovery;
 pub mod documents;
@@ -48,7 +46,6 @@ pub mod resource;
 pub mod response;
 pub mod schema;
 pub mod selectors;
-pub mod serve;
 pub mod status;
 pub mod table;
 pub mod watch;

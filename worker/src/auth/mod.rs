@@ -10,8 +10,8 @@ pub mod identity;
 use std::sync::{Arc, RwLock};
 
 use axum::http::{HeaderMap, Method, header};
-pub use gpustack_kube_rest::serve::PeerCertificates;
 use gpustack_kube_rest::status::ApiError;
+pub use gpustack_serving::serve::PeerCertificates;
 
 use delegated::Delegated;
 use front_proxy::Trust;

@@ -9,7 +9,7 @@ use std::{
 
 use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 use gpustack_api::{monitor::MetricsGroup, time::Timestamp};
-use gpustack_kube_rest::certs;
+use gpustack_serving::certs;
 use prometheus::{Encoder, Registry, TextEncoder};
 use serde::Serialize;
 use tokio::sync::watch;

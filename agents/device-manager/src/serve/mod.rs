@@ -79,7 +79,7 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(transparent)]
-    Tls(#[from] gpustack_kube_rest::certs::ServingConfigError),
+    Tls(#[from] gpustack_serving::certs::ServingConfigError),
     #[error("listening on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -164,7 +164,7 @@ pub async fn run(
     });
     // The toolkit's serving: a connection cap, handshake and header deadlines, and an accept
     // loop that backs off when descriptors run out.
-    let https = gpustack_kube_rest::serve::serve_tls(listener, tls, router, stop_rx.clone());
+    let https = gpustack_serving::serve::serve_tls(listener, tls, router, stop_rx.clone());
     tasks.push(tokio::spawn(async move {
         https.await;
     }));

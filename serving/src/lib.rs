@@ -1,0 +1,14 @@
+//! Serving, shared by every service of the binary (the API servers, the worker, the node
+//! agents): what a process needs to answer HTTPS and unix-socket clients, and nothing of any
+//! API.
+//!
+//! - [`certs`]: a generated CA and serving certificate for given names, rustls server
+//!   configurations (ring provider only), and a certificate slot reloaded when its files change.
+//! - [`serve`]: HTTPS and unix-socket serving with connection caps, setup deadlines, accept
+//!   backoff and a bounded graceful drain.
+//!
+//! Deliberately absent: any REST toolkit, store or Kubernetes client, so that a node agent's
+//! crate graph holds nothing of the API servers (`tests/tests/crate_dependencies.rs` checks the tree).
+
+pub mod certs;
+pub mod serve;
