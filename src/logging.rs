@@ -166,8 +166,8 @@ mod tests {
         assert_eq!(filter_directives(&flags(0, vec![])), "info");
         assert!(filter_directives(&flags(2, vec![])).starts_with("debug,hyper=info"));
         assert_eq!(
-            filter_directives(&flags(0, vec![("gpustack_gateway::store", 3)])),
-            "info,gpustack_gateway::store=trace"
+            filter_directives(&flags(0, vec![("gpustack_apiserver::store", 3)])),
+            "info,gpustack_apiserver::store=trace"
         );
         for d in filter_directives(&flags(3, vec![("x", 1)])).split(',') {
             assert!(

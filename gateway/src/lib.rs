@@ -1,42 +1,19 @@
-//! The hub of the fleet.
+//! The hub of the fleet: it mirrors upstream clusters into the embedded API server's store and
+//! serves them, read-only, through that server's API (`gpustack-apiserver`, which this crate
+//! builds on and which knows nothing of it).
 //!
-//! Today this crate hosts **embedded clusters**: a Kubernetes-compatible API over a SQLite
-//! [`store`], served over HTTPS (and plain HTTP on an owner-only unix socket) by [`server`],
-//! that kube-rs and kubectl use unchanged with the admin kubeconfig it writes
-//! ([`kubeconfig`], [`tls`]), and serves read-only [`mirror`]s of upstream clusters.
-//!
-//! - [`store`]: objects keyed by (cluster, group, resource, namespace, name) as JSON, a
-//!   cluster-wide monotonic resourceVersion, an event log for watch resumption with compaction,
-//!   group commit (`synchronous=FULL`, WAL: a write is acknowledged once durable), and an
-//!   in-process fan-out fed after commit.
-//! - [`api`]: discovery (legacy and aggregated v2), CRUD, merge / JSON / strategic-merge / apply
-//!   patches (server-side apply with field ownership and conflicts), status subresources,
-//!   generation, finalizers, owner-reference garbage collection (background, foreground,
-//!   orphan), namespace lifecycle, CRDs that register kinds (validated, defaulted and pruned by
-//!   their schemas, with printer columns), selectors, pagination at a consistent snapshot,
-//!   watches with bookmarks and 410 Gone, `Table` and `PartialObjectMetadata` responses,
-//!   OpenAPI v2 (JSON and gnostic protobuf) and v3 documents and `Status` errors; and the gateway's own endpoints
-//!   ([`api::ops`]: the subscription API and `/metrics`).
-//!
-//! Admission webhooks are called on writes to embedded clusters ([`api::admission`]). Requests
-//! are authenticated (the admin token, ServiceAccount tokens from TokenRequest) and authorized
-//! with RBAC ([`api::auth`]); APIServices with a service are served by their backends, as
-//! kube-aggregator serves them ([`api::aggregation`]).
-//!
-//! Not (yet) an API server in these respects: CRD validation has no CEL rules, server-side
-//! apply guesses list shapes without schemas (custom kinds' lists are atomic, built-in kinds'
-//! lists of objects keyed by their strategic-merge keys), no
-//! client-certificate authentication and no OpenAPI from aggregated APIs, built-in kinds have
-//! no real schemas (unknown fields in them are kept), and protobuf watches are refused (406).
+//! - [`mirror`]: one task per upstream (named in `--upstreams` or subscribed at run time) that
+//!   keeps a copy of its GPU-relevant objects in the store, hosted as a read-only cluster under
+//!   the upstream's name and joined to the fleet view (`/clusters/_fleet/`); the set of
+//!   subscriptions ([`mirror::subscriptions`]) and the upstreams' status.
+//! - [`hub_store`]: what the hub keeps besides objects (subscriptions, watch progress, last
+//!   sync times), in tables of its own beside the objects.
+//! - [`ops`]: the hub's operations API, its own router in front of the clusters': the
+//!   subscription API (`/apis/workers`) and `/metrics`.
+//! - [`server`]: the running hub ([`server::Gateway`]): the API server, with the mirrors hosted
+//!   before it serves and stopped before its store closes.
 
-pub mod api;
-pub mod hosting;
-pub mod kubeconfig;
+pub mod hub_store;
 pub mod mirror;
-pub mod registry;
+pub mod ops;
 pub mod server;
-pub mod store;
-pub mod tls;
-
-#[cfg(test)]
-mod test_support;

@@ -31,7 +31,7 @@ pub struct GlobalFlags {
     /// Log verbosity: 0 info, 1-2 debug, 3 and above every decision (trace).
     #[arg(short = 'v', long = "v", global = true, default_value_t = 0, value_name = "N", value_parser = parse_verbosity)]
     pub verbosity: u8,
-    /// Per-module verbosity, `target=N,...`; a target is a Rust module path prefix (`gpustack_gateway::store=3`).
+    /// Per-module verbosity, `target=N,...`; a target is a Rust module path prefix (`gpustack_apiserver::store=3`).
     #[arg(long, global = true, default_value = "", value_parser = parse_vmodule, hide_default_value = true)]
     pub vmodule: VModule,
     /// Log to standard error. Logs always go there; `false` is accepted for compatibility.
@@ -253,7 +253,7 @@ pub struct WorkerGatewayArgs {
     pub event_log_retention: u64,
     /// How many bytes the event log may hold (object bodies it keeps, plus 64 per event); the
     /// oldest events beyond either bound are dropped.
-    #[arg(long, default_value_t = gpustack_gateway::server::DEFAULT_EVENT_LOG_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = gpustack_apiserver::server::DEFAULT_EVENT_LOG_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     pub event_log_max_bytes: u64,
     /// How long embedded clusters keep Event objects (as kube-apiserver's --event-ttl).
     #[arg(long, default_value_t = GoDuration::secs(3600), value_name = "DURATION", value_parser = at_least_1s)]
@@ -261,7 +261,7 @@ pub struct WorkerGatewayArgs {
     /// How long the generated serving certificate is valid (without --cert-dir); it is
     /// re-signed by the same CA at two thirds of that while serving, so clients trusting the
     /// CA never notice. A --cert-dir pair is instead reloaded when its files change.
-    #[arg(long, default_value_t = GoDuration(gpustack_gateway::server::DEFAULT_SERVING_CERT_LIFETIME), value_name = "DURATION", value_parser = at_least_5s)]
+    #[arg(long, default_value_t = GoDuration(gpustack_apiserver::server::DEFAULT_SERVING_CERT_LIFETIME), value_name = "DURATION", value_parser = at_least_5s)]
     pub serving_cert_lifetime: GoDuration,
     /// How often the event log is trimmed to --event-log-retention (and Events expired).
     #[arg(long, default_value_t = GoDuration::secs(60), value_name = "DURATION", value_parser = at_least_1s)]
@@ -603,7 +603,7 @@ fn at_least_5m(s: &str) -> Result<GoDuration, String> {
 }
 
 fn parse_vmodule(s: &str) -> Result<VModule, String> {
-    let allowed = "must be target=N pairs, comma separated (e.g. gpustack_gateway::store=3)";
+    let allowed = "must be target=N pairs, comma separated (e.g. gpustack_apiserver::store=3)";
     let mut entries = Vec::new();
     for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let (target, level) = entry.split_once('=').ok_or(allowed)?;
@@ -645,11 +645,11 @@ mod tests {
 
     #[test]
     fn vmodule_becomes_targets() {
-        let v = parse_vmodule("gpustack_gateway::store=3, device-manager*=1").unwrap();
+        let v = parse_vmodule("gpustack_apiserver::store=3, device-manager*=1").unwrap();
         assert_eq!(
             v.0,
             [
-                ("gpustack_gateway::store".to_owned(), 3),
+                ("gpustack_apiserver::store".to_owned(), 3),
                 ("device_manager".to_owned(), 1)
             ]
         );

@@ -5,9 +5,10 @@
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
+use gpustack_apiserver::server::{Compaction, ServingLimits};
 use gpustack_gateway::{
     mirror::{MirrorOptions, config::resolve_all},
-    server::{Compaction, Gateway, GatewayOptions, ServingLimits},
+    server::{Gateway, GatewayOptions},
 };
 
 use crate::cli::args::WorkerGatewayArgs;
@@ -32,26 +33,26 @@ async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
     let bind = SocketAddr::new(args.serving.bind_address, port);
     let mut options =
         GatewayOptions::new(args.embedded_cluster.clone(), args.data_dir.clone(), bind);
-    options.unix_socket = unix_socket(&args);
-    options.compaction = Compaction {
+    options.server.unix_socket = unix_socket(&args);
+    options.server.compaction = Compaction {
         interval: args.event_log_compaction_interval.0,
         keep: args.event_log_retention,
         max_bytes: args.event_log_max_bytes,
         event_ttl: args.event_ttl.0,
     };
     options.conn_mode = args.conn_mode();
-    options.api.subscription_kubeconfig_dirs = args.subscription_kubeconfig_dir.clone();
-    options.api.max_watches_per_token =
+    options.subscription_kubeconfig_dirs = args.subscription_kubeconfig_dir.clone();
+    options.server.api.max_watches_per_token =
         usize::try_from(args.max_watches_per_token).unwrap_or(usize::MAX);
-    options.api.aggregation.check_interval = args.apiservice_check_interval.0;
-    options.serving = ServingLimits {
+    options.server.api.aggregation.check_interval = args.apiservice_check_interval.0;
+    options.server.serving = ServingLimits {
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         setup_timeout: args.connection_setup_timeout.0,
         ..Default::default()
     };
-    options.cert_dir =
+    options.server.cert_dir =
         (!args.serving.cert_dir.is_empty()).then(|| args.serving.cert_dir.clone().into());
-    options.serving_cert_lifetime = args.serving_cert_lifetime.0;
+    options.server.serving_cert_lifetime = args.serving_cert_lifetime.0;
     options.mirror = MirrorOptions {
         readiness_timeout: args.worker_readiness_check_timeout.0,
         ..MirrorOptions::default()
@@ -60,7 +61,7 @@ async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
         // Checked when the command line was read.
         options.upstreams = resolve_all(&upstreams.entries, &options.conn_mode)?;
     }
-    options.token_file = args.token_file.clone().or_else(|| {
+    options.server.token_file = args.token_file.clone().or_else(|| {
         // Without the socket, HTTPS is the only way in: the admin needs a token.
         args.bind_unix_path
             .is_empty()

@@ -93,11 +93,11 @@ pub async fn start_cluster(dir: &Path, port: u16) -> anyhow::Result<Local> {
         .map_err(|e| anyhow::anyhow!("creating the data directory {}: {e}", dir.display()))?;
     let bind = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut options = GatewayOptions::new(vec![CLUSTER.to_owned()], dir.to_owned(), bind);
-    options.unix_socket = None;
+    options.server.unix_socket = None;
     let gateway = Gateway::start(options)
         .await
         .map_err(|e| anyhow::anyhow!("starting the embedded cluster on {bind}: {e:#}"))?;
-    let kubeconfig = gpustack_gateway::hosting::kubeconfig_path(dir, CLUSTER);
+    let kubeconfig = gpustack_apiserver::hosting::kubeconfig_path(dir, CLUSTER);
     Ok(Local {
         gateway,
         kubeconfig,

@@ -11,7 +11,7 @@
 //! `GPUSTACK_BENCH_WRITE_RATE`, default 200 writes/s, `GPUSTACK_BENCH_WATCH_SECONDS`,
 //! default 10, and `GPUSTACK_BENCH_WATCH_RUNS`, default 5, scale it; issue 17's figures use
 //! `GPUSTACK_BENCH_DEVICES=5000`). The synthetic million-object hub is the store-level bench
-//! `cargo bench -p gpustack-gateway --bench fleet_scale`.
+//! `cargo bench -p gpustack-apiserver --bench fleet_scale`.
 //!
 //! 0. Not measured: one upstream is filled with the Devices (~2 KB each) through its API and
 //!    stopped, and its data directory copied once per upstream (each then serves the same

@@ -3,7 +3,7 @@
 //! webhooks) and reports its denial; keeps its connections; names the real requester; and
 //! evaluates its `matchConditions`.
 
-#[path = "../../gateway/tests/support/webhook.rs"]
+#[path = "../../apiserver/tests/support/webhook.rs"]
 mod webhook;
 
 use gpustack_tests::embedded::GatewayProcess;

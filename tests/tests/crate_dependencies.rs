@@ -4,7 +4,8 @@
 //!   without SQLite (the worker's aggregated API) can use it;
 //! - the serving crate (certificates, listeners) holds nothing of the API servers;
 //! - the node agents serve with the serving crate alone: nothing of the API servers (toolkit,
-//!   store, embedded API server, hub) is in their graph.
+//!   store, embedded API server, hub) is in their graph;
+//! - the embedded API server holds nothing of the hub built on it.
 
 use std::process::Command;
 
@@ -91,4 +92,13 @@ fn the_node_agents_hold_nothing_of_the_api_servers() {
     for agent in ["gpustack-device-manager", "gpustack-model-manager"] {
         assert_free_of(agent, "gpustack-serving", API_SERVERS);
     }
+}
+
+#[test]
+fn the_api_server_holds_nothing_of_the_hub() {
+    assert_free_of(
+        "gpustack-apiserver",
+        "sqlx",
+        &["gpustack-gateway", "gpustack-worker"],
+    );
 }

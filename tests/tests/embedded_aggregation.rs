@@ -28,7 +28,7 @@ use rustls::pki_types::{CertificateDer, pem::PemObject};
 use serde_json::{Value, json};
 
 // The stand-in webhook server's certificate helper.
-#[path = "../../gateway/tests/support/webhook.rs"]
+#[path = "../../apiserver/tests/support/webhook.rs"]
 mod webhook;
 
 const GROUP: &str = "stand-in.gpustack.ai";

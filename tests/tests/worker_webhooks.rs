@@ -2,7 +2,7 @@
 //! configurations in an embedded cluster (the real `worker-gateway`), whose admission chain
 //! calls them; `kubectl` creates the objects and its own output is asserted.
 
-#[path = "../../gateway/tests/support/webhook.rs"]
+#[path = "../../apiserver/tests/support/webhook.rs"]
 mod webhook;
 
 use gpustack_tests::{

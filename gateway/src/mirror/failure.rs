@@ -3,7 +3,7 @@
 
 use kube::runtime::watcher;
 
-use crate::store::StoreError;
+use gpustack_apiserver::store::StoreError;
 use kube::config::KubeconfigError;
 use std::time::Duration;
 

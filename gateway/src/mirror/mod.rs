@@ -15,7 +15,7 @@
 //! mirror. Over the unix socket, the socket's file mode (0600, owner only) is the access
 //! control and no token is asked for. `GET /apis/workers` (the upstreams' status) and
 //! `/metrics` accept any served cluster's token; subscribing and unsubscribing need the
-//! `--token-file` token (see [`crate::api::ops`]).
+//! `--token-file` token (see [`crate::ops`]).
 //!
 //! Every upstream's objects are also served together in the read-only [`fleet`] view.
 //!
@@ -42,7 +42,7 @@
 pub mod backoff;
 pub mod config;
 pub mod failure;
-pub use crate::store::fleet;
+pub use gpustack_apiserver::store::fleet;
 pub mod kinds;
 pub mod kubeconfig_policy;
 mod probe;

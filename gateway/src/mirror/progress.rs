@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use crate::store::Store;
+use crate::hub_store::HubStore;
 
 #[derive(Default)]
 struct Latest {
@@ -20,7 +20,7 @@ struct Latest {
 /// One mirrored kind's progress. Cheap to clone.
 #[derive(Clone)]
 pub struct Progress {
-    store: Store,
+    store: HubStore,
     cluster: String,
     group: String,
     resource: String,
@@ -28,7 +28,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(store: Store, cluster: &str, group: &str, resource: &str) -> Self {
+    pub fn new(store: HubStore, cluster: &str, group: &str, resource: &str) -> Self {
         Progress {
             store,
             cluster: cluster.to_owned(),
@@ -140,7 +140,10 @@ mod tests {
     #[tokio::test]
     async fn progress_is_flushed_only_when_it_moved() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db")).await.unwrap();
+        let objects = gpustack_apiserver::store::Store::open(&dir.path().join("db"))
+            .await
+            .unwrap();
+        let store = HubStore::new(objects);
         let p = Progress::new(store.clone(), "east", "g", "r");
         assert_eq!(p.stored().await, None);
         p.note(Some("5"));

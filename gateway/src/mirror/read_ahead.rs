@@ -72,7 +72,7 @@ mod tests {
     };
 
     use super::*;
-    use crate::test_support::until;
+    use gpustack_apiserver::test_support::until;
 
     /// A source of `0..n` that counts the items taken from it.
     fn counted(n: usize) -> (impl Stream<Item = usize> + Send + 'static, Arc<AtomicUsize>) {

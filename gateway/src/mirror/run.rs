@@ -32,7 +32,8 @@ use super::{
     redact::strip_credentials,
     status::{Happening, StatusBoard},
 };
-use crate::{
+use crate::hub_store::HubStore;
+use gpustack_apiserver::{
     registry::{self as resources, Registry, ResourceDef},
     store::{ObjectKey, Queued, Store, fleet, mirror::SeenNames},
 };
@@ -301,7 +302,7 @@ impl Mirror {
         let label = kind.label();
         let api: Api<DynamicObject> = Api::all_with(client, &resource);
         let progress = Progress::new(
-            self.store.clone(),
+            HubStore::new(self.store.clone()),
             &cluster,
             &resource.group,
             &resource.plural,
@@ -870,7 +871,12 @@ mod tests {
         async fn new() -> Self {
             let dir = tempfile::tempdir().unwrap();
             let store = Store::open(&dir.path().join("db")).await.unwrap();
-            let progress = Progress::new(store.clone(), "east", "worker.gpustack.ai", "devices");
+            let progress = Progress::new(
+                HubStore::new(store.clone()),
+                "east",
+                "worker.gpustack.ai",
+                "devices",
+            );
             WatchWriting {
                 _dir: dir,
                 mirror: mirror_into(store),

@@ -17,7 +17,8 @@ use super::{
     run::{Mirror, MirrorOptions},
     status::StatusBoard,
 };
-use crate::{
+use crate::hub_store::HubStore;
+use gpustack_apiserver::{
     hosting::{Hosting, HostingError},
     registry::Registry,
     store::{StoreError, fleet::FLEET},
@@ -62,6 +63,7 @@ struct Running {
 
 struct Inner {
     hosting: Hosting,
+    hub: HubStore,
     registry: Registry,
     board: StatusBoard,
     options: MirrorOptions,
@@ -88,6 +90,7 @@ impl Subscriptions {
         let board = StatusBoard::new(options.probe_interval);
         Subscriptions {
             inner: Arc::new(Inner {
+                hub: HubStore::new(hosting.store.clone()),
                 hosting,
                 registry,
                 board,
@@ -147,15 +150,10 @@ impl Subscriptions {
         inner.hosting.store.join_fleet(&upstream.name).await?;
         if persist {
             let spec = serde_json::to_value(&upstream).unwrap_or_default();
-            inner
-                .hosting
-                .store
-                .save_subscription(&upstream.name, &spec)
-                .await?;
+            inner.hub.save_subscription(&upstream.name, &spec).await?;
         }
         let last_sync = inner
-            .hosting
-            .store
+            .hub
             .upstream_sync_times()
             .await?
             .into_iter()
@@ -187,7 +185,7 @@ impl Subscriptions {
         let Some(old) = running.remove(name) else {
             // Not running: at most a stored subscription that was never started (its name is
             // an embedded cluster's). Only that row goes; the cluster's objects and token stay.
-            return Ok(inner.hosting.store.forget_subscription(name).await?);
+            return Ok(inner.hub.forget_subscription(name).await?);
         };
         old.task.abort();
         let _ = old.task.await;
@@ -198,7 +196,7 @@ impl Subscriptions {
         inner.hosting.unhost(name);
         inner.registry.forget(name);
         let gone = store.drop_mirror(name).await?;
-        store.forget_upstream(name).await?;
+        inner.hub.forget_upstream(name).await?;
         tracing::info!(upstream = %name, objects_removed = gone, "unsubscribed");
         Ok(true)
     }
@@ -207,7 +205,7 @@ impl Subscriptions {
     /// win over stored ones of the same name), and the task that keeps last sync times.
     pub async fn start(&self, from_file: Vec<Upstream>) -> Result<(), SubscribeError> {
         let file_names: HashSet<String> = from_file.iter().map(|u| u.name.clone()).collect();
-        for (name, spec) in self.inner.hosting.store.subscriptions().await? {
+        for (name, spec) in self.inner.hub.subscriptions().await? {
             if file_names.contains(&name) {
                 continue;
             }
@@ -269,8 +267,9 @@ impl Subscriptions {
             if written.get(&cluster) == Some(&t) {
                 continue;
             }
-            let store = &self.inner.hosting.store;
-            if store
+            if self
+                .inner
+                .hub
                 .set_upstream_sync_time(&cluster, &t.to_string())
                 .await
                 .is_ok()

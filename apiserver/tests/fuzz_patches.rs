@@ -3,7 +3,7 @@
 //! `PROPTEST_CASES` (default 256); failing inputs are kept under
 //! `tests/fuzz_patches.proptest-regressions` and replayed first.
 
-use gpustack_gateway::api::patch::{self, PatchKind};
+use gpustack_apiserver::api::patch::{self, PatchKind};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -5,7 +5,7 @@
 //! fresh database. Reproduce with
 //!
 //! ```text
-//! cargo bench -p gpustack-gateway --bench fleet_scale
+//! cargo bench -p gpustack-apiserver --bench fleet_scale
 //! ```
 //!
 //! (`GPUSTACK_BENCH_FLEET_UPSTREAMS`, default 100, and `GPUSTACK_BENCH_FLEET_DEVICES`, default
@@ -22,7 +22,7 @@ use std::{
 };
 
 use futures::future::join_all;
-use gpustack_gateway::store::{
+use gpustack_apiserver::store::{
     ObjectKey, Store, compaction::files_bytes, fleet::FLEET, mirror::SeenNames,
 };
 use gpustack_tests::bench::{
@@ -95,7 +95,7 @@ async fn measure(dir: &Path, upstreams: usize, per: usize, object_bytes: usize) 
     let write_rate = objects as f64 / start.elapsed().as_secs_f64();
     // What the hub's periodic compaction does.
     store
-        .compact_within(100_000, gpustack_gateway::server::DEFAULT_EVENT_LOG_BYTES)
+        .compact_within(100_000, gpustack_apiserver::server::DEFAULT_EVENT_LOG_BYTES)
         .await
         .unwrap();
     while store.reclaim().await.unwrap() > 0 {}
@@ -217,7 +217,7 @@ async fn main() {
             Some(last.disk_ratio / first.disk_ratio <= 1.2 && flat_memory(first, last)),
         ));
     }
-    println!("\nsummary (reproduce: cargo bench -p gpustack-gateway --bench fleet_scale):");
+    println!("\nsummary (reproduce: cargo bench -p gpustack-apiserver --bench fleet_scale):");
     for f in &figures {
         println!("  {}", f.line());
     }

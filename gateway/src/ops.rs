@@ -1,55 +1,89 @@
-//! The gateway's own endpoints beside the Kubernetes surface: the upstream subscriptions
-//! (`/apis/workers`: status, subscribe, unsubscribe) and Prometheus metrics (`/metrics`).
+//! The hub's operations API, its own router in front of the clusters' on every listener: the
+//! upstream subscriptions (`/apis/workers`, at the root or under a served cluster's prefix:
+//! status, subscribe, unsubscribe) and Prometheus metrics (`/metrics`, at the root). Every
+//! other path is the API server's.
 //!
 //! Who may do what over HTTPS (the unix socket's file mode is its access control): the token of
 //! `--token-file` may do everything; any served cluster's token may read status and metrics;
 //! only the `--token-file` token may subscribe or unsubscribe.
 
-use std::{
-    collections::BTreeMap,
-    fmt::Write as _,
-    sync::{Arc, Mutex},
-};
+use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf, sync::Arc};
 
 use axum::{
+    Router,
+    extract::{Request, State},
     http::{HeaderMap, Method, StatusCode, header, request::Parts},
     response::{IntoResponse, Response},
+    routing::any,
 };
-use serde_json::json;
-
-use super::{ApiState, bearer, json_response, status::ApiError};
-use crate::{
-    mirror::kubeconfig_policy::{self, Origin},
-    mirror::{
-        FailurePhase, Phase, SubscribeError,
-        request::{SubscribeRequest, unsubscribe_clusters},
+use gpustack_apiserver::{
+    api::{
+        caller::{Caller, TokenAccess},
+        request_metrics::RequestMetrics,
+        too_large,
     },
-    store::token_hash,
+    store::Store,
+};
+use gpustack_kube_rest::{path::split_cluster, response::json_response, status::ApiError};
+use serde_json::json;
+use tower::ServiceExt;
+
+use crate::mirror::{
+    FailurePhase, Phase, SubscribeError, Subscriptions,
+    kubeconfig_policy::{self, Origin},
+    request::{SubscribeRequest, unsubscribe_clusters},
 };
 
-/// Who is asking, by bearer token.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Caller {
-    /// No token needed (the unix socket) or the `--token-file` token.
-    Admin,
-    /// This served cluster's token: it reads what concerns that cluster.
-    ClusterReader(String),
-    Unknown,
+/// Where the upstreams' status and the subscription API are served (under any served
+/// cluster's prefix, or at the root).
+const WORKERS_PATH: &str = "/apis/workers";
+
+/// Where Prometheus scrapes the gateway (at the root only).
+const METRICS_PATH: &str = "/metrics";
+
+/// What the operations API works on, shared by every listener.
+pub struct Ops {
+    pub subscriptions: Subscriptions,
+    pub store: Store,
+    /// The API server's count of the requests answered.
+    pub requests: RequestMetrics,
+    /// Directories whose kubeconfigs run-time subscriptions may name (`--data-dir` is always
+    /// one; `--subscription-kubeconfig-dir` adds more).
+    pub subscription_kubeconfig_dirs: Vec<PathBuf>,
+    /// The largest request body accepted.
+    pub max_body_bytes: usize,
 }
 
-pub fn caller(st: &ApiState, headers: &HeaderMap) -> Caller {
-    if !st.require_token {
-        return Caller::Admin;
+/// The operations API on one listener.
+struct Listener {
+    ops: Arc<Ops>,
+    access: TokenAccess,
+    /// The clusters: every path that is not the hub's.
+    api: Router,
+}
+
+/// One listener's router: the hub's endpoints, and `api` for every other path.
+pub fn router(ops: Arc<Ops>, access: TokenAccess, api: Router) -> Router {
+    let listener = Arc::new(Listener { ops, access, api });
+    Router::new()
+        .route(METRICS_PATH, any(metrics))
+        .route(WORKERS_PATH, any(workers))
+        .fallback(cluster_workers_or_api)
+        .with_state(listener)
+}
+
+/// `/clusters/NAME/apis/workers` of a served cluster is the hub's; anything else (an unknown
+/// cluster's name included, which the API answers 404 or 401) is the API server's.
+async fn cluster_workers_or_api(State(l): State<Arc<Listener>>, req: Request) -> Response {
+    let (named, rest) = split_cluster(req.uri().path());
+    let served = named.is_some_and(|n| l.access.served.get(n).is_some());
+    if served && rest == WORKERS_PATH {
+        let (parts, body) = req.into_parts();
+        return answer_workers(&l, &parts, body).await;
     }
-    let Some(hash) = bearer(headers).map(token_hash) else {
-        return Caller::Unknown;
-    };
-    if st.admin_token_hash.as_deref() == Some(hash.as_str()) {
-        Caller::Admin
-    } else if let Some(cluster) = st.served.cluster_of_token(&hash) {
-        Caller::ClusterReader(cluster)
-    } else {
-        Caller::Unknown
+    match l.api.clone().oneshot(req).await {
+        Ok(r) => r,
+        Err(never) => match never {},
     }
 }
 
@@ -59,12 +93,17 @@ fn query_pairs(parts: &Parts) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+async fn workers(State(l): State<Arc<Listener>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    answer_workers(&l, &parts, body).await
+}
+
 /// `/apis/workers`: `GET` every upstream's status (or those named by `cluster`), `POST`
 /// subscribes, `DELETE` unsubscribes.
-pub async fn workers(st: &ApiState, parts: &Parts, body: axum::body::Body) -> Response {
+async fn answer_workers(l: &Listener, parts: &Parts, body: axum::body::Body) -> Response {
     // Who asks is settled before anything is read: an anonymous client cannot make the
     // gateway buffer a body.
-    let who = caller(st, &parts.headers);
+    let who = l.access.caller(&parts.headers);
     if who == Caller::Unknown {
         return ApiError::unauthorized().into_response();
     }
@@ -85,7 +124,7 @@ pub async fn workers(st: &ApiState, parts: &Parts, body: axum::body::Body) -> Re
                 }
             }
             let filter = (!only.is_empty()).then_some(only.as_slice());
-            json_response(StatusCode::OK, &st.subscriptions.board().to_json(filter))
+            json_response(StatusCode::OK, &l.ops.subscriptions.board().to_json(filter))
         }
         Method::POST | Method::DELETE if who != Caller::Admin => ApiError::new(
             403,
@@ -93,16 +132,16 @@ pub async fn workers(st: &ApiState, parts: &Parts, body: axum::body::Body) -> Re
             "subscribing and unsubscribing need the gateway's admin token (--token-file)",
         )
         .into_response(),
-        Method::POST => match axum::body::to_bytes(body, st.options.max_body_bytes).await {
-            Ok(body) => subscribe(st, &pairs, &body).await,
-            Err(_) => super::too_large(),
+        Method::POST => match axum::body::to_bytes(body, l.ops.max_body_bytes).await {
+            Ok(body) => subscribe(&l.ops, &pairs, &body).await,
+            Err(_) => too_large(),
         },
-        Method::DELETE => unsubscribe(st, &pairs).await,
+        Method::DELETE => unsubscribe(&l.ops, &pairs).await,
         ref m => ApiError::method_not_allowed(m.as_str()).into_response(),
     }
 }
 
-async fn subscribe(st: &ApiState, pairs: &[(String, String)], body: &[u8]) -> Response {
+async fn subscribe(ops: &Ops, pairs: &[(String, String)], body: &[u8]) -> Response {
     let request = if body.is_empty() {
         SubscribeRequest::from_query(pairs)
     } else if pairs.is_empty() {
@@ -120,7 +159,7 @@ async fn subscribe(st: &ApiState, pairs: &[(String, String)], body: &[u8]) -> Re
     // A subscription may only name a kubeconfig under the allowed directories, and one that
     // carries its credentials inline and runs no plugin.
     if let Some(path) = &request.kubeconfig {
-        let allowed = &st.options.subscription_kubeconfig_dirs;
+        let allowed = &ops.subscription_kubeconfig_dirs;
         let checked = kubeconfig_policy::check_location(path, allowed)
             .and_then(|real| kubeconfig_policy::load(&real, Origin::Subscription).map(|_| real));
         match checked {
@@ -128,7 +167,7 @@ async fn subscribe(st: &ApiState, pairs: &[(String, String)], body: &[u8]) -> Re
             Err(e) => return ApiError::bad_request(e.to_string()).into_response(),
         }
     }
-    let subs = &st.subscriptions;
+    let subs = &ops.subscriptions;
     let mut items = Vec::new();
     for upstream in request.upstreams(subs.mode()) {
         let name = upstream.name.clone();
@@ -146,14 +185,14 @@ async fn subscribe(st: &ApiState, pairs: &[(String, String)], body: &[u8]) -> Re
     )
 }
 
-async fn unsubscribe(st: &ApiState, pairs: &[(String, String)]) -> Response {
+async fn unsubscribe(ops: &Ops, pairs: &[(String, String)]) -> Response {
     let clusters = match unsubscribe_clusters(pairs) {
         Ok(c) => c,
         Err(message) => return ApiError::bad_request(message).into_response(),
     };
     let mut removed = Vec::new();
     for c in &clusters {
-        match st.subscriptions.unsubscribe(c).await {
+        match ops.subscriptions.unsubscribe(c).await {
             Ok(true) => removed.push(c.clone()),
             Ok(false) => {}
             Err(e) => return ApiError::internal(e.to_string()).into_response(),
@@ -170,49 +209,6 @@ async fn unsubscribe(st: &ApiState, pairs: &[(String, String)]) -> Response {
     json_response(StatusCode::OK, &json!({"removed": removed}))
 }
 
-/// Requests answered, by method and status code.
-#[derive(Clone, Default)]
-pub struct RequestMetrics {
-    counts: Arc<Mutex<BTreeMap<(String, u16), u64>>>,
-}
-
-impl RequestMetrics {
-    pub fn count(&self, method: &Method, code: StatusCode) {
-        let mut m = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        *m.entry((method_label(method).to_owned(), code.as_u16()))
-            .or_default() += 1;
-    }
-
-    fn snapshot(&self) -> BTreeMap<(String, u16), u64> {
-        self.counts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-}
-
-/// The `method` label: the methods HTTP defines, and `other` for anything a client invents, so
-/// that the label set stays bounded whatever is sent.
-fn method_label(method: &Method) -> &'static str {
-    match *method {
-        Method::GET => "GET",
-        Method::HEAD => "HEAD",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::OPTIONS => "OPTIONS",
-        Method::CONNECT => "CONNECT",
-        Method::TRACE => "TRACE",
-        _ => "other",
-    }
-}
-
-/// Whether HTTP defines `method` (anything else is a client's invention).
-pub fn is_standard_method(method: &Method) -> bool {
-    method_label(method) != "other"
-}
-
 /// A label value in the exposition format.
 fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -222,13 +218,13 @@ fn escape(v: &str) -> String {
 
 /// `GET /metrics`: the Prometheus text exposition of the upstreams' state, the store and the
 /// requests served.
-pub async fn metrics(st: &ApiState, headers: &HeaderMap) -> Response {
-    if caller(st, headers) == Caller::Unknown {
+async fn metrics(State(l): State<Arc<Listener>>, headers: HeaderMap) -> Response {
+    if l.access.caller(&headers) == Caller::Unknown {
         return ApiError::unauthorized().into_response();
     }
-    let upstreams = st.subscriptions.board().all();
-    let rv = st.store.current_rv().await;
-    let text = render_metrics(&upstreams, rv, &st.metrics.snapshot());
+    let upstreams = l.ops.subscriptions.board().all();
+    let rv = l.ops.store.current_rv().await;
+    let text = render_metrics(&upstreams, rv, &l.ops.requests.snapshot());
     (
         StatusCode::OK,
         [(

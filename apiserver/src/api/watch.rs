@@ -90,7 +90,7 @@ pub(crate) fn claim_slot(
     st: &ApiState,
     headers: &axum::http::HeaderMap,
 ) -> Result<WatchSlot, ApiError> {
-    let caller = super::bearer(headers)
+    let caller = super::caller::bearer(headers)
         .map(crate::store::token_hash)
         .unwrap_or_default();
     let max = st.options.max_watches_per_token;

@@ -1,5 +1,7 @@
-//! The SQLite store behind embedded clusters: current objects, the event log that watches resume
-//! from, a cluster-wide monotonic resourceVersion, and the in-process fan-out of committed changes.
+//! The SQLite store behind embedded clusters and mirrors: current objects, the event log that
+//! watches resume from, a cluster-wide monotonic resourceVersion, and the in-process fan-out of
+//! committed changes. The hub keeps its own tables in the same database (`gpustack-gateway`'s
+//! hub store, over [`Store::database`]).
 //!
 //! The store knows keys, versions and JSON bodies; Kubernetes semantics (generation, finalizers,
 //! status) live in [`crate::api`]. A write returns only after its transaction committed with
@@ -17,7 +19,6 @@ mod fleet_view;
 pub use clusters::token_hash;
 pub mod mirror;
 mod read;
-mod subscriptions;
 pub mod tokens;
 mod types;
 mod upsert_batch;
@@ -221,6 +222,12 @@ impl Store {
 
     fn pool(&self) -> &SqlitePool {
         &self.inner.pool
+    }
+
+    /// The database, for a store that keeps tables of its own beside the objects (the hub's
+    /// bookkeeping); objects are written only through [`Store::commit`] and the mirror writes.
+    pub fn database(&self) -> &SqlitePool {
+        self.pool()
     }
 }
 

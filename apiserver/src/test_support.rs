@@ -1,4 +1,4 @@
-//! What unit tests across the crate share.
+//! What unit tests share (this crate's, and the hub's through the `test-support` feature).
 
 use std::time::Duration;
 

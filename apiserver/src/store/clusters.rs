@@ -35,6 +35,15 @@ impl Store {
         .await?;
         Ok(())
     }
+
+    /// Forgets `cluster`'s token (an unsubscribed mirror's reader token).
+    pub async fn forget_cluster_token(&self, cluster: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM clusters WHERE name = ?")
+            .bind(cluster)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

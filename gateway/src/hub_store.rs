@@ -1,15 +1,38 @@
-//! What the mirrors keep besides objects: API-made subscriptions, each mirrored kind's watch
-//! progress, and each upstream's last sync time; and dropping an upstream's mirror whole.
+//! The hub's store: what the mirrors keep besides objects (API-made subscriptions, each
+//! mirrored kind's watch progress, each upstream's last sync time), in tables of its own beside
+//! the embedded API server's objects, in the same database.
 //!
 //! These are small bookkeeping writes made through the pool, not the object writer: they are
-//! not objects and produce no watch events.
+//! not objects and produce no watch events. The mirrored objects themselves go through the
+//! object store ([`HubStore::objects`]) like every other write, so the API serves them.
+//!
+//! One type with its own interface, so that a second backend for the hub (PostgreSQL, past one
+//! machine) can stand behind the same methods.
 
+use gpustack_apiserver::store::{Store, StoreError};
 use serde_json::Value;
-use sqlx::Row;
+use sqlx::{Row, sqlite::SqlitePool};
 
-use super::{ObjectKey, Precondition, Store, StoreError, WriteOp};
+/// The hub's tables over the object store's database. Cheap to clone.
+#[derive(Clone)]
+pub struct HubStore {
+    objects: Store,
+}
 
-impl Store {
+impl HubStore {
+    pub fn new(objects: Store) -> Self {
+        HubStore { objects }
+    }
+
+    /// The object store the hub's tables sit beside.
+    pub fn objects(&self) -> &Store {
+        &self.objects
+    }
+
+    fn pool(&self) -> &SqlitePool {
+        self.objects.database()
+    }
+
     /// The stored subscriptions: (name, spec).
     pub async fn subscriptions(&self) -> Result<Vec<(String, Value)>, StoreError> {
         let rows = sqlx::query("SELECT name, spec FROM subscriptions ORDER BY name")
@@ -48,10 +71,10 @@ impl Store {
     /// Forgets everything kept for upstream `name` besides its objects: its subscription, its
     /// watch progress, its last sync time and its reader token.
     pub async fn forget_upstream(&self, name: &str) -> Result<(), StoreError> {
+        self.objects.forget_cluster_token(name).await?;
         for query in [
             "DELETE FROM subscriptions WHERE name = ?",
             "DELETE FROM upstream_sync WHERE cluster = ?",
-            "DELETE FROM clusters WHERE name = ?",
         ] {
             sqlx::query(query).bind(name).execute(self.pool()).await?;
         }
@@ -123,52 +146,11 @@ impl Store {
         .await?;
         Ok(())
     }
-
-    /// Returns once every write queued before the call has been committed (or refused): the
-    /// writer takes the queue in order, and this queues a delete of an object no cluster can
-    /// have. Used after stopping a mirror, before removing what it wrote.
-    pub async fn barrier(&self) -> Result<(), StoreError> {
-        let nothing = ObjectKey {
-            cluster: String::new(),
-            group: String::new(),
-            resource: String::new(),
-            namespace: String::new(),
-            name: String::new(),
-        };
-        match self
-            .commit(&nothing, Precondition::At(0), WriteOp::Delete(Value::Null))
-            .await
-        {
-            Ok(_) | Err(StoreError::NotFound | StoreError::Conflict { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Deletes every object of `cluster`, through the writer, so watchers (of the cluster and
-    /// of the fleet view) see each go. Returns how many went.
-    pub async fn drop_mirror(&self, cluster: &str) -> Result<usize, StoreError> {
-        let rows = sqlx::query(
-            "SELECT cluster, grp, resource, namespace, name FROM objects WHERE cluster = ?",
-        )
-        .bind(cluster)
-        .fetch_all(self.pool())
-        .await?;
-        let mut keys = Vec::with_capacity(rows.len());
-        for row in rows {
-            keys.push(ObjectKey {
-                cluster: row.try_get("cluster")?,
-                group: row.try_get("grp")?,
-                resource: row.try_get("resource")?,
-                namespace: row.try_get("namespace")?,
-                name: row.try_get("name")?,
-            });
-        }
-        self.delete_keys(keys).await
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use gpustack_apiserver::store::ObjectKey;
     use serde_json::json;
 
     use super::*;
@@ -186,7 +168,8 @@ mod tests {
     #[tokio::test]
     async fn bookkeeping_round_trips_and_a_dropped_mirror_is_gone_from_the_fleet_too() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db")).await.unwrap();
+        let objects = Store::open(&dir.path().join("db")).await.unwrap();
+        let store = HubStore::new(objects.clone());
         store
             .save_subscription("east", &json!({"name": "east"}))
             .await
@@ -206,17 +189,35 @@ mod tests {
             .unwrap();
         assert_eq!(store.upstream_sync_times().await.unwrap().len(), 1);
         for c in ["east", "west"] {
-            store.join_fleet(c).await.unwrap();
-            store
+            objects.join_fleet(c).await.unwrap();
+            objects
                 .mirror_put(&key(c, "a"), json!({"metadata": {"name": "a"}}))
                 .await
                 .unwrap();
         }
-        assert!(store.get(&key("_fleet", "east.a")).await.unwrap().is_some());
-        assert_eq!(store.drop_mirror("east").await.unwrap(), 1);
-        assert!(store.get(&key("_fleet", "east.a")).await.unwrap().is_none());
-        assert!(store.get(&key("_fleet", "west.a")).await.unwrap().is_some());
-        assert!(store.get(&key("west", "a")).await.unwrap().is_some());
+        assert!(
+            objects
+                .get(&key("_fleet", "east.a"))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(objects.drop_mirror("east").await.unwrap(), 1);
+        assert!(
+            objects
+                .get(&key("_fleet", "east.a"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            objects
+                .get(&key("_fleet", "west.a"))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(objects.get(&key("west", "a")).await.unwrap().is_some());
         store.forget_upstream("east").await.unwrap();
         assert!(store.subscriptions().await.unwrap().is_empty());
         assert_eq!(store.mirror_progress("east", "g", "r").await.unwrap(), None);

@@ -5,6 +5,7 @@ pub mod admission;
 pub mod aggregation;
 pub mod apply;
 pub mod auth;
+pub mod caller;
 pub mod cluster_defaults;
 pub mod clusters;
 pub mod conversion;
@@ -13,9 +14,9 @@ pub mod disruption;
 pub mod field_errors;
 pub(crate) mod handlers;
 pub mod objects;
-pub mod ops;
 pub mod patch;
 pub mod pod_resources;
+pub mod request_metrics;
 pub mod requested_version;
 pub mod scale;
 pub mod services;
@@ -44,10 +45,8 @@ use axum::{
 };
 
 use crate::registry::{self, Registry};
-use crate::{
-    mirror::Subscriptions,
-    store::{Store, StoreError},
-};
+use crate::store::{Store, StoreError};
+use caller::{Caller, TokenAccess, bearer};
 use clusters::ServedClusters;
 use path::{Route, parse, split_cluster};
 use serde_json::Value;
@@ -66,9 +65,6 @@ pub struct ApiOptions {
     pub max_watches_per_token: usize,
     /// The largest request body accepted.
     pub max_body_bytes: usize,
-    /// Directories whose kubeconfigs run-time subscriptions may name (`--data-dir` is always
-    /// one; `--subscription-kubeconfig-dir` adds more).
-    pub subscription_kubeconfig_dirs: Vec<std::path::PathBuf>,
     /// APIService checks and proxying.
     pub aggregation: aggregation::AggregationOptions,
 }
@@ -81,7 +77,6 @@ impl Default for ApiOptions {
             max_watch_timeout: Duration::from_secs(3600),
             max_watches_per_token: 1000,
             max_body_bytes: MAX_BODY_BYTES,
-            subscription_kubeconfig_dirs: Vec::new(),
             aggregation: Default::default(),
         }
     }
@@ -104,9 +99,6 @@ pub struct ApiState {
     /// The CA certificate (PEM) clients of the hosted clusters trust; every namespace
     /// publishes it ([`cluster_defaults`]).
     pub root_ca_pem: String,
-    /// The upstream mirrors, their status and the subscription API.
-    pub subscriptions: Subscriptions,
-    pub metrics: ops::RequestMetrics,
     /// Open watches per caller, for [`ApiOptions::max_watches_per_token`].
     pub watches: watch::OpenWatches,
     /// APIServices and RBAC objects, kept between requests.
@@ -121,6 +113,15 @@ pub struct ApiState {
 }
 
 impl ApiState {
+    /// What tells this listener's callers apart by their tokens.
+    pub fn access(&self) -> TokenAccess {
+        TokenAccess {
+            require_token: self.require_token,
+            admin_token_hash: self.admin_token_hash.clone(),
+            served: self.served.clone(),
+        }
+    }
+
     /// Registers the kinds of every stored CRD of each hosted cluster.
     pub async fn load_crds(&self) -> Result<(), StoreError> {
         for cluster in self.served.names() {
@@ -220,33 +221,14 @@ impl Ctx {
     }
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then_some(token.trim())
-}
-
 async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
-    let method = req.method().clone();
-    // A method HTTP does not define names no verb of any path here.
-    let response = if ops::is_standard_method(&method) {
-        answer(&st, req).await
-    } else {
-        ApiError::method_not_allowed(method.as_str()).into_response()
-    };
-    st.metrics.count(&method, response.status());
-    response
+    answer(&st, req).await
 }
 
 async fn answer(st: &ApiState, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let full = parts.uri.path().to_owned();
     let (named, rest) = split_cluster(&full);
-    if named.is_none() && rest == METRICS_PATH {
-        return ops::metrics(st, &parts.headers).await;
-    }
     let route = parse(rest);
     // The gateway's own health at the root, whatever it serves (kubectl's `get --raw` drops
     // the kubeconfig's `/clusters/NAME` prefix). Open to all, as kube-apiserver's: it names no
@@ -261,13 +243,10 @@ async fn answer(st: &ApiState, req: Request) -> Response {
             .as_ref()
             .and_then(|r| st.served.get(r).map(|s| (r.clone(), s))),
     };
-    if rest == WORKERS_PATH && (named.is_none() || served.is_some()) {
-        return ops::workers(st, &parts, body).await;
-    }
     // Unknown cluster names answer 404 only to a caller with some token of this gateway, so
     // that names cannot be probed anonymously.
     let Some((cluster, served)) = served else {
-        if st.require_token && ops::caller(st, &parts.headers) == ops::Caller::Unknown {
+        if st.require_token && st.access().caller(&parts.headers) == Caller::Unknown {
             return ApiError::unauthorized().into_response();
         }
         return ApiError::not_found_path().into_response();
@@ -383,7 +362,8 @@ async fn health(st: &ApiState, path: &str) -> Response {
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response()
 }
 
-pub(crate) fn too_large() -> Response {
+/// The answer to a body larger than the server takes (413).
+pub fn too_large() -> Response {
     ApiError::new(
         413,
         "RequestEntityTooLarge",
@@ -391,13 +371,6 @@ pub(crate) fn too_large() -> Response {
     )
     .into_response()
 }
-
-/// Where the upstreams' status and the subscription API are served (under any cluster's
-/// prefix, or at the root).
-const WORKERS_PATH: &str = "/apis/workers";
-
-/// Where Prometheus scrapes the gateway (at the root only).
-const METRICS_PATH: &str = "/metrics";
 
 /// What `/version` answers: the Kubernetes release the embedded clusters follow, and this build.
 fn server_version() -> discovery::ServerVersion {

@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeMap, future::Future, path::PathBuf, time::Duration};
 
-use gpustack_gateway::server::{Gateway, GatewayOptions};
+use gpustack_apiserver::server::{ApiServer, ServerOptions};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Client, Config,
@@ -19,7 +19,7 @@ pub const ROOT_CA: &str = "kube-root-ca.crt";
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
 pub struct Harness {
-    pub gateway: Gateway,
+    pub gateway: ApiServer,
     pub client: Client,
     pub kubeconfig: PathBuf,
     pub dir: TempDir,
@@ -30,8 +30,8 @@ impl Harness {
     pub async fn restart(self) -> Harness {
         let addr = self.gateway.addr();
         self.gateway.shutdown().await;
-        let options = GatewayOptions::new(vec!["demo".into()], self.dir.path().to_owned(), addr);
-        let gateway = within("restart", Gateway::start(options))
+        let options = ServerOptions::new(vec!["demo".into()], self.dir.path().to_owned(), addr);
+        let gateway = within("restart", ApiServer::start(options))
             .await
             .expect("restarted");
         Harness { gateway, ..self }
@@ -42,16 +42,16 @@ pub async fn start() -> Harness {
     start_with(|_| {}).await
 }
 
-pub async fn start_with(tune: impl FnOnce(&mut GatewayOptions)) -> Harness {
+pub async fn start_with(tune: impl FnOnce(&mut ServerOptions)) -> Harness {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut options = GatewayOptions::new(
+    let mut options = ServerOptions::new(
         vec!["demo".into()],
         dir.path().to_owned(),
         "127.0.0.1:0".parse().unwrap(),
     );
     tune(&mut options);
-    let gateway = Gateway::start(options).await.expect("gateway starts");
+    let gateway = ApiServer::start(options).await.expect("gateway starts");
     let kubeconfig = gateway.kubeconfig_path("demo");
     let client = client_for(&kubeconfig).await;
     Harness {

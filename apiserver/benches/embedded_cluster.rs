@@ -1,7 +1,7 @@
 //! Benchmark of the embedded cluster (issue 3), not a pass/fail test. Reproduce with
 //!
 //! ```text
-//! cargo bench -p gpustack-gateway --bench embedded_cluster
+//! cargo bench -p gpustack-apiserver --bench embedded_cluster
 //! ```
 //!
 //! (`GPUSTACK_BENCH_OBJECTS`, default 10000, and `GPUSTACK_BENCH_RSS_OBJECTS`, default 100000,
@@ -32,7 +32,7 @@ use std::{
 
 use futures::{StreamExt, TryStreamExt};
 use gpustack_api::devices::Devices;
-use gpustack_gateway::server::{Gateway, GatewayOptions};
+use gpustack_apiserver::server::{ApiServer, ServerOptions};
 use gpustack_tests::bench::{
     Figure, device, env_usize, latencies_ms, percentile, poll, proc_status_mb,
 };
@@ -45,7 +45,7 @@ use kube::{
 use serde_json::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-async fn client(gw: &Gateway) -> Client {
+async fn client(gw: &ApiServer) -> Client {
     let kc = Kubeconfig::read_from(gw.kubeconfig_path("bench")).unwrap();
     Client::try_from(
         Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
@@ -308,7 +308,7 @@ async fn main() {
     // Before any measurement, so that a failed build stops the bench at once.
     let bin = operator_binary();
     let dir = tempfile::tempdir().unwrap();
-    let gw = Gateway::start(GatewayOptions::new(
+    let gw = ApiServer::start(ServerOptions::new(
         vec!["bench".into()],
         dir.path().join("data"),
         "127.0.0.1:0".parse().unwrap(),
@@ -503,7 +503,7 @@ async fn main() {
         }
     });
 
-    println!("\nsummary (reproduce: cargo bench -p gpustack-gateway --bench embedded_cluster):");
+    println!("\nsummary (reproduce: cargo bench -p gpustack-apiserver --bench embedded_cluster):");
     for f in &figures {
         println!("  {}", f.line());
     }

@@ -1,7 +1,7 @@
 //! Owner-reference garbage collection: foreground deletion behind the `foregroundDeletion`
 //! finalizer (worked off in the background, across restarts), orphaning, background cascades.
 
-use gpustack_gateway::store::{ObjectKey, Precondition, WriteOp};
+use gpustack_apiserver::store::{ObjectKey, Precondition, WriteOp};
 use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::OwnerReference};
 use kube::{
     Api,

@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use sqlx::Row;
 
 use super::{
-    ObjectKey, Store, StoreError, StoredEvent, to_u64,
+    ObjectKey, Precondition, Store, StoreError, StoredEvent, WriteOp, to_u64,
     write::{Change, Queued},
 };
 
@@ -172,6 +172,48 @@ impl Store {
         .fetch_one(self.pool())
         .await?;
         Ok(to_u64(n))
+    }
+
+    /// Returns once every write queued before the call has been committed (or refused): the
+    /// writer takes the queue in order, and this queues a delete of an object no cluster can
+    /// have. Used after stopping a mirror, before removing what it wrote.
+    pub async fn barrier(&self) -> Result<(), StoreError> {
+        let nothing = ObjectKey {
+            cluster: String::new(),
+            group: String::new(),
+            resource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+        };
+        match self
+            .commit(&nothing, Precondition::At(0), WriteOp::Delete(Value::Null))
+            .await
+        {
+            Ok(_) | Err(StoreError::NotFound | StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes every object of `cluster`, through the writer, so watchers (of the cluster and
+    /// of the fleet view) see each go. Returns how many went.
+    pub async fn drop_mirror(&self, cluster: &str) -> Result<usize, StoreError> {
+        let rows = sqlx::query(
+            "SELECT cluster, grp, resource, namespace, name FROM objects WHERE cluster = ?",
+        )
+        .bind(cluster)
+        .fetch_all(self.pool())
+        .await?;
+        let mut keys = Vec::with_capacity(rows.len());
+        for row in rows {
+            keys.push(ObjectKey {
+                cluster: row.try_get("cluster")?,
+                group: row.try_get("grp")?,
+                resource: row.try_get("resource")?,
+                namespace: row.try_get("namespace")?,
+                name: row.try_get("name")?,
+            });
+        }
+        self.delete_keys(keys).await
     }
 }
 

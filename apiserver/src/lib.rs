@@ -1,0 +1,43 @@
+//! The embedded API server: Kubernetes-compatible clusters hosted over a SQLite [`store`],
+//! served over HTTPS (and plain HTTP on an owner-only unix socket) by [`server`], that kube-rs
+//! and kubectl use unchanged with the admin kubeconfig it writes ([`kubeconfig`], [`tls`],
+//! [`hosting`]). The hub (`gpustack-gateway`) builds on it: its mirrors of upstream clusters are
+//! hosted here and served read-only by the same API, and its own endpoints are added to the
+//! server's router ([`server::Extension`]). Nothing here depends on the hub.
+//!
+//! - [`store`]: objects keyed by (cluster, group, resource, namespace, name) as JSON, a
+//!   cluster-wide monotonic resourceVersion, an event log for watch resumption with compaction,
+//!   group commit (`synchronous=FULL`, WAL: a write is acknowledged once durable), and an
+//!   in-process fan-out fed after commit; the mirrors' batched upserts and sweeps, and the
+//!   fleet view read from its members' rows.
+//! - [`api`]: discovery (legacy and aggregated v2), CRUD, merge / JSON / strategic-merge / apply
+//!   patches (server-side apply with field ownership and conflicts), status subresources,
+//!   generation, finalizers, owner-reference garbage collection (background, foreground,
+//!   orphan), namespace lifecycle, CRDs that register kinds (validated, defaulted and pruned by
+//!   their schemas, with printer columns), selectors, pagination at a consistent snapshot,
+//!   watches with bookmarks and 410 Gone, `Table` and `PartialObjectMetadata` responses,
+//!   OpenAPI v2 (JSON and gnostic protobuf) and v3 documents and `Status` errors.
+//! - [`registry`]: the kinds each cluster serves; [`hosting`]: which clusters are served, with
+//!   their tokens and kubeconfigs.
+//!
+//! Admission webhooks are called on writes to embedded clusters ([`api::admission`]). Requests
+//! are authenticated (the admin token, ServiceAccount tokens from TokenRequest) and authorized
+//! with RBAC ([`api::auth`]); APIServices with a service are served by their backends, as
+//! kube-aggregator serves them ([`api::aggregation`]).
+//!
+//! Not (yet) an API server in these respects: CRD validation has no CEL rules, server-side
+//! apply guesses list shapes without schemas (custom kinds' lists are atomic, built-in kinds'
+//! lists of objects keyed by their strategic-merge keys), no
+//! client-certificate authentication and no OpenAPI from aggregated APIs, built-in kinds have
+//! no real schemas (unknown fields in them are kept), and protobuf watches are refused (406).
+
+pub mod api;
+pub mod hosting;
+pub mod kubeconfig;
+pub mod registry;
+pub mod server;
+pub mod store;
+pub mod tls;
+
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;

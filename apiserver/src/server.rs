@@ -1,0 +1,648 @@
+//! Running the API server: open the store, prepare TLS and each embedded cluster's kubeconfig,
+//! serve HTTPS until told to stop, then drain connections and close the database.
+//!
+//! In two steps, so that a server built on this one (the hub) can host what it adds (its
+//! mirrors) before anything is served: [`prepare`] opens, hosts and binds; [`Prepared::serve`]
+//! serves, with an [`Extension`]'s endpoints beside the clusters'.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use axum::Router;
+use gpustack_serving::serve;
+
+/// Connection caps and deadlines of the listeners ([`ServerOptions::serving`]).
+pub use gpustack_serving::serve::Limits as ServingLimits;
+use tokio::{
+    net::{TcpListener, UnixListener},
+    sync::watch,
+    task::JoinHandle,
+};
+use tokio_rustls::TlsAcceptor;
+
+use crate::{
+    api::{
+        self, ApiOptions, ApiState,
+        aggregation::{
+            Aggregator,
+            availability::Checker,
+            front_proxy::{self, FrontProxyError},
+        },
+        caller::TokenAccess,
+        cluster_defaults::{self, ensure_object},
+        clusters::ServedClusters,
+        request_metrics::{self, RequestMetrics},
+        resources,
+        stored_kinds::StoredKinds,
+    },
+    hosting::{Hosting, HostingError},
+    kubeconfig,
+    registry::Registry,
+    store::{ObjectKey, Precondition, Store, StoreError, WriteOp, token_hash},
+    tls::{self, TlsError},
+};
+
+/// Event-log compaction: every `interval`, keep the newest `keep` events, and no more of them
+/// than fit in `max_bytes`; then give freed space back to the file system. Also when embedded
+/// clusters' Events older than `event_ttl` are deleted.
+#[derive(Clone, Debug)]
+pub struct Compaction {
+    pub interval: Duration,
+    pub keep: u64,
+    pub max_bytes: u64,
+    pub event_ttl: Duration,
+}
+
+/// The event log's default size bound: a few minutes of a fleet's churn at 2 KB per change,
+/// small next to the objects of a fleet of a million.
+pub const DEFAULT_EVENT_LOG_BYTES: u64 = 256 << 20;
+
+/// What to serve and where.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Embedded clusters to host (DNS labels).
+    pub clusters: Vec<String>,
+    /// Holds the database, the certificates and the kubeconfigs.
+    pub data_dir: PathBuf,
+    /// HTTPS address; port 0 picks a free port (see [`ApiServer::addr`]).
+    pub bind: SocketAddr,
+    /// Also serve plain HTTP on this unix socket (mode 0600, no token needed: the file mode is
+    /// the access control). Its parent directory must exist; a stale socket is replaced.
+    pub unix_socket: Option<PathBuf>,
+    pub api: ApiOptions,
+    pub compaction: Compaction,
+    /// `--cert-dir`: serve its `tls.crt`/`tls.key` instead of a generated certificate
+    /// (reloaded when they change).
+    pub cert_dir: Option<PathBuf>,
+    /// How long a generated serving certificate is valid; it is renewed at two thirds of that.
+    pub serving_cert_lifetime: Duration,
+    /// Holds the bearer token that may do anything over HTTPS; created (random, mode 0600)
+    /// if missing.
+    pub token_file: Option<PathBuf>,
+    /// Connection caps and deadlines of every listener.
+    pub serving: serve::Limits,
+}
+
+impl ServerOptions {
+    pub fn new(clusters: Vec<String>, data_dir: PathBuf, bind: SocketAddr) -> Self {
+        ServerOptions {
+            clusters,
+            data_dir,
+            bind,
+            unix_socket: None,
+            api: ApiOptions::default(),
+            compaction: Compaction {
+                interval: Duration::from_secs(60),
+                keep: 100_000,
+                max_bytes: DEFAULT_EVENT_LOG_BYTES,
+                event_ttl: Duration::from_secs(3600),
+            },
+            serving: serve::Limits::default(),
+            cert_dir: None,
+            serving_cert_lifetime: DEFAULT_SERVING_CERT_LIFETIME,
+            token_file: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("creating the data directory {path}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening the store")]
+    Store(#[from] StoreError),
+    #[error("preparing TLS")]
+    Tls(#[from] TlsError),
+    #[error("listening on {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("serving on the unix socket {path}: {reason}")]
+    UnixSocket { path: PathBuf, reason: String },
+    #[error("hosting a cluster")]
+    Hosting(#[from] HostingError),
+    #[error("the front-proxy identity")]
+    FrontProxy(#[from] FrontProxyError),
+    #[error("the token file {path}: {reason}")]
+    TokenFile { path: PathBuf, reason: String },
+}
+
+/// A running API server.
+pub struct ApiServer {
+    addr: SocketAddr,
+    store: Store,
+    data_dir: PathBuf,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+/// What a server built on this one adds: endpoints of its own beside the clusters' on every
+/// listener, and work to stop before the store closes.
+pub trait Extension: Send + Sync + 'static {
+    /// One listener's router: `api` (the clusters) with what the extension serves beside it;
+    /// `access` tells that listener's callers apart by their tokens.
+    fn router(&self, api: Router, access: TokenAccess) -> Router;
+
+    /// Stops what the extension runs; the store closes once this returns.
+    fn stop(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// No extension: the clusters alone.
+impl Extension for () {
+    fn router(&self, api: Router, _: TokenAccess) -> Router {
+        api
+    }
+
+    async fn stop(&self) {}
+}
+
+pub use crate::hosting::kubeconfig_path;
+
+/// The namespaces every cluster starts with.
+const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// What every cluster starts with: its namespaces, the default RBAC objects
+/// ([`api::auth::defaults`]) and what [`cluster_defaults`] adds (the API's Service on `port`,
+/// each namespace's account and CA certificate `ca_pem`).
+async fn ensure_initial_objects(
+    store: &Store,
+    cluster: &str,
+    port: u16,
+    ca_pem: &str,
+) -> Result<(), StoreError> {
+    for ns in INITIAL_NAMESPACES {
+        let body = serde_json::json!({"metadata": {"name": ns}});
+        let status = serde_json::json!({"phase": "Active"});
+        ensure_object(store, cluster, "namespaces", None, body, Some(status)).await?;
+    }
+    for role in api::auth::defaults::cluster_roles() {
+        ensure_object(store, cluster, "clusterroles", None, role, None).await?;
+    }
+    for binding in api::auth::defaults::cluster_role_bindings() {
+        ensure_object(store, cluster, "clusterrolebindings", None, binding, None).await?;
+    }
+    for (namespace, role) in api::auth::defaults::roles() {
+        ensure_object(store, cluster, "roles", Some(namespace), role, None).await?;
+    }
+    cluster_defaults::seed_cluster(store, cluster, port, ca_pem).await
+}
+
+/// Writes `kube-system/extension-apiserver-authentication` (what extension API servers trust)
+/// unless it already says so.
+async fn publish_authentication(
+    store: &Store,
+    cluster: &str,
+    client_ca: &str,
+    front_proxy_ca: &str,
+) -> Result<(), StoreError> {
+    let data = front_proxy::configmap_data(client_ca, front_proxy_ca);
+    let key = ObjectKey {
+        cluster: cluster.into(),
+        group: String::new(),
+        resource: "configmaps".into(),
+        namespace: "kube-system".into(),
+        name: front_proxy::CONFIGMAP.into(),
+    };
+    let wanted = serde_json::to_value(&data)?;
+    let (rv, mut current) = match store.get(&key).await? {
+        Some((_, current)) if current["data"] == wanted => return Ok(()),
+        Some(found) => found,
+        None => {
+            let body = front_proxy::configmap(&data);
+            return ensure_object(
+                store,
+                cluster,
+                "configmaps",
+                Some("kube-system"),
+                body,
+                None,
+            )
+            .await;
+        }
+    };
+    current["data"] = wanted;
+    match store
+        .commit(&key, Precondition::At(rv), WriteOp::Put(current))
+        .await
+    {
+        // Another writer got there first; the next start settles it.
+        Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The `--token-file` token: read from the file, or a new random token written there (mode
+/// 0600) when it does not exist.
+fn admin_token(path: &Path) -> Result<String, ServerError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |reason: String| ServerError::TokenFile {
+        path: path.to_owned(),
+        reason,
+    };
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let token = text.trim();
+            if token.is_empty() || token.contains(char::is_whitespace) {
+                return Err(fail("must hold one token on one line".into()));
+            }
+            Ok(token.to_owned())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let token = kubeconfig::new_token();
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| fail(format!("creating it: {e}")))?;
+            std::io::Write::write_all(&mut f, format!("{token}\n").as_bytes())
+                .map_err(|e| fail(format!("writing it: {e}")))?;
+            tracing::info!(path = %path.display(), "wrote a new admin token");
+            Ok(token)
+        }
+        Err(e) => Err(fail(e.to_string())),
+    }
+}
+
+/// An API server opened, its clusters hosted and its listeners bound, not serving yet.
+pub struct Prepared {
+    opts: ServerOptions,
+    store: Store,
+    tls: tls::ServingTls,
+    listener: TcpListener,
+    unix: Option<UnixListener>,
+    hosting: Hosting,
+    aggregator: Aggregator,
+    state: ApiState,
+    metrics: RequestMetrics,
+}
+
+/// Opens the store, writes kubeconfigs, hosts the embedded clusters and binds the listeners.
+pub async fn prepare(opts: ServerOptions) -> Result<Prepared, ServerError> {
+    std::fs::create_dir_all(&opts.data_dir).map_err(|source| ServerError::DataDir {
+        path: opts.data_dir.clone(),
+        source,
+    })?;
+    let admin_token = match &opts.token_file {
+        Some(path) => Some(admin_token(path)?),
+        None => None,
+    };
+    let store = Store::open(&opts.data_dir.join("gateway.db")).await?;
+    let tls = match &opts.cert_dir {
+        Some(dir) => tls::load_cert_dir(dir)?,
+        None => tls::load_or_create(&opts.data_dir.join("tls"), opts.serving_cert_lifetime)?,
+    };
+    let listener = TcpListener::bind(opts.bind)
+        .await
+        .map_err(|source| ServerError::Bind {
+            addr: opts.bind,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServerError::Bind {
+        addr: opts.bind,
+        source,
+    })?;
+
+    let hosting = Hosting {
+        store: store.clone(),
+        data_dir: opts.data_dir.clone(),
+        addr,
+        ca_pem: tls.ca_pem.clone(),
+        served: ServedClusters::default(),
+        // The only embedded cluster is served at the root too; mirrors never are.
+        root: (opts.clusters.len() == 1).then(|| opts.clusters[0].clone()),
+    };
+    if let Some(token) = &admin_token {
+        let path = hosting.write_admin_kubeconfig(token)?;
+        tracing::info!(kubeconfig = %path.display(), "the admin token's kubeconfig");
+    }
+    for cluster in &opts.clusters {
+        ensure_initial_objects(&store, cluster, addr.port(), &tls.ca_pem).await?;
+        let path = hosting.host(cluster, false).await?;
+        tracing::info!(cluster, kubeconfig = %path.display(), "embedded cluster ready");
+    }
+    let unix = match &opts.unix_socket {
+        Some(path) => Some(bind_unix(path)?),
+        None => None,
+    };
+    let aggregator = Aggregator::new(&opts.api.aggregation, opts.api.max_watch_timeout);
+    for cluster in &opts.clusters {
+        let identity = front_proxy::load(&store, cluster).await?;
+        publish_authentication(&store, cluster, &tls.ca_pem, &identity.ca_pem).await?;
+        aggregator.set_identity(cluster, identity);
+    }
+    let state = ApiState {
+        store: store.clone(),
+        registry: resources::Registry::new(),
+        served: hosting.served.clone(),
+        root: hosting.root.clone(),
+        options: opts.api.clone(),
+        require_token: true,
+        admin_token_hash: admin_token.as_deref().map(token_hash),
+        root_ca_pem: tls.ca_pem.clone(),
+        watches: Default::default(),
+        kinds: StoredKinds::new(store.clone()),
+        aggregator: aggregator.clone(),
+        admission: Default::default(),
+        collector: std::sync::Arc::new(crate::api::handlers::new_collector()),
+        patterns: Default::default(),
+    };
+    Ok(Prepared {
+        opts,
+        store,
+        tls,
+        listener,
+        unix,
+        hosting,
+        aggregator,
+        state,
+        metrics: RequestMetrics::default(),
+    })
+}
+
+impl Prepared {
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Which clusters are served; what is hosted here before [`Prepared::serve`] is served at
+    /// once.
+    pub fn hosting(&self) -> &Hosting {
+        &self.hosting
+    }
+
+    /// The kinds each cluster serves.
+    pub fn registry(&self) -> &Registry {
+        &self.state.registry
+    }
+
+    /// The requests answered, by method and status code (every listener's).
+    pub fn request_metrics(&self) -> &RequestMetrics {
+        &self.metrics
+    }
+
+    /// Serves every listener until [`ApiServer::shutdown`], with `extension`'s endpoints beside
+    /// the clusters'.
+    pub async fn serve<E: Extension>(self, extension: E) -> Result<ApiServer, ServerError> {
+        let Prepared {
+            opts,
+            store,
+            tls,
+            listener,
+            unix,
+            hosting: _,
+            aggregator,
+            state,
+            metrics,
+        } = self;
+        // Whatever was hosted since (stored mirrors, with their CRDs) is served at once.
+        state.load_crds().await?;
+        api::resume_collection(&state);
+        let listener_router = |state: ApiState| {
+            let access = state.access();
+            extension
+                .router(api::router(Arc::new(state)), access)
+                .layer(axum::middleware::from_fn_with_state(
+                    metrics.clone(),
+                    request_metrics::count_and_refuse_unknown_methods,
+                ))
+        };
+        let unix_router = listener_router(ApiState {
+            require_token: false,
+            ..state.clone()
+        });
+        let collector = state.collector.clone();
+        let router = listener_router(state);
+        let addr = listener.local_addr().map_err(|source| ServerError::Bind {
+            addr: opts.bind,
+            source,
+        })?;
+
+        let (stop, stop_rx) = watch::channel(false);
+        let acceptor = TlsAcceptor::from(tls.config);
+        let renewal = tokio::spawn(tls::keep_fresh(tls.renewal, stop_rx.clone()));
+        let compaction = tokio::spawn(compact_periodically(
+            store.clone(),
+            opts.compaction.clone(),
+            opts.clusters.clone(),
+        ));
+        let checker = tokio::spawn(
+            Checker {
+                store: store.clone(),
+                aggregator,
+                clusters: opts.clusters.clone(),
+                interval: opts.api.aggregation.check_interval,
+            }
+            .run(stop_rx.clone()),
+        );
+        let role_aggregation = tokio::spawn(api::auth::role_aggregation::run(
+            store.clone(),
+            opts.clusters.clone(),
+            stop_rx.clone(),
+        ));
+        let task_store = store.clone();
+        let limits = opts.serving.clone();
+        let task = tokio::spawn(async move {
+            let mut endpoints = vec![serve::Endpoint {
+                listener: serve::Listener::Tls {
+                    tcp: listener,
+                    tls: acceptor,
+                },
+                router,
+            }];
+            if let Some(unix) = unix {
+                endpoints.push(serve::Endpoint {
+                    listener: serve::Listener::Unix(unix),
+                    router: unix_router,
+                });
+            }
+            let watches = task_store.clone();
+            serve::serve(endpoints, limits, stop_rx, move || watches.end_watches()).await;
+            compaction.abort();
+            checker.abort();
+            role_aggregation.abort();
+            renewal.abort();
+            extension.stop().await;
+            // Collection under way may finish; what it leaves is resumed after a restart.
+            collector.finish(COLLECTION_GRACE).await;
+            task_store.close().await;
+        });
+        tracing::info!(%addr, "serving HTTPS");
+        Ok(ApiServer {
+            addr,
+            store,
+            data_dir: opts.data_dir,
+            stop,
+            task,
+        })
+    }
+}
+
+impl ApiServer {
+    /// Opens the store, writes kubeconfigs and starts serving the clusters alone.
+    pub async fn start(opts: ServerOptions) -> Result<ApiServer, ServerError> {
+        prepare(opts).await?.serve(()).await
+    }
+
+    /// The address actually listened on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn kubeconfig_path(&self, cluster: &str) -> PathBuf {
+        kubeconfig_path(&self.data_dir, cluster)
+    }
+
+    /// Stops accepting, ends watches, drains connections (up to 10 s) and closes the store.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// How long a generated serving certificate is valid unless told otherwise: a year.
+pub const DEFAULT_SERVING_CERT_LIFETIME: Duration = Duration::from_secs(365 * 86_400);
+
+/// How long a shutdown lets the garbage collector's running passes finish.
+const COLLECTION_GRACE: Duration = Duration::from_secs(5);
+
+async fn compact_periodically(store: Store, policy: Compaction, embedded: Vec<String>) {
+    let mut tick = tokio::time::interval(policy.interval);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let cutoff = jiff::Timestamp::now()
+            .checked_sub(policy.event_ttl)
+            .unwrap_or(jiff::Timestamp::MIN);
+        for cluster in &embedded {
+            match store.expire_events(cluster, cutoff).await {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(cluster, expired = n, "expired events"),
+                Err(e) => tracing::warn!(cluster, error = %e, "expiring events failed"),
+            }
+        }
+        match store
+            .expire_tokens(jiff::Timestamp::now().as_second())
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(expired = n, "forgot expired ServiceAccount tokens"),
+            Err(e) => tracing::warn!(error = %e, "forgetting expired tokens failed"),
+        }
+        if let Err(e) = store.compact_within(policy.keep, policy.max_bytes).await {
+            tracing::warn!(error = %e, "event log compaction failed");
+        }
+        match store.reclaim().await {
+            Ok(free) => tracing::debug!(free_pages = free, "reclaimed disk space"),
+            Err(e) => tracing::warn!(error = %e, "reclaiming disk space failed"),
+        }
+    }
+}
+
+/// Binds `path` for the owner only, replacing a stale socket; its parent must exist.
+fn bind_unix(path: &Path) -> Result<UnixListener, ServerError> {
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+    let fail = |reason: String| ServerError::UnixSocket {
+        path: path.to_owned(),
+        reason,
+    };
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(fail(format!(
+            "the directory {} does not exist",
+            parent.display()
+        )));
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)
+            .map_err(|e| fail(format!("removing the stale socket: {e}")))?,
+        Ok(_) => return Err(fail("a file that is not a socket is in the way".into())),
+        Err(_) => {}
+    }
+    // bind() creates the socket with the process umask's mode (often 0755 or 0777), and anyone
+    // who can reach it then may connect without a token. So it is bound inside a directory
+    // only the owner can enter, narrowed to 0600 there, and only then renamed into place: at
+    // its public path it is never looser than 0600. (A umask change would do the same, but
+    // the umask is process-wide and would also narrow files other threads create meanwhile.)
+    let private = private_bind_dir(parent, std::process::id());
+    let _ = std::fs::remove_dir_all(&private);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .map_err(|e| fail(format!("creating {}: {e}", private.display())))?;
+    let staged = private.join("s");
+    let bound = UnixListener::bind(&staged)
+        .map_err(|e| e.to_string())
+        .and_then(|l| {
+            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| format!("setting mode 0600: {e}"))?;
+            std::fs::rename(&staged, path).map_err(|e| format!("moving into place: {e}"))?;
+            Ok(l)
+        });
+    let _ = std::fs::remove_dir_all(&private);
+    let listener = bound.map_err(fail)?;
+    tracing::info!(path = %path.display(), "serving plain HTTP on the unix socket");
+    Ok(listener)
+}
+
+/// The owner-only directory a socket in `parent` is bound in before it is moved into place:
+/// beside it (a rename does not cross filesystems) and named after the process, so that two
+/// gateways binding in one directory do not share it. Kept short: a socket path is limited to
+/// about 100 bytes.
+fn private_bind_dir(parent: &Path, pid: u32) -> PathBuf {
+    parent.join(format!(".gw-bind-{pid}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::UnixStream;
+
+    #[test]
+    fn sockets_are_bound_beside_their_path() {
+        assert_eq!(
+            private_bind_dir(Path::new("/run/gpustack"), 42),
+            Path::new("/run/gpustack/.gw-bind-42")
+        );
+    }
+
+    #[tokio::test]
+    async fn unix_socket_is_owner_only_and_replaces_a_stale_one() {
+        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        // Loosen the directory's default so that a socket bound in place would be 0755 or
+        // looser: the bind must not depend on the umask.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.path().join("gw.sock");
+        let first = bind_unix(&path).unwrap();
+        drop(first);
+        // The socket left behind by a stopped gateway is replaced.
+        let _listener = bind_unix(&path).unwrap();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("gw.sock")]);
+        UnixStream::connect(&path).await.unwrap();
+    }
+}
