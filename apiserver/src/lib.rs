@@ -21,9 +21,10 @@
 //!   their tokens and kubeconfigs.
 //!
 //! Admission webhooks are called on writes to embedded clusters ([`api::admission`]). Requests
-//! are authenticated (the admin token, ServiceAccount tokens from TokenRequest) and authorized
-//! with RBAC ([`api::auth`]); APIServices with a service are served by their backends, as
-//! kube-aggregator serves them ([`api::aggregation`]).
+//! pass the [`api::pipeline`]'s tower layers in order before the verbs: the cluster is found,
+//! the caller authenticated (the admin token, ServiceAccount tokens from TokenRequest) and
+//! authorized with RBAC ([`api::auth`]), and what APIServices with a service serve goes to
+//! their backends, as kube-aggregator forwards it ([`api::aggregation`]).
 //!
 //! Not (yet) an API server in these respects: CRD validation has no CEL rules, server-side
 //! apply guesses list shapes without schemas (custom kinds' lists are atomic, built-in kinds'

@@ -15,6 +15,7 @@ pub mod field_errors;
 pub(crate) mod handlers;
 pub mod objects;
 pub mod patch;
+pub mod pipeline;
 pub mod pod_resources;
 pub mod request_metrics;
 pub mod requested_version;
@@ -46,9 +47,9 @@ use axum::{
 
 use crate::registry::{self, Registry};
 use crate::store::{Store, StoreError};
-use caller::{Caller, TokenAccess, bearer};
+use caller::TokenAccess;
 use clusters::ServedClusters;
-use path::{Route, parse, split_cluster};
+use path::Route;
 use serde_json::Value;
 use status::ApiError;
 
@@ -158,8 +159,20 @@ pub fn resume_collection(st: &ApiState) {
 
 /// The router serving every hosted cluster (under `/clusters/NAME/`, and at the root when there
 /// is only one).
+///
+/// A request passes the [`pipeline`]'s layers in order (resolve the cluster, authenticate,
+/// health, authorize, aggregate) before the verbs; `layer` wraps what is already there, so they
+/// are added innermost first.
 pub fn router(state: Arc<ApiState>) -> Router {
-    Router::new().fallback(handle).with_state(state)
+    use axum::middleware::from_fn_with_state as layer;
+    Router::new()
+        .fallback(handle)
+        .layer(layer(state.clone(), pipeline::aggregate))
+        .layer(layer(state.clone(), pipeline::authorize))
+        .layer(layer(state.clone(), pipeline::health))
+        .layer(layer(state.clone(), pipeline::authenticate))
+        .layer(layer(state.clone(), pipeline::resolve))
+        .with_state(state)
 }
 
 /// The largest request body, and the largest a YAML body may expand to.
@@ -221,97 +234,22 @@ impl Ctx {
     }
 }
 
+/// The verbs, for a request the [`pipeline`] let through.
 async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
-    answer(&st, req).await
-}
-
-async fn answer(st: &ApiState, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    let full = parts.uri.path().to_owned();
-    let (named, rest) = split_cluster(&full);
-    let route = parse(rest);
-    // The gateway's own health at the root, whatever it serves (kubectl's `get --raw` drops
-    // the kubeconfig's `/clusters/NAME` prefix). Open to all, as kube-apiserver's: it names no
-    // cluster. A cluster's own health paths are behind its token (below).
-    if route == Route::Health && named.is_none() {
-        return health(st, rest).await;
-    }
-    let served = match named {
-        Some(n) => st.served.get(n).map(|s| (n.to_owned(), s)),
-        None => st
-            .root
-            .as_ref()
-            .and_then(|r| st.served.get(r).map(|s| (r.clone(), s))),
+    let found = (
+        parts.extensions.get::<pipeline::Target>().cloned(),
+        parts.extensions.get::<auth::UserInfo>().cloned(),
+    );
+    let (Some(target), Some(user)) = found else {
+        return pipeline::out_of_order();
     };
-    // Unknown cluster names answer 404 only to a caller with some token of this gateway, so
-    // that names cannot be probed anonymously.
-    let Some((cluster, served)) = served else {
-        if st.require_token && st.access().caller(&parts.headers) == Caller::Unknown {
-            return ApiError::unauthorized().into_response();
-        }
-        return ApiError::not_found_path().into_response();
-    };
-    // Authentication: the owner-only unix socket is the admin; over HTTPS the bearer token
-    // says who the caller is.
-    let user = match bearer(&parts.headers) {
-        _ if !st.require_token => Some(auth::UserInfo::admin()),
-        Some(token) => match auth::tokens::authenticate(st, &cluster, &served, token).await {
-            // A token for other audiences (asked for by a TokenRequest) is not for this API.
-            Ok(found) => found
-                .filter(|(_, audiences)| audiences.iter().any(|a| a == auth::tokens::API_AUDIENCE))
-                .map(|(user, _)| user),
-            Err(e) => return e.into_response(),
-        },
-        None => None,
-    };
-    let Some(user) = user else {
-        return ApiError::unauthorized().into_response();
-    };
-    // `Impersonate-*` headers: honoured with their RBAC checks, never ignored. A mirror has no
-    // RBAC of its own to check them against.
-    let user = if served.read_only {
-        if auth::impersonation::requested(&parts.headers).is_ok_and(|r| r.is_none()) {
-            user
-        } else {
-            return ApiError::new(403, "Forbidden", "impersonation is not served by a mirror")
-                .into_response();
-        }
-    } else {
-        match auth::impersonated(st, &cluster, user, &parts.headers).await {
-            Ok(u) => u,
-            Err(e) => return e.into_response(),
-        }
-    };
-    if route == Route::Health {
-        return health(st, rest).await;
-    }
-    // Authorization (RBAC) of every request to an embedded cluster; a mirror's token only
-    // reads it.
-    if !served.read_only {
-        let query = parts.uri.query().unwrap_or_default();
-        let attributes = auth::request_attributes(&parts.method, &route, rest, query);
-        match auth::authorize(st, &cluster, &user, &attributes).await {
-            Ok(d) if d.allowed => {}
-            Ok(_) => return auth::forbidden(&user, &attributes).into_response(),
-            Err(e) => return e.into_response(),
-        }
-    }
-    // Under an APIService with a backend: forwarded (mirrors aggregate nothing).
-    let aggregated = if served.read_only || aggregation::registry::group_version(rest).is_none() {
-        None
-    } else {
-        match st.aggregator.services(&st.kinds, &cluster).await {
-            Ok(services) => aggregation::registry::route(&services, rest).cloned(),
-            Err(e) => return e.into_response(),
-        }
-    };
-    if let Some(service) = aggregated {
-        let body = match axum::body::to_bytes(body, st.options.max_body_bytes).await {
-            Ok(b) => b,
-            Err(_) => return too_large(),
-        };
-        return aggregation::forward(st, &cluster, &service, &user, parts, rest, body).await;
-    }
+    let pipeline::Target {
+        cluster,
+        served,
+        route,
+        ..
+    } = target;
     // A mirror changes only with its upstream.
     if served.read_only && !matches!(parts.method, Method::GET | Method::HEAD) {
         return ApiError::method_not_allowed(parts.method.as_str()).into_response();
@@ -334,7 +272,7 @@ async fn answer(st: &ApiState, req: Request) -> Response {
         body,
         warnings: Default::default(),
     };
-    match dispatch(st, ctx, route).await {
+    match dispatch(&st, ctx, route).await {
         Ok(r) => r,
         Err(e) => {
             if e.code >= 500 {
@@ -347,7 +285,7 @@ async fn answer(st: &ApiState, req: Request) -> Response {
 
 /// `/healthz`, `/livez`, `/readyz` (and their `/NAME` checks): ready only while the store
 /// answers; live while the process serves.
-async fn health(st: &ApiState, path: &str) -> Response {
+pub(crate) async fn health(st: &ApiState, path: &str) -> Response {
     if path.trim_start_matches('/').starts_with("readyz")
         && let Err(e) = st.store.ping(std::time::Duration::from_secs(5)).await
     {

@@ -1,0 +1,184 @@
+//! The request pipeline in front of the verbs, as tower layers in the order a request passes
+//! them (kube-apiserver's filter chain): [`resolve`] the cluster a path names, [`authenticate`]
+//! the caller (with impersonation), answer the cluster's [`health`] checks, [`authorize`] with
+//! RBAC, and [`aggregate`] (forward what an APIService's backend serves). Each passes what it
+//! found on in the request's extensions ([`Target`], [`auth::UserInfo`]); the verbs read them.
+
+use std::sync::Arc;
+
+use axum::{
+    extract::{Request, State},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+use super::{
+    ApiState, aggregation, auth,
+    caller::Caller,
+    clusters::Served,
+    path::{Route, parse, split_cluster},
+    status::ApiError,
+};
+
+/// The cluster a request is for, and what it asks of it.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub cluster: String,
+    pub served: Served,
+    pub route: Route,
+    /// The path under the cluster's prefix.
+    pub rest: String,
+}
+
+/// What an earlier layer found; missing only if the layers were put together in the wrong
+/// order (then [`out_of_order`]), which every request would show at once.
+fn found<T: Clone + Send + Sync + 'static>(req: &Request) -> Option<T> {
+    req.extensions().get::<T>().cloned()
+}
+
+/// The answer when what an earlier layer finds is missing.
+pub(crate) fn out_of_order() -> Response {
+    ApiError::internal("the request pipeline is out of order").into_response()
+}
+
+/// Finds the served cluster the path names (or the root's). The server's own health at the
+/// root is answered here, open to all, as kube-apiserver's: it names no cluster (kubectl's
+/// `get --raw` drops the kubeconfig's `/clusters/NAME` prefix). Unknown cluster names answer
+/// 404 only to a caller with some token of this server, so that names cannot be probed
+/// anonymously.
+pub async fn resolve(State(st): State<Arc<ApiState>>, mut req: Request, next: Next) -> Response {
+    let full = req.uri().path().to_owned();
+    let (named, rest) = split_cluster(&full);
+    let route = parse(rest);
+    if route == Route::Health && named.is_none() {
+        return super::health(&st, rest).await;
+    }
+    let served = match named {
+        Some(n) => st.served.get(n).map(|s| (n.to_owned(), s)),
+        None => st
+            .root
+            .as_ref()
+            .and_then(|r| st.served.get(r).map(|s| (r.clone(), s))),
+    };
+    let Some((cluster, served)) = served else {
+        if st.require_token && st.access().caller(req.headers()) == Caller::Unknown {
+            return ApiError::unauthorized().into_response();
+        }
+        return ApiError::not_found_path().into_response();
+    };
+    req.extensions_mut().insert(Target {
+        cluster,
+        served,
+        route,
+        rest: rest.to_owned(),
+    });
+    next.run(req).await
+}
+
+/// Who asks: the owner-only unix socket is the admin; over HTTPS the bearer token says.
+/// `Impersonate-*` headers are honoured with their RBAC checks, never ignored; a mirror has no
+/// RBAC of its own to check them against, so it refuses them.
+pub async fn authenticate(
+    State(st): State<Arc<ApiState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let Some(target) = found::<Target>(&req) else {
+        return out_of_order();
+    };
+    let user = match super::caller::bearer(req.headers()) {
+        _ if !st.require_token => Some(auth::UserInfo::admin()),
+        Some(token) => {
+            match auth::tokens::authenticate(&st, &target.cluster, &target.served, token).await {
+                // A token for other audiences (asked for by a TokenRequest) is not for this API.
+                Ok(found) => found
+                    .filter(|(_, audiences)| {
+                        audiences.iter().any(|a| a == auth::tokens::API_AUDIENCE)
+                    })
+                    .map(|(user, _)| user),
+                Err(e) => return e.into_response(),
+            }
+        }
+        None => None,
+    };
+    let Some(user) = user else {
+        return ApiError::unauthorized().into_response();
+    };
+    let user = if target.served.read_only {
+        if auth::impersonation::requested(req.headers()).is_ok_and(|r| r.is_none()) {
+            user
+        } else {
+            return ApiError::new(403, "Forbidden", "impersonation is not served by a mirror")
+                .into_response();
+        }
+    } else {
+        match auth::impersonated(&st, &target.cluster, user, req.headers()).await {
+            Ok(u) => u,
+            Err(e) => return e.into_response(),
+        }
+    };
+    req.extensions_mut().insert(user);
+    next.run(req).await
+}
+
+/// A cluster's own health paths, for any caller it authenticated (no RBAC check).
+pub async fn health(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
+    let Some(target) = found::<Target>(&req) else {
+        return out_of_order();
+    };
+    if target.route == Route::Health {
+        return super::health(&st, &target.rest).await;
+    }
+    next.run(req).await
+}
+
+/// RBAC for every request to an embedded cluster; a mirror's token only reads it (the verbs
+/// refuse writes to a mirror).
+pub async fn authorize(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
+    let (Some(target), Some(user)) = (found::<Target>(&req), found::<auth::UserInfo>(&req)) else {
+        return out_of_order();
+    };
+    if !target.served.read_only {
+        let query = req.uri().query().unwrap_or_default();
+        let attributes = auth::request_attributes(req.method(), &target.route, &target.rest, query);
+        match auth::authorize(&st, &target.cluster, &user, &attributes).await {
+            Ok(d) if d.allowed => {}
+            Ok(_) => return auth::forbidden(&user, &attributes).into_response(),
+            Err(e) => return e.into_response(),
+        }
+    }
+    next.run(req).await
+}
+
+/// What falls under an APIService with a backend is forwarded to it, as kube-aggregator does
+/// (mirrors aggregate nothing).
+pub async fn aggregate(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
+    let (Some(target), Some(user)) = (found::<Target>(&req), found::<auth::UserInfo>(&req)) else {
+        return out_of_order();
+    };
+    if target.served.read_only || aggregation::registry::group_version(&target.rest).is_none() {
+        return next.run(req).await;
+    }
+    let service = match st.aggregator.services(&st.kinds, &target.cluster).await {
+        Ok(services) => aggregation::registry::route(&services, &target.rest).cloned(),
+        Err(e) => return e.into_response(),
+    };
+    let Some(service) = service else {
+        return next.run(req).await;
+    };
+    let (parts, body) = req.into_parts();
+    let body = match axum::body::to_bytes(body, st.options.max_body_bytes).await {
+        Ok(b) => b,
+        Err(_) => return super::too_large(),
+    };
+    aggregation::forward(
+        &st,
+        &target.cluster,
+        &service,
+        &user,
+        parts,
+        &target.rest,
+        body,
+    )
+    .await
+}
