@@ -16,6 +16,7 @@ pub mod objects;
 pub mod ops;
 pub mod patch;
 pub mod pod_resources;
+pub mod pod_update;
 pub mod requested_version;
 pub mod scale;
 pub mod services;
