@@ -131,6 +131,12 @@ pub struct WorkerArgs {
     /// Skip delegated authentication and authorization.
     #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, value_name = "BOOL")]
     pub disable_auths: bool,
+    /// Answer admission reviews from callers that present no credentials. By default a review
+    /// must come from the API server (its client certificate, signed by the cluster's
+    /// request-header CA) or from a token allowed to POST the webhook's path; set this where the
+    /// API server is not configured to authenticate to webhooks.
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, value_name = "BOOL")]
+    pub allow_anonymous_reviews: bool,
     /// How long token review answers are cached (at least 10s).
     #[arg(long, default_value_t = GoDuration::secs(10), value_name = "DURATION", value_parser = at_least_10s)]
     pub authentication_token_webhook_cache_ttl: GoDuration,

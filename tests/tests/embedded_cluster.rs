@@ -234,7 +234,7 @@ fn kubectl_apply_get_and_output_formats() {
     );
 
     let pod = dir.path().join("pod.yaml");
-    std::fs::write(&pod, "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  nodeName: node-1\n  containers: [{name: c, image: busybox}]\n").unwrap();
+    std::fs::write(&pod, "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  nodeName: node-1\n  containers: [{name: c, image: busybox}, {name: d, image: nginx}]\n").unwrap();
     gw.kubectl_ok(&["apply", "-f", pod.to_str().unwrap()]);
     let narrow = gw.kubectl_ok(&["get", "pods"]);
     assert!(!narrow.lines().next().unwrap().contains("NODE"), "{narrow}");
@@ -242,10 +242,17 @@ fn kubectl_apply_get_and_output_formats() {
     let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
     assert!(header.contains(&"NODE"), "{wide}");
     assert!(wide.lines().nth(1).unwrap().contains("node-1"), "{wide}");
+    // A Pod's containers are settled at creation: adding one is refused as kube-apiserver
+    // refuses it.
+    std::fs::write(&pod, "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  nodeName: node-1\n  containers: [{name: c, image: busybox}, {name: d, image: nginx}, {name: e, image: x}]\n").unwrap();
+    let refused = gw.kubectl(&["apply", "-f", pod.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains("pod updates may not change fields other than"),
+        "{err}"
+    );
     // Re-applying with one image changed: kubectl sends a strategic merge patch that names only
     // that container; the other container must stay.
-    std::fs::write(&pod, "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  nodeName: node-1\n  containers: [{name: c, image: busybox}, {name: d, image: nginx}]\n").unwrap();
-    gw.kubectl_ok(&["apply", "-f", pod.to_str().unwrap()]);
     std::fs::write(&pod, "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  nodeName: node-1\n  containers: [{name: c, image: busybox:2}, {name: d, image: nginx}]\n").unwrap();
     assert!(
         gw.kubectl_ok(&["apply", "-f", pod.to_str().unwrap()])

@@ -525,22 +525,19 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
         ),
         Some(1)
     );
-    wait_until("the refusal's event", DEADLINE, || {
-        let out =
-            c.gw.kubectl(&["get", "events", "-n", "default", "-o", "json"]);
-        let events: Value = serde_json::from_slice(&out.stdout).ok()?;
-        events["items"]
-            .as_array()?
-            .iter()
-            .find(|e| {
-                e["reason"] == "SidecarRequest"
-                    && e["involvedObject"]["name"] == "r7-sidecar"
-                    && e["message"]
-                        .as_str()
-                        .is_some_and(|m| m.contains("may not request an accelerator"))
-            })
-            .map(|_| ())
-    });
+    // A review never writes: the refusals reached their clients and the metrics, and no
+    // Event (the webhooks declare no side effects; dry runs call them too).
+    let events = c.get_json(&["get", "events", "-n", "default"]);
+    let written: Vec<&Value> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["reportingComponent"] == "gpustack-worker"
+                || e["source"]["component"] == "gpustack-worker"
+        })
+        .collect();
+    assert!(written.is_empty(), "events from reviews: {written:?}");
 
     // The deletion guard: an InstanceType held by a finalizer takes updates while it goes.
     c.gw.kubectl_ok(&[
@@ -1007,4 +1004,184 @@ fn instances_fit_their_pool_and_privileges_follow_the_settings() {
         .0
         .then_some(())
     });
+}
+
+/// A Pod of one 10 % slice, admitted through `pool`'s queue.
+fn admitted_slice(c: &Cluster, name: &str) -> Value {
+    let p = pod(
+        name,
+        Some(&entrance("pool")),
+        json!({SLICED: "1", "nvidia.com/gpu.sliced.memory-percentage": "10"}),
+    );
+    c.create_ok(name, &p);
+    c.get_json(&["get", "pod", name])
+}
+
+#[test]
+fn an_admitted_pod_keeps_what_was_admitted() {
+    let c = Cluster::start();
+    let worker = c.worker();
+    c.instance_type("pool", Some(h100_status("pool")));
+    let admitted = admitted_slice(&c, "slice");
+    assert_eq!(
+        admitted["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu.sliced.units"],
+        "160000"
+    );
+
+    // The review's attack: four slices and a whole card after admission. The cluster's Pod
+    // rules refuse it before any webhook (kube-apiserver's wording).
+    for (what, patch) in [
+        (
+            "more slices",
+            json!([{"op": "replace", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu.sliced", "value": "4"}]),
+        ),
+        (
+            "a whole card",
+            json!([{"op": "add", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu", "value": "1"}]),
+        ),
+        (
+            "another node",
+            json!([{"op": "add", "path": "/spec/nodeName", "value": "elsewhere"}]),
+        ),
+        (
+            "another account",
+            json!([{"op": "add", "path": "/spec/serviceAccountName", "value": "admin"}]),
+        ),
+        (
+            "privileges",
+            json!([{"op": "add", "path": "/spec/containers/0/securityContext", "value": {"privileged": true}}]),
+        ),
+    ] {
+        let err = c.gw.kubectl_err(&[
+            "patch",
+            "pod",
+            "slice",
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ]);
+        assert!(
+            err.contains("spec: Forbidden: pod updates may not change fields other than"),
+            "{what}: {err}"
+        );
+    }
+    // The units the mutation wrote stay as they were.
+    let now = c.get_json(&["get", "pod", "slice"]);
+    assert_eq!(now["spec"], admitted["spec"]);
+
+    // What the API server lets change (the image) goes through the worker's UPDATE review...
+    let before = admissions(
+        &worker,
+        "pod.validation.worker.gpustack.ai",
+        "allowed",
+        "Admitted",
+    );
+    c.gw.kubectl_ok(&["set", "image", "pod/slice", "app=busybox:2"]);
+    wait_until("the update's review counted", DEADLINE, || {
+        let after = admissions(
+            &worker,
+            "pod.validation.worker.gpustack.ai",
+            "allowed",
+            "Admitted",
+        );
+        (after > before).then_some(())
+    });
+    // ...and so does the queue label, which is metadata: moving an admitted Pod to another
+    // queue, or out of its queue, is refused by the worker.
+    let other = entrance("other");
+    for label in [format!("{QUEUE_LABEL}={other}"), format!("{QUEUE_LABEL}-")] {
+        let err =
+            c.gw.kubectl_err(&["label", "pod", "slice", &label, "--overwrite"]);
+        says(
+            &err,
+            format!(
+                "metadata.labels[{QUEUE_LABEL}]: Forbidden: the queue of an admitted Pod may not change"
+            ),
+        );
+    }
+    assert_eq!(
+        admissions(
+            &worker,
+            "pod.validation.worker.gpustack.ai",
+            "denied",
+            "FieldImmutable"
+        ),
+        Some(2)
+    );
+    // Labels the worker does not judge stay free.
+    c.gw.kubectl_ok(&["label", "pod", "slice", "team=a"]);
+}
+
+#[test]
+fn reviews_come_only_from_the_api_server() {
+    let c = Cluster::start();
+    let worker = c.worker();
+    c.instance_type("pool", Some(h100_status("pool")));
+    // The cluster's own reviews (its front-proxy certificate) are answered.
+    admitted_slice(&c, "slice");
+
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1", "name": "x", "namespace": "default", "operation": "CREATE",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "userInfo": {"username": "attacker"},
+            "object": pod("x", Some(&entrance("unknown")), json!({SLICED: "2"})),
+        },
+    });
+    let file = c.file("review", &review);
+    let path = "/validate-gpustack-worker-core-v1-pod";
+    // No credentials: 401, before the review is read.
+    let anonymous = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let mut config = kube::Config::new(
+            format!("https://127.0.0.1:{}", worker.port)
+                .parse()
+                .unwrap(),
+        );
+        config.accept_invalid_certs = true;
+        let client = kube::Client::try_from(config).unwrap();
+        let request = http::Request::post(path)
+            .header("content-type", "application/json")
+            .body(review.to_string().into_bytes())
+            .unwrap();
+        client.request_text(request).await
+    });
+    assert!(
+        matches!(anonymous, Err(kube::Error::Api(ref s)) if s.code == 401),
+        "{anonymous:?}"
+    );
+    // A token of the cluster without the right to POST the path: 403.
+    c.gw.kubectl_ok(&["create", "serviceaccount", "intruder"]);
+    let token = c.gw.kubectl_ok(&["create", "token", "intruder"]);
+    let intruder = worker.kubeconfig_with_token("intruder", token.trim());
+    let out = std::process::Command::new("kubectl")
+        .args([
+            "--kubeconfig",
+            intruder.to_str().unwrap(),
+            "create",
+            "--raw",
+            path,
+            "-f",
+            &file,
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    says(&String::from_utf8_lossy(&out.stderr), "Forbidden");
+    assert_eq!(
+        admissions(
+            &worker,
+            "pod.validation.worker.gpustack.ai",
+            "denied",
+            "CallerNotAllowed"
+        ),
+        Some(2)
+    );
+    // An admin token (allowed everything) may send one, as an API server configured with a
+    // token would.
+    let answered: Value =
+        serde_json::from_str(&worker.kubectl_ok(&["create", "--raw", path, "-f", &file])).unwrap();
+    assert_eq!(answered["response"]["uid"], "u-1");
+    assert_eq!(answered["response"]["allowed"], false);
 }

@@ -39,6 +39,9 @@ pub struct Config {
     pub cert_dir: Option<PathBuf>,
     pub system_namespace: String,
     pub disable_auths: bool,
+    /// Answer webhook reviews from unauthenticated callers (API servers that present no
+    /// credentials to their webhooks).
+    pub allow_anonymous_reviews: bool,
     pub ttls: Ttls,
     pub audit_log_path: String,
     pub cors_allowed_origins: Vec<String>,
@@ -167,7 +170,7 @@ pub async fn run(
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = Arc::new(Verifier::new(provider));
     let trust = Arc::new(RwLock::new(None));
-    let auth = if config.disable_auths {
+    let auth = Arc::new(if config.disable_auths {
         tracing::warn!("--disable-auths: every request is allowed, as anyone");
         Auth::Disabled
     } else {
@@ -176,7 +179,10 @@ pub async fn run(
             reviews: Box::new(Delegated::new(client.clone(), config.ttls)),
             trust: trust.clone(),
         }
-    };
+    });
+    if config.allow_anonymous_reviews {
+        tracing::warn!("--allow-anonymous-reviews: the webhooks answer reviews from anyone");
+    }
     let client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>> =
         (!config.disable_auths).then(|| verifier.clone() as _);
     let tls = gpustack_serving::certs::server_config(
@@ -220,7 +226,7 @@ pub async fn run(
             namespace: ns.clone(),
             def: resources::instance_type_flavors(),
         },
-        auth,
+        auth: auth.clone(),
         audit,
         cors: Cors::new(&config.cors_allowed_origins),
         metrics: Metrics::new(plurals),
@@ -328,7 +334,13 @@ pub async fn run(
             tcp,
             tls: TlsAcceptor::from(tls),
         },
-        router: api::router(server).merge(crate::admission::router(webhooks)),
+        router: api::router(server).merge(crate::admission::router(
+            webhooks,
+            crate::admission::Callers {
+                auth,
+                anonymous: config.allow_anonymous_reviews,
+            },
+        )),
     };
     serve::serve(vec![endpoint], config.limits, stop, || {}).await;
     installer.abort();

@@ -41,6 +41,7 @@ pub enum Problem {
     NotSupported,
     TooLong,
     TooMany,
+    Forbidden,
 }
 
 impl Problem {
@@ -53,6 +54,7 @@ impl Problem {
             Problem::NotSupported => "FieldValueNotSupported",
             Problem::TooLong => "FieldValueTooLong",
             Problem::TooMany => "FieldValueTooMany",
+            Problem::Forbidden => "FieldValueForbidden",
         }
     }
 
@@ -63,6 +65,7 @@ impl Problem {
             Problem::NotSupported => "Unsupported value",
             Problem::TooLong => "Too long",
             Problem::TooMany => "Too many",
+            Problem::Forbidden => "Forbidden",
         }
     }
 }
@@ -82,8 +85,10 @@ impl FieldError {
     pub fn body(&self) -> String {
         let mut s = self.problem.label().to_owned();
         // Kubernetes never shows the value of a missing or over-long field.
-        if !matches!(self.problem, Problem::Required | Problem::TooLong)
-            && let Some(v) = &self.value
+        if !matches!(
+            self.problem,
+            Problem::Required | Problem::TooLong | Problem::Forbidden
+        ) && let Some(v) = &self.value
         {
             s.push_str(": ");
             s.push_str(&render(v));

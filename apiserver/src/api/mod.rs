@@ -17,6 +17,7 @@ pub mod objects;
 pub mod patch;
 pub mod pipeline;
 pub mod pod_resources;
+pub mod pod_update;
 pub mod request_metrics;
 pub mod requested_version;
 pub mod scale;

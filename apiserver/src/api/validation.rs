@@ -514,7 +514,10 @@ pub fn validated(
 ) -> Result<Value, ApiError> {
     within_object_limit(&obj)?;
     if def.group.is_empty() && def.kind == "Pod" {
-        let problems = super::pod_resources::problems(&obj);
+        let mut problems = super::pod_resources::problems(&obj);
+        if let Some(old) = old {
+            problems.extend(super::pod_update::problems(old, &obj));
+        }
         if !problems.is_empty() {
             let name = obj
                 .pointer("/metadata/name")

@@ -74,6 +74,7 @@ schema = {
                     "securePort": PORT,
                     "disableApplications": {"type": "array", "items": {"enum": APPLICATIONS}, "uniqueItems": True},
                     "leaderElection": BOOL,
+                    "allowAnonymousReviews": BOOL,
                     "podDisruptionBudget": obj({"enabled": BOOL, "minAvailable": {"type": ["integer", "string"]}}),
                     "resources": RESOURCES,
                     "nodeSelector": STR_MAP,

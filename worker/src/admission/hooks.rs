@@ -87,8 +87,21 @@ impl Hook {
         };
         let group = gpustack_api::labels::WORKER_GROUP;
         match self {
-            Hook::PodMutate | Hook::PodValidate => json!({
+            // The units are computed once, on CREATE; the validating half also sees every
+            // UPDATE (and in-place resize) so that nothing admitted changes afterwards.
+            Hook::PodMutate => json!({
                 "rules": rule("", "v1", "pods", &["CREATE"], "Namespaced"),
+                "objectSelector": {"matchExpressions": [
+                    {"key": gpustack_api::kueue::QUEUE_NAME_LABEL, "operator": "Exists"},
+                ]},
+            }),
+            Hook::PodValidate => json!({
+                "rules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/resize"],
+                     "operations": ["UPDATE"], "scope": "Namespaced"},
+                ],
                 "objectSelector": {"matchExpressions": [
                     {"key": gpustack_api::kueue::QUEUE_NAME_LABEL, "operator": "Exists"},
                 ]},

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod model_store_guard;
 pub mod pod_mutate;
 pub mod pod_requests;
+pub mod pod_update;
 pub mod pod_validate;
 pub mod quantity;
 pub mod reasons;
@@ -22,4 +23,4 @@ pub mod server;
 pub mod verdict;
 pub mod workload_pin;
 
-pub use server::{Admission, Options, router};
+pub use server::{Admission, Callers, Options, router};

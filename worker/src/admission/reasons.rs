@@ -52,8 +52,9 @@ reasons! {
     FieldImmutable,
     // NodeModelStore status.
     WriterNotAllowed,
-    // The review itself, or what the webhook needed to read.
+    // The review itself, its sender, or what the webhook needed to read.
     MalformedReview,
+    CallerNotAllowed,
     LookupFailed,
 }
 

@@ -1,6 +1,8 @@
 //! Serving the webhooks on the worker's HTTPS port: an `AdmissionReview` v1 in, the rules
 //! applied, the review answered (a JSON patch for mutations, a `Status` for refusals). Every
-//! answer is counted under its reason, and every refusal is also an Event with that reason.
+//! answer is counted under its reason. Reviews are taken only from the API server (or a caller
+//! the cluster allows to send them), and a review never writes: the webhooks declare no side
+//! effects, so a refusal reaches its client in the `Status` and the metrics, not as an Event.
 //!
 //! What the rules need from the cluster is read at the edge: the InstanceTypes from a
 //! reflector (with a direct read when the cache does not know the queue yet, so that a Pod
@@ -10,16 +12,16 @@
 use std::{collections::BTreeMap, sync::Arc, time::Instant};
 
 use axum::{
-    Router,
+    Extension, Router,
     body::Bytes,
     extract::{DefaultBodyLimit, State},
-    http::StatusCode,
+    http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
     routing::post,
 };
 use futures::StreamExt;
 use gpustack_api::instance_type::InstanceType;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api,
     api::ListParams,
@@ -29,14 +31,13 @@ use kube::{
     },
     runtime::{
         WatchStreamExt,
-        events::{Event, EventType, Recorder, Reporter},
         reflector::{self, Store},
         watcher,
     },
 };
 use prometheus::Registry;
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use super::{
     hooks::Hook,
@@ -44,19 +45,19 @@ use super::{
     metrics::{self, AdmissionMetrics},
     model_store_guard::{self, Writer},
     pod_mutate::{self, Pool},
-    pod_requests::{Bases, claims},
-    pod_validate,
+    pod_requests::{self, Bases, claims},
+    pod_update, pod_validate,
     reasons::Reason,
     verdict::{FieldError, Refusal},
     workload_pin,
 };
-use crate::settings;
+use crate::{
+    auth::{Auth, PeerCertificates},
+    settings,
+};
 
 /// The largest review read: a Pod and its old version at the API's object size limit.
 const MAX_REVIEW: usize = 8 << 20;
-/// Refusal events waiting to be written; beyond this they are dropped (a storm of refused
-/// creates must not queue unbounded writes).
-const EVENT_BACKLOG: usize = 256;
 
 /// What the binary decides for the webhooks.
 #[derive(Clone, Debug)]
@@ -84,13 +85,6 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
 }
 
-/// What a refusal event says about which object.
-struct Note {
-    regarding: ObjectReference,
-    reason: Reason,
-    message: String,
-}
-
 pub struct Admission {
     client: kube::Client,
     bases: Bases,
@@ -98,7 +92,6 @@ pub struct Admission {
     settings: watch::Receiver<BTreeMap<String, String>>,
     model_manager_user: String,
     metrics: AdmissionMetrics,
-    events: mpsc::Sender<Note>,
 }
 
 /// What a webhook decided.
@@ -142,29 +135,6 @@ impl Admission {
             });
         spawn_until(stop.clone(), follow);
 
-        let (events, mut notes) = mpsc::channel::<Note>(EVENT_BACKLOG);
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "gpustack-worker".into(),
-                instance: None,
-            },
-        );
-        spawn_until(stop, async move {
-            while let Some(n) = notes.recv().await {
-                let ev = Event {
-                    type_: EventType::Warning,
-                    reason: n.reason.as_str().into(),
-                    note: Some(n.message.chars().take(1024).collect()),
-                    action: "Admit".into(),
-                    secondary: None,
-                };
-                if let Err(e) = recorder.publish(&ev, &n.regarding).await {
-                    tracing::debug!(error = %e, "writing an admission event");
-                }
-            }
-        });
-
         Ok(Arc::new(Admission {
             client,
             bases: Bases::resolve(env),
@@ -172,7 +142,6 @@ impl Admission {
             settings: settings_rx,
             model_manager_user: options.model_manager_user(),
             metrics,
-            events,
         }))
     }
 
@@ -316,6 +285,14 @@ impl Admission {
         let spec = pod.spec.clone().unwrap_or_default();
         let cs = claims(&spec, &self.bases.names);
         let name = name_of(req, object);
+        if req.operation == Operation::Update {
+            return if hook == Hook::PodValidate {
+                self.pod_update(req, &pod, &cs, &name)
+            } else {
+                // The units were computed when the Pod was created; the API server keeps them.
+                Decision::Allow(Reason::NotApplicable)
+            };
+        }
         if cs.is_empty() {
             return Decision::Allow(Reason::NotApplicable);
         }
@@ -363,6 +340,46 @@ impl Admission {
         match pod_mutate::mutate(object, &cs, pool.as_ref(), &name) {
             Ok(out) => Decision::Mutate(Reason::UnitsComputed, out),
             Err(r) => Decision::Deny(r),
+        }
+    }
+
+    /// An update of a Pod (or its resize): refused when it changes what was admitted.
+    fn pod_update(
+        &self,
+        req: &AdmissionRequest<DynamicObject>,
+        pod: &Pod,
+        new_claims: &[pod_requests::Claim],
+        name: &str,
+    ) -> Decision {
+        let Some(old) = req
+            .old_object
+            .as_ref()
+            .and_then(|o| serde_json::to_value(o).ok())
+            .and_then(|o| serde_json::from_value::<Pod>(o).ok())
+        else {
+            return Decision::Deny(Refusal::bad_request(
+                Reason::MalformedReview,
+                "an UPDATE review without a readable oldObject",
+            ));
+        };
+        let queue_of = |p: &Pod| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(gpustack_api::kueue::QUEUE_NAME_LABEL))
+                .cloned()
+        };
+        let old_claims = claims(&old.spec.clone().unwrap_or_default(), &self.bases.names);
+        let errors = pod_update::changes(
+            &old_claims,
+            new_claims,
+            queue_of(&old).as_deref(),
+            queue_of(pod).as_deref(),
+            gpustack_api::kueue::QUEUE_NAME_LABEL,
+        );
+        match Refusal::invalid("Pod", name, errors) {
+            Some(r) => Decision::Deny(r),
+            None => Decision::Allow(Reason::Admitted),
         }
     }
 
@@ -485,7 +502,6 @@ impl Admission {
                 }
             }
             Decision::Deny(refusal) => {
-                self.note(&req, &object, &refusal);
                 response = deny(response, &refusal);
                 (metrics::Result::Denied, refusal.reason)
             }
@@ -500,26 +516,6 @@ impl Admission {
                 .into_response(),
             Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
         }
-    }
-
-    /// Queues the refusal's event (dropped when the writer is behind).
-    fn note(&self, req: &AdmissionRequest<DynamicObject>, object: &Value, refusal: &Refusal) {
-        let api_version = match req.kind.group.as_str() {
-            "" => req.kind.version.clone(),
-            g => format!("{g}/{}", req.kind.version),
-        };
-        let regarding = ObjectReference {
-            api_version: Some(api_version),
-            kind: Some(req.kind.kind.clone()),
-            name: Some(name_of(req, object)).filter(|n| !n.is_empty()),
-            namespace: req.namespace.clone(),
-            ..Default::default()
-        };
-        let _ = self.events.try_send(Note {
-            regarding,
-            reason: refusal.reason,
-            message: refusal.message.clone(),
-        });
     }
 }
 
@@ -594,20 +590,51 @@ fn spawn_until(mut stop: watch::Receiver<bool>, work: impl Future<Output = ()> +
     });
 }
 
-/// The webhooks' routes (each path answers POSTed reviews).
-pub fn router(admission: Arc<Admission>) -> Router {
+/// Who may send reviews.
+pub struct Callers {
+    pub auth: Arc<Auth>,
+    /// `--allow-anonymous-reviews`: for API servers not configured to authenticate to their
+    /// webhooks (kube-apiserver without an admission kubeconfig).
+    pub anonymous: bool,
+}
+
+struct Served {
+    admission: Arc<Admission>,
+    callers: Callers,
+}
+
+/// The webhooks' routes (each path answers POSTed reviews from the callers allowed).
+pub fn router(admission: Arc<Admission>, callers: Callers) -> Router {
     let mut router = Router::new();
     for hook in Hook::ALL {
         router = router.route(
             hook.path(),
             post(
-                move |State(a): State<Arc<Admission>>, body: Bytes| async move {
-                    a.answer(hook, &body).await
+                move |State(s): State<Arc<Served>>,
+                      peer: Option<Extension<PeerCertificates>>,
+                      headers: HeaderMap,
+                      body: Bytes| async move {
+                    if !s.callers.anonymous
+                        && let Err(denied) = s
+                            .callers
+                            .auth
+                            .check_review(peer.as_ref().map(|p| &p.0), &headers, hook.path())
+                            .await
+                    {
+                        s.admission.metrics.observe(
+                            hook,
+                            metrics::Result::Denied,
+                            Reason::CallerNotAllowed,
+                            std::time::Duration::ZERO,
+                        );
+                        return denied.error.into_response();
+                    }
+                    s.admission.answer(hook, &body).await
                 },
             ),
         );
     }
     router
         .layer(DefaultBodyLimit::max(MAX_REVIEW))
-        .with_state(admission)
+        .with_state(Arc::new(Served { admission, callers }))
 }

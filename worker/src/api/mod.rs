@@ -46,7 +46,7 @@ pub struct ApiServer {
     pub views: Vec<View>,
     pub settings: settings::Settings,
     pub flavors: flavors::Flavors,
-    pub auth: Auth,
+    pub auth: Arc<Auth>,
     pub audit: Option<Audit>,
     pub cors: cors::Cors,
     pub metrics: metrics::Metrics,

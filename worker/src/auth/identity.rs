@@ -38,16 +38,15 @@ pub enum Attributes {
     },
 }
 
-/// Paths every caller may reach, authenticated or not: health, metrics, the OpenAPI documents
-/// (the aggregator fetches them), and the admission webhooks (the API server calls them).
+/// Paths every caller may reach, authenticated or not: health, metrics and the OpenAPI
+/// documents (the aggregator fetches them). The admission webhooks are not among them: a
+/// review must come from the API server (`Auth::check_review`).
 pub fn always_allowed(path: &str) -> bool {
     matches!(path, "/livez" | "/readyz" | "/healthz" | "/metrics")
         || path.starts_with("/livez/")
         || path.starts_with("/readyz/")
         || path.starts_with("/healthz/")
         || path.starts_with("/openapi/")
-        || path.starts_with("/mutate-")
-        || path.starts_with("/validate-")
 }
 
 /// The authorization attributes of a request.
@@ -231,14 +230,7 @@ mod tests {
 
     #[test]
     fn open_paths() {
-        for p in [
-            "/livez",
-            "/readyz",
-            "/metrics",
-            "/openapi/v2",
-            "/mutate-x",
-            "/validate-y",
-        ] {
+        for p in ["/livez", "/readyz", "/metrics", "/openapi/v2"] {
             assert!(always_allowed(p), "{p}");
         }
         for p in [
@@ -246,6 +238,8 @@ mod tests {
             "/apis/worker.gpustack.ai/v1/devices",
             "/version",
             "/metricsx",
+            "/mutate-gpustack-worker-core-v1-pod",
+            "/validate-gpustack-worker-core-v1-pod",
         ] {
             assert!(!always_allowed(p), "{p}");
         }

@@ -97,6 +97,42 @@ impl Auth {
         }
     }
 
+    /// Whether a webhook review may be answered: it must come from the cluster's API server
+    /// (the front-proxy client certificate the cluster publishes the CA of, as an embedded
+    /// cluster presents it) or from a caller the cluster authenticates and allows to POST the
+    /// webhook's path. Anyone else could make the worker read the cluster on their behalf.
+    pub async fn check_review(
+        &self,
+        peer: Option<&PeerCertificates>,
+        headers: &HeaderMap,
+        path: &str,
+    ) -> Result<(), Denied> {
+        let Auth::Delegated { reviews, trust } = self else {
+            return Ok(());
+        };
+        let trusted = trust.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let (Some(peer), Some(trusted)) = (peer, trusted.as_ref())
+            && front_proxy::allowed(trusted, &peer.0)
+        {
+            return Ok(());
+        }
+        let user = self.authenticate(reviews, trust, peer, headers).await?;
+        let attrs = identity::attributes(&Method::POST, path, false);
+        let (allowed, reason) = reviews
+            .authorize(&user, &attrs)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        if allowed {
+            Ok(())
+        } else {
+            let error = forbidden(&user, &attrs, &reason);
+            Err(Denied {
+                user: Some(user),
+                error,
+            })
+        }
+    }
+
     /// Whether `user` may do `attrs` (always, with `--disable-auths`): for what a request
     /// reaches besides its own path, such as the Secret a fleet `Cluster` names.
     pub async fn may(&self, user: &User, attrs: &Attributes) -> Result<bool, ApiError> {

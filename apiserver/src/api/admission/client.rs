@@ -14,6 +14,8 @@ use hyper::{body::Bytes, client::conn::http1::SendRequest};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 
+use crate::api::aggregation::front_proxy::FrontProxy;
+
 /// The largest webhook response read.
 const MAX_RESPONSE: usize = 3 << 20;
 /// Idle connections kept per endpoint; more are closed once their call is answered.
@@ -117,7 +119,10 @@ pub fn parse_url(url: &str) -> Result<Address, CallError> {
     })
 }
 
-fn tls_config(ca: &[u8]) -> Result<rustls::ClientConfig, CallError> {
+/// The TLS settings of calls trusting `ca`, presenting `identity`'s client certificate when
+/// the cluster has one: a webhook then knows the review comes from the API server (as
+/// kube-apiserver does when its admission configuration gives it a client certificate).
+fn tls_config(ca: &[u8], identity: Option<&FrontProxy>) -> Result<rustls::ClientConfig, CallError> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca) {
         let cert = cert.map_err(|e| CallError::CaBundle(e.to_string()))?;
@@ -131,13 +136,23 @@ fn tls_config(ca: &[u8]) -> Result<rustls::ClientConfig, CallError> {
     rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .map_err(CallError::TlsConfig)
-        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+        .and_then(|b| {
+            let b = b.with_root_certificates(roots);
+            match identity {
+                Some(id) => b
+                    .with_client_auth_cert(id.client_chain.clone(), id.client_key.clone_key())
+                    .map_err(CallError::TlsConfig),
+                None => Ok(b.with_no_client_auth()),
+            }
+        })
 }
 
 /// What one pool serves: a CA bundle and an endpoint (the path is per request).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct PoolKey {
     ca: Vec<u8>,
+    /// The client certificate presented (DER), if any.
+    client: Option<Vec<u8>>,
     host: String,
     port: u16,
     server_name: String,
@@ -153,9 +168,9 @@ pub struct Pool {
 }
 
 impl Pool {
-    fn new(key: &PoolKey) -> Result<Self, CallError> {
+    fn new(key: &PoolKey, identity: Option<&FrontProxy>) -> Result<Self, CallError> {
         Ok(Pool {
-            tls: tokio_rustls::TlsConnector::from(Arc::new(tls_config(&key.ca)?)),
+            tls: tokio_rustls::TlsConnector::from(Arc::new(tls_config(&key.ca, identity)?)),
             server_name: ServerName::try_from(key.server_name.clone())
                 .map_err(|e| CallError::ServerName(format!("{}: {e}", key.server_name)))?,
             host: key.host.clone(),
@@ -281,10 +296,18 @@ struct Pools {
 }
 
 impl Clients {
-    /// The pool for `addr` trusting `ca`.
-    pub fn pool(&self, addr: &Address, ca: &[u8]) -> Result<Arc<Pool>, CallError> {
+    /// The pool for `addr` trusting `ca`, presenting `identity`'s certificate.
+    pub fn pool(
+        &self,
+        addr: &Address,
+        ca: &[u8],
+        identity: Option<&FrontProxy>,
+    ) -> Result<Arc<Pool>, CallError> {
         let key = PoolKey {
             ca: ca.to_vec(),
+            client: identity
+                .and_then(|id| id.client_chain.first())
+                .map(|c| c.as_ref().to_vec()),
             host: addr.host.clone(),
             port: addr.port,
             server_name: addr.server_name.clone(),
@@ -297,7 +320,7 @@ impl Clients {
         if let Some(p) = pools.get(&key) {
             return Ok(p.clone());
         }
-        let pool = Arc::new(Pool::new(&key)?);
+        let pool = Arc::new(Pool::new(&key, identity)?);
         if order.len() >= MAX_ENDPOINTS {
             let oldest = order.remove(0);
             pools.remove(&oldest);
@@ -363,8 +386,8 @@ mod tests {
 
     #[test]
     fn a_bundle_without_certificates_is_refused() {
-        assert!(tls_config(b"").is_err());
-        assert!(tls_config(b"not pem").is_err());
+        assert!(tls_config(b"", None).is_err());
+        assert!(tls_config(b"not pem", None).is_err());
     }
 
     #[test]
@@ -382,18 +405,18 @@ mod tests {
         let a = parse_url("https://127.0.0.1:9443/mutate").unwrap();
         let a_validate = parse_url("https://127.0.0.1:9443/validate").unwrap();
         let b = parse_url("https://127.0.0.1:9444/mutate").unwrap();
-        let p1 = clients.pool(&a, ca.as_bytes()).unwrap();
-        let p2 = clients.pool(&a_validate, ca.as_bytes()).unwrap();
+        let p1 = clients.pool(&a, ca.as_bytes(), None).unwrap();
+        let p2 = clients.pool(&a_validate, ca.as_bytes(), None).unwrap();
         assert!(Arc::ptr_eq(&p1, &p2), "paths share the endpoint's pool");
-        let p3 = clients.pool(&a, other.as_bytes()).unwrap();
+        let p3 = clients.pool(&a, other.as_bytes(), None).unwrap();
         assert!(!Arc::ptr_eq(&p1, &p3), "another CA bundle, another pool");
-        clients.pool(&b, ca.as_bytes()).unwrap();
+        clients.pool(&b, ca.as_bytes(), None).unwrap();
         assert_eq!(clients.len(), 3);
         for port in 0..MAX_ENDPOINTS as u16 {
             let addr = parse_url(&format!("https://127.0.0.1:{}/x", 10000 + port)).unwrap();
-            clients.pool(&addr, ca.as_bytes()).unwrap();
+            clients.pool(&addr, ca.as_bytes(), None).unwrap();
         }
         assert_eq!(clients.len(), MAX_ENDPOINTS, "bounded");
-        assert!(clients.pool(&a, b"").is_err());
+        assert!(clients.pool(&a, b"", None).is_err());
     }
 }

@@ -399,7 +399,8 @@ async fn exchange(
         }
     };
     let ca = hook.ca_bundle.as_deref().ok_or(CallFailure::NoCaBundle)?;
-    let pool = clients.pool(&addr, ca)?;
+    let identity = st.aggregator.identity(&ctx.cluster);
+    let pool = clients.pool(&addr, ca, identity.as_deref())?;
     let body = serde_json::to_vec(review).map_err(CallFailure::Encode)?;
     let answer = client::post(&pool, &addr, body, hook.timeout).await?;
     Ok(matching::read_response(&answer, uid, hook.mutating)?)
