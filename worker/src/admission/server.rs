@@ -115,8 +115,8 @@ impl Admission {
         let (reader, writer) = reflector::store();
         let pools = reflector::reflector(
             writer,
-            watcher(
-                Api::<InstanceType>::all(client.clone()),
+            crate::lenient_watch::watch_all::<InstanceType>(
+                client.clone(),
                 watcher::Config::default(),
             )
             .default_backoff(),

@@ -140,17 +140,22 @@ fn trim_devices(d: &mut Devices) {
 /// Starts a reflector of `K`, caching each object as `trim` leaves it, whose every event
 /// sends `dirty(&object)`.
 fn reflect<K>(
-    api: Api<K>,
+    client: &kube::Client,
     tx: mpsc::UnboundedSender<Dirty>,
     trim: Trim<K>,
     dirty: impl Fn(&K) -> Vec<Dirty> + Send + 'static,
 ) -> (Store<K>, tokio::task::JoinHandle<()>)
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default())
+    let stream = crate::lenient_watch::watch_all::<K>(client.clone(), watcher::Config::default())
         .default_backoff()
         .modify(trim)
         .reflect(writer);
@@ -642,72 +647,34 @@ pub async fn run(ctx: Context) {
     let devices_dirty =
         |d: &Devices| vec![Dirty::Node(d.name_any()), Dirty::Chain, Dirty::Workloads];
     let mut tasks = Vec::new();
-    let (nodes, t) = reflect(
-        Api::<Node>::all(client.clone()),
-        tx.clone(),
-        keep,
-        node_dirty,
-    );
+    let (nodes, t) = reflect::<Node>(client, tx.clone(), keep, node_dirty);
     tasks.push(t);
-    let (devices, t) = reflect(
-        Api::<Devices>::all(client.clone()),
-        tx.clone(),
-        trim_devices,
-        devices_dirty,
-    );
+    let (devices, t) = reflect::<Devices>(client, tx.clone(), trim_devices, devices_dirty);
     tasks.push(t);
-    let (flavors, t) = reflect(
-        Api::<ResourceFlavor>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (flavors, t) =
+        reflect::<ResourceFlavor>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (instance_types, t) = reflect(
-        Api::<InstanceType>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (instance_types, t) =
+        reflect::<InstanceType>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (queues, t) = reflect(
-        Api::<ClusterQueue>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (queues, t) =
+        reflect::<ClusterQueue>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (local_queues, t) = reflect(
-        Api::<LocalQueue>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (local_queues, t) =
+        reflect::<LocalQueue>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (namespaces, t) = reflect(
-        Api::<Namespace>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (namespaces, t) =
+        reflect::<Namespace>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (topologies, t) = reflect(
-        Api::<Topology>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (topologies, t) =
+        reflect::<Topology>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (checks, t) = reflect(
-        Api::<AdmissionCheck>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (checks, t) =
+        reflect::<AdmissionCheck>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
     // A Workload holding quota may be what a queue's migration waits for.
-    let (workloads, t) = reflect(
-        Api::<Workload>::all(client.clone()),
+    let (workloads, t) = reflect::<Workload>(
+        client,
         tx.clone(),
         without_managed_fields,
         |w: &Workload| match w.status.as_ref().and_then(|s| s.admission.as_ref()) {
@@ -716,8 +683,8 @@ pub async fn run(ctx: Context) {
         },
     );
     tasks.push(t);
-    let (topology_sources, t) = reflect(
-        Api::<TopologySource>::all(client.clone()),
+    let (topology_sources, t) = reflect::<TopologySource>(
+        client,
         tx.clone(),
         without_managed_fields,
         |_: &TopologySource| vec![Dirty::AllNodes, Dirty::Chain],
