@@ -12,6 +12,7 @@ pub mod csr;
 pub mod disruption;
 pub mod field_errors;
 pub(crate) mod handlers;
+pub mod node_ports;
 pub mod objects;
 pub mod ops;
 pub mod patch;
