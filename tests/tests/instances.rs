@@ -13,7 +13,7 @@ use gpustack_tests::{
     kueue::Kueue,
     worker::{WorkerProcess, eventually},
 };
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -72,6 +72,20 @@ async fn set_stop(api: &Api<Instance>, name: &str, stop: bool) {
     .unwrap();
 }
 
+/// Sets a setting in the Settings Secret, as `kubectl patch setting` does.
+async fn set_setting(c: &kube::Client, name: &str, value: &str) {
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), "gpustack-system");
+    let patch = json!({"data": {name: k8s_openapi::ByteString(value.as_bytes().to_vec())}});
+    secrets
+        .patch(
+            "gpustack-settings",
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_instance_is_queued_runs_stops_starts_and_goes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -93,6 +107,17 @@ async fn an_instance_is_queued_runs_stops_starts_and_goes() {
         .ok_or_else(|| format!("{s:?}"))
     })
     .await;
+
+    // The node's address, as its kubelet reports it: where instances are reached.
+    Api::<Node>::all(c.clone())
+        .patch_status(
+            "gpu-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"addresses": [
+                {"type": "InternalIP", "address": "192.0.2.10"}, {"type": "Hostname", "address": "gpu-a"}]}})),
+        )
+        .await
+        .unwrap();
 
     let api: Api<Instance> = Api::namespaced(c.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
@@ -171,6 +196,43 @@ async fn an_instance_is_queued_runs_stops_starts_and_goes() {
     })
     .await;
     assert!(log.contains(" stdout F hello from box"), "{log}");
+
+    // The v1 view, as kubectl shows it through the worker: its pool, where it is reached,
+    // its node ports, its phase.
+    let table = w.kubectl_ok(&["get", "inst", "-n", "default"]);
+    let mut lines = table.lines();
+    let headers: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        headers,
+        ["NAME", "TYPE", "ACCESS", "PORTS", "PHASE", "AGE"],
+        "{table}"
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    let ports = format!("22:{node_port}/TCP");
+    assert_eq!(
+        row[..5],
+        ["box", POOL, "192.0.2.10", ports.as_str(), "Ready"],
+        "{table}"
+    );
+    // A wildcard DNS domain (a setting) spells the address under it, for every instance.
+    set_setting(&c, "instance-access-wildcard-dns", "traefik.me").await;
+    eventually(
+        "the access address under the wildcard domain",
+        &w,
+        || async {
+            let got = w.kubectl_ok(&[
+                "get",
+                "instances.v1.worker.gpustack.ai",
+                "box",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.status.accessAddresses[0]}",
+            ]);
+            (got == "192-0-2-10.traefik.me").then_some(()).ok_or(got)
+        },
+    )
+    .await;
 
     // Stop: the Pod and its Service go, the processes with them; the object stays.
     set_stop(&api, "box", true).await;

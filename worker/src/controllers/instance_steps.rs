@@ -40,6 +40,8 @@ pub struct Observed<'a> {
     pub queue: Option<&'a ClusterQueue>,
     /// The Pod's node.
     pub node: Option<&'a Node>,
+    /// `instance-access-static-address` and `instance-access-wildcard-dns`.
+    pub access: (&'a str, &'a str),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -181,7 +183,10 @@ pub fn next(o: &Observed) -> Step {
     if o.service.is_none() && super::instance_pod::service(pod).is_some() {
         return Step::CreateService;
     }
-    let want = instance_status::observed(pod, o.service, o.node);
+    let mut want = instance_status::observed(pod, o.service, o.node);
+    if instance_status::running(pod) {
+        want.access_addresses = instance_status::access_addresses(&want, o.access.0, o.access.1);
+    }
     if want != current {
         return Step::Status(want);
     }
@@ -245,6 +250,7 @@ mod tests {
             instance_type: it,
             queue: q,
             node: None,
+            access: ("gw.example", ""),
         })
     }
 
@@ -289,7 +295,7 @@ mod tests {
             RUN,
         );
         assert!(
-            matches!(step(&ready, Some(&running), Some(&it), None), Step::Status(s) if s.node_name.as_deref() == Some("gpu-a"))
+            matches!(step(&ready, Some(&running), Some(&it), None), Step::Status(s) if s.node_name.as_deref() == Some("gpu-a") && s.access_addresses == ["gw.example"])
         );
         // A Pod of an earlier Instance of the same name: waited out.
         let old = pod(json!({"phase": "Running"}), "u-0", RUN);

@@ -295,6 +295,7 @@ async fn reconcile(inst: Arc<Instance>, ctx: Arc<Ctx>) -> Result<Action, Instanc
         let Some(r) = read(&ctx.client, &ns, &name).await.map_err(fail)? else {
             return Ok(Action::await_change());
         };
+        let settings = ctx.settings.borrow().clone();
         let step = instance_steps::next(&Observed {
             instance: &r.instance,
             pod: r.pod.as_ref(),
@@ -302,6 +303,10 @@ async fn reconcile(inst: Arc<Instance>, ctx: Arc<Ctx>) -> Result<Action, Instanc
             instance_type: r.instance_type.as_ref(),
             queue: r.queue.as_ref(),
             node: r.node.as_ref(),
+            access: (
+                &settings.access_static_address,
+                &settings.access_wildcard_dns,
+            ),
         });
         tracing::debug!(instance = format!("{ns}/{name}"), "{step:?}");
         if let Some(action) = take(&ctx, &r, &step).await.map_err(fail)? {
@@ -343,12 +348,15 @@ pub async fn run(
     .with_config(ControllerConfig::default().concurrency(CONCURRENCY));
     let store = controller.store();
     let (by_type, by_queue) = (store.clone(), store);
+    // A change of the settings (the access addresses, say) is a look at every Instance.
+    let resettle = tokio_stream::wrappers::WatchStream::from_changes(settings.clone()).map(|_| ());
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         settings,
         resolve,
     });
     controller
+        .reconcile_all_on(resettle)
         .owns(Api::<Pod>::all(client.clone()), ours.clone())
         .watches(Api::<Service>::all(client.clone()), ours, |s: Service| {
             // A Service is owned by its Pod, which shares the Instance's name.
