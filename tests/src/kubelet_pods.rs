@@ -3,7 +3,7 @@
 //! runs each container as a local process (the container's `command` and `args`, its `env`),
 //! keeping their output as the kubelet keeps container logs (CRI lines: `<RFC 3339 time>
 //! <stream> F <text>`), and reports the Pod's status as the kubelet does: `Running` with its
-//! conditions, container states and an IP.
+//! conditions, container states and an IP, and an Event as each container starts.
 //!
 //! What the node "has pulled" is the set of images the test gives: a container of any other
 //! image waits in `ErrImagePull`, as on a node that cannot pull it. [`PodRunner::refuse_next`]
@@ -22,7 +22,7 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Event, Pod};
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams},
@@ -201,6 +201,30 @@ impl Drop for PodRunner {
     }
 }
 
+/// Records an Event about `pod`, as the kubelet does.
+async fn record(
+    c: &kube::Client,
+    pod: &Pod,
+    node: &str,
+    reason: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let ns = pod.namespace().unwrap_or_default();
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"generateName": format!("{}.", pod.name_any()), "namespace": ns},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod.name_any(),
+            "namespace": ns, "uid": pod.uid()},
+        "reason": reason, "message": message, "type": "Normal", "count": 1,
+        "source": {"component": "kubelet", "host": node},
+        "firstTimestamp": now(), "lastTimestamp": now(),
+    }))
+    .expect("an Event");
+    Api::<Event>::namespaced(c.clone(), &ns)
+        .create(&kube::api::PostParams::default(), &event)
+        .await
+        .map(drop)
+}
+
 async fn pass(
     c: &kube::Client,
     node: &str,
@@ -310,6 +334,12 @@ async fn pass(
             &Patch::Merge(json!({"status": status})),
         )
         .await?;
+        if status["phase"] == "Running" {
+            for container in &spec.containers {
+                let message = format!("Started container {}", container.name);
+                record(c, &pod, node, "Started", &message).await?;
+            }
+        }
     }
     Ok(())
 }

@@ -214,6 +214,23 @@ async fn an_instance_is_queued_runs_stops_starts_and_goes() {
         ["box", POOL, "192.0.2.10", ports.as_str(), "Ready"],
         "{table}"
     );
+    // instances/events: the kubelet's Events about its Pod.
+    let events: Value = serde_json::from_str(&w.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/apis/worker.gpustack.ai/v1/namespaces/default/instances/box/events",
+    ]))
+    .unwrap();
+    assert_eq!(events["kind"], "InstanceEvents");
+    assert_eq!(events["metadata"]["uid"], json!(pod.uid()));
+    let messages: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert!(messages.contains(&"Started container main"), "{events}");
+
     // A wildcard DNS domain (a setting) spells the address under it, for every instance.
     set_setting(&c, "instance-access-wildcard-dns", "traefik.me").await;
     eventually(

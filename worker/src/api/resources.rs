@@ -95,6 +95,15 @@ pub fn instances() -> ResourceDef {
         PrinterColumn::new("Phase", "string", ".status.phase", 0),
         PrinterColumn::age(),
     ];
+    def.subresources.push(resource::Subresource {
+        name: "events".into(),
+        verbs: vec!["get".into()],
+        kind: Some(resource::KindRef::new(
+            WORKER_GROUP,
+            SERVED_VERSION,
+            "InstanceEvents",
+        )),
+    });
     def
 }
 
