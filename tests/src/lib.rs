@@ -8,6 +8,8 @@ pub mod helm;
 pub mod hub;
 pub mod inventory;
 pub mod kubelet;
+pub mod kubelet_pods;
+pub mod kueue;
 pub mod machines;
 pub mod preflight;
 pub mod prometheus;

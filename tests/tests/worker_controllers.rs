@@ -2,7 +2,7 @@
 //! fed Nodes and `Devices` shaped like real GPU machines (tests/src/inventory.rs), building the
 //! Kueue chain and keeping it true as nodes, cards, settings and namespaces change.
 
-use std::{collections::BTreeSet, future::Future, time::Duration};
+use std::{collections::BTreeSet, time::Duration};
 
 use gpustack_api::{
     instance_type::InstanceType,
@@ -11,7 +11,7 @@ use gpustack_api::{
 use gpustack_tests::{
     embedded::GatewayProcess,
     inventory::{A100_MIG, H100, Machine, RX7800XT, devices_resource, publish},
-    worker::WorkerProcess,
+    worker::{WorkerProcess, eventually},
 };
 use k8s_openapi::api::{
     coordination::v1::Lease,
@@ -42,29 +42,6 @@ fn local_queue(cq: &str) -> String {
 
 fn hostname_profile() -> String {
     format!("fnv64-{}", fnv1a("kubernetes.io/hostname"))
-}
-
-/// Polls `check` (with the benchmarks' poll) until it gives a value, failing after `WAIT`
-/// with the last observation.
-async fn eventually<T, F, Fut>(what: &str, worker: &WorkerProcess, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let last = std::cell::RefCell::new(String::new());
-    let got = gpustack_tests::bench::poll(WAIT, || {
-        let attempt = check();
-        let last = &last;
-        async move { attempt.await.map_err(|seen| *last.borrow_mut() = seen).ok() }
-    })
-    .await;
-    got.unwrap_or_else(|| {
-        panic!(
-            "timed out waiting for {what}; last seen: {}\nworker log:\n{}",
-            last.borrow(),
-            worker.log()
-        )
-    })
 }
 
 async fn client(gw: &GatewayProcess) -> kube::Client {

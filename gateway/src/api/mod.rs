@@ -13,6 +13,7 @@ pub mod disruption;
 pub mod field_errors;
 pub(crate) mod handlers;
 pub mod metadata_rules;
+pub mod node_ports;
 pub mod objects;
 pub mod ops;
 pub mod patch;

@@ -579,7 +579,8 @@ async fn reconcile_chain(
     done
 }
 
-/// Answers the node-devices check on every Workload that holds quota and awaits it.
+/// Answers the node-devices and the joint checks on every Workload that holds quota and awaits
+/// them.
 async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &Resolve) -> usize {
     // Copied once, and only when a Workload awaits a verdict: every Devices change wakes this.
     let mut devices = None;
@@ -588,41 +589,54 @@ async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &R
         if !wl.quota_reserved() || wl.evicted() {
             continue;
         }
-        let Some(current) = wl.status.as_ref().and_then(|s| {
-            s.admission_checks
-                .iter()
-                .find(|c| c.name == NODE_DEVICES_CHECK)
-        }) else {
+        let Some(status) = wl.status.as_ref() else {
             continue;
         };
-        let devices = devices.get_or_insert_with(|| devices_of(&stores.devices));
-        let (state, message) = node_devices::verdict(&wl, devices, resolve);
-        if current.state == state && current.message == message {
-            continue;
+        let mut answers = Vec::new();
+        for current in &status.admission_checks {
+            let (state, message) = match current.name.as_str() {
+                NODE_DEVICES_CHECK => {
+                    let devices = devices.get_or_insert_with(|| devices_of(&stores.devices));
+                    node_devices::verdict(&wl, devices, resolve)
+                }
+                JOINT_CHECK => super::joint_check::verdict(&wl),
+                _ => continue,
+            };
+            if current.state == state && current.message == message {
+                continue;
+            }
+            answers.push((current.name.clone(), state, message));
         }
-        let patch = json!({
-            "apiVersion": Workload::api_version(&()), "kind": "Workload",
-            "status": {"admissionChecks": [{
-                "name": NODE_DEVICES_CHECK, "state": state, "message": message,
-                "lastTransitionTime": now_rfc3339(),
-            }]},
-        });
-        let api: Api<Workload> =
-            Api::namespaced(client.clone(), &wl.namespace().unwrap_or_default());
-        match api
-            .patch_status(
-                &wl.name_any(),
-                &PatchParams::apply(CHECK_MANAGER).force(),
-                &Patch::Apply(patch),
-            )
-            .await
-        {
-            Ok(_) => writes += 1,
-            Err(e) => tracing::warn!(
-                "workload {}/{}: {e}",
-                wl.namespace().unwrap_or_default(),
-                wl.name_any()
-            ),
+        for (name, state, message) in answers {
+            let manager = if name == NODE_DEVICES_CHECK {
+                CHECK_MANAGER
+            } else {
+                super::joint_check::MANAGER
+            };
+            let patch = json!({
+                "apiVersion": Workload::api_version(&()), "kind": "Workload",
+                "status": {"admissionChecks": [{
+                    "name": name, "state": state, "message": message,
+                    "lastTransitionTime": now_rfc3339(),
+                }]},
+            });
+            let api: Api<Workload> =
+                Api::namespaced(client.clone(), &wl.namespace().unwrap_or_default());
+            match api
+                .patch_status(
+                    &wl.name_any(),
+                    &PatchParams::apply(manager).force(),
+                    &Patch::Apply(patch),
+                )
+                .await
+            {
+                Ok(_) => writes += 1,
+                Err(e) => tracing::warn!(
+                    "workload {}/{}: {e}",
+                    wl.namespace().unwrap_or_default(),
+                    wl.name_any()
+                ),
+            }
         }
     }
     writes
@@ -633,6 +647,7 @@ pub struct Context {
     pub client: kube::Client,
     pub system_namespace: String,
     pub settings: watch::Receiver<ChainSettings>,
+    pub instance_settings: watch::Receiver<super::instance_settings::InstanceSettings>,
     pub resolve: Arc<Resolve>,
     pub tuning: Tuning,
     pub counters: Arc<Counters>,
@@ -693,6 +708,11 @@ pub async fn run(ctx: Context) {
     // Its own watches and field manager: see the module.
     tasks.push(tokio::spawn(super::model_manager_nodes::run(
         client.clone(),
+    )));
+    tasks.push(tokio::spawn(super::instances::run(
+        client.clone(),
+        ctx.instance_settings.clone(),
+        ctx.resolve.clone(),
     )));
     let _abort = AbortOnDrop(tasks);
     let stores = Stores {
