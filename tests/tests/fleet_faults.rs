@@ -16,8 +16,12 @@
 //!   still had them (`relists` of `GET /apis/workers`, also
 //!   `gpustack_gateway_upstream_relists_total`).
 //!
-//! Each fault lasts `GPUSTACK_FLEET_FAULT_SECS` seconds (default 15, so the suite's run stays a
-//! few minutes; the 30 s for the figures in docs/benchmarks.md). The figures are printed.
+//! Each fault lasts `GPUSTACK_FLEET_FAULT_SECS` seconds (default 15, so the suite's run stays
+//! about 3 minutes; the 30 s for the figures in docs/benchmarks.md). The figures are
+//! printed. `GPUSTACK_FLEET_FAULTS=Partition,Freeze` runs only the faults named (`RestartKept`,
+//! `RestartWiped`, `HubGatewayKilled`, `HubWorkerKilled`, `NewCa`); `GPUSTACK_FLEET_KEEP=1`
+//! leaves the fleet's containers, networks and volumes for a look (the drop prints how to remove
+//! them).
 
 use std::time::{Duration, Instant};
 
