@@ -4,6 +4,9 @@
 pub mod bench;
 pub mod docker;
 pub mod embedded;
+pub mod fleet;
+pub mod fleet_compare;
+pub mod fleet_load;
 pub mod helm;
 pub mod hub;
 pub mod inventory;
