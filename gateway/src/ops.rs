@@ -323,6 +323,34 @@ pub fn render_metrics(
     }
     family(
         &mut out,
+        "gpustack_gateway_upstream_relists_total",
+        "counter",
+        "Lists of a mirrored kind that had been synced before (its stored version could not be resumed, or its watch expired), per upstream since the gateway started.",
+    );
+    for (c, s) in upstreams {
+        let _ = writeln!(
+            out,
+            "gpustack_gateway_upstream_relists_total{{cluster=\"{}\"}} {}",
+            escape(c),
+            s.relists
+        );
+    }
+    family(
+        &mut out,
+        "gpustack_gateway_upstream_resumes_total",
+        "counter",
+        "Watches of a mirrored kind resumed from a stored version per upstream since the gateway started.",
+    );
+    for (c, s) in upstreams {
+        let _ = writeln!(
+            out,
+            "gpustack_gateway_upstream_resumes_total{{cluster=\"{}\"}} {}",
+            escape(c),
+            s.resumes
+        );
+    }
+    family(
+        &mut out,
         "gpustack_gateway_store_resource_version",
         "gauge",
         "The newest resourceVersion the store handed out.",

@@ -32,6 +32,23 @@ pub fn docker(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Builds the project's image under `tag` from this build's binary with
+/// `deploy/image/build.sh` (FROM scratch: nothing is pulled); the tag the script printed.
+pub fn build_image(tag: &str) -> String {
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/image/build.sh");
+    let out = Command::new(script)
+        .args(["--binary", crate::binary().to_str().unwrap(), "--tag", tag])
+        .output()
+        .expect("running deploy/image/build.sh");
+    assert!(
+        out.status.success(),
+        "building the image: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 /// Fails (never skips) when the engine does not answer: the tests need it.
 pub fn require_engine() {
     let out = Command::new("docker")

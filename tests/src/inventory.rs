@@ -54,6 +54,17 @@ pub const RX7800XT: Product = Product {
     partitions: &[],
 };
 
+pub const MI210: Product = Product {
+    manufacturer: "amd",
+    id: "instinct-mi210",
+    name: "AMD Instinct MI210",
+    memory_mib: 65536,
+    cores: 104,
+    slices: 4,
+    resource: "amd.com/gpu",
+    partitions: &[],
+};
+
 pub const ASCEND_910B: Product = Product {
     manufacturer: "ascend",
     id: "ascend910b3",

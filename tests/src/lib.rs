@@ -4,10 +4,15 @@
 pub mod bench;
 pub mod docker;
 pub mod embedded;
+pub mod fleet;
+pub mod fleet_compare;
+pub mod fleet_load;
 pub mod helm;
 pub mod hub;
 pub mod inventory;
 pub mod kubelet;
+pub mod kubelet_pods;
+pub mod kueue;
 pub mod machines;
 pub mod preflight;
 pub mod prometheus;

@@ -183,6 +183,32 @@ impl WorkerProcess {
     }
 }
 
+/// How long [`eventually`] waits.
+pub const EVENTUALLY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Polls `check` (with the benchmarks' poll) until it gives a value, failing after
+/// [`EVENTUALLY`] with the last observation and the worker's log.
+pub async fn eventually<T, F, Fut>(what: &str, worker: &WorkerProcess, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let last = std::cell::RefCell::new(String::new());
+    let got = crate::bench::poll(EVENTUALLY, || {
+        let attempt = check();
+        let last = &last;
+        async move { attempt.await.map_err(|seen| *last.borrow_mut() = seen).ok() }
+    })
+    .await;
+    got.unwrap_or_else(|| {
+        panic!(
+            "timed out waiting for {what}; last seen: {}\nworker log:\n{}",
+            last.borrow(),
+            worker.log()
+        )
+    })
+}
+
 /// The LocalQueue name the worker gives the queue of ClusterQueue `name`, computed here
 /// independently of the worker (`gpustack-fnv64-` and the FNV-1a 64 of the name, in hex).
 pub fn local_queue_name(name: &str) -> String {

@@ -12,7 +12,7 @@ use std::{
 
 use gpustack_tests::{
     binary,
-    docker::{docker, require_engine},
+    docker::{build_image, docker, require_engine},
     embedded::{DEADLINE, GatewayProcess, free_port, wait_until},
     machines::amd,
     operator,
@@ -36,16 +36,7 @@ impl Image {
             "gpustack/gpustack-operator:test-{}-{test}",
             std::process::id()
         );
-        let out = Command::new(checkout().join("deploy/image/build.sh"))
-            .args(["--binary", binary().to_str().unwrap(), "--tag", &tag])
-            .output()
-            .expect("running deploy/image/build.sh");
-        assert!(
-            out.status.success(),
-            "building the image: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), tag);
+        assert_eq!(build_image(&tag), tag);
         Image { tag }
     }
 

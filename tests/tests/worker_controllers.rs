@@ -2,7 +2,7 @@
 //! fed Nodes and `Devices` shaped like real GPU machines (tests/src/inventory.rs), building the
 //! Kueue chain and keeping it true as nodes, cards, settings and namespaces change.
 
-use std::{collections::BTreeSet, future::Future, time::Duration};
+use std::{collections::BTreeSet, time::Duration};
 
 use gpustack_api::{
     instance_type::InstanceType,
@@ -11,7 +11,7 @@ use gpustack_api::{
 use gpustack_tests::{
     embedded::GatewayProcess,
     inventory::{A100_MIG, H100, Machine, RX7800XT, devices_resource, publish},
-    worker::WorkerProcess,
+    worker::{WorkerProcess, eventually},
 };
 use k8s_openapi::api::{
     coordination::v1::Lease,
@@ -42,29 +42,6 @@ fn local_queue(cq: &str) -> String {
 
 fn hostname_profile() -> String {
     format!("fnv64-{}", fnv1a("kubernetes.io/hostname"))
-}
-
-/// Polls `check` (with the benchmarks' poll) until it gives a value, failing after `WAIT`
-/// with the last observation.
-async fn eventually<T, F, Fut>(what: &str, worker: &WorkerProcess, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let last = std::cell::RefCell::new(String::new());
-    let got = gpustack_tests::bench::poll(WAIT, || {
-        let attempt = check();
-        let last = &last;
-        async move { attempt.await.map_err(|seen| *last.borrow_mut() = seen).ok() }
-    })
-    .await;
-    got.unwrap_or_else(|| {
-        panic!(
-            "timed out waiting for {what}; last seen: {}\nworker log:\n{}",
-            last.borrow(),
-            worker.log()
-        )
-    })
 }
 
 async fn client(gw: &GatewayProcess) -> kube::Client {
@@ -1308,4 +1285,82 @@ async fn a_plan_naming_a_drifted_topology_is_refused_and_reported() {
     .await;
     let t = topologies.get(&name).await.unwrap();
     assert_eq!(topology_levels(&t), ["kubernetes.io/hostname"]);
+}
+
+/// An object the API server stores but the worker's types cannot read (here a LocalQueue
+/// written under a newer Kueue whose schema lets `spec` hold anything) is skipped and named in
+/// the log; every other object of its kind is still followed, so new namespaces still get their
+/// LocalQueues.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_object_the_worker_cannot_read_stops_nothing() {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
+    let w = WorkerProcess::start(&gw, &tmp.path().join("worker"), &["--disable-auths"], &[]);
+    let c = client(&gw).await;
+    let cqs: Api<ClusterQueue> = Api::all(c.clone());
+    put(&c, &Machine::gpu("gpu-a", H100, 8)).await;
+    queue_is(&w, &cqs, NVIDIA_IT, &[(h100_flavor(8), 8 * M)]).await;
+
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(c.clone());
+    let crd = crds.get("localqueues.kueue.x-k8s.io").await.unwrap();
+    let loose: Vec<_> = (0..crd.spec.versions.len())
+        .map(|i| {
+            json!({"op": "replace",
+                   "path": format!("/spec/versions/{i}/schema/openAPIV3Schema/properties/spec"),
+                   "value": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}})
+        })
+        .collect();
+    crds.patch(
+        "localqueues.kueue.x-k8s.io",
+        &PatchParams::default(),
+        &Patch::<()>::Json(serde_json::from_value(json!(loose)).unwrap()),
+    )
+    .await
+    .unwrap();
+    let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", "LocalQueue");
+    let odd: Api<DynamicObject> =
+        Api::namespaced_with(c.clone(), "default", &ApiResource::from_gvk(&gvk));
+    let unreadable: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "odd", "namespace": "default"},
+        "spec": {"clusterQueue": {"not": "a name"}},
+    }))
+    .unwrap();
+    eventually("the unreadable LocalQueue stored", &w, || async {
+        odd.create(&PostParams::default(), &unreadable)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-c"}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let team_lqs: Api<LocalQueue> = Api::namespaced(c.clone(), "team-c");
+    let want: BTreeSet<String> = names(&cqs).await.iter().map(|q| local_queue(q)).collect();
+    eventually(
+        "team-c's local queues beside the unreadable one",
+        &w,
+        || async {
+            let have = names(&team_lqs).await;
+            (have == want)
+                .then_some(())
+                .ok_or_else(|| format!("{have:?} want {want:?}"))
+        },
+    )
+    .await;
+    eventually("the skipped object named in the log", &w, || async {
+        let log = w.log();
+        log.lines()
+            .find(|l| l.contains("skipping an object that cannot be read") && l.contains("odd"))
+            .map(|_| ())
+            .ok_or_else(|| "no line yet".to_owned())
+    })
+    .await;
 }

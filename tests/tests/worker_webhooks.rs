@@ -921,7 +921,7 @@ fn instance(name: &str, resources: Value, privileged: bool) -> Value {
     json!({
         "apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Instance",
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"instanceType": "h100", "resources": resources, "privileged": privileged},
+        "spec": {"type": "h100", "resources": resources, "privileged": privileged},
     })
 }
 
@@ -934,7 +934,8 @@ fn instances_fit_their_pool_and_privileges_follow_the_settings() {
     status["acceleratorSliced"] = json!({"onceMaxRequest": 100, "remaining": 800, "capacity": 800});
     c.instance_type("h100", Some(status));
 
-    // Defaulted: a slice is one card with all its cores' time.
+    // Defaulted: a slice is one card with all its cores' time, and its share of the unit's
+    // CPU and memory (overcommit is on by default: always recomputed).
     c.create_ok(
         "slice",
         &instance(
@@ -946,7 +947,8 @@ fn instances_fit_their_pool_and_privileges_follow_the_settings() {
     let got = c.get_json(&["get", "instances.v1alpha1.worker.gpustack.ai", "slice"]);
     assert_eq!(
         got["spec"]["resources"],
-        json!({"accelerator": 1, "acceleratorSlicedCoresPercentage": 100, "acceleratorSlicedMemoryPercentage": 25})
+        json!({"accelerator": 1, "acceleratorSlicedCoresPercentage": 100, "acceleratorSlicedMemoryPercentage": 25,
+               "cpu": "2", "ram": "16Gi", "localStorage": "15Gi"})
     );
     c.create_ok(
         "two",
@@ -973,10 +975,10 @@ fn instances_fit_their_pool_and_privileges_follow_the_settings() {
             "spec.resources.accelerator: Invalid value: \"9\": must be from 1 to the pool's capacity of 8 cards",
         ),
         (
-            "too-much-ram",
-            json!({"accelerator": 1, "ram": "65Gi"}),
+            "too-much-storage",
+            json!({"accelerator": 1, "localStorage": "101Gi"}),
             false,
-            "spec.resources.ram: Invalid value: \"65Gi\": must not exceed the unit's memory times the units taken",
+            "spec.resources.localStorage: Invalid value: \"101Gi\": must not exceed the pool's local storage",
         ),
         (
             "privileged",
@@ -993,6 +995,48 @@ fn instances_fit_their_pool_and_privileges_follow_the_settings() {
         );
         assert!(err.contains(message), "{name}: {err}");
     }
+
+    // A pool that does not exist is named.
+    let mut missing = instance("missing", json!({"accelerator": 1}), false);
+    missing["spec"]["type"] = json!("gone");
+    let err = c.refused("missing", &missing);
+    assert!(
+        err.contains("spec.type: Invalid value: \"gone\": instance type gone does not exist"),
+        "{err}"
+    );
+
+    // Frozen while it runs: only a stop (then a start) changes what it is.
+    let patch = |body: Value| {
+        c.gw.kubectl(&[
+            "patch",
+            "instances.v1alpha1.worker.gpustack.ai",
+            "two",
+            "--type=merge",
+            "-p",
+            &body.to_string(),
+        ])
+    };
+    let out = patch(json!({"spec": {"image": "other:1"}}));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains(
+                "spec.image: Forbidden: is immutable while the instance runs; stop it first"
+            ),
+        "{err}"
+    );
+    let out = patch(json!({"spec": {"stop": true}}));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = patch(json!({"spec": {"volume": {"ephemeral": {"capacity": "2Gi"}}}}));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("spec.volume: Forbidden: is immutable"),
+        "{err}"
+    );
 
     // Allowed once the setting says so (the worker follows the Settings Secret).
     c.setting("instance-privileged-allowed", "true");

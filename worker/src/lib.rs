@@ -17,6 +17,7 @@ pub mod auth;
 pub mod controllers;
 pub mod fleet;
 pub mod install;
+pub mod lenient_watch;
 pub mod local_node;
 pub mod names;
 pub mod run;

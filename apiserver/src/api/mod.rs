@@ -13,6 +13,8 @@ pub mod csr;
 pub mod disruption;
 pub mod field_errors;
 pub(crate) mod handlers;
+pub mod metadata_rules;
+pub mod node_ports;
 pub mod objects;
 pub mod patch;
 pub mod pipeline;

@@ -504,8 +504,51 @@ pub fn validate(
     walk.errors
 }
 
-/// `obj` when it satisfies its custom kind's schema (built-in kinds are not checked), else the
-/// 422 error; `old` is the object an update replaces.
+/// Refuses, as kube-apiserver's decoder does (400), an object whose metadata or (for a
+/// built-in kind) whose body has a field of the wrong type.
+fn decodes(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
+    let version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .map_or("", |v| v.rsplit('/').next().unwrap_or(v));
+    let failure = super::metadata_rules::undecodable(obj).or_else(|| {
+        gpustack_kube_rest::builtin_schemas::decode_typed(&def.group, version, &def.kind, obj)
+            .and_then(Result::err)
+    });
+    match failure {
+        None => Ok(()),
+        Some(e) => {
+            let kind = &def.kind;
+            let mut why = e.to_string();
+            why.truncate(MAX_ECHOED_VALUE * 2);
+            Err(ApiError::bad_request(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}"
+            )))
+        }
+    }
+}
+
+/// A Secret's `type` is fixed at creation (unset reads as `Opaque`).
+fn secret_type_kept(obj: &Value, old: Option<&Value>) -> Option<FieldError> {
+    let type_of = |o: &Value| {
+        o.get("type")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .unwrap_or("Opaque")
+            .to_owned()
+    };
+    let (new, old) = (type_of(obj), type_of(old?));
+    (new != old).then(|| FieldError {
+        problem: Problem::Invalid,
+        field: "type".into(),
+        value: Some(Value::String(new)),
+        detail: "field is immutable".into(),
+    })
+}
+
+/// `obj` when its metadata follows the rules every kind's does, its built-in kind decodes and
+/// it satisfies its custom kind's schema, else the 400 or 422 error; `old` is the object an
+/// update replaces.
 pub fn validated(
     patterns: &Patterns,
     def: &ResourceDef,
@@ -513,17 +556,27 @@ pub fn validated(
     old: Option<&Value>,
 ) -> Result<Value, ApiError> {
     within_object_limit(&obj)?;
+    decodes(def, &obj)?;
+    let name_of = |obj: &Value| {
+        obj.pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let mut problems = super::metadata_rules::problems(&obj);
+    if def.group.is_empty() && def.kind == "Secret" {
+        problems.extend(secret_type_kept(&obj, old));
+    }
+    if !problems.is_empty() {
+        return Err(invalid(&def.kind, &def.group, &name_of(&obj), &problems));
+    }
     if def.group.is_empty() && def.kind == "Pod" {
         let mut problems = super::pod_resources::problems(&obj);
         if let Some(old) = old {
             problems.extend(super::pod_update::problems(old, &obj));
         }
         if !problems.is_empty() {
-            let name = obj
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            return Err(invalid("Pod", "", name, &problems));
+            return Err(invalid("Pod", "", &name_of(&obj), &problems));
         }
     }
     let Some(schema) = def.custom_schema() else {
@@ -533,11 +586,7 @@ pub fn validated(
     if errors.is_empty() {
         return Ok(obj);
     }
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    Err(invalid(&def.kind, &def.group, name, &errors))
+    Err(invalid(&def.kind, &def.group, &name_of(&obj), &errors))
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use k8s_openapi::{
     kube_aggregator::pkg::apis::apiregistration,
 };
 use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -34,9 +35,14 @@ const FREE_FORM: &[&str] = &[
     "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON",
 ];
 
+/// What is done with each built-in kind: its schema collected, or an object decoded as it.
+trait Kinds {
+    fn add<T: JsonSchema + Resource + DeserializeOwned>(&mut self);
+}
+
 /// The kinds with a schema: those the embedded cluster serves or is about to, keyed by their
 /// group, version and kind (a [`ResourceDef`] picks its own up by those).
-fn add_kinds(c: &mut Collector) {
+fn add_kinds(c: &mut impl Kinds) {
     use api::{
         admissionregistration::v1 as admission, apps::v1 as apps, authentication::v1 as authn,
         authorization::v1 as authz, batch::v1 as batch, certificates::v1 as certificates,
@@ -95,8 +101,8 @@ struct Collector {
 /// A group, version and kind.
 type Gvk = (&'static str, &'static str, &'static str);
 
-impl Collector {
-    fn add<T: JsonSchema + Resource>(&mut self) {
+impl Kinds for Collector {
+    fn add<T: JsonSchema + Resource + DeserializeOwned>(&mut self) {
         if let Some(g) = &mut self.generator {
             g.subschema_for::<T>();
         }
@@ -105,6 +111,40 @@ impl Collector {
             (T::GROUP, T::VERSION, T::KIND),
         ));
     }
+}
+
+/// Decodes one object as the typed form of its kind, when that kind is built in.
+struct Decoder<'a> {
+    gvk: (&'a str, &'a str, &'a str),
+    object: &'a Value,
+    outcome: Option<Result<(), serde_json::Error>>,
+}
+
+impl Kinds for Decoder<'_> {
+    fn add<T: JsonSchema + Resource + DeserializeOwned>(&mut self) {
+        if self.outcome.is_none() && self.gvk == (T::GROUP, T::VERSION, T::KIND) {
+            self.outcome = Some(T::deserialize(self.object).map(|_| ()));
+        }
+    }
+}
+
+/// Whether `object` decodes as the built-in kind `group`/`version`/`kind` (`None`: not a
+/// built-in kind). kube-apiserver decodes every write into its Go type first, so a field of
+/// the wrong type (`containers: "nope"`, a number for a label, Secret data that is not base64)
+/// is refused before anything is stored; this is that decoder, with k8s-openapi's types.
+pub fn decode_typed(
+    group: &str,
+    version: &str,
+    kind: &str,
+    object: &Value,
+) -> Option<Result<(), serde_json::Error>> {
+    let mut d = Decoder {
+        gvk: (group, version, kind),
+        object,
+        outcome: None,
+    };
+    add_kinds(&mut d);
+    d.outcome
 }
 
 /// The kinds the built-in document defines, known without generating it.
@@ -400,5 +440,29 @@ mod tests {
         ] {
             assert!(kind_definition(&doc, g, "v1", k).is_some(), "{g}/{k}");
         }
+    }
+}
+
+#[cfg(test)]
+mod decode_tests {
+    use super::*;
+
+    #[test]
+    fn built_in_kinds_decode_as_their_types() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "resources": {"limits": {"cpu": 1, "nvidia.com/gpu": "1"}}}]}});
+        assert!(matches!(decode_typed("", "v1", "Pod", &pod), Some(Ok(()))));
+        let bad = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": "nope"}});
+        assert!(matches!(decode_typed("", "v1", "Pod", &bad), Some(Err(_))));
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"k": "not base64!"}});
+        assert!(matches!(
+            decode_typed("", "v1", "Secret", &secret),
+            Some(Err(_))
+        ));
+        // Kinds that are not built in are for their own schemas to judge.
+        assert!(decode_typed("kueue.x-k8s.io", "v1beta2", "LocalQueue", &bad).is_none());
     }
 }

@@ -24,7 +24,7 @@
 //! kind the upstream does not serve is reported in status and looked for again on the same
 //! schedule (a CRD may be installed later), while the served kinds are mirrored. Then one
 //! watcher per kind (with kube-runtime's default backoff) and a health probe
-//! (`/version` every [`MirrorOptions::probe_interval`], same timeout) that notices an upstream
+//! (`/version` every [`MirrorOptions::probe_interval`], within [`MirrorOptions::probe_timeout`]) that notices an upstream
 //! that is down or frozen while its watches are silent. The upstream's CRD of each mirrored kind
 //! is stored in the mirror too, so after a gateway restart the stored mirror is served at once,
 //! before the upstreams are reached.
@@ -42,6 +42,7 @@
 pub mod backoff;
 pub mod config;
 pub mod failure;
+mod identity;
 pub use gpustack_apiserver::store::fleet;
 pub mod kinds;
 pub mod kubeconfig_policy;
@@ -57,6 +58,6 @@ pub mod subscriptions;
 pub use config::{Access, ConnMode, Upstream, UpstreamsError};
 pub use failure::MirrorError;
 pub use failure::{FailurePhase, MirrorFailure};
-pub use run::{Mirror, MirrorOptions, connect, def_from_discovery};
+pub use run::{Mirror, MirrorOptions, UPSTREAM_VERSION, connect, def_from_discovery};
 pub use status::{Phase, StatusBoard};
 pub use subscriptions::{Outcome, SubscribeError, Subscriptions};

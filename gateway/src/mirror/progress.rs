@@ -77,6 +77,18 @@ impl Progress {
         }
     }
 
+    /// Forgets the stored version (the upstream is another cluster now): the next run lists.
+    pub async fn forget(&self) {
+        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = Latest::default();
+        let written = self
+            .store
+            .set_mirror_progress(&self.cluster, &self.group, &self.resource, None)
+            .await;
+        if let Err(e) = written {
+            tracing::warn!(cluster = %self.cluster, resource = %self.resource, error = %e, "forgetting watch progress failed");
+        }
+    }
+
     /// Flushes every `period` until aborted.
     pub async fn flush_every(self, period: Duration) {
         let mut tick = tokio::time::interval(period);

@@ -21,9 +21,10 @@ use serde_json::Value;
 use tokio::{sync::Notify, task::JoinSet};
 
 use super::{
-    backoff::Backoff,
+    backoff::{Backoff, WatchRetry},
     config::{Access, Upstream},
     failure::{MirrorError, MirrorFailure, WatchFailure},
+    identity,
     kinds::MirroredKind,
     kubeconfig_policy,
     probe::ask_version,
@@ -51,6 +52,9 @@ pub struct MirrorOptions {
     /// How often a reached upstream is probed (`/version`); also how long it must stay without
     /// failures before `Degraded` turns back into `Ready`.
     pub probe_interval: Duration,
+    /// How long a probe may take (at most the readiness timeout): an upstream that does not
+    /// answer `/version` within it is `Degraded`.
+    pub probe_timeout: Duration,
 }
 
 impl Default for MirrorOptions {
@@ -59,7 +63,11 @@ impl Default for MirrorOptions {
             kinds: super::kinds::default_kinds(),
             readiness_timeout: Duration::from_secs(30),
             backoff: Backoff::default(),
-            probe_interval: Duration::from_secs(10),
+            // A partitioned or frozen upstream was shown Degraded only 10 s + 30 s (the
+            // readiness timeout) after it was lost, so a 30 s partition could pass unseen
+            // (issue 35's container fleet); now within 5 s + 3 s.
+            probe_interval: Duration::from_secs(5),
+            probe_timeout: Duration::from_secs(3),
         }
     }
 }
@@ -124,6 +132,18 @@ const READ_AHEAD: usize = 8;
 /// together, interleaved runs synced about 5% slower.
 const LIST_PAGE: u32 = 25;
 
+/// What the probe tells the watches when the upstream is back: how many times it came back,
+/// and whether it came back as another cluster (then they list instead of resuming).
+#[derive(Clone, Copy, Debug, Default)]
+struct Reconnect {
+    count: u64,
+    another_cluster: bool,
+}
+
+/// The annotation holding a mirrored object's resourceVersion in its upstream (the mirror
+/// serves the gateway's own): what a reader compares a mirror against its upstream with.
+pub const UPSTREAM_VERSION: &str = "gpustack.ai/upstream-resource-version";
+
 /// How often each kind's watch progress is written to the store.
 const PROGRESS_FLUSH: Duration = Duration::from_secs(1);
 
@@ -160,8 +180,18 @@ impl Mirror {
             tracing::info!(upstream = %name, retry_in = ?wait, "upstream not ready");
             tokio::time::sleep(wait).await;
         };
+        // A new cluster under this name: what was stored of the old one's watches goes.
+        if identity::changed(&self.store, &name, &client).await {
+            tracing::warn!(upstream = %name, "the upstream is another cluster than before (its default namespace's uid changed): listing it again");
+            for (_, resource, _) in &served {
+                self.progress_of(resource).forget().await;
+                self.board.count_relist(&name);
+            }
+        }
         let mut tasks = JoinSet::new();
-        tasks.spawn(self.clone().probe(client.clone()));
+        let (reconnect, _) = tokio::sync::watch::channel(Reconnect::default());
+        let reconnect = Arc::new(reconnect);
+        tasks.spawn(self.clone().probe(client.clone(), reconnect.clone()));
         let mut missing = self.kinds();
         let mut watched = Vec::new();
         let mut attempt = 0u32;
@@ -188,7 +218,11 @@ impl Mirror {
                 );
             }
             for (kind, resource, _) in served {
-                tasks.spawn(self.clone().watch(client.clone(), kind, resource));
+                let told = reconnect.subscribe();
+                tasks.spawn(
+                    self.clone()
+                        .watch_reconnecting(client.clone(), kind, resource, told),
+                );
             }
             if missing.is_empty() {
                 break;
@@ -294,6 +328,50 @@ impl Mirror {
         self.registry.register(cluster, &crd_name, def);
     }
 
+    /// [`Mirror::watch`], started again on a new connection each time the probe tells that the
+    /// upstream is back after it was lost: a connection that lived through a partition can sit
+    /// in TCP's retransmission backoff for many seconds after the network heals (the container
+    /// fleet's partitions took 12 s to converge), while a new one answers at once. The watch
+    /// resumes from the version it had stored, so nothing is listed again.
+    async fn watch_reconnecting(
+        self,
+        mut client: Client,
+        kind: MirroredKind,
+        resource: ApiResource,
+        mut reconnect: tokio::sync::watch::Receiver<Reconnect>,
+    ) {
+        loop {
+            tokio::select! {
+                () = self.clone().watch(client.clone(), kind.clone(), resource.clone()) => return,
+                told = reconnect.changed() => {
+                    if told.is_err() {
+                        return;
+                    }
+                    // The old watch is gone (and its progress flusher with it).
+                    if reconnect.borrow_and_update().another_cluster {
+                        self.progress_of(&resource).forget().await;
+                        self.board.count_relist(&self.upstream.name);
+                    }
+                    match connect(&self.upstream).await {
+                        Ok(fresh) => client = fresh,
+                        Err(e) => self.failed(e),
+                    }
+                    tracing::info!(upstream = %self.upstream.name, kind = %kind.label(), "the upstream is back: watching on a new connection");
+                }
+            }
+        }
+    }
+
+    /// The stored watch progress of `resource`.
+    fn progress_of(&self, resource: &ApiResource) -> Progress {
+        Progress::new(
+            HubStore::new(self.store.clone()),
+            &self.upstream.name,
+            &resource.group,
+            &resource.plural,
+        )
+    }
+
     /// Mirrors one kind until aborted: resumes the previous run's watch if the upstream still
     /// has its version, else (or once that fails) lists and watches with kube-runtime's
     /// watcher, which retries with backoff on its own.
@@ -314,14 +392,18 @@ impl Mirror {
             label.clone(),
             recount.clone(),
         )));
-        if let Some(rv) = progress.stored().await {
+        // A list is a relist when this kind was synced before: a stored version that could not
+        // be resumed, or an earlier list of this watch (kube-runtime lists again after a 410).
+        let stored = progress.stored().await;
+        let mut synced_before = stored.is_some();
+        if let Some(rv) = stored {
             let why = self
                 .resume(&api, &resource, &label, rv, &progress, &recount)
                 .await;
             tracing::info!(upstream = %cluster, kind = %label, reason = %self.redact(&why.to_string()), "relisting");
         }
         let config = watcher::Config::default().page_size(LIST_PAGE);
-        let mut events = chunked(watcher(api, config).default_backoff());
+        let mut events = chunked(watcher(api, config).backoff(WatchRetry::default()));
         let mut list = Relist::default();
         let mut live = Vec::new();
         let mut in_flight = None;
@@ -350,7 +432,8 @@ impl Mirror {
                 .await;
                 let outcome = match event {
                     Ok(e) => {
-                        self.relist_step(e, &mut list, &resource, &label, &progress)
+                        let step = (&mut list, &mut synced_before);
+                        self.relist_step(e, step, &resource, &label, &progress)
                             .await
                     }
                     Err(e) => Err(MirrorFailure::watcher(&label, e)),
@@ -377,7 +460,7 @@ impl Mirror {
     async fn relist_step(
         &self,
         event: watcher::Event<DynamicObject>,
-        list: &mut Relist,
+        (list, synced_before): (&mut Relist, &mut bool),
         resource: &ApiResource,
         label: &str,
         progress: &Progress,
@@ -411,6 +494,9 @@ impl Mirror {
                 self.update_count(resource, label).await;
                 self.board
                     .record(&self.upstream.name, Happening::Listed(label.to_owned()));
+                if std::mem::replace(synced_before, true) {
+                    self.board.count_relist(&self.upstream.name);
+                }
                 Ok(())
             }
             // Not list events: the caller writes these as changes.
@@ -465,6 +551,7 @@ impl Mirror {
                 tracing::info!(upstream = %self.upstream.name, kind = %label, %rv, "resumed the watch");
                 self.board
                     .record(&self.upstream.name, Happening::Listed(label.to_owned()));
+                self.board.count_resume(&self.upstream.name);
                 recount.notify_one();
             }
             while let Some(chunk) = stream.next().await {
@@ -626,6 +713,13 @@ impl Mirror {
             mut metadata, data, ..
         } = obj;
         metadata.managed_fields = None;
+        // The gateway serves its own versions; the upstream's stays readable beside them.
+        if let Some(rv) = &metadata.resource_version {
+            metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(UPSTREAM_VERSION.to_owned(), rv.clone());
+        }
         let key = ObjectKey {
             cluster: self.upstream.name.clone(),
             group: resource.group.clone(),
@@ -678,15 +772,45 @@ impl Mirror {
     }
 
     /// Asks the upstream for its version every probe interval: detects an upstream that is
-    /// down or frozen even while its watches have nothing to say.
-    async fn probe(self, client: Client) {
+    /// down or frozen even while its watches have nothing to say. Once it has failed, it asks
+    /// on a new connection, and when the upstream answers again tells the watches to reconnect
+    /// (`reconnect` counts the recoveries).
+    async fn probe(
+        self,
+        mut client: Client,
+        reconnect: Arc<tokio::sync::watch::Sender<Reconnect>>,
+    ) {
         let mut tick = tokio::time::interval(self.options.probe_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut lost = false;
         loop {
             tick.tick().await;
-            match ask_version(&client, self.options.readiness_timeout).await {
-                Ok(()) => self.board.record(&self.upstream.name, Happening::ProbeOk),
-                Err(e) => self.failed(e),
+            if lost && let Ok(fresh) = connect(&self.upstream).await {
+                client = fresh;
+            }
+            let timeout = self
+                .options
+                .probe_timeout
+                .min(self.options.readiness_timeout);
+            match ask_version(&client, timeout).await {
+                Ok(()) => {
+                    if std::mem::take(&mut lost) {
+                        let another =
+                            identity::changed(&self.store, &self.upstream.name, &client).await;
+                        if another {
+                            tracing::warn!(upstream = %self.upstream.name, "the upstream came back as another cluster (its default namespace's uid changed): listing it again");
+                        }
+                        reconnect.send_modify(|r| {
+                            r.count += 1;
+                            r.another_cluster = another;
+                        });
+                    }
+                    self.board.record(&self.upstream.name, Happening::ProbeOk);
+                }
+                Err(e) => {
+                    lost = true;
+                    self.failed(e);
+                }
             }
         }
     }

@@ -57,6 +57,11 @@ pub struct UpstreamStatus {
     pub last_error_phase: Option<FailurePhase>,
     /// Failures seen since the gateway started, by phase.
     pub failures: BTreeMap<FailurePhase, u64>,
+    /// Since the gateway started: lists of a kind that had been synced before (its stored
+    /// version could not be resumed, or its watch expired), and watches resumed from a stored
+    /// version without a list. Kept across a forced re-subscribe.
+    pub relists: u64,
+    pub resumes: u64,
 }
 
 impl Default for UpstreamStatus {
@@ -72,6 +77,8 @@ impl Default for UpstreamStatus {
             counts: BTreeMap::new(),
             last_error_phase: None,
             failures: BTreeMap::new(),
+            relists: 0,
+            resumes: 0,
         }
     }
 }
@@ -170,6 +177,8 @@ impl UpstreamStatus {
             "lastErrorPhase": self.last_error_phase.map(FailurePhase::as_str),
             "notServed": self.not_served,
             "counts": self.counts,
+            "relists": self.relists,
+            "resumes": self.resumes,
         })
     }
 }
@@ -192,15 +201,35 @@ impl StatusBoard {
 
     /// Starts tracking `cluster` as `Pending`; `last_sync_time` is when a previous run last
     /// had it in sync, if it did (its mirror is still served from the store).
+    /// A subscription replaced (forced) keeps its list and resume counts.
     pub fn add(&self, cluster: &str, last_sync_time: Option<Timestamp>) {
         let mut m = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let (relists, resumes) = m.get(cluster).map_or((0, 0), |s| (s.relists, s.resumes));
         m.insert(
             cluster.to_owned(),
             UpstreamStatus {
                 last_sync_time,
+                relists,
+                resumes,
                 ..UpstreamStatus::default()
             },
         );
+    }
+
+    /// Counts a relist of one of `cluster`'s kinds.
+    pub fn count_relist(&self, cluster: &str) {
+        let mut m = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = m.get_mut(cluster) {
+            s.relists += 1;
+        }
+    }
+
+    /// Counts a watch of one of `cluster`'s kinds resumed from a stored version.
+    pub fn count_resume(&self, cluster: &str) {
+        let mut m = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = m.get_mut(cluster) {
+            s.resumes += 1;
+        }
     }
 
     /// Stops tracking `cluster`.

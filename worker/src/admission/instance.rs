@@ -8,6 +8,7 @@ use gpustack_api::{
     instance::{InstanceResources, InstanceSpec},
     instance_type::InstanceType,
 };
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
 use super::{quantity::Quantity, reasons::Reason, verdict::FieldError};
@@ -21,20 +22,192 @@ pub struct Privileges {
     pub host_path: bool,
 }
 
-/// The defaulted object: a slice takes one card and, unless told, all its cores' time; a
-/// partition one card.
-pub fn default(instance: &Value) -> Value {
+fn mib() -> Quantity {
+    Quantity::parse("1Mi").expect("a quantity")
+}
+
+/// Local storage an Instance gets when it names none (at most the pool's).
+const DEFAULT_LOCAL_STORAGE: &str = "15Gi";
+
+fn absent_or_zero(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => Quantity::parse(s).is_ok_and(|q| q.is(0)),
+        _ => false,
+    }
+}
+
+/// The share of a unit an accelerated request takes, in percent: a partition its profile's
+/// part of the card's memory (1–100), a slice its memory percentage, whole cards 100 each.
+fn unit_share(r: &Value, it: &InstanceType) -> i64 {
+    let detail = it.status.as_ref().and_then(|s| s.detail.as_ref());
+    if let Some(profile) = r["acceleratorPartitionedProfile"].as_str() {
+        let card = detail.and_then(|d| d.memory_mib());
+        let part = detail
+            .and_then(|d| d.sliced_detail.as_ref())
+            .and_then(|d| d.physical.as_ref())
+            .and_then(|p| p.profiles.iter().find(|p| p.name == profile))
+            .map(|p| p.memory_mib);
+        return match (part, card) {
+            (Some(part), Some(card)) if card > 0 => {
+                ((part as i64 * 100) / card as i64).clamp(1, 100)
+            }
+            _ => 100,
+        };
+    }
+    if let Some(p) = r["acceleratorSlicedMemoryPercentage"]
+        .as_i64()
+        .filter(|p| *p > 0)
+    {
+        return p;
+    }
+    r["accelerator"].as_i64().unwrap_or(1).max(1) * 100
+}
+
+/// The defaulted object: the pull policy, the workspace's mount and the resources an Instance
+/// leaves out. A slice or a partition is one card (a slice with all its cores' time unless
+/// told); CPU and memory follow the pool's unit times the share taken (always, with
+/// `overcommit`; otherwise only when not given); local storage is 15Gi, at most the pool's.
+/// Without its pool (or stopped) only the plain fields are filled.
+pub fn default(instance: &Value, it: Option<&InstanceType>, overcommit: bool) -> Value {
     let mut out = instance.clone();
-    let r = &mut out["spec"]["resources"];
+    let spec = &mut out["spec"];
+    if spec["imagePullPolicy"].is_null() {
+        spec["imagePullPolicy"] = json!("IfNotPresent");
+    }
+    if spec["volumeMount"].is_null() {
+        spec["volumeMount"] = json!("/workspace");
+    }
+    if !spec["resources"].is_object() {
+        spec["resources"] = json!({});
+    }
+    let stopped = spec["stop"].as_bool() == Some(true);
+    let r = &mut spec["resources"];
     let slice = !r["acceleratorSlicedMemoryPercentage"].is_null();
     let partition = !r["acceleratorPartitionedProfile"].is_null();
-    if (slice || partition) && r["accelerator"].is_null() {
+    if (slice || partition) && absent_or_zero(&r["accelerator"]) {
         r["accelerator"] = json!(1);
     }
     if slice && r["acceleratorSlicedCoresPercentage"].is_null() {
         r["acceleratorSlicedCoresPercentage"] = json!(100);
     }
+    let Some(it) = it.filter(|_| !stopped) else {
+        return out;
+    };
+    let unit = |what: &str| {
+        let u = it.spec.unit_resources.as_ref()?;
+        Quantity::parse(if what == "cpu" {
+            u.cpu.as_deref()?
+        } else {
+            u.ram.as_deref()?
+        })
+        .ok()
+    };
+    let (cpu, ram) = if it.spec.acceleratable.unwrap_or(false) {
+        if r["accelerator"].is_null() {
+            r["accelerator"] = json!(1);
+        }
+        let share = unit_share(r, it);
+        (
+            unit("cpu").map(|u| u.percent(share)),
+            unit("ram").map(|u| u.percent(share).ceil_to(mib())),
+        )
+    } else {
+        if absent_or_zero(&r["cpu"]) {
+            r["cpu"] = json!(1);
+        }
+        let n = match &r["cpu"] {
+            Value::Number(n) => n.as_i64(),
+            Value::String(s) => Quantity::parse(s).ok().and_then(Quantity::whole),
+            _ => None,
+        };
+        (None, n.and_then(|n| unit("ram")?.times(n)))
+    };
+    for (key, q) in [("cpu", cpu), ("ram", ram)] {
+        if let Some(q) = q.filter(|_| overcommit || absent_or_zero(&r[key])) {
+            r[key] = json!(q.to_string());
+        }
+    }
+    if r["localStorage"].is_null() {
+        let mut storage = Quantity::parse(DEFAULT_LOCAL_STORAGE).expect("a quantity");
+        if let Some(cap) = it
+            .spec
+            .local_storage
+            .as_deref()
+            .and_then(|s| Quantity::parse(s).ok())
+        {
+            storage = storage.min(cap);
+        }
+        r["localStorage"] = json!(storage.to_string());
+    }
     out
+}
+
+/// The fields frozen while an Instance runs (changed only across a stop and start).
+const FROZEN: &[&str] = &[
+    "type",
+    "image",
+    "imagePullPolicy",
+    "command",
+    "privileged",
+    "ports",
+    "env",
+    "volumeMount",
+    "imagePullSecret",
+    "resources",
+    "sshPublicKey",
+    "nodeName",
+    "hostPathVolumes",
+];
+
+/// What is wrong with an update from `old` (whose phase is `old_phase`) to `new`: the
+/// workspace never changes; nothing but the display fields and `stop` changes while it runs;
+/// it starts only once stopped.
+pub fn validate_update(old: &Value, old_phase: &str, new: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let field = |v: &Value, k: &str| v["spec"].get(k).cloned().unwrap_or(Value::Null);
+    if field(old, "volume") != field(new, "volume") {
+        errors.push(FieldError::forbidden(
+            "spec.volume",
+            "is immutable",
+            Reason::FieldImmutable,
+        ));
+    }
+    let stopped = |v: &Value| v["spec"]["stop"].as_bool() == Some(true);
+    if !stopped(old) {
+        for k in FROZEN {
+            if field(old, k) != field(new, k) {
+                errors.push(FieldError::forbidden(
+                    format!("spec.{k}"),
+                    "is immutable while the instance runs; stop it first",
+                    Reason::FieldImmutable,
+                ));
+            }
+        }
+    } else if !stopped(new) && old_phase != "Stopped" {
+        errors.push(FieldError::forbidden(
+            "spec.stop",
+            format!(
+                "can only start stopped instance (it is {})",
+                if old_phase.is_empty() {
+                    "stopping"
+                } else {
+                    old_phase
+                }
+            ),
+            Reason::NotStopped,
+        ));
+    }
+    errors
+}
+
+/// A CPU amount as written (`4`, `1500m`).
+pub fn cpu_text(cpu: &IntOrString) -> String {
+    match cpu {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(s) => s.clone(),
+    }
 }
 
 fn percent_ok(p: Option<i64>) -> bool {
@@ -152,6 +325,30 @@ pub fn validate(
     it: Option<&InstanceType>,
     allowed: Privileges,
 ) -> Vec<FieldError> {
+    let mut errors = privileges(spec, allowed);
+    if spec.instance_type.is_empty() {
+        errors.push(FieldError::required(
+            "spec.type",
+            "type must be specified",
+            Reason::FieldRequired,
+        ));
+        return errors;
+    }
+    let Some(it) = it else {
+        errors.push(FieldError::invalid(
+            "spec.type",
+            &spec.instance_type,
+            format!("instance type {} does not exist", spec.instance_type),
+            Reason::NoInstanceType,
+        ));
+        return errors;
+    };
+    pool_rules(spec, it, &mut errors);
+    errors
+}
+
+/// The privileges the Settings gate, taken or not.
+pub fn privileges(spec: &InstanceSpec, allowed: Privileges) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if spec.privileged == Some(true) && !allowed.privileged {
         errors.push(FieldError::forbidden(
@@ -167,22 +364,18 @@ pub fn validate(
             Reason::FieldInvalid,
         ));
     }
-    let Some(it) = it else {
-        errors.push(FieldError::invalid(
-            "spec.instanceType",
-            &spec.instance_type,
-            format!("instance type {} does not exist", spec.instance_type),
-            Reason::NoInstanceType,
-        ));
-        return errors;
-    };
+    errors
+}
+
+/// What an Instance asks of pool `it` must fit what one request can get there.
+fn pool_rules(spec: &InstanceSpec, it: &InstanceType, errors: &mut Vec<FieldError>) {
     let r = &spec.resources;
     let accelerated = it.spec.acceleratable.unwrap_or(false);
     let any_accelerator = r.accelerator.is_some()
         || r.accelerator_sliced_memory_percentage.is_some()
         || r.accelerator_partitioned_profile.is_some();
     let units = if accelerated {
-        accelerators(r, it, &mut errors)
+        accelerators(r, it, errors)
     } else {
         if any_accelerator {
             errors.push(FieldError::forbidden(
@@ -191,7 +384,21 @@ pub fn validate(
                 Reason::FieldInvalid,
             ));
         }
-        let cpus = r.cpu.unwrap_or(1);
+        let cpus = match r.cpu.as_ref().map(cpu_text) {
+            None => 1,
+            Some(text) => match Quantity::parse(&text).ok().and_then(Quantity::whole) {
+                Some(n) => n,
+                None => {
+                    errors.push(FieldError::invalid(
+                        format!("{RES}.cpu"),
+                        &text,
+                        "must be a whole number of CPU units",
+                        Reason::FieldInvalid,
+                    ));
+                    1
+                }
+            },
+        };
         let capacity = it
             .status
             .as_ref()
@@ -224,8 +431,8 @@ pub fn validate(
             "the unit's memory times the units taken",
         ),
         (
-            "storage",
-            r.storage.as_deref(),
+            "localStorage",
+            r.local_storage.as_deref(),
             it.spec
                 .local_storage
                 .as_deref()
@@ -250,7 +457,6 @@ pub fn validate(
             _ => {}
         }
     }
-    errors
 }
 
 #[cfg(test)]
@@ -276,7 +482,7 @@ mod tests {
         accelerated: bool,
         allowed: Privileges,
     ) -> Vec<(String, Reason)> {
-        let mut spec = json!({"instanceType": "h100", "resources": resources});
+        let mut spec = json!({"type": "h100", "resources": resources});
         for (k, v) in extra.as_object().unwrap() {
             spec[k] = v.clone();
         }
@@ -293,7 +499,7 @@ mod tests {
         let ok: Vec<(String, Reason)> = vec![];
         assert_eq!(
             check(
-                json!({"accelerator": 2, "ram": "128Gi", "storage": "100Gi"}),
+                json!({"accelerator": 2, "ram": "128Gi", "localStorage": "100Gi"}),
                 json!({}),
                 true,
                 none
@@ -335,9 +541,9 @@ mod tests {
                 vec![(f("ram"), Reason::OutOfRange)],
             ),
             (
-                json!({"accelerator": 1, "storage": "101Gi"}),
+                json!({"accelerator": 1, "localStorage": "101Gi"}),
                 true,
-                vec![(f("storage"), Reason::OutOfRange)],
+                vec![(f("localStorage"), Reason::OutOfRange)],
             ),
             (
                 json!({"acceleratorSlicedMemoryPercentage": 25, "acceleratorPartitionedProfile": "1g.10gb"}),
@@ -383,7 +589,7 @@ mod tests {
         let mut unsliceable = pool(true);
         unsliceable.status.as_mut().unwrap().accelerator_sliced = None;
         let spec: InstanceSpec = serde_json::from_value(
-            json!({"instanceType": "h100", "resources": {"acceleratorSlicedMemoryPercentage": 10}}),
+            json!({"type": "h100", "resources": {"acceleratorSlicedMemoryPercentage": 10}}),
         )
         .unwrap();
         let e = validate(&spec, Some(&unsliceable), none);
@@ -394,7 +600,7 @@ mod tests {
         let e = validate(&spec, None, none);
         assert_eq!(
             e[0].to_string(),
-            "spec.instanceType: Invalid value: \"h100\": instance type h100 does not exist"
+            "spec.type: Invalid value: \"h100\": instance type h100 does not exist"
         );
     }
 
@@ -426,14 +632,96 @@ mod tests {
     }
 
     #[test]
-    fn defaults_a_slice() {
-        let out =
-            default(&json!({"spec": {"resources": {"acceleratorSlicedMemoryPercentage": 10}}}));
+    fn defaults_follow_the_pools_unit() {
+        let out = default(
+            &json!({"spec": {"resources": {"acceleratorSlicedMemoryPercentage": 10}}}),
+            None,
+            true,
+        );
         assert_eq!(
             out["spec"]["resources"],
             json!({"acceleratorSlicedMemoryPercentage": 10, "accelerator": 1, "acceleratorSlicedCoresPercentage": 100})
         );
-        let whole = json!({"spec": {"resources": {"accelerator": 2}}});
-        assert_eq!(default(&whole), whole);
+        assert_eq!(out["spec"]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(out["spec"]["volumeMount"], "/workspace");
+        let r = |resources: Value, accelerated: bool, overcommit: bool| {
+            default(
+                &json!({"spec": {"type": "h100", "resources": resources}}),
+                Some(&pool(accelerated)),
+                overcommit,
+            )["spec"]["resources"]
+                .clone()
+        };
+        // A 25 % slice: a quarter of the unit (8 CPUs, 64Gi).
+        assert_eq!(
+            r(json!({"acceleratorSlicedMemoryPercentage": 25}), true, true),
+            json!({"acceleratorSlicedMemoryPercentage": 25, "acceleratorSlicedCoresPercentage": 100,
+                   "accelerator": 1, "cpu": "2", "ram": "16Gi", "localStorage": "15Gi"})
+        );
+        // A 1g.10gb partition: 9856 of 81920 MiB, 12 % of the unit.
+        let mig = r(
+            json!({"acceleratorPartitionedProfile": "1g.10gb"}),
+            true,
+            true,
+        );
+        assert_eq!(
+            (&mig["cpu"], &mig["ram"]),
+            (&json!("960m"), &json!("7865Mi"))
+        );
+        // Whole cards: the unit per card; given values kept without overcommit.
+        let two = r(
+            json!({"accelerator": 2, "ram": "100Gi", "localStorage": "50Gi"}),
+            true,
+            false,
+        );
+        assert_eq!(
+            (&two["cpu"], &two["ram"], &two["localStorage"]),
+            (&json!("16"), &json!("100Gi"), &json!("50Gi"))
+        );
+        assert_eq!(
+            r(json!({"accelerator": 2, "ram": "100Gi"}), true, true)["ram"],
+            "128Gi"
+        );
+        // A CPU pool: one CPU unit unless told, the unit's memory per CPU.
+        let cpu = r(json!({}), false, true);
+        assert_eq!((&cpu["cpu"], &cpu["ram"]), (&json!(1), &json!("64Gi")));
+        assert_eq!(r(json!({"cpu": 3}), false, true)["ram"], "192Gi");
+    }
+
+    #[test]
+    fn frozen_while_running_and_started_only_when_stopped() {
+        let i = |stop: bool, image: &str, volume: &str| {
+            json!({"spec": {"type": "h100", "image": image, "stop": stop,
+                            "volume": {"ephemeral": {"capacity": volume}}}})
+        };
+        let fields = |e: Vec<FieldError>| {
+            e.into_iter()
+                .map(|e| (e.field, e.reason))
+                .collect::<Vec<_>>()
+        };
+        assert!(validate_update(&i(false, "a", "1Gi"), "Ready", &i(true, "a", "1Gi")).is_empty());
+        assert_eq!(
+            fields(validate_update(
+                &i(false, "a", "1Gi"),
+                "Ready",
+                &i(false, "b", "1Gi")
+            )),
+            [("spec.image".to_owned(), Reason::FieldImmutable)]
+        );
+        assert!(validate_update(&i(true, "a", "1Gi"), "Stopped", &i(true, "b", "1Gi")).is_empty());
+        assert_eq!(
+            fields(validate_update(
+                &i(true, "a", "1Gi"),
+                "Stopped",
+                &i(true, "a", "2Gi")
+            )),
+            [("spec.volume".to_owned(), Reason::FieldImmutable)]
+        );
+        assert!(validate_update(&i(true, "a", "1Gi"), "Stopped", &i(false, "b", "1Gi")).is_empty());
+        let e = validate_update(&i(true, "a", "1Gi"), "Stopping", &i(false, "a", "1Gi"));
+        assert_eq!(
+            e[0].to_string(),
+            "spec.stop: Forbidden: can only start stopped instance (it is Stopping)"
+        );
     }
 }

@@ -71,6 +71,63 @@ impl Quantity {
     }
 }
 
+impl Quantity {
+    /// The amount scaled by `percent` / 100 (rounded up to the nano-unit).
+    pub fn percent(self, percent: i64) -> Self {
+        let scaled = self.nanos * i128::from(percent);
+        Quantity {
+            nanos: scaled / 100 + i128::from(scaled % 100 != 0),
+        }
+    }
+
+    /// The amount rounded up to a multiple of `step` (memory to whole MiB, say).
+    pub fn ceil_to(self, step: Self) -> Self {
+        if step.nanos <= 0 {
+            return self;
+        }
+        let n =
+            self.nanos.div_euclid(step.nanos) + i128::from(self.nanos.rem_euclid(step.nanos) != 0);
+        Quantity {
+            nanos: n * step.nanos,
+        }
+    }
+
+    /// An eighth of the amount (rounded up to the nano-unit).
+    pub fn eighth(self) -> Self {
+        Quantity {
+            nanos: self.nanos / 8 + i128::from(self.nanos % 8 != 0),
+        }
+    }
+}
+
+/// The canonical spelling: the largest binary suffix that divides a whole amount (`128Gi`),
+/// else the whole number, else milli- or nano-units (`1600m`).
+impl std::fmt::Display for Quantity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.nanos % NANO == 0 {
+            let whole = self.nanos / NANO;
+            for (suffix, p) in [
+                ("Ei", 6),
+                ("Pi", 5),
+                ("Ti", 4),
+                ("Gi", 3),
+                ("Mi", 2),
+                ("Ki", 1),
+            ] {
+                let unit = 1i128 << (10 * p);
+                if whole != 0 && whole % unit == 0 {
+                    return write!(f, "{}{suffix}", whole / unit);
+                }
+            }
+            return write!(f, "{whole}");
+        }
+        if self.nanos % 1_000_000 == 0 {
+            return write!(f, "{}m", self.nanos / 1_000_000);
+        }
+        write!(f, "{}n", self.nanos)
+    }
+}
+
 /// The suffix's value as a fraction (numerator, denominator).
 fn multiplier(suffix: &str) -> Option<(i128, i128)> {
     let binary = |p: u32| Some((1i128 << (10 * p), 1));
@@ -137,6 +194,27 @@ mod tests {
         assert!(!q("1m").is(1));
         assert!(!q("1001m").is(1));
         assert!(!q("0.001").is(0) && q("0.001") == q("1m"));
+    }
+
+    #[test]
+    fn canonical_spellings() {
+        for (text, shown) in [
+            ("16", "16"),
+            ("1600m", "1600m"),
+            ("1.6", "1600m"),
+            ("131072Mi", "128Gi"),
+            ("0", "0"),
+            ("1n", "1n"),
+        ] {
+            assert_eq!(q(text).to_string(), shown, "{text}");
+        }
+        assert_eq!(q("8").percent(20).to_string(), "1600m");
+        assert_eq!(q("64Gi").percent(25).to_string(), "16Gi");
+        assert_eq!(q("16Gi").eighth().to_string(), "2Gi");
+        assert_eq!(
+            q("64Gi").percent(12).ceil_to(q("1Mi")).to_string(),
+            "7865Mi"
+        );
     }
 
     #[test]

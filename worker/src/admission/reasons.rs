@@ -50,6 +50,8 @@ reasons! {
     FieldRequired,
     FieldInvalid,
     FieldImmutable,
+    // Instance (start and stop).
+    NotStopped,
     // NodeModelStore status.
     WriterNotAllowed,
     // The review itself, its sender, or what the webhook needed to read.

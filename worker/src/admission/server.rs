@@ -115,8 +115,8 @@ impl Admission {
         let (reader, writer) = reflector::store();
         let pools = reflector::reflector(
             writer,
-            watcher(
-                Api::<InstanceType>::all(client.clone()),
+            crate::lenient_watch::watch_all::<InstanceType>(
+                client.clone(),
                 watcher::Config::default(),
             )
             .default_backoff(),
@@ -187,6 +187,61 @@ impl Admission {
         self.setting_on("workload-fit-affinity")
     }
 
+    /// The InstanceType `name` (cache first, then the API); a retryable refusal when it cannot
+    /// be read.
+    async fn pool_named(&self, name: &str) -> Result<Option<InstanceType>, Decision> {
+        if name.is_empty() {
+            return Ok(None);
+        }
+        let cached = self
+            .pools
+            .state()
+            .into_iter()
+            .find(|it| it.metadata.name.as_deref() == Some(name));
+        if let Some(it) = cached {
+            return Ok(Some((*it).clone()));
+        }
+        Api::<InstanceType>::all(self.client.clone())
+            .get_opt(name)
+            .await
+            .map_err(|e| {
+                Decision::Deny(Refusal::retry(
+                    Reason::LookupFailed,
+                    format!("instance type {name} could not be read ({e}); retry"),
+                ))
+            })
+    }
+
+    async fn instance_default(
+        &self,
+        req: &AdmissionRequest<DynamicObject>,
+        object: &Value,
+    ) -> Decision {
+        // A running Instance keeps the resources it started with (they are frozen): only a
+        // create or a start takes the pool's unit as it is now.
+        let running = req.operation == Operation::Update
+            && req
+                .old_object
+                .as_ref()
+                .is_some_and(|o| o.data["spec"]["stop"].as_bool() != Some(true));
+        let pool = if running {
+            None
+        } else {
+            match self
+                .pool_named(object["spec"]["type"].as_str().unwrap_or(""))
+                .await
+            {
+                Ok(p) => p,
+                Err(d) => return d,
+            }
+        };
+        let overcommit = self.setting_on("instance-general-resources-overcommit");
+        Decision::Mutate(
+            Reason::Defaulted,
+            instance_rules::default(object, pool.as_ref(), overcommit),
+        )
+    }
+
     async fn instance(&self, req: &AdmissionRequest<DynamicObject>, object: &Value) -> Decision {
         let spec = match serde_json::from_value::<gpustack_api::instance::InstanceSpec>(
             object["spec"].clone(),
@@ -199,39 +254,39 @@ impl Admission {
                 ));
             }
         };
-        let cached = self
-            .pools
-            .state()
-            .into_iter()
-            .find(|it| it.metadata.name.as_deref() == Some(spec.instance_type.as_str()));
-        let pool = match cached {
-            Some(it) => Some((*it).clone()),
-            None if spec.instance_type.is_empty() => None,
-            None => match Api::<InstanceType>::all(self.client.clone())
-                .get_opt(&spec.instance_type)
-                .await
-            {
-                Ok(it) => it,
-                Err(e) => {
-                    return Decision::Deny(Refusal::retry(
-                        Reason::LookupFailed,
-                        format!(
-                            "instance type {} could not be read ({e}); retry",
-                            spec.instance_type
-                        ),
-                    ));
-                }
-            },
-        };
+        let name = name_of(req, object);
+        let old = req
+            .old_object
+            .as_ref()
+            .filter(|_| req.operation == Operation::Update)
+            .and_then(|o| serde_json::to_value(o).ok());
+        if let Some(old) = &old {
+            let phase = old["status"]["phase"].as_str().unwrap_or("");
+            let errors = instance_rules::validate_update(old, phase, object);
+            if let Some(r) = Refusal::invalid("Instance", &name, errors) {
+                return Decision::Deny(r);
+            }
+            let starting = old["spec"]["stop"].as_bool() == Some(true) && !spec.stopped();
+            // A running Instance was judged when it started; only a start is judged again.
+            if !starting {
+                return Decision::Allow(Reason::Admitted);
+            }
+        }
         let allowed = instance_rules::Privileges {
             privileged: self.setting_on("instance-privileged-allowed"),
             host_path: self.setting_on("instance-host-path-volume-allowed"),
         };
-        match Refusal::invalid(
-            "Instance",
-            &name_of(req, object),
-            instance_rules::validate(&spec, pool.as_ref(), allowed),
-        ) {
+        let errors = if spec.stopped() {
+            // A stopped Instance needs no pool (its pool may be gone); only its privileges.
+            instance_rules::privileges(&spec, allowed)
+        } else {
+            let pool = match self.pool_named(&spec.instance_type).await {
+                Ok(p) => p,
+                Err(d) => return d,
+            };
+            instance_rules::validate(&spec, pool.as_ref(), allowed)
+        };
+        match Refusal::invalid("Instance", &name, errors) {
             Some(r) => Decision::Deny(r),
             None => Decision::Allow(Reason::Admitted),
         }
@@ -258,9 +313,7 @@ impl Admission {
                 Decision::Mutate(Reason::Defaulted, it_rules::default(object, aware))
             }
             Hook::InstanceTypeValidate => instance_type(req, object),
-            Hook::InstanceMutate => {
-                Decision::Mutate(Reason::Defaulted, instance_rules::default(object))
-            }
+            Hook::InstanceMutate => self.instance_default(req, object).await,
             Hook::InstanceValidate => self.instance(req, object).await,
             Hook::WorkloadMutate => self.workload(req, object).await,
             Hook::ModelStoreStatus => self.model_store_status(req).await,

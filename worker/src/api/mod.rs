@@ -4,6 +4,7 @@
 
 pub mod cors;
 pub mod flavors;
+pub mod instance_events;
 pub mod metrics;
 pub mod resources;
 pub mod settings;
@@ -250,6 +251,17 @@ async fn serve(
         && p.resource == "instancetypeflavors"
     {
         return server.flavors.handle(&p, asked).await;
+    }
+    if p.group == resources::WORKER_GROUP
+        && p.version == resources::SERVED_VERSION
+        && p.resource == "instances"
+        && p.subresource.as_deref() == Some("events")
+        && let (Some(ns), Some(name)) = (&p.namespace, &p.name)
+    {
+        if asked.method != axum::http::Method::GET {
+            return Err(ApiError::method_not_allowed(asked.method.as_str()));
+        }
+        return instance_events::serve(&server.client, ns, name).await;
     }
     let view = server
         .views

@@ -46,11 +46,73 @@ pub fn devices() -> ResourceDef {
     def
 }
 
+/// An Instance's access addresses, comma separated.
+fn access_cell(obj: &serde_json::Value, _: jiff::Timestamp) -> serde_json::Value {
+    let list: Vec<&str> = obj
+        .pointer("/status/accessAddresses")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    if list.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!(list.join(","))
+    }
+}
+
+/// An Instance's ports as `port:nodePort/PROTO`, comma separated (as `kubectl get services`
+/// shows a NodePort Service's).
+fn ports_cell(obj: &serde_json::Value, _: jiff::Timestamp) -> serde_json::Value {
+    let ports: Vec<String> = obj
+        .pointer("/status/ports")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let proto = p["protocol"].as_str().unwrap_or("TCP");
+            match p["nodePort"].as_i64() {
+                Some(n) => format!("{}:{n}/{proto}", p["port"]),
+                None => format!("{}/{proto}", p["port"]),
+            }
+        })
+        .collect();
+    if ports.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!(ports.join(","))
+    }
+}
+
+/// `instances` (short `inst`): users' machines, with where they are reached.
+pub fn instances() -> ResourceDef {
+    let mut def = with_names(from_api_crd("instances"), "inst", "gpustack");
+    def.columns = vec![
+        PrinterColumn::new("Type", "string", ".spec.type", 0),
+        PrinterColumn::computed("Access", "string", 0, access_cell),
+        PrinterColumn::computed("Ports", "string", 0, ports_cell),
+        PrinterColumn::new("Phase", "string", ".status.phase", 0),
+        PrinterColumn::age(),
+    ];
+    def.subresources.push(resource::Subresource {
+        name: "events".into(),
+        verbs: vec!["get".into()],
+        kind: Some(resource::KindRef::new(
+            WORKER_GROUP,
+            SERVED_VERSION,
+            "InstanceEvents",
+        )),
+    });
+    def
+}
+
 /// Every view, served at `v1` and stored as `v1alpha1`.
 pub fn views() -> Vec<View> {
     [
         devices(),
         from_api_crd("instancetypes"),
+        instances(),
         from_api_crd("nodemodelstores"),
         from_api_crd("modelartifacts"),
     ]

@@ -140,17 +140,22 @@ fn trim_devices(d: &mut Devices) {
 /// Starts a reflector of `K`, caching each object as `trim` leaves it, whose every event
 /// sends `dirty(&object)`.
 fn reflect<K>(
-    api: Api<K>,
+    client: &kube::Client,
     tx: mpsc::UnboundedSender<Dirty>,
     trim: Trim<K>,
     dirty: impl Fn(&K) -> Vec<Dirty> + Send + 'static,
 ) -> (Store<K>, tokio::task::JoinHandle<()>)
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default())
+    let stream = crate::lenient_watch::watch_all::<K>(client.clone(), watcher::Config::default())
         .default_backoff()
         .modify(trim)
         .reflect(writer);
@@ -574,7 +579,8 @@ async fn reconcile_chain(
     done
 }
 
-/// Answers the node-devices check on every Workload that holds quota and awaits it.
+/// Answers the node-devices and the joint checks on every Workload that holds quota and awaits
+/// them.
 async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &Resolve) -> usize {
     // Copied once, and only when a Workload awaits a verdict: every Devices change wakes this.
     let mut devices = None;
@@ -583,41 +589,54 @@ async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &R
         if !wl.quota_reserved() || wl.evicted() {
             continue;
         }
-        let Some(current) = wl.status.as_ref().and_then(|s| {
-            s.admission_checks
-                .iter()
-                .find(|c| c.name == NODE_DEVICES_CHECK)
-        }) else {
+        let Some(status) = wl.status.as_ref() else {
             continue;
         };
-        let devices = devices.get_or_insert_with(|| devices_of(&stores.devices));
-        let (state, message) = node_devices::verdict(&wl, devices, resolve);
-        if current.state == state && current.message == message {
-            continue;
+        let mut answers = Vec::new();
+        for current in &status.admission_checks {
+            let (state, message) = match current.name.as_str() {
+                NODE_DEVICES_CHECK => {
+                    let devices = devices.get_or_insert_with(|| devices_of(&stores.devices));
+                    node_devices::verdict(&wl, devices, resolve)
+                }
+                JOINT_CHECK => super::joint_check::verdict(&wl),
+                _ => continue,
+            };
+            if current.state == state && current.message == message {
+                continue;
+            }
+            answers.push((current.name.clone(), state, message));
         }
-        let patch = json!({
-            "apiVersion": Workload::api_version(&()), "kind": "Workload",
-            "status": {"admissionChecks": [{
-                "name": NODE_DEVICES_CHECK, "state": state, "message": message,
-                "lastTransitionTime": now_rfc3339(),
-            }]},
-        });
-        let api: Api<Workload> =
-            Api::namespaced(client.clone(), &wl.namespace().unwrap_or_default());
-        match api
-            .patch_status(
-                &wl.name_any(),
-                &PatchParams::apply(CHECK_MANAGER).force(),
-                &Patch::Apply(patch),
-            )
-            .await
-        {
-            Ok(_) => writes += 1,
-            Err(e) => tracing::warn!(
-                "workload {}/{}: {e}",
-                wl.namespace().unwrap_or_default(),
-                wl.name_any()
-            ),
+        for (name, state, message) in answers {
+            let manager = if name == NODE_DEVICES_CHECK {
+                CHECK_MANAGER
+            } else {
+                super::joint_check::MANAGER
+            };
+            let patch = json!({
+                "apiVersion": Workload::api_version(&()), "kind": "Workload",
+                "status": {"admissionChecks": [{
+                    "name": name, "state": state, "message": message,
+                    "lastTransitionTime": now_rfc3339(),
+                }]},
+            });
+            let api: Api<Workload> =
+                Api::namespaced(client.clone(), &wl.namespace().unwrap_or_default());
+            match api
+                .patch_status(
+                    &wl.name_any(),
+                    &PatchParams::apply(manager).force(),
+                    &Patch::Apply(patch),
+                )
+                .await
+            {
+                Ok(_) => writes += 1,
+                Err(e) => tracing::warn!(
+                    "workload {}/{}: {e}",
+                    wl.namespace().unwrap_or_default(),
+                    wl.name_any()
+                ),
+            }
         }
     }
     writes
@@ -628,6 +647,7 @@ pub struct Context {
     pub client: kube::Client,
     pub system_namespace: String,
     pub settings: watch::Receiver<ChainSettings>,
+    pub instance_settings: watch::Receiver<super::instance_settings::InstanceSettings>,
     pub resolve: Arc<Resolve>,
     pub tuning: Tuning,
     pub counters: Arc<Counters>,
@@ -642,72 +662,34 @@ pub async fn run(ctx: Context) {
     let devices_dirty =
         |d: &Devices| vec![Dirty::Node(d.name_any()), Dirty::Chain, Dirty::Workloads];
     let mut tasks = Vec::new();
-    let (nodes, t) = reflect(
-        Api::<Node>::all(client.clone()),
-        tx.clone(),
-        keep,
-        node_dirty,
-    );
+    let (nodes, t) = reflect::<Node>(client, tx.clone(), keep, node_dirty);
     tasks.push(t);
-    let (devices, t) = reflect(
-        Api::<Devices>::all(client.clone()),
-        tx.clone(),
-        trim_devices,
-        devices_dirty,
-    );
+    let (devices, t) = reflect::<Devices>(client, tx.clone(), trim_devices, devices_dirty);
     tasks.push(t);
-    let (flavors, t) = reflect(
-        Api::<ResourceFlavor>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (flavors, t) =
+        reflect::<ResourceFlavor>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (instance_types, t) = reflect(
-        Api::<InstanceType>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (instance_types, t) =
+        reflect::<InstanceType>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (queues, t) = reflect(
-        Api::<ClusterQueue>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (queues, t) =
+        reflect::<ClusterQueue>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (local_queues, t) = reflect(
-        Api::<LocalQueue>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (local_queues, t) =
+        reflect::<LocalQueue>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (namespaces, t) = reflect(
-        Api::<Namespace>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (namespaces, t) =
+        reflect::<Namespace>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (topologies, t) = reflect(
-        Api::<Topology>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (topologies, t) =
+        reflect::<Topology>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
-    let (checks, t) = reflect(
-        Api::<AdmissionCheck>::all(client.clone()),
-        tx.clone(),
-        without_managed_fields,
-        chain_dirty,
-    );
+    let (checks, t) =
+        reflect::<AdmissionCheck>(client, tx.clone(), without_managed_fields, chain_dirty);
     tasks.push(t);
     // A Workload holding quota may be what a queue's migration waits for.
-    let (workloads, t) = reflect(
-        Api::<Workload>::all(client.clone()),
+    let (workloads, t) = reflect::<Workload>(
+        client,
         tx.clone(),
         without_managed_fields,
         |w: &Workload| match w.status.as_ref().and_then(|s| s.admission.as_ref()) {
@@ -716,8 +698,8 @@ pub async fn run(ctx: Context) {
         },
     );
     tasks.push(t);
-    let (topology_sources, t) = reflect(
-        Api::<TopologySource>::all(client.clone()),
+    let (topology_sources, t) = reflect::<TopologySource>(
+        client,
         tx.clone(),
         without_managed_fields,
         |_: &TopologySource| vec![Dirty::AllNodes, Dirty::Chain],
@@ -726,6 +708,11 @@ pub async fn run(ctx: Context) {
     // Its own watches and field manager: see the module.
     tasks.push(tokio::spawn(super::model_manager_nodes::run(
         client.clone(),
+    )));
+    tasks.push(tokio::spawn(super::instances::run(
+        client.clone(),
+        ctx.instance_settings.clone(),
+        ctx.resolve.clone(),
     )));
     let _abort = AbortOnDrop(tasks);
     let stores = Stores {

@@ -1,10 +1,12 @@
 //! The worker's controllers (worker.md §0–§2): node onboarding, labels and capacity, the Kueue
 //! chain (ResourceFlavors, InstanceTypes, ClusterQueues, LocalQueues, Topologies, the admission
-//! checks) and the node-devices check on Workloads.
+//! checks), the node-devices check on Workloads, and Instances (each one Pod queued at its
+//! pool's entrance).
 //!
 //! Domain logic is pure ([`node_facts`], [`node_labels`], [`capacity`], [`flavors`],
 //! [`queues`], [`plan_check`], [`topology`], [`unit_presets`], [`it_status`], [`chain`],
-//! [`node_devices`]); [`engine`] is the IO around it and [`leader`] decides which replica runs
+//! [`node_devices`], [`instance_pod`], [`instance_status`], [`instance_steps`]); [`engine`] and
+//! [`instances`] are the IO around it and [`leader`] decides which replica runs
 //! it.
 
 pub mod capacity;
@@ -13,7 +15,13 @@ pub mod chain_settings;
 pub mod conditions;
 pub mod engine;
 pub mod flavors;
+pub mod instance_pod;
+pub mod instance_settings;
+pub mod instance_status;
+pub mod instance_steps;
+pub mod instances;
 pub mod it_status;
+pub mod joint_check;
 pub mod leader;
 pub mod ledger;
 pub mod model_manager_nodes;
@@ -32,7 +40,10 @@ use futures::StreamExt;
 use gpustack_api::{Manufacturer, manufacturer::ResolvedManufacturer};
 use tokio::sync::watch;
 
-use self::{chain_settings::ChainSettings, engine::Tuning, leader::LeaseConfig};
+use self::{
+    chain_settings::ChainSettings, engine::Tuning, instance_settings::InstanceSettings,
+    leader::LeaseConfig,
+};
 
 /// A manufacturer's facts as this deployment configures them (`GPUSTACK_<MFR>_*`).
 pub type Resolve = dyn Fn(Manufacturer) -> ResolvedManufacturer + Send + Sync;
@@ -54,6 +65,7 @@ async fn follow_settings(
     client: kube::Client,
     namespace: String,
     tx: watch::Sender<ChainSettings>,
+    instance_tx: watch::Sender<InstanceSettings>,
     mut stop: watch::Receiver<bool>,
 ) {
     let stream = crate::settings::store::watch(&client, &namespace);
@@ -65,6 +77,8 @@ async fn follow_settings(
                 Some(Ok((values, _))) => {
                     let s = ChainSettings::from_values(&values);
                     tx.send_if_modified(|cur| std::mem::replace(cur, s.clone()) != s);
+                    let s = InstanceSettings::from_values(&values);
+                    instance_tx.send_if_modified(|cur| std::mem::replace(cur, s.clone()) != s);
                 }
                 Some(Err(e)) => tracing::debug!("settings watch: {e}"),
                 None => return,
@@ -76,10 +90,12 @@ async fn follow_settings(
 /// Runs the controllers while this replica leads, until `stop`.
 pub async fn run(client: kube::Client, config: Config, mut stop: watch::Receiver<bool>) {
     let (settings_tx, settings_rx) = watch::channel(ChainSettings::default());
+    let (instance_tx, instance_rx) = watch::channel(InstanceSettings::default());
     tokio::spawn(follow_settings(
         client.clone(),
         config.system_namespace.clone(),
         settings_tx,
+        instance_tx,
         stop.clone(),
     ));
     let (leading_tx, mut leading) = watch::channel(config.election.is_none());
@@ -101,6 +117,7 @@ pub async fn run(client: kube::Client, config: Config, mut stop: watch::Receiver
             client: client.clone(),
             system_namespace: config.system_namespace.clone(),
             settings: settings_rx.clone(),
+            instance_settings: instance_rx.clone(),
             resolve: config.resolve.clone(),
             tuning: config.tuning.clone(),
             counters: config.counters.clone(),

@@ -50,9 +50,9 @@ pub fn plan(node: &Node, csi: Option<&CSINode>) -> Option<Value> {
     }
 }
 
-/// Forwards the name of every object `api` reports into `tx`, keeping `writer`'s store.
+/// Forwards the name of every `K` the cluster reports into `tx`, keeping `writer`'s store.
 fn follow<K>(
-    api: Api<K>,
+    client: &kube::Client,
     writer: reflector::store::Writer<K>,
     tx: mpsc::UnboundedSender<String>,
 ) -> tokio::task::JoinHandle<()>
@@ -65,7 +65,7 @@ where
         + Sync
         + 'static,
 {
-    let stream = watcher(api, watcher::Config::default())
+    let stream = crate::lenient_watch::watch_all::<K>(client.clone(), watcher::Config::default())
         .default_backoff()
         .reflect(writer)
         .touched_objects();
@@ -88,8 +88,8 @@ pub async fn run(client: kube::Client) {
     let (nodes, node_writer) = reflector::store::<Node>();
     let (csi_nodes, csi_writer) = reflector::store::<CSINode>();
     let tasks = [
-        follow(Api::<Node>::all(client.clone()), node_writer, tx.clone()),
-        follow(Api::<CSINode>::all(client.clone()), csi_writer, tx),
+        follow::<Node>(&client, node_writer, tx.clone()),
+        follow::<CSINode>(&client, csi_writer, tx),
     ];
     struct Abort<const N: usize>([tokio::task::JoinHandle<()>; N]);
     impl<const N: usize> Drop for Abort<N> {

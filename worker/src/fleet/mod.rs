@@ -29,7 +29,7 @@ use gpustack_api::instance_type::InstanceType;
 use gpustack_kube_rest::{path::ResourcePath, response::json_response, status::ApiError};
 use http_body_util::BodyExt;
 use kube::{
-    Api, ResourceExt,
+    ResourceExt,
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::Value;
@@ -383,10 +383,12 @@ fn read_only(plural: &str) -> ApiError {
 /// Follows the gateway until `stop`: its subscriptions' status every few seconds, and the
 /// mirrored InstanceTypes as they change, recomputing the aggregates on either.
 pub async fn follow(fleet: Arc<Fleet>, mut stop: watch::Receiver<bool>) {
-    let api: Api<InstanceType> = Api::all(fleet.clients.fleet.clone());
-    let mut events = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let mut events = crate::lenient_watch::watch_all::<InstanceType>(
+        fleet.clients.fleet.clone(),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .boxed();
     let mut members: BTreeMap<String, InstanceType> = BTreeMap::new();
     let mut listing: BTreeMap<String, InstanceType> = BTreeMap::new();
     let mut tick = tokio::time::interval(STATUS_EVERY);

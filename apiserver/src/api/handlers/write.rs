@@ -74,6 +74,9 @@ pub(crate) async fn create_object(
     if t.def.kind == "Pod" && t.def.group.is_empty() && obj.pointer("/status/phase").is_none() {
         obj["status"]["phase"] = json!("Pending");
     }
+    if t.def.kind == "Service" && t.def.group.is_empty() {
+        crate::api::node_ports::allocate(&st.store, &ctx.cluster, &mut obj).await?;
+    }
     if crate::api::csr::is_csr(&t.def.group, &t.def.plural) {
         let requested = name_of(&obj).to_owned();
         obj = crate::api::csr::prepared(obj, &ctx.user)

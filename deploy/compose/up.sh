@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Starts the fleet of docker-compose.yml on this machine and waits until the hub answers:
+#
+#   deploy/compose/up.sh          # then: export KUBECONFIG=deploy/compose/.fleet/hub.kubeconfig
+#   deploy/compose/down.sh        # removes it (containers, networks, volumes)
+#
+# It builds the image (deploy/image/build.sh) unless GPUSTACK_IMAGE names one that exists,
+# issues each gateway a CA and serving certificate (openssl) naming its fixed address, starts
+# the clusters, writes the hub's upstreams file from the kubeconfigs they wrote, publishes a
+# sample machine in each cluster (what the kubelet and device-manager would write; no GPU is
+# needed), and starts the hub. Needs docker, docker-compose, kubectl, openssl.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+export GPUSTACK_FLEET_DIR=${GPUSTACK_FLEET_DIR:-$here/.fleet}
+export GPUSTACK_IMAGE=${GPUSTACK_IMAGE:-gpustack/gpustack-operator:compose}
+compose() { docker-compose -f "$here/docker-compose.yml" -p "${GPUSTACK_FLEET_PROJECT:-gpustack-fleet}" "$@"; }
+run=$GPUSTACK_FLEET_DIR
+mkdir -p "$run/config"
+chmod 755 "$run" "$run/config"
+
+if ! docker image inspect "$GPUSTACK_IMAGE" >/dev/null 2>&1; then
+    "$here/../image/build.sh" --tag "$GPUSTACK_IMAGE" ${GPUSTACK_BINARY:+--binary "$GPUSTACK_BINARY"} >/dev/null
+fi
+
+# A CA and a serving pair for $1 naming $2 (openssl's subjectAltName syntax); readable by the
+# image's user (a demo: the keys are the containers').
+issue() {
+    local dir=$run/certs/$1
+    [ -f "$dir/tls.crt" ] && return 0
+    mkdir -p "$dir"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+        -subj "/CN=$1-ca" -keyout "$dir/ca.key" -out "$dir/ca.crt" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
+        -keyout "$dir/tls.key" -out "$dir/tls.csr" 2>/dev/null
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$2" >"$dir/ext"
+    openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
+        -days 3650 -extfile "$dir/ext" -out "$dir/tls.crt" 2>/dev/null
+    rm -f "$dir/tls.csr" "$dir/ext" "$dir/ca.key"
+    chmod 755 "$dir"; chmod 644 "$dir"/*
+}
+declare -A net=([hub]=0 [east]=1 [west]=2 [north]=3)
+for c in hub east west north; do
+    issue "$c" "DNS:$c-api,DNS:localhost,IP:127.0.0.1,IP:172.29.${net[$c]}.10"
+done
+issue mirror "DNS:hub-mirror,DNS:localhost,IP:127.0.0.1,IP:172.29.0.20,IP:172.29.1.20,IP:172.29.2.20,IP:172.29.3.20"
+
+# A kubeconfig with everything inline: $1 server, $2 CA file, $3 token.
+kubeconfig() {
+    printf 'apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n    certificate-authority-data: %s\nusers:\n- name: u\n  user:\n    token: %s\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n' \
+        "$1" "$(base64 -w0 <"$2")" "$3"
+}
+# The admin token of the kubeconfig cluster $1's gateway wrote, once it is there.
+token_of() {
+    local id; id=$(compose ps -q "$1-api")
+    for _ in $(seq 120); do
+        if docker cp "$id:/var/lib/gpustack/$1.kubeconfig" "$run/config/.$1.written" 2>/dev/null; then
+            sed -n 's/^ *token: *//p' "$run/config/.$1.written" | head -1; rm -f "$run/config/.$1.written"
+            return 0
+        fi
+        sleep 0.5
+    done
+    echo "error: $1-api wrote no kubeconfig; docker-compose logs $1-api" >&2; exit 1
+}
+
+compose up -d east-api west-api north-api hub-api east-worker west-worker north-worker
+: >"$run/config/upstreams.yaml"
+for c in east west north; do
+    t=$(token_of "$c")
+    # For the hub (from inside the networks) and for this machine (the bridges reach the
+    # same fixed addresses).
+    kubeconfig "https://172.29.${net[$c]}.10:6443" "$run/certs/$c/ca.crt" "$t" >"$run/config/$c.kubeconfig"
+    printf -- '- name: %s\n  kubeconfig: %s.kubeconfig\n' "$c" "$c" >>"$run/config/upstreams.yaml"
+done
+chmod 644 "$run/config"/*
+kubeconfig "https://127.0.0.1:${GPUSTACK_HUB_PORT:-6443}" "$run/certs/hub/ca.crt" "$(token_of hub)" >"$run/hub.kubeconfig"
+compose up -d
+
+# Each cluster's machine, once its worker has installed the Devices kind.
+for c in east west north; do
+    k=(kubectl --kubeconfig "$run/config/$c.kubeconfig" --request-timeout=5s)
+    for _ in $(seq 120); do "${k[@]}" get crd devices.worker.gpustack.ai >/dev/null 2>&1 && break; sleep 0.5; done
+    "${k[@]}" apply --server-side --field-manager=kubelet-stand-in -f "$here/machines/$c.json" >/dev/null
+    node=$("${k[@]}" get nodes -o name | head -1)
+    "${k[@]}" patch "$node" --subresource=status --type=merge --patch-file "$here/machines/$c.status.json" >/dev/null
+done
+
+export KUBECONFIG=$run/hub.kubeconfig
+for _ in $(seq 120); do
+    ready=$({ kubectl get clusters.fleet.gpustack.ai --no-headers 2>/dev/null || true; } | awk '$2=="Ready"' | wc -l)
+    [ "$ready" -eq 3 ] && break
+    sleep 0.5
+done
+kubectl get clusters
+echo "the fleet is up; try:"
+echo "  export KUBECONFIG=$run/hub.kubeconfig"
+echo "  kubectl get clusters; kubectl get devices.fleet.gpustack.ai; kubectl get instancetypes.fleet.gpustack.ai"

@@ -1,0 +1,353 @@
+//! What runs against the container fleet while faults are made: writers changing Devices and
+//! InstanceTypes in every cluster, a client listing the fleet (each read timed, bounded to
+//! 1 s) and one watching it (kube-runtime's watcher, whose `Init` is the relist marker). Each
+//! records what it did with the time, so a fault's window can be judged afterwards.
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
+use kube::{
+    Api, ResourceExt,
+    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde_json::json;
+
+use crate::{fleet::client_of, inventory::devices_resource};
+
+/// The annotation the mirror keeps the upstream's resourceVersion in.
+pub const UPSTREAM_VERSION: &str = "gpustack.ai/upstream-resource-version";
+/// The annotation the writers bump.
+const WRITE_MARK: &str = "fleet.test/write";
+
+/// The worker's InstanceTypes.
+pub fn instancetypes_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("worker.gpustack.ai", "v1alpha1", "InstanceType"),
+        "instancetypes",
+    )
+}
+
+/// The fleet's Devices at the hub (`CLUSTER.NODE`).
+pub fn fleet_devices_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("fleet.gpustack.ai", "v1", "Devices"),
+        "devices",
+    )
+}
+
+/// One write that the cluster acknowledged: what changed, and the version it got.
+#[derive(Clone, Debug)]
+pub struct Write {
+    pub at: Instant,
+    pub cluster: String,
+    pub name: String,
+    pub uid: String,
+    pub rv: u64,
+    pub deleted: bool,
+}
+
+/// One fleet read: when it started, how long it took, whether it answered.
+#[derive(Clone, Copy, Debug)]
+pub struct Read {
+    pub at: Instant,
+    pub took: Duration,
+    pub ok: bool,
+}
+
+/// What the fleet watcher saw.
+#[derive(Default)]
+pub struct WatchLog {
+    /// Current view: fleet name → (uid, upstream version).
+    pub view: BTreeMap<String, (String, u64)>,
+    /// Every (fleet name, upstream version) seen, with when.
+    pub seen: Vec<(Instant, String, u64)>,
+    /// When a (re)list started: the relist markers.
+    pub relists: Vec<Instant>,
+    /// While a list is in progress, what it has delivered.
+    listing: Option<BTreeMap<String, (String, u64)>>,
+}
+
+/// A write's Devices object of the fleet: `CLUSTER.NAME`.
+pub fn fleet_name(cluster: &str, name: &str) -> String {
+    format!("{cluster}.{name}")
+}
+
+fn upstream_version(o: &DynamicObject) -> u64 {
+    o.annotations()
+        .get(UPSTREAM_VERSION)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+impl WatchLog {
+    fn apply(&mut self, event: watcher::Event<DynamicObject>) {
+        let now = Instant::now();
+        match event {
+            watcher::Event::Init => {
+                self.relists.push(now);
+                self.listing = Some(BTreeMap::new());
+            }
+            watcher::Event::InitApply(o) => {
+                let (name, uid, rv) = (
+                    o.name_any(),
+                    o.uid().unwrap_or_default(),
+                    upstream_version(&o),
+                );
+                self.seen.push((now, name.clone(), rv));
+                if let Some(l) = &mut self.listing {
+                    l.insert(name, (uid, rv));
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(l) = self.listing.take() {
+                    self.view = l;
+                }
+            }
+            watcher::Event::Apply(o) => {
+                let (name, uid, rv) = (
+                    o.name_any(),
+                    o.uid().unwrap_or_default(),
+                    upstream_version(&o),
+                );
+                self.seen.push((now, name.clone(), rv));
+                self.view.insert(name, (uid, rv));
+            }
+            watcher::Event::Delete(o) => {
+                let name = o.name_any();
+                self.seen.push((now, name.clone(), upstream_version(&o)));
+                self.view.remove(&name);
+            }
+        }
+    }
+
+    /// The writes of `writes` the watcher neither saw (that version or a later one of the same
+    /// object, or its deletion) nor covered by a relist marker after them.
+    pub fn missed<'a>(&self, writes: &'a [Write]) -> Vec<&'a Write> {
+        writes
+            .iter()
+            .filter(|w| {
+                let name = fleet_name(&w.cluster, &w.name);
+                let relisted = self.relists.iter().any(|r| *r >= w.at);
+                let seen = self
+                    .seen
+                    .iter()
+                    .any(|(_, n, rv)| *n == name && (*rv >= w.rv || w.deleted));
+                !relisted && !seen
+            })
+            .collect()
+    }
+}
+
+/// The load: writers, reader and watcher, until stopped.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    /// Writers pause while set (the checks after a fault compare a settled fleet).
+    pub paused: Arc<AtomicBool>,
+    pub writes: Arc<Mutex<Vec<Write>>>,
+    pub failed_writes: Arc<AtomicU64>,
+    pub reads: Arc<Mutex<Vec<Read>>>,
+    pub watch: Arc<Mutex<WatchLog>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    /// Starts a writer per cluster (name, client, the Devices names it may annotate), a reader
+    /// and a watcher of the hub's fleet.
+    pub fn start(clusters: Vec<(String, PathBuf, Vec<String>)>, hub: kube::Client) -> Load {
+        let mut load = Load {
+            stop: Arc::new(AtomicBool::new(false)),
+            paused: Arc::new(AtomicBool::new(false)),
+            writes: Default::default(),
+            failed_writes: Default::default(),
+            reads: Default::default(),
+            watch: Default::default(),
+            tasks: Vec::new(),
+        };
+        for (name, kubeconfig, devices) in clusters {
+            load.tasks.push(tokio::spawn(write(
+                name,
+                kubeconfig,
+                devices,
+                load.stop.clone(),
+                load.paused.clone(),
+                load.writes.clone(),
+                load.failed_writes.clone(),
+            )));
+        }
+        load.tasks.push(tokio::spawn(read(
+            hub.clone(),
+            load.stop.clone(),
+            load.reads.clone(),
+        )));
+        load.tasks
+            .push(tokio::spawn(watch(hub, load.watch.clone())));
+        load
+    }
+
+    /// The reads that started in `[from, to)`.
+    pub fn reads_between(&self, from: Instant, to: Instant) -> Vec<Read> {
+        let reads = self.reads.lock().unwrap();
+        reads
+            .iter()
+            .filter(|r| r.at >= from && r.at < to)
+            .copied()
+            .collect()
+    }
+
+    /// The writes acknowledged in `[from, to)`.
+    pub fn writes_between(&self, from: Instant, to: Instant) -> Vec<Write> {
+        let writes = self.writes.lock().unwrap();
+        writes
+            .iter()
+            .filter(|w| w.at >= from && w.at < to)
+            .cloned()
+            .collect()
+    }
+
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// How often each writer writes.
+const WRITE_EVERY: Duration = Duration::from_millis(150);
+/// How often the reader lists the fleet.
+const READ_EVERY: Duration = Duration::from_millis(100);
+/// A fleet read must answer within this.
+pub const READ_BOUND: Duration = Duration::from_secs(1);
+
+/// A cluster's writer: in turn annotates one of its Devices, annotates an InstanceType, and
+/// creates or deletes a scratch Devices object. Each acknowledged write is recorded. After a
+/// failure its client is made again from `kubeconfig` (a wiped cluster has a new token).
+async fn write(
+    cluster: String,
+    kubeconfig: PathBuf,
+    devices: Vec<String>,
+    stop: Arc<AtomicBool>,
+    paused: Arc<AtomicBool>,
+    log: Arc<Mutex<Vec<Write>>>,
+    failed: Arc<AtomicU64>,
+) {
+    let mut client = None;
+    let mut n: u64 = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let c = match &client {
+            Some(c) => c,
+            None => client.insert(client_of(&kubeconfig).await),
+        };
+        let devs: Api<DynamicObject> = Api::all_with(c.clone(), &devices_resource());
+        let types: Api<DynamicObject> = Api::all_with(c.clone(), &instancetypes_resource());
+        tokio::time::sleep(WRITE_EVERY).await;
+        if paused.load(Ordering::SeqCst) {
+            continue;
+        }
+        n += 1;
+        let mark = json!({"metadata": {"annotations": {WRITE_MARK: n.to_string()}}});
+        let patch = Patch::Merge(&mark);
+        // What was written: the object as acknowledged, whether it was a Devices deletion,
+        // and whether it is a Devices object (the fleet watcher sees those).
+        let step = async {
+            match n % 4 {
+                0 | 1 => {
+                    let name = &devices[(n as usize / 4) % devices.len()];
+                    let o = devs.patch(name, &PatchParams::default(), &patch).await?;
+                    Ok(Some((o, false, true)))
+                }
+                2 => {
+                    let list = types.list(&ListParams::default()).await?;
+                    let Some(first) = list.items.into_iter().next() else {
+                        return Ok(None);
+                    };
+                    let o = types
+                        .patch(&first.name_any(), &PatchParams::default(), &patch)
+                        .await?;
+                    Ok(Some((o, false, false)))
+                }
+                _ => {
+                    let name = format!("scratch-{}", (n / 4) % 5);
+                    match devs.delete(&name, &Default::default()).await {
+                        Ok(gone) => Ok(gone.left().map(|o| (o, true, true))),
+                        Err(kube::Error::Api(s)) if s.code == 404 => {
+                            let mut obj = DynamicObject::new(&name, &devices_resource());
+                            obj.data = json!({"spec": {}});
+                            let o = devs.create(&PostParams::default(), &obj).await?;
+                            Ok(Some((o, false, true)))
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            }
+        };
+        let done: Result<Result<Option<_>, kube::Error>, _> =
+            tokio::time::timeout(Duration::from_secs(3), step).await;
+        match done {
+            Ok(Ok(Some((o, deleted, true)))) => {
+                let rv = o
+                    .resource_version()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                log.lock().unwrap().push(Write {
+                    at: Instant::now(),
+                    cluster: cluster.clone(),
+                    name: o.name_any(),
+                    uid: o.uid().unwrap_or_default(),
+                    rv,
+                    deleted,
+                });
+            }
+            Ok(Ok(_)) => {}
+            _ => {
+                failed.fetch_add(1, Ordering::Relaxed);
+                client = None;
+            }
+        }
+    }
+}
+
+/// Lists the fleet's Devices every [`READ_EVERY`], each within [`READ_BOUND`].
+async fn read(hub: kube::Client, stop: Arc<AtomicBool>, log: Arc<Mutex<Vec<Read>>>) {
+    let api: Api<DynamicObject> = Api::all_with(hub, &fleet_devices_resource());
+    while !stop.load(Ordering::SeqCst) {
+        let at = Instant::now();
+        let answer = tokio::time::timeout(READ_BOUND, api.list(&ListParams::default())).await;
+        let took = at.elapsed();
+        log.lock().unwrap().push(Read {
+            at,
+            took,
+            ok: matches!(answer, Ok(Ok(_))),
+        });
+        tokio::time::sleep(READ_EVERY.saturating_sub(took)).await;
+    }
+}
+
+/// Watches the fleet's Devices with kube-runtime's watcher (which relists on its own when it
+/// must), recording every event.
+async fn watch(hub: kube::Client, log: Arc<Mutex<WatchLog>>) {
+    let api: Api<DynamicObject> = Api::all_with(hub, &fleet_devices_resource());
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    while let Some(e) = events.next().await {
+        if let Ok(e) = e {
+            log.lock().unwrap().apply(e);
+        }
+    }
+}

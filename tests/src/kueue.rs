@@ -1,0 +1,261 @@
+//! A stand-in for Kueue (its pod integration and its scheduler) and for kube-scheduler, neither
+//! of which can run here. It works through the real Kueue API objects as Kueue does:
+//! - a Pod labelled `kueue.x-k8s.io/queue-name` gets a `Workload` owned by the Pod, naming the
+//!   LocalQueue, its one PodSet the Pod's spec;
+//! - the Workload's quota is reserved on its ClusterQueue's first flavor, on a node the flavor
+//!   selects (a topology assignment at `kubernetes.io/hostname`), unless the queue is stopped
+//!   (`Hold`, `HoldAndDrain`) — then it stays pending, as Kueue leaves it;
+//! - once every admission check of the queue is `Ready`, it is `Admitted`, and the Pod is bound
+//!   to the assigned node through `pods/binding`, as kube-scheduler binds it.
+//!
+//! Quota amounts are not counted: the tests that use this create far fewer Pods than a queue
+//! holds, and the worker's node-devices check is what they exercise.
+
+use std::time::Duration;
+
+use kube::{
+    Api, ResourceExt,
+    api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+
+use gpustack_api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
+/// The field manager of the stand-in's writes.
+const MANAGER: &str = "kueue-stand-in";
+/// How often the stand-in looks at the cluster.
+const PERIOD: Duration = Duration::from_millis(100);
+
+/// The stand-in, running until dropped.
+pub struct Kueue {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Kueue {
+    /// Starts it on the current tokio runtime.
+    pub fn start(client: kube::Client) -> Self {
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(PERIOD);
+            loop {
+                tick.tick().await;
+                if let Err(e) = pass(&client).await {
+                    eprintln!("kueue stand-in: {e}");
+                }
+            }
+        });
+        Kueue { task }
+    }
+}
+
+impl Drop for Kueue {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// The Workload name Kueue's pod integration gives a Pod.
+fn workload_name(pod: &Pod) -> String {
+    let uid = pod.uid().unwrap_or_default();
+    format!("pod-{}-{}", pod.name_any(), &uid[..uid.len().min(5)])
+}
+
+fn condition_true(wl: &Workload, type_: &str) -> bool {
+    wl.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    })
+}
+
+/// One look at every queued Pod.
+async fn pass(c: &kube::Client) -> Result<(), kube::Error> {
+    let pods = Api::<Pod>::all(c.clone())
+        .list(&ListParams::default().labels(QUEUE_NAME))
+        .await?;
+    for pod in pods.items {
+        let bound = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        if bound || pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let ns = pod.namespace().unwrap_or_default();
+        let workloads: Api<Workload> = Api::namespaced(c.clone(), &ns);
+        let name = workload_name(&pod);
+        let Some(wl) = workloads.get_opt(&name).await? else {
+            create_workload(&workloads, &pod, &name).await?;
+            continue;
+        };
+        if !condition_true(&wl, "QuotaReserved") {
+            reserve(c, &workloads, &wl).await?;
+        } else if !condition_true(&wl, "Admitted") {
+            admit_when_checked(&workloads, &wl).await?;
+        } else {
+            bind(c, &pod, &wl).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn create_workload(api: &Api<Workload>, pod: &Pod, name: &str) -> Result<(), kube::Error> {
+    let queue = pod.labels().get(QUEUE_NAME).cloned().unwrap_or_default();
+    let wl: Workload = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": name, "ownerReferences": [{
+            "apiVersion": "v1", "kind": "Pod", "name": pod.name_any(), "uid": pod.uid(),
+            "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"queueName": queue, "podSets": [{"name": "main", "count": 1,
+            "template": {"spec": pod.spec}}]},
+    }))
+    .expect("a Workload");
+    match api.create(&PostParams::default(), &wl).await {
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        r => r.map(drop),
+    }
+}
+
+/// Reserves quota on the queue's first flavor, on the first Ready node that flavor selects.
+async fn reserve(c: &kube::Client, api: &Api<Workload>, wl: &Workload) -> Result<(), kube::Error> {
+    let ns = wl.namespace().unwrap_or_default();
+    let queue = wl.spec.queue_name.clone().unwrap_or_default();
+    let Some(lq) = Api::<LocalQueue>::namespaced(c.clone(), &ns)
+        .get_opt(&queue)
+        .await?
+    else {
+        return Ok(());
+    };
+    let Some(cq) = Api::<ClusterQueue>::all(c.clone())
+        .get_opt(&lq.spec.cluster_queue)
+        .await?
+    else {
+        return Ok(());
+    };
+    if cq.spec.stop_policy.as_deref().is_some_and(|p| p != "None") {
+        return Ok(());
+    }
+    let Some(group) = cq.spec.resource_groups.first() else {
+        return Ok(());
+    };
+    let Some(flavor) = group.flavors.first() else {
+        return Ok(());
+    };
+    let Some(rf) = Api::<ResourceFlavor>::all(c.clone())
+        .get_opt(&flavor.name)
+        .await?
+    else {
+        return Ok(());
+    };
+    let nodes = Api::<Node>::all(c.clone())
+        .list(&ListParams::default())
+        .await?;
+    let Some(node) = nodes.items.iter().find(|n| {
+        rf.spec
+            .node_labels
+            .iter()
+            .all(|(k, v)| n.labels().get(k) == Some(v))
+    }) else {
+        return Ok(());
+    };
+    let flavors: serde_json::Map<String, Value> = group
+        .covered_resources
+        .iter()
+        .map(|r| (r.clone(), json!(flavor.name)))
+        .collect();
+    let checks: Vec<Value> = cq
+        .spec
+        .admission_checks_strategy
+        .as_ref()
+        .map(|s| s.admission_checks.iter().map(|c| c.name.clone()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|name| json!({"name": name, "state": "Pending", "message": "", "lastTransitionTime": now()}))
+        .collect();
+    let status = json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                "message": format!("Quota reserved in ClusterQueue {}", cq.name_any()), "lastTransitionTime": now()}],
+            "admission": {"clusterQueue": cq.name_any(), "podSetAssignments": [{"name": "main", "count": 1,
+                "flavors": flavors,
+                "topologyAssignment": {"levels": ["kubernetes.io/hostname"],
+                    "domains": [{"values": [node.name_any()], "count": 1}]}}]},
+            "admissionChecks": checks,
+        },
+    });
+    api.patch_status(
+        &wl.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(status),
+    )
+    .await
+    .map(drop)
+}
+
+async fn admit_when_checked(api: &Api<Workload>, wl: &Workload) -> Result<(), kube::Error> {
+    let ready = wl
+        .status
+        .as_ref()
+        .is_some_and(|s| s.admission_checks.iter().all(|c| c.state == "Ready"));
+    if !ready {
+        return Ok(());
+    }
+    // The conditions alone (a merge): the checks' entries are their controllers' fields.
+    let mut conditions: Vec<Value> = wl
+        .status
+        .as_ref()
+        .map(|s| {
+            s.conditions
+                .iter()
+                .filter_map(|c| serde_json::to_value(c).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    conditions.push(
+        json!({"type": "Admitted", "status": "True", "reason": "Admitted",
+        "message": "The workload is admitted", "lastTransitionTime": now()}),
+    );
+    let patch = json!({"status": {"conditions": conditions}});
+    api.patch_status(
+        &wl.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await
+    .map(drop)
+}
+
+/// Binds the Pod to the node its Workload was assigned.
+async fn bind(c: &kube::Client, pod: &Pod, wl: &Workload) -> Result<(), kube::Error> {
+    let raw = serde_json::to_value(wl).unwrap_or_default();
+    let Some(node) = raw
+        .pointer("/status/admission/podSetAssignments/0/topologyAssignment/domains/0/values/0")
+        .and_then(Value::as_str)
+    else {
+        return Ok(());
+    };
+    let ns = pod.namespace().unwrap_or_default();
+    let binding = json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": pod.name_any(), "namespace": ns},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+    let url = format!("/api/v1/namespaces/{ns}/pods/{}/binding", pod.name_any());
+    let req = http::Request::post(url)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&binding).unwrap_or_default())
+        .expect("a binding request");
+    match c.request::<DynamicObject>(req).await {
+        // The Status answer does not read as an object; a 409 is a Pod bound meanwhile.
+        Ok(_) | Err(kube::Error::SerdeError(_)) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}

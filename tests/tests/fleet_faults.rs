@@ -1,0 +1,501 @@
+//! The fleet as a whole, in containers, through real faults (issue 35): three GPU clusters (8x
+//! H100, MI210, a mixed one) and a hub, each cluster on its own `--internal` Docker network
+//! ([`gpustack_tests::fleet`]). While writers change Devices and InstanceTypes in every cluster
+//! and a client lists and watches the fleet at the hub, one fault at a time: a partition
+//! (`docker network disconnect`), a freeze (`docker pause`), a cluster killed and restarted with
+//! its data and without it, the hub's gateway killed (SIGKILL) during a burst, the hub worker
+//! killed, a cluster's serving certificate replaced by one of a new CA. After each:
+//! - fleet reads kept answering, each bounded to 1 s (for the cluster faults, at most one in 20
+//!   past the bound, for a machine short of CPU; while the hub's own gateway or worker is down
+//!   they cannot, and the figures say how many failed), the lost
+//!   cluster shown `Degraded` with the age of its last sync in `kubectl get clusters`;
+//! - after healing the hub converges within 10 s: every mirror equals its cluster object for
+//!   object (uid and the upstream's resourceVersion; nothing missing, extra or duplicated);
+//! - the fleet watcher saw every acknowledged change, or a relist marker after it;
+//! - the hub resumed its watches from stored versions instead of relisting where the cluster
+//!   still had them (`relists` of `GET /apis/workers`, also
+//!   `gpustack_gateway_upstream_relists_total`).
+//!
+//! Each fault lasts `GPUSTACK_FLEET_FAULT_SECS` seconds (default 15, so the suite's run stays
+//! about 3 minutes; the issue's 30 s for the figures in docs/benchmarks.md). The figures are
+//! printed. `GPUSTACK_FLEET_FAULTS=Partition,Freeze` runs only the faults named (`RestartKept`,
+//! `RestartWiped`, `HubGatewayKilled`, `HubWorkerKilled`, `NewCa`); `GPUSTACK_FLEET_KEEP=1`
+//! leaves the fleet's containers, networks and volumes for a look (the drop prints how to remove
+//! them).
+
+use std::time::{Duration, Instant};
+
+use gpustack_tests::embedded::poll_until;
+
+use gpustack_tests::{
+    fleet::{ClusterSpec, Fleet, docker_output},
+    fleet_compare::{compare, list_mirror, list_upstream},
+    fleet_load::{Load, READ_BOUND, fleet_name, instancetypes_resource},
+    inventory::{A100_MIG, H100, MI210, Machine, RX7800XT, devices_resource},
+};
+use kube::api::ApiResource;
+use serde_json::Value;
+
+/// How long the hub has to converge after a fault is healed.
+const CONVERGE: Duration = Duration::from_secs(10);
+
+fn fault_duration() -> Duration {
+    let secs = std::env::var("GPUSTACK_FLEET_FAULT_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(15);
+    Duration::from_secs(secs)
+}
+
+fn specs() -> Vec<ClusterSpec> {
+    vec![
+        ClusterSpec {
+            name: "h100",
+            machines: vec![Machine::gpu("hgx-h100", H100, 8)],
+        },
+        ClusterSpec {
+            name: "mi210",
+            machines: vec![Machine::gpu("mi210-node", MI210, 4)],
+        },
+        ClusterSpec {
+            name: "mixed",
+            machines: vec![
+                Machine::gpu("mixed-a100", A100_MIG, 2),
+                Machine::gpu("mixed-rx", RX7800XT, 2),
+                Machine::cpu_only("mixed-cpu", 64),
+            ],
+        },
+    ]
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    Partition,
+    Freeze,
+    RestartKept,
+    RestartWiped,
+    HubGatewayKilled,
+    HubWorkerKilled,
+    NewCa,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Partition => "partition (network disconnect)",
+            Fault::Freeze => "freeze (docker pause)",
+            Fault::RestartKept => "kill + restart, data kept",
+            Fault::RestartWiped => "kill + restart, data wiped",
+            Fault::HubGatewayKilled => "hub gateway kill -9 in a burst",
+            Fault::HubWorkerKilled => "hub worker killed",
+            Fault::NewCa => "serving cert of a new CA",
+        }
+    }
+
+    /// Whether the hub itself is hit (fleet reads then fail while it is down).
+    fn at_hub(self) -> bool {
+        matches!(self, Fault::HubGatewayKilled | Fault::HubWorkerKilled)
+    }
+
+    /// Whether the hub must relist the cluster (its versions are gone).
+    fn relists(self) -> bool {
+        self == Fault::RestartWiped
+    }
+}
+
+/// What one fault measured.
+struct Figure {
+    fault: Fault,
+    cluster: String,
+    degraded_after: Option<Duration>,
+    degraded_row: String,
+    converged_after: Duration,
+    reads: usize,
+    failed_reads: usize,
+    p99: Duration,
+    max: Duration,
+    compared: usize,
+    writes: usize,
+    lists: (u64, u64),
+}
+
+/// `GET /apis/workers` at the mirror.
+async fn workers(fleet: &Fleet) -> Option<Value> {
+    let client = fleet.hub.mirror_client().await;
+    let request = http::Request::get("/apis/workers").body(Vec::new()).ok()?;
+    let text = client.request_text(request).await.ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn upstream_field(doc: &Value, cluster: &str, field: &str) -> Value {
+    doc["items"]
+        .as_array()
+        .and_then(|i| i.iter().find(|w| w["cluster"] == cluster))
+        .map(|w| w[field].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// The row of `cluster` in `kubectl get clusters` at the hub, if it shows `phase`.
+fn cluster_row(fleet: &Fleet, cluster: &str, phase: &str) -> Option<String> {
+    let out = fleet.hub.kubectl(&["get", "clusters.fleet.gpustack.ai"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let header = text.lines().next()?.to_owned();
+    let row = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(cluster))?
+        .to_owned();
+    row.split_whitespace()
+        .any(|w| w == phase)
+        .then(|| format!("{header}\n{row}"))
+}
+
+/// Compares every mirror with its cluster (Devices and InstanceTypes); the objects compared,
+/// or what differed.
+async fn mirrors_equal(fleet: &Fleet) -> Result<usize, String> {
+    let kinds: [ApiResource; 2] = [devices_resource(), instancetypes_resource()];
+    let mut compared = 0;
+    for c in &fleet.clusters {
+        let up_client = c.client().await;
+        let mirror = fleet.hub.mirror_of(&c.name).await;
+        for kind in &kinds {
+            let up = list_upstream(&up_client, kind)
+                .await
+                .map_err(|e| format!("{} {}: {e}", c.name, kind.plural))?;
+            let got = list_mirror(&mirror, kind)
+                .await
+                .map_err(|e| format!("mirror of {} {}: {e}", c.name, kind.plural))?;
+            let d = compare(&up, &got);
+            if !d.is_empty() {
+                return Err(format!("{} {}: {d:?}", c.name, kind.plural));
+            }
+            compared += up.len();
+        }
+    }
+    Ok(compared)
+}
+
+/// Whether the fleet watcher's view equals every cluster's Devices.
+async fn watcher_caught_up(fleet: &Fleet, load: &Load) -> Result<(), String> {
+    let mut want = std::collections::BTreeMap::new();
+    for c in &fleet.clusters {
+        let up = list_upstream(&c.client().await, &devices_resource())
+            .await
+            .map_err(|e| e.to_string())?;
+        for (n, u, v) in up {
+            want.insert(fleet_name(&c.name, &n), (u, v));
+        }
+    }
+    let view = load.watch.lock().unwrap().view.clone();
+    if view == want {
+        Ok(())
+    } else {
+        let missing: Vec<_> = want.keys().filter(|k| !view.contains_key(*k)).collect();
+        let stale: Vec<_> = want
+            .iter()
+            .filter(|(k, v)| view.get(*k).is_some_and(|g| g != *v))
+            .map(|(k, v)| (k, v, view.get(k)))
+            .collect();
+        let extra: Vec<_> = view.keys().filter(|k| !want.contains_key(*k)).collect();
+        Err(format!(
+            "missing {missing:?}, stale {stale:?}, extra {extra:?}"
+        ))
+    }
+}
+
+/// Polls `check` (async) every 100 ms until it is `Ok` or `deadline` passes; the time it
+/// took, or the last error.
+async fn until_ok<T, F: std::future::Future<Output = Result<T, String>>>(
+    deadline: Duration,
+    mut check: impl FnMut() -> F,
+) -> Result<(T, Duration), String> {
+    let start = Instant::now();
+    loop {
+        let last = match check().await {
+            Ok(v) => return Ok((v, start.elapsed())),
+            Err(e) => e,
+        };
+        if start.elapsed() >= deadline {
+            return Err(last);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn percentile(mut v: Vec<Duration>, p: f64) -> Duration {
+    v.sort();
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Holds a fault for its duration, watching `kubectl get clusters` at the hub meanwhile for
+/// the cluster to be shown `Degraded`: when it first was, and its row.
+fn hold_and_watch(fleet: &Fleet, cluster: &str, hold: Duration) -> (Option<Duration>, String) {
+    let start = Instant::now();
+    let mut degraded = None;
+    let mut row = String::new();
+    // The fault lasts `hold` whatever happens: this is its length, not a wait for a condition.
+    while start.elapsed() < hold {
+        if degraded.is_none()
+            && let Some(r) = cluster_row(fleet, cluster, "Degraded")
+        {
+            degraded = Some(start.elapsed());
+            row = r;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    (degraded, row)
+}
+
+/// One fault on cluster `i` (or the hub), held for `hold`, then healed and checked.
+async fn fault(fleet: &mut Fleet, load: &Load, f: Fault, i: usize, hold: Duration) -> Figure {
+    let cluster = fleet.clusters[i].name.clone();
+    let before = workers(fleet).await.expect("the mirror's status");
+    // The counts are the gateway process's: a killed gateway starts from none.
+    let lists_before = if f == Fault::HubGatewayKilled {
+        0
+    } else {
+        upstream_field(&before, &cluster, "relists")
+            .as_u64()
+            .unwrap_or(0)
+    };
+    load.paused
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let start = Instant::now();
+    let (degraded_after, degraded_row) = match f {
+        Fault::Partition => {
+            fleet.partition(&fleet.clusters[i]);
+            let seen = hold_and_watch(fleet, &cluster, hold);
+            fleet.connect_mirror(&fleet.clusters[i]);
+            seen
+        }
+        Fault::Freeze => {
+            docker_output(&["pause", &fleet.clusters[i].api]);
+            let seen = hold_and_watch(fleet, &cluster, hold);
+            docker_output(&["unpause", &fleet.clusters[i].api]);
+            seen
+        }
+        Fault::RestartKept | Fault::RestartWiped => {
+            let c = &fleet.clusters[i];
+            docker_output(&["kill", &c.api]);
+            let seen = hold_and_watch(fleet, &cluster, hold);
+            fleet.kill_cluster(i, f == Fault::RestartWiped).await;
+            seen
+        }
+        Fault::HubGatewayKilled => {
+            // A burst of new Devices in the cluster, the gateway killed while it is mirrored.
+            let client = fleet.clusters[i].client().await;
+            let names: Vec<String> = (0..60).map(|n| format!("burst-{n}")).collect();
+            let burst = tokio::spawn(async move {
+                gpustack_tests::bench::create_devices(&client, names, 4).await;
+            });
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            docker_output(&["kill", "-s", "KILL", &fleet.hub.mirror]);
+            burst.await.expect("the burst");
+            docker_output(&["start", &fleet.hub.mirror]);
+            (None, String::new())
+        }
+        Fault::HubWorkerKilled => {
+            docker_output(&["kill", &fleet.hub.worker]);
+            docker_output(&["start", &fleet.hub.worker]);
+            (None, String::new())
+        }
+        Fault::NewCa => {
+            let ca = format!("{cluster}-ca-2");
+            fleet.replace_ca(i, &ca);
+            let seen = hold_and_watch(fleet, &cluster, hold);
+            // The operator gives the hub the cluster's new CA.
+            fleet.subscribe(i).await;
+            seen
+        }
+    };
+    let healed = Instant::now();
+    load.paused.store(true, std::sync::atomic::Ordering::SeqCst);
+    let converged = until_ok(CONVERGE * 3, || mirrors_equal(fleet)).await;
+    let (compared, converged_after) = match converged {
+        Ok(v) => v,
+        Err(e) => panic!(
+            "{}: the hub did not converge: {e}\nmirror log:\n{}",
+            f.name(),
+            gpustack_tests::fleet::logs(&fleet.hub.mirror)
+        ),
+    };
+    let names = [cluster.clone()];
+    fleet.wait_phases(&names, "Ready", CONVERGE * 3);
+    if let Err(e) = until_ok(CONVERGE, || watcher_caught_up(fleet, load)).await {
+        panic!("{}: the fleet watcher's view differs: {e}", f.name());
+    }
+    let writes = load.writes_between(start, healed);
+    let missed: Vec<_> = load
+        .watch
+        .lock()
+        .unwrap()
+        .missed(&writes)
+        .into_iter()
+        .cloned()
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "{}: the fleet watcher missed {} of {} changes, with no relist marker after them: {missed:?}",
+        f.name(),
+        missed.len(),
+        writes.len()
+    );
+    let after = workers(fleet).await.expect("the mirror's status");
+    let lists_after = upstream_field(&after, &cluster, "relists")
+        .as_u64()
+        .unwrap_or(0);
+    let reads = load.reads_between(start, Instant::now());
+    let failed_reads = reads.iter().filter(|r| !r.ok).count();
+    let took: Vec<Duration> = reads.iter().filter(|r| r.ok).map(|r| r.took).collect();
+    Figure {
+        fault: f,
+        cluster,
+        degraded_after,
+        degraded_row,
+        converged_after,
+        reads: reads.len(),
+        failed_reads,
+        p99: percentile(took.clone(), 0.99),
+        max: took.iter().max().copied().unwrap_or_default(),
+        compared,
+        writes: writes.len(),
+        lists: (lists_before, lists_after),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_fleet_in_containers_rides_out_partitions_freezes_kills_and_new_cas() {
+    let hold = fault_duration();
+    let started = Instant::now();
+    let mut fleet = Fleet::start(specs()).await;
+    eprintln!("the fleet is up in {:?}", started.elapsed());
+
+    // What an operator asks first, at the hub: each answers, naming every cluster.
+    for resource in [
+        "clusters",
+        "devices.fleet.gpustack.ai",
+        "instancetypes.fleet.gpustack.ai",
+    ] {
+        let mut last = String::new();
+        let shown = poll_until(Duration::from_secs(60), || {
+            let out = fleet.hub.kubectl(&["get", resource]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+            let names_all = resource == "instancetypes.fleet.gpustack.ai"
+                || fleet.clusters.iter().all(|c| text.contains(&c.name));
+            (out.status.success() && names_all && !text.is_empty()).then_some(text)
+        });
+        let Some(text) = shown else {
+            let api = fleet
+                .hub
+                .kubectl(&["get", "clusters", "-v=8", "-o", "wide"]);
+            eprintln!("{}", String::from_utf8_lossy(&api.stderr));
+            panic!(
+                "kubectl get {resource} at the hub:\n{last}\napi-resources:\n{}",
+                String::from_utf8_lossy(&api.stdout)
+            );
+        };
+        eprintln!("$ kubectl get {resource}\n{text}");
+    }
+    let (compared, _) = until_ok(CONVERGE * 3, || mirrors_equal(&fleet))
+        .await
+        .unwrap_or_else(|e| panic!("the mirrors never equalled their clusters: {e}"));
+    assert!(compared > 0);
+
+    let writers = fleet
+        .clusters
+        .iter()
+        .map(|c| {
+            let devices = c.machines.iter().map(|m| m.name.clone()).collect();
+            (c.name.clone(), c.kubeconfig.clone(), devices)
+        })
+        .collect();
+    let load = Load::start(writers, fleet.hub.client().await);
+
+    let plan = [
+        (Fault::Partition, 0),
+        (Fault::Freeze, 1),
+        (Fault::RestartKept, 2),
+        (Fault::RestartWiped, 0),
+        (Fault::HubGatewayKilled, 1),
+        (Fault::HubWorkerKilled, 2),
+        (Fault::NewCa, 2),
+    ];
+    let only = std::env::var("GPUSTACK_FLEET_FAULTS").unwrap_or_default();
+    let mut figures = Vec::new();
+    for (f, i) in plan {
+        if !only.is_empty() && !only.split(',').any(|o| format!("{f:?}") == o) {
+            continue;
+        }
+        let figure = fault(&mut fleet, &load, f, i, hold).await;
+        eprintln!(
+            "{}: converged in {:?}; degraded after {:?}\n{}",
+            f.name(),
+            figure.converged_after,
+            figure.degraded_after,
+            figure.degraded_row
+        );
+        figures.push(figure);
+    }
+
+    eprintln!(
+        "\nfault ({}s each) | cluster | Degraded after | converged after healing | fleet reads (failed) | read p99 | read max | objects compared | writes | relists before → after",
+        hold.as_secs()
+    );
+    for g in &figures {
+        eprintln!(
+            "{} | {} | {} | {:.1} s | {} ({}) | {} ms | {} ms | {} | {} | {} → {}",
+            g.fault.name(),
+            g.cluster,
+            g.degraded_after.map_or("not shown".to_owned(), |d| format!(
+                "{:.1} s",
+                d.as_secs_f64()
+            )),
+            g.converged_after.as_secs_f64(),
+            g.reads,
+            g.failed_reads,
+            g.p99.as_millis(),
+            g.max.as_millis(),
+            g.compared,
+            g.writes,
+            g.lists.0,
+            g.lists.1
+        );
+    }
+    for g in &figures {
+        let name = g.fault.name();
+        assert!(
+            g.converged_after <= CONVERGE,
+            "{name}: converged only after {:?}",
+            g.converged_after
+        );
+        if !g.fault.at_hub() {
+            // A read path that needed the lost cluster would fail for the whole fault; on a
+            // 2-core machine shared with builds (load 14) a read now and then takes past the
+            // bound for want of CPU, so a few in a hundred are let pass, and named.
+            assert!(
+                g.failed_reads * 20 <= g.reads,
+                "{name}: {} of {} fleet reads failed or took past {READ_BOUND:?}",
+                g.failed_reads,
+                g.reads
+            );
+            if g.fault != Fault::NewCa {
+                assert!(
+                    g.degraded_after.is_some(),
+                    "{name}: {} was never shown Degraded",
+                    g.cluster
+                );
+            }
+        }
+        if g.fault.relists() {
+            assert!(g.lists.1 > g.lists.0, "{name}: the hub did not relist");
+        } else {
+            assert_eq!(
+                g.lists.1, g.lists.0,
+                "{name}: the hub relisted instead of resuming"
+            );
+        }
+    }
+}
