@@ -202,23 +202,21 @@ async fn watcher_caught_up(fleet: &Fleet, load: &Load) -> Result<(), String> {
     }
 }
 
-/// Polls `check` (async) every 100 ms until it is `Ok` or `deadline` passes; the time it
-/// took, or the last error.
+/// Polls `check` (async, with the benchmarks' poll) until it is `Ok` or `deadline` passes; the
+/// time it took, or the last error.
 async fn until_ok<T, F: std::future::Future<Output = Result<T, String>>>(
     deadline: Duration,
     mut check: impl FnMut() -> F,
 ) -> Result<(T, Duration), String> {
     let start = Instant::now();
-    loop {
-        let last = match check().await {
-            Ok(v) => return Ok((v, start.elapsed())),
-            Err(e) => e,
-        };
-        if start.elapsed() >= deadline {
-            return Err(last);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let last = std::cell::RefCell::new(String::new());
+    let got = gpustack_tests::bench::poll(deadline, || {
+        let attempt = check();
+        let last = &last;
+        async move { attempt.await.map_err(|e| *last.borrow_mut() = e).ok() }
+    })
+    .await;
+    got.map(|v| (v, start.elapsed())).ok_or_else(|| last.take())
 }
 
 fn percentile(mut v: Vec<Duration>, p: f64) -> Duration {
@@ -287,10 +285,37 @@ async fn fault(fleet: &mut Fleet, load: &Load, f: Fault, i: usize, hold: Duratio
             // A burst of new Devices in the cluster, the gateway killed while it is mirrored.
             let client = fleet.clusters[i].client().await;
             let names: Vec<String> = (0..60).map(|n| format!("burst-{n}")).collect();
+            let writer = client.clone();
             let burst = tokio::spawn(async move {
-                gpustack_tests::bench::create_devices(&client, names, 4).await;
+                gpustack_tests::bench::create_devices(&writer, names, 4).await;
             });
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            // Killed once the burst is under way: a few of its Devices are acknowledged.
+            let devices = kube::Api::<kube::core::DynamicObject>::all_with(
+                client,
+                &gpustack_tests::inventory::devices_resource(),
+            );
+            let under_way = gpustack_tests::bench::poll(Duration::from_secs(30), || {
+                let devices = devices.clone();
+                async move {
+                    let listed = devices.list(&Default::default()).await.ok()?;
+                    let made = listed
+                        .items
+                        .iter()
+                        .filter(|d| {
+                            d.metadata
+                                .name
+                                .as_deref()
+                                .is_some_and(|n| n.starts_with("burst-"))
+                        })
+                        .count();
+                    (made >= 5).then_some(())
+                }
+            })
+            .await;
+            assert!(
+                under_way.is_some(),
+                "the burst's first Devices were never created"
+            );
             docker_output(&["kill", "-s", "KILL", &fleet.hub.mirror]);
             burst.await.expect("the burst");
             docker_output(&["start", &fleet.hub.mirror]);
