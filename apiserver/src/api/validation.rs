@@ -511,10 +511,13 @@ fn decodes(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
         .get("apiVersion")
         .and_then(Value::as_str)
         .map_or("", |v| v.rsplit('/').next().unwrap_or(v));
-    let failure = super::metadata_rules::undecodable(obj).or_else(|| {
-        gpustack_kube_rest::builtin_schemas::decode_typed(&def.group, version, &def.kind, obj)
-            .and_then(Result::err)
-    });
+    // A built-in kind's typed decode reads its metadata too; other kinds decode only that.
+    let failure = match gpustack_kube_rest::builtin_schemas::decode_typed(
+        &def.group, version, &def.kind, obj,
+    ) {
+        Some(typed) => typed.err(),
+        None => super::metadata_rules::undecodable(obj),
+    };
     match failure {
         None => Ok(()),
         Some(e) => {
