@@ -816,7 +816,35 @@ fn workloads_are_pinned_and_failure_policies_hold_when_the_worker_is_down() {
         workload_expressions(&c, "wl-shared"),
         json!([{"key": "shared-free-cards.fit.gpustack.ai/nvidia-h100", "operator": "Gt", "values": ["1"]}])
     );
-    // Another queue's Workloads are left alone: the registration's matchCondition keeps them
+    // A user's LocalQueue that points at the pool's ClusterQueue (named after the
+    // InstanceType) gets the same pin; one that points elsewhere, or no LocalQueue, none.
+    let local_queue = |name: &str, cluster_queue: &str| {
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"clusterQueue": cluster_queue}})
+    };
+    c.create_ok("lq-team-gpu", &local_queue("team-gpu", "h100"));
+    c.create_ok("lq-team-cpu", &local_queue("team-cpu", "not-a-pool"));
+    c.create_ok(
+        "wl-user-queue",
+        &workload(
+            "wl-user-queue",
+            "team-gpu",
+            json!({"nvidia.com/gpu.shared": "2"}),
+        ),
+    );
+    assert_eq!(
+        workload_expressions(&c, "wl-user-queue"),
+        json!([{"key": "shared-free-cards.fit.gpustack.ai/nvidia-h100", "operator": "Gt", "values": ["1"]}])
+    );
+    for (name, queue) in [("wl-other", "team-cpu"), ("wl-no-queue", "team-a")] {
+        c.create_ok(
+            name,
+            &workload(name, queue, json!({"nvidia.com/gpu.shared": "2"})),
+        );
+        assert_eq!(workload_expressions(&c, name), Value::Null, "{name}");
+    }
+    // Workloads in no queue are not Kueue's: the registration's matchCondition keeps them
     // from the worker altogether (it counts every review it answers).
     let hook = "workload.mutation.worker.gpustack.ai";
     let answered = || {
@@ -829,12 +857,14 @@ fn workloads_are_pinned_and_failure_policies_hold_when_the_worker_is_down() {
             .sum::<u64>()
     };
     let before = answered();
-    assert!(before >= 2, "the pinned Workloads were answered");
-    c.create_ok(
-        "wl-other",
-        &workload("wl-other", "team-a", json!({"nvidia.com/gpu.shared": "2"})),
-    );
-    assert_eq!(workload_expressions(&c, "wl-other"), Value::Null);
+    assert!(before >= 5, "the queued Workloads were answered");
+    let mut unqueued = workload("wl-unqueued", "", json!({"nvidia.com/gpu.shared": "2"}));
+    unqueued["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("queueName");
+    c.create_ok("wl-unqueued", &unqueued);
+    assert_eq!(workload_expressions(&c, "wl-unqueued"), Value::Null);
     assert_eq!(answered(), before, "not sent to the worker");
 
     // The model-manager pin. The test plays the kubelet: it writes the node's CSINode as the

@@ -21,10 +21,16 @@ pub fn fnv64a_hex(bytes: &[u8]) -> String {
     format!("{:016x}", h.finish())
 }
 
+/// How the name of every LocalQueue the worker creates begins.
+pub const LOCAL_QUEUE_PREFIX: &str = "gpustack-fnv64-";
+
 /// The LocalQueue in every namespace that fronts ClusterQueue `cluster_queue`
 /// (`gpustack-fnv64-<hash of the queue's name>`, 31 characters).
 pub fn local_queue_name(cluster_queue: &str) -> String {
-    format!("gpustack-fnv64-{}", fnv64a_hex(cluster_queue.as_bytes()))
+    format!(
+        "{LOCAL_QUEUE_PREFIX}{}",
+        fnv64a_hex(cluster_queue.as_bytes())
+    )
 }
 
 /// The topology profile of a label hierarchy: `fnv64-<hash of the keys joined by NUL>`.

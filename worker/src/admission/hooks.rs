@@ -114,11 +114,12 @@ impl Hook {
             }),
             Hook::WorkloadMutate => json!({
                 "rules": rule(gpustack_api::kueue::GROUP, gpustack_api::kueue::VERSION, "workloads", &["CREATE", "UPDATE"], "Namespaced"),
-                // Only Workloads queued to a pool of the worker (clusters without CEL-capable
-                // admission call it for all; the handler checks the same).
+                // Only queued Workloads: which of them go to a pool of the worker is known from
+                // their LocalQueue's ClusterQueue, which the handler reads (a user's LocalQueue
+                // may point at the worker's ClusterQueue under any name).
                 "matchConditions": [{
-                    "name": "gpustack-local-queue",
-                    "expression": "has(object.spec.queueName) && object.spec.queueName.startsWith('gpustack-fnv64-')",
+                    "name": "gpustack-queued",
+                    "expression": "has(object.spec.queueName) && object.spec.queueName != ''",
                 }],
             }),
             Hook::ModelStoreStatus => json!({

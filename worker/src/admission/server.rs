@@ -20,7 +20,7 @@ use axum::{
     routing::post,
 };
 use futures::StreamExt;
-use gpustack_api::instance_type::InstanceType;
+use gpustack_api::{instance_type::InstanceType, kueue::LocalQueue};
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api,
@@ -38,6 +38,8 @@ use kube::{
 use prometheus::Registry;
 use serde_json::Value;
 use tokio::sync::watch;
+
+use crate::names::LOCAL_QUEUE_PREFIX;
 
 use super::{
     hooks::Hook,
@@ -174,6 +176,34 @@ impl Admission {
             .list(&ListParams::default().labels(&format!("{}={queue}", it_rules::QUEUE_ENTRANCE)))
             .await?;
         Ok(listed.items.into_iter().next())
+    }
+
+    /// The pool a Workload queued to LocalQueue `namespace/queue` goes to: the worker's own
+    /// LocalQueues are known by name; any other LocalQueue by the ClusterQueue it points at,
+    /// which is the worker's when an InstanceType has its name.
+    async fn pool_of_workload(
+        &self,
+        namespace: &str,
+        queue: &str,
+    ) -> Result<Option<InstanceType>, kube::Error> {
+        if queue.starts_with(LOCAL_QUEUE_PREFIX)
+            && let Some(it) = self.pool_for(queue).await?
+        {
+            return Ok(Some(it));
+        }
+        let local = Api::<LocalQueue>::namespaced(self.client.clone(), namespace)
+            .get_opt(queue)
+            .await?;
+        let Some(cluster_queue) = local.map(|q| q.spec.cluster_queue) else {
+            return Ok(None);
+        };
+        let named = |it: &InstanceType| it.metadata.name.as_deref() == Some(&cluster_queue);
+        if let Some(it) = self.pools.state().into_iter().find(|it| named(it)) {
+            return Ok(Some((*it).clone()));
+        }
+        Api::<InstanceType>::all(self.client.clone())
+            .get_opt(&cluster_queue)
+            .await
     }
 
     /// Whether a boolean setting is on (its default when the Secret does not say).
@@ -445,20 +475,20 @@ impl Admission {
         };
         let queue = w.spec.queue_name.clone().unwrap_or_default();
         // Once quota is reserved the PodSets are Kueue's; a pin then would change nothing.
-        if !queue.starts_with("gpustack-fnv64-")
-            || (req.operation == Operation::Update && w.quota_reserved())
-        {
+        if queue.is_empty() || (req.operation == Operation::Update && w.quota_reserved()) {
             return Decision::Allow(Reason::NotApplicable);
         }
+        let namespace = req.namespace.clone().unwrap_or_default();
         // Never refuses: without its pool the Workload goes unpinned.
-        let group = match self.pool_for(&queue).await {
-            Ok(Some(it)) => it.spec.accelerator_group.filter(|g| !g.is_empty()),
-            Ok(None) => None,
+        let pool = match self.pool_of_workload(&namespace, &queue).await {
+            Ok(Some(it)) => it,
+            Ok(None) => return Decision::Allow(Reason::NotApplicable),
             Err(e) => {
                 tracing::debug!(error = %e, queue, "reading the pool of a Workload");
-                None
+                return Decision::Allow(Reason::NotApplicable);
             }
         };
+        let group = pool.spec.accelerator_group.filter(|g| !g.is_empty());
         let pinned = workload_pin::pin(object, &self.bases, group.as_deref());
         if pinned == *object {
             Decision::Allow(Reason::NotApplicable)

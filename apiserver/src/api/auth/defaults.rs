@@ -14,7 +14,10 @@ const BOOTSTRAP: &str = "kubernetes.io/bootstrapping";
 fn role(name: &str, labels: Value, body: Value) -> Value {
     let mut labels = labels;
     labels[BOOTSTRAP] = json!("rbac-defaults");
-    let mut role = json!({"metadata": {"name": name, "labels": labels}});
+    // kube-apiserver's reconciler keeps objects with this annotation up to date on start.
+    let annotations = json!({"rbac.authorization.kubernetes.io/autoupdate": "true"});
+    let mut role =
+        json!({"metadata": {"name": name, "labels": labels, "annotations": annotations}});
     for (k, v) in body.as_object().into_iter().flatten() {
         role[k] = v.clone();
     }
@@ -49,48 +52,199 @@ fn aggregated_into(into: &str, rules: Value) -> Value {
 
 const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+/// Every verb of a stored kind.
+const ALL: &[&str] = gpustack_kube_rest::resource::ALL_VERBS;
+
+/// A rule for `verbs` on `resources` of one API group.
+fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": [group], "resources": resources, "verbs": verbs})
+}
+
+/// What `view` holds: read access to everything in a namespace but Secrets and the
+/// subresources that reach into a Pod (kube-apiserver's `system:aggregate-to-view`).
+fn view_rules() -> Value {
+    json!([
+        rule(
+            "",
+            &[
+                "configmaps",
+                "endpoints",
+                "persistentvolumeclaims",
+                "persistentvolumeclaims/status",
+                "pods",
+                "replicationcontrollers",
+                "replicationcontrollers/scale",
+                "serviceaccounts",
+                "services",
+                "services/status"
+            ],
+            READ
+        ),
+        rule(
+            "",
+            &[
+                "bindings",
+                "events",
+                "limitranges",
+                "namespaces/status",
+                "pods/log",
+                "pods/status",
+                "replicationcontrollers/status",
+                "resourcequotas",
+                "resourcequotas/status"
+            ],
+            READ
+        ),
+        rule("", &["namespaces"], READ),
+        rule("discovery.k8s.io", &["endpointslices"], READ),
+        rule(
+            "apps",
+            &[
+                "controllerrevisions",
+                "daemonsets",
+                "daemonsets/status",
+                "deployments",
+                "deployments/scale",
+                "deployments/status",
+                "replicasets",
+                "replicasets/scale",
+                "replicasets/status",
+                "statefulsets",
+                "statefulsets/scale",
+                "statefulsets/status"
+            ],
+            READ
+        ),
+        rule(
+            "autoscaling",
+            &[
+                "horizontalpodautoscalers",
+                "horizontalpodautoscalers/status"
+            ],
+            READ
+        ),
+        rule(
+            "batch",
+            &["cronjobs", "cronjobs/status", "jobs", "jobs/status"],
+            READ
+        ),
+        rule(
+            "extensions",
+            &[
+                "daemonsets",
+                "daemonsets/status",
+                "deployments",
+                "deployments/scale",
+                "deployments/status",
+                "ingresses",
+                "ingresses/status",
+                "networkpolicies",
+                "replicasets",
+                "replicasets/scale",
+                "replicasets/status",
+                "replicationcontrollers/scale"
+            ],
+            READ
+        ),
+        rule(
+            "policy",
+            &["poddisruptionbudgets", "poddisruptionbudgets/status"],
+            READ
+        ),
+        rule(
+            "networking.k8s.io",
+            &["ingresses", "ingresses/status", "networkpolicies"],
+            READ
+        ),
+    ])
+}
+
+/// What `edit` adds to `view`: writes to the namespace's workloads and configuration,
+/// Secrets, and the Pod subresources that run code in a Pod (kube-apiserver's
+/// `system:aggregate-to-edit`; RBAC objects are left to `admin`).
+fn edit_rules() -> Value {
+    let pod_access = ["pods/attach", "pods/exec", "pods/portforward", "pods/proxy"];
+    let mut pods_write = vec!["pods"];
+    pods_write.extend(pod_access);
+    let mut reads = pod_access.to_vec();
+    reads.extend(["secrets", "services/proxy"]);
+    json!([
+        rule("", &reads, READ),
+        rule("", &["serviceaccounts"], &["impersonate"]),
+        rule("", &pods_write, WRITE),
+        rule("", &["pods/eviction"], &["create"]),
+        rule(
+            "",
+            &[
+                "configmaps",
+                "events",
+                "persistentvolumeclaims",
+                "replicationcontrollers",
+                "replicationcontrollers/scale",
+                "secrets",
+                "serviceaccounts",
+                "services",
+                "services/proxy"
+            ],
+            WRITE
+        ),
+        rule("", &["serviceaccounts/token"], &["create"]),
+        rule(
+            "apps",
+            &[
+                "daemonsets",
+                "deployments",
+                "deployments/rollback",
+                "deployments/scale",
+                "replicasets",
+                "replicasets/scale",
+                "statefulsets",
+                "statefulsets/scale"
+            ],
+            WRITE
+        ),
+        rule("autoscaling", &["horizontalpodautoscalers"], WRITE),
+        rule("batch", &["cronjobs", "jobs"], WRITE),
+        rule(
+            "extensions",
+            &[
+                "daemonsets",
+                "deployments",
+                "deployments/rollback",
+                "deployments/scale",
+                "ingresses",
+                "networkpolicies",
+                "replicasets",
+                "replicasets/scale",
+                "replicationcontrollers/scale"
+            ],
+            WRITE
+        ),
+        rule("policy", &["poddisruptionbudgets"], WRITE),
+        rule(
+            "networking.k8s.io",
+            &["ingresses", "networkpolicies"],
+            WRITE
+        ),
+        rule("coordination.k8s.io", &["leases"], ALL),
+    ])
+}
+
+/// What `admin` adds to `edit`: the namespace's Roles and RoleBindings, and asking what
+/// others may do there (kube-apiserver's `system:aggregate-to-admin`).
+fn admin_rules() -> Value {
+    json!([
+        rule(
+            "authorization.k8s.io",
+            &["localsubjectaccessreviews"],
+            &["create"]
+        ),
+        rule("rbac.authorization.k8s.io", &["rolebindings", "roles"], ALL),
+    ])
+}
 
 /// The default ClusterRoles.
 pub fn cluster_roles() -> Vec<Value> {
-    let core_read = json!([
-        "configmaps",
-        "endpoints",
-        "persistentvolumeclaims",
-        "pods",
-        "pods/status",
-        "replicationcontrollers",
-        "services",
-        "services/status",
-        "serviceaccounts",
-        "events",
-        "namespaces",
-        "namespaces/status",
-        "limitranges",
-        "resourcequotas"
-    ]);
-    let apps = json!([
-        "deployments",
-        "deployments/status",
-        "daemonsets",
-        "daemonsets/status",
-        "replicasets",
-        "replicasets/status",
-        "statefulsets",
-        "statefulsets/status",
-        "deployments/scale",
-        "replicasets/scale",
-        "statefulsets/scale"
-    ]);
-    let batch = json!(["jobs", "jobs/status", "cronjobs", "cronjobs/status"]);
-    let core_write = json!([
-        "configmaps",
-        "persistentvolumeclaims",
-        "pods",
-        "replicationcontrollers",
-        "services",
-        "serviceaccounts",
-        "secrets"
-    ]);
     vec![
         role(
             "cluster-admin",
@@ -103,34 +257,9 @@ pub fn cluster_roles() -> Vec<Value> {
         aggregating("admin", None),
         aggregating("edit", Some("admin")),
         aggregating("view", Some("edit")),
-        aggregated_into(
-            "view",
-            json!([
-                {"apiGroups": [""], "resources": core_read, "verbs": READ},
-                {"apiGroups": ["apps"], "resources": apps, "verbs": READ},
-                {"apiGroups": ["batch"], "resources": batch, "verbs": READ},
-            ]),
-        ),
-        aggregated_into(
-            "edit",
-            json!([
-                {"apiGroups": [""], "resources": core_write, "verbs": WRITE},
-                {"apiGroups": [""], "resources": ["secrets"], "verbs": READ},
-                {"apiGroups": [""], "resources": ["serviceaccounts/token", "pods/eviction"], "verbs": ["create"]},
-                {"apiGroups": ["apps"], "resources": ["deployments", "daemonsets", "replicasets", "statefulsets",
-                    "deployments/scale", "replicasets/scale", "statefulsets/scale"], "verbs": WRITE},
-                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": WRITE},
-                {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": WRITE},
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            ]),
-        ),
-        aggregated_into(
-            "admin",
-            json!([
-                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["*"]},
-                {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
-            ]),
-        ),
+        aggregated_into("view", view_rules()),
+        aggregated_into("edit", edit_rules()),
+        aggregated_into("admin", admin_rules()),
         role(
             "system:discovery",
             json!({}),
