@@ -192,10 +192,11 @@ pub struct WorkerArgs {
 }
 
 impl WorkerArgs {
-    /// Where the fleet API reads the gateway, if anywhere.
-    pub fn gateway(&self) -> Option<gpustack_worker::fleet::gateway::Address> {
+    /// Where the fleet API reads the gateway, if anywhere: `socket` is `--gateway-socket` as
+    /// resolved against the data directory.
+    pub fn gateway(&self, socket: &str) -> Option<gpustack_worker::fleet::gateway::Address> {
         use gpustack_worker::fleet::gateway::Address;
-        match (&self.gateway_kubeconfig, self.gateway_socket.as_str()) {
+        match (&self.gateway_kubeconfig, socket) {
             (Some(k), _) => Some(Address::Kubeconfig(k.clone())),
             (None, "") => None,
             (None, s) => Some(Address::Socket(PathBuf::from(s))),

@@ -18,13 +18,15 @@ const DEFAULT_SECURE_PORT: u16 = 9443;
 
 /// `--bind-unix-path`'s default; unlike an explicit path, it is skipped (with a warning) when
 /// its directory does not exist, so a one-machine demo needs no /var/lib/gpustack.
-const DEFAULT_UNIX_PATH: &str = "/var/lib/gpustack/gpustack-operator-worker-gateway.sock";
+const DEFAULT_UNIX_PATH: &str = super::one_machine::DEFAULT_SOCKET;
 
 pub fn run(args: WorkerGatewayArgs) -> ExitCode {
     super::process::block_on("worker-gateway", serve(args))
 }
 
-async fn serve(args: WorkerGatewayArgs) -> anyhow::Result<()> {
+async fn serve(mut args: WorkerGatewayArgs) -> anyhow::Result<()> {
+    let env = |name: &str| std::env::var(name).ok();
+    args.bind_unix_path = super::one_machine::gateway_socket(&args.bind_unix_path, env);
     let port = if args.secure_port == 0 {
         DEFAULT_SECURE_PORT
     } else {

@@ -4,14 +4,14 @@
 //! cluster's aggregation, exactly as on a real cluster.
 
 use std::{
-    net::{Ipv4Addr, SocketAddr},
+    net::{IpAddr, Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
 };
 
 use gpustack_api::Manufacturer;
 use gpustack_device_manager::{detect, serve::objects, system_root::SystemRoot};
 use gpustack_gateway::server::{Gateway, GatewayOptions};
-use gpustack_worker::local_node::{self, Machine};
+use gpustack_worker::local_node::{self, Machine, MachineInfo};
 
 /// The embedded cluster's name (its kubeconfig is `<data dir>/local.kubeconfig`).
 pub const CLUSTER: &str = "local";
@@ -32,6 +32,25 @@ pub fn data_dir(env: impl Fn(&str) -> Option<String>) -> PathBuf {
         .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .unwrap_or_else(|| PathBuf::from("."));
     base.join("gpustack")
+}
+
+/// The gateway socket's name in its data directory (the flags' default is in
+/// `/var/lib/gpustack`).
+const SOCKET_NAME: &str = "gpustack-operator-worker-gateway.sock";
+pub const DEFAULT_SOCKET: &str = "/var/lib/gpustack/gpustack-operator-worker-gateway.sock";
+
+/// The gateway's unix socket, for `worker --gateway-socket` and `worker-gateway
+/// --bind-unix-path`: the flag's value, except that its default follows `GPUSTACK_DATA_DIR`
+/// when that is set, so that both ends of the socket agree on a data directory moved away
+/// from `/var/lib/gpustack`.
+pub fn gateway_socket(flag: &str, env: impl Fn(&str) -> Option<String>) -> String {
+    match env("GPUSTACK_DATA_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) if flag == DEFAULT_SOCKET => PathBuf::from(dir)
+            .join(SOCKET_NAME)
+            .to_string_lossy()
+            .into_owned(),
+        _ => flag.to_owned(),
+    }
 }
 
 fn writable(dir: &Path) -> bool {
@@ -61,7 +80,40 @@ pub fn machine(root: &SystemRoot) -> Machine {
         arch: local_node::go_arch(std::env::consts::ARCH).to_owned(),
         cpus: local_node::cpus(&read("/proc/cpuinfo")),
         memory_kib: local_node::memory_kib(&read("/proc/meminfo")).unwrap_or(0),
+        info: MachineInfo {
+            kernel_version: read("/proc/sys/kernel/osrelease").trim().to_owned(),
+            os_image: local_node::os_image(&read("/etc/os-release")),
+            machine_id: read("/etc/machine-id").trim().to_owned(),
+            // Readable by root only, as for the kubelet.
+            system_uuid: read("/sys/class/dmi/id/product_uuid").trim().to_owned(),
+            boot_id: read("/proc/sys/kernel/random/boot_id").trim().to_owned(),
+        },
+        internal_ip: internal_ip(local_node::default_route_interface(&read(
+            "/proc/net/route",
+        ))),
     }
+}
+
+/// The address the kubelet would report as `InternalIP`: the IPv4 address of the default
+/// route's interface, else of any interface that is up and not loopback.
+fn internal_ip(default_interface: Option<&str>) -> Option<IpAddr> {
+    use nix::{ifaddrs::getifaddrs, net::if_::InterfaceFlags};
+    let candidates: Vec<(String, IpAddr)> = getifaddrs()
+        .ok()?
+        .filter(|a| {
+            a.flags.contains(InterfaceFlags::IFF_UP)
+                && !a.flags.contains(InterfaceFlags::IFF_LOOPBACK)
+        })
+        .filter_map(|a| {
+            let v4 = a.address?.as_sockaddr_in()?.ip();
+            Some((a.interface_name, IpAddr::V4(v4)))
+        })
+        .collect();
+    candidates
+        .iter()
+        .find(|(name, _)| Some(name.as_str()) == default_interface)
+        .or_else(|| candidates.first())
+        .map(|(_, ip)| *ip)
 }
 
 /// A Node name from a hostname: lowercase, DNS characters only, `localhost` when nothing is left.
@@ -154,6 +206,14 @@ mod tests {
             "",
             env(&[("KUBERNETES_SERVICE_HOST", "10.0.0.1")])
         ));
+        let data = env(&[("GPUSTACK_DATA_DIR", "/tmp/x")]);
+        assert_eq!(
+            gateway_socket(DEFAULT_SOCKET, &data),
+            "/tmp/x/gpustack-operator-worker-gateway.sock"
+        );
+        assert_eq!(gateway_socket("/run/gw.sock", &data), "/run/gw.sock");
+        assert_eq!(gateway_socket("", &data), "", "empty still serves no fleet");
+        assert_eq!(gateway_socket(DEFAULT_SOCKET, env(&[])), DEFAULT_SOCKET);
         assert_eq!(sanitize_hostname("My_Host"), "my-host");
         assert_eq!(sanitize_hostname(""), "localhost");
     }

@@ -42,7 +42,7 @@ fn config(args: &WorkerArgs) -> run::Config {
             ..Limits::default()
         },
         model_manager_service_account: args.model_manager_service_account.clone(),
-        gateway: args.gateway(),
+        gateway: args.gateway(&one_machine::gateway_socket(&args.gateway_socket, env)),
         applications: applications::Config {
             disabled: args.disable_applications.clone(),
             manufacturers: args.manufacturer.clone(),

@@ -30,7 +30,12 @@ fn machine(dir: &Path) -> HostTree {
             "/proc/meminfo",
             "MemTotal:       65536000 kB\nMemFree:        1000 kB\n",
         )
-        .file("/proc/sys/kernel/hostname", "RX-Node\n");
+        .file("/proc/sys/kernel/hostname", "RX-Node\n")
+        .file("/proc/sys/kernel/osrelease", "6.1.0-13-amd64\n")
+        .file(
+            "/etc/os-release",
+            "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n",
+        );
     tree
 }
 
@@ -136,6 +141,21 @@ fn one_machine_registers_this_machine_and_keeps_it_across_restarts() {
     assert_eq!(node["status"]["capacity"]["cpu"], "14");
     assert_eq!(node["status"]["capacity"]["memory"], "65536000Ki");
     assert_eq!(node["metadata"]["labels"]["kubernetes.io/os"], "linux");
+    // What the kubelet would say of the host, from the host tree.
+    let info = &node["status"]["nodeInfo"];
+    assert_eq!(info["osImage"], "Debian GNU/Linux 12 (bookworm)");
+    assert_eq!(info["kernelVersion"], "6.1.0-13-amd64");
+    assert_eq!(info["architecture"], "amd64");
+    let addresses = node["status"]["addresses"].as_array().unwrap();
+    assert!(
+        addresses.contains(&serde_json::json!({"type": "Hostname", "address": HOST})),
+        "{addresses:?}"
+    );
+    // This machine's own interface address, where it has one besides loopback.
+    for a in addresses.iter().filter(|a| a["type"] == "InternalIP") {
+        let ip: std::net::IpAddr = a["address"].as_str().unwrap().parse().unwrap();
+        assert!(!ip.is_loopback(), "{ip}");
+    }
     let uid = node["metadata"]["uid"].clone();
     // The worker's API, through the cluster's aggregation, as the README says to try.
     let listed = wait_until("devices through the aggregated API", DEADLINE, || {
@@ -237,5 +257,49 @@ fn one_machine_registers_this_machine_and_keeps_it_across_restarts() {
         uid,
         "the next start finds the same Node"
     );
+    assert!(w.stop().success());
+}
+
+/// `GPUSTACK_DATA_DIR` moves the gateway's default socket for both ends: a `worker-gateway`
+/// and a one-machine `worker` started with the same data directory and no socket flags meet
+/// there, and the worker serves the fleet.
+#[test]
+fn the_gateway_socket_follows_the_data_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = machine(&tmp.path().join("root"));
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let hub_log = tmp.path().join("hub.log");
+    /// Killed when the test ends, passed or not.
+    struct Hub(Child);
+    impl Drop for Hub {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _hub = Hub(operator()
+        .args([
+            "worker-gateway",
+            &format!("--data-dir={}", tmp.path().join("hub").display()),
+            "--bind-address=127.0.0.1",
+            &format!("--secure-port={}", free_port()),
+        ])
+        .env("GPUSTACK_DATA_DIR", &data)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&hub_log).unwrap())
+        .spawn()
+        .unwrap());
+    let socket = data.join("gpustack-operator-worker-gateway.sock");
+    wait_until("the hub's socket in the data directory", DEADLINE, || {
+        socket.exists().then_some(())
+    });
+    let (api_port, port) = (free_port(), free_port());
+    let w = OneMachine::start(tree.root(), &data, api_port, port);
+    let kubeconfig = data.join("local.kubeconfig");
+    let cache = tmp.path().join("kube-cache");
+    wait_until("the fleet's clusters through the worker", DEADLINE, || {
+        kubectl(&kubeconfig, &cache, &["get", "clusters.fleet.gpustack.ai"])
+    });
     assert!(w.stop().success());
 }

@@ -14,6 +14,39 @@ pub struct Machine {
     pub arch: String,
     pub cpus: u32,
     pub memory_kib: u64,
+    /// What the kubelet reports in `nodeInfo` (empty where this machine does not say).
+    pub info: MachineInfo,
+    /// The Node's `InternalIP`, when this machine has an address other than loopback.
+    pub internal_ip: Option<std::net::IpAddr>,
+}
+
+/// The identity the kubelet reads from the host for `status.nodeInfo`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MachineInfo {
+    pub kernel_version: String,
+    pub os_image: String,
+    pub machine_id: String,
+    pub system_uuid: String,
+    pub boot_id: String,
+}
+
+/// `PRETTY_NAME` of an os-release file (what the kubelet shows as the OS image), unquoted;
+/// "Linux" when it is missing, as the kubelet says.
+pub fn os_image(os_release: &str) -> String {
+    os_release
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim().trim_matches(['"', '\'']).to_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "Linux".to_owned())
+}
+
+/// The interface of the IPv4 default route in `/proc/net/route` (destination 0, mask 0).
+pub fn default_route_interface(route: &str) -> Option<&str> {
+    route.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 7 && f[1] == "00000000" && f[7] == "00000000").then_some(f[0])
+    })
 }
 
 /// Logical CPUs in `/proc/cpuinfo` (at least one).
@@ -63,8 +96,14 @@ pub fn node(m: &Machine) -> Value {
     })
 }
 
-/// The Node's status: capacity, and Ready as of `now`.
+/// The Node's status: capacity, addresses, what the kubelet says of the host, and Ready as of
+/// `now`.
 pub fn status(m: &Machine, now: &str) -> Value {
+    let mut addresses = Vec::new();
+    if let Some(ip) = m.internal_ip {
+        addresses.push(json!({"type": "InternalIP", "address": ip.to_string()}));
+    }
+    addresses.push(json!({"type": "Hostname", "address": m.hostname}));
     let capacity = json!({
         "cpu": m.cpus.to_string(),
         "memory": format!("{}Ki", m.memory_kib),
@@ -74,6 +113,7 @@ pub fn status(m: &Machine, now: &str) -> Value {
         "status": {
             "capacity": capacity,
             "allocatable": capacity,
+            "addresses": addresses,
             "conditions": [{
                 "type": "Ready",
                 "status": "True",
@@ -87,11 +127,11 @@ pub fn status(m: &Machine, now: &str) -> Value {
                 "architecture": m.arch,
                 "kubeletVersion": "",
                 "containerRuntimeVersion": "",
-                "kernelVersion": "",
-                "osImage": "",
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": "",
+                "kernelVersion": m.info.kernel_version,
+                "osImage": m.info.os_image,
+                "machineID": m.info.machine_id,
+                "systemUUID": m.info.system_uuid,
+                "bootID": m.info.boot_id,
                 "kubeProxyVersion": "",
             },
         }
@@ -140,6 +180,14 @@ mod tests {
             arch: "amd64".into(),
             cpus: 2,
             memory_kib: 1024,
+            info: MachineInfo {
+                kernel_version: "6.1.0-13-amd64".into(),
+                os_image: os_image(
+                    "NAME=\"Debian\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n",
+                ),
+                ..MachineInfo::default()
+            },
+            internal_ip: Some([10, 1, 2, 3].into()),
         };
         assert_eq!(
             node(&m)["metadata"]["labels"]["kubernetes.io/arch"],
@@ -148,5 +196,18 @@ mod tests {
         let s = status(&m, "2026-01-01T00:00:00Z");
         assert_eq!(s["status"]["capacity"]["memory"], "1024Ki");
         assert_eq!(s["status"]["conditions"][0]["type"], "Ready");
+        let info = &s["status"]["nodeInfo"];
+        assert_eq!(info["osImage"], "Debian GNU/Linux 12 (bookworm)");
+        assert_eq!(info["kernelVersion"], "6.1.0-13-amd64");
+        assert_eq!(
+            s["status"]["addresses"],
+            json!([{"type": "InternalIP", "address": "10.1.2.3"}, {"type": "Hostname", "address": "h"}])
+        );
+        assert_eq!(os_image(""), "Linux");
+        let route = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\n\
+            eth0\t0002A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\n\
+            eth1\t00000000\t0102A8C0\t0003\t0\t0\t0\t00000000\n";
+        assert_eq!(default_route_interface(route), Some("eth1"));
+        assert_eq!(default_route_interface("Iface\n"), None);
     }
 }
