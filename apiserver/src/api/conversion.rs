@@ -44,15 +44,8 @@ pub fn to_storage(def: &ResourceDef, mut obj: Value) -> Value {
     if is_events_v1(def)
         && let Some(m) = obj.as_object_mut()
     {
+        // `series` is the same field in both forms (core v1 Events have one too).
         rename(m, true);
-        if let Some(series) = m.remove("series") {
-            if let Some(c) = series.get("count") {
-                m.insert("count".into(), c.clone());
-            }
-            if let Some(t) = series.get("lastObservedTime") {
-                m.insert("lastTimestamp".into(), t.clone());
-            }
-        }
         m.insert("apiVersion".into(), json!("v1"));
     }
     obj
@@ -84,12 +77,18 @@ mod tests {
             .unwrap();
         assert_eq!(v1.storage_group, "");
         let given = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"},
-            "regarding": {"kind": "Pod", "name": "p"}, "note": "hello", "reason": "Started", "reportingController": "me"});
+            "regarding": {"kind": "Pod", "name": "p"}, "note": "hello", "reason": "Started", "reportingController": "me",
+            "series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:05.000000Z"}, "deprecatedCount": 2});
         let stored = to_storage(v1, given.clone());
         assert_eq!(stored["involvedObject"]["name"], "p");
         assert_eq!(stored["message"], "hello");
         assert_eq!(stored["reportingComponent"], "me");
         assert_eq!(stored["apiVersion"], "v1");
+        assert_eq!(
+            stored["series"]["count"], 2,
+            "kept as the core form's series"
+        );
+        assert_eq!(stored["count"], 2);
         assert_eq!(from_storage(v1, stored.clone()), given);
         assert_eq!(from_storage(core, stored.clone()), stored);
     }

@@ -2,8 +2,38 @@
 
 use serde_json::Value;
 
-/// Sets `metadata.resourceVersion` (creating `metadata` if needed).
+/// The keys kube-apiserver writes first, in its order (a typed object's `TypeMeta` and then
+/// `ObjectMeta`); the rest keep the order they came in.
+const LEADING_KEYS: [&str; 3] = ["kind", "apiVersion", "metadata"];
+
+/// Puts `kind`, `apiVersion` and `metadata` first, as kube-apiserver writes objects, whatever
+/// order the client sent them in (clients that report a decode error by column, and people
+/// diffing output, notice).
+pub(super) fn order_keys(body: &mut Value) {
+    let Some(obj) = body.as_object_mut() else {
+        return;
+    };
+    let present: Vec<&str> = LEADING_KEYS
+        .into_iter()
+        .filter(|k| obj.contains_key(*k))
+        .collect();
+    if obj.keys().take(present.len()).eq(present.iter().copied()) {
+        return;
+    }
+    let mut ordered = serde_json::Map::with_capacity(obj.len());
+    for k in present {
+        if let Some(v) = obj.shift_remove(k) {
+            ordered.insert(k.to_owned(), v);
+        }
+    }
+    ordered.append(obj);
+    *obj = ordered;
+}
+
+/// Sets `metadata.resourceVersion` (creating `metadata` if needed), with the object's keys in
+/// kube-apiserver's order.
 pub(super) fn set_resource_version(body: &mut Value, rv: u64) {
+    order_keys(body);
     if let Some(obj) = body.as_object_mut() {
         let meta = obj
             .entry("metadata")
@@ -24,4 +54,29 @@ pub(super) fn owner_uids(body: &Value) -> Vec<&str> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn keys(v: &Value) -> Vec<&str> {
+        v.as_object().unwrap().keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn kind_api_version_and_metadata_come_first() {
+        let mut v = json!({"data": {"a": "b"}, "metadata": {"name": "x"}, "apiVersion": "v1", "kind": "ConfigMap", "type": "t"});
+        set_resource_version(&mut v, 7);
+        assert_eq!(keys(&v), ["kind", "apiVersion", "metadata", "data", "type"]);
+        assert_eq!(v["metadata"]["resourceVersion"], "7");
+        let mut bare = json!({"spec": {}, "metadata": {}});
+        order_keys(&mut bare);
+        assert_eq!(keys(&bare), ["metadata", "spec"]);
+        let mut sorted = json!({"kind": "K", "apiVersion": "v1", "metadata": {}, "spec": {}});
+        let before = sorted.clone();
+        order_keys(&mut sorted);
+        assert_eq!(keys(&sorted), keys(&before));
+    }
 }

@@ -177,6 +177,7 @@ const POD_FIELDS: &[&str] = &[
     "spec.restartPolicy",
     "spec.schedulerName",
     "spec.serviceAccountName",
+    "spec.hostNetwork",
     "status.phase",
     "status.podIP",
     "status.nominatedNodeName",

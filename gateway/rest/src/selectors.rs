@@ -249,11 +249,16 @@ impl FieldSelector {
     }
 }
 
+/// The selectable fields of built-in kinds that are booleans: kube-apiserver matches a field
+/// selector against the typed object, where an unset boolean reads `false`.
+const BOOLEAN_FIELDS: &[&str] = &["spec.unschedulable", "spec.hostNetwork"];
+
 fn field_value(obj: &Value, field: &str) -> String {
     let mut cur = obj;
     for part in field.split('.') {
         match cur.get(part) {
             Some(v) => cur = v,
+            None if BOOLEAN_FIELDS.contains(&field) => return "false".to_owned(),
             None => return String::new(),
         }
     }
@@ -345,6 +350,17 @@ mod tests {
         assert!(m("metadata.namespace==ns,spec.nodeName=n1"));
         assert!(!m("status.phase!=Running"));
         assert!(m("spec.nodeName!=n2"));
+        assert!(m("spec.hostNetwork==false") && !m("spec.hostNetwork=true"));
+        let nodes = kind("nodes");
+        let node = |spec: Value| json!({"metadata": {"name": "n"}, "spec": spec});
+        let unschedulable =
+            |s: &str, n: &Value| FieldSelector::parse(s, &nodes).unwrap().matches(n);
+        assert!(unschedulable("spec.unschedulable==false", &node(json!({}))));
+        assert!(!unschedulable("spec.unschedulable==true", &node(json!({}))));
+        assert!(unschedulable(
+            "spec.unschedulable=true",
+            &node(json!({"unschedulable": true}))
+        ));
         assert!(
             FieldSelector::parse("spec.nodeName=x", &configmaps)
                 .unwrap_err()

@@ -13,18 +13,31 @@ pub(super) async fn get(
     if t.def.namespaced && t.namespace.is_none() {
         return Err(ApiError::not_found_path());
     }
+    let representation = representation(ctx)?;
     let (_, obj) = t.stored(st, &ctx.cluster, name).await?;
     let obj = at_version(&t.def, &t.version, obj);
-    match representation(ctx)? {
-        Representation::Json => Ok(json_response(StatusCode::OK, &obj)),
-        Representation::Metadata => Ok(json_response(
-            StatusCode::OK,
-            &table::partial_object_metadata(&obj),
-        )),
+    answer(ctx, t, representation, StatusCode::OK, obj)
+}
+
+/// One object in the representation the caller asked for: itself, its metadata alone
+/// (`as=PartialObjectMetadata`) or a one-row Table. Reads and writes answer alike, as
+/// kube-apiserver does; `representation` is negotiated before any work is done.
+pub(super) fn answer(
+    ctx: &Ctx,
+    t: &Target,
+    representation: Representation,
+    status: StatusCode,
+    obj: Value,
+) -> Result<Response, ApiError> {
+    match representation {
+        Representation::Json => Ok(json_response(status, &obj)),
+        Representation::Metadata => {
+            Ok(json_response(status, &table::partial_object_metadata(&obj)))
+        }
         Representation::Table => {
             let rv = rv_of(&obj).unwrap_or("").to_owned();
             Ok(json_response(
-                StatusCode::OK,
+                status,
                 &table::table(
                     &t.def,
                     &[obj],

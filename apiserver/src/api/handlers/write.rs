@@ -268,9 +268,10 @@ async fn applied_config(ctx: &Ctx) -> Result<Value, ApiError> {
 pub(super) async fn create(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
     check_field_validation(ctx)?;
     check_field_manager(ctx, "CreateOptions")?;
+    let representation = representation(ctx)?;
     let body = object_body(ctx).await?;
     let obj = create_object(st, ctx, t, body, apply::Operation::Update).await?;
-    Ok(json_response(StatusCode::CREATED, &obj))
+    super::read::answer(ctx, t, representation, StatusCode::CREATED, obj)
 }
 
 pub(super) fn pinned_rv_matches(
@@ -295,6 +296,7 @@ pub(super) async fn update(
 ) -> Result<Response, ApiError> {
     check_field_validation(ctx)?;
     check_field_manager(ctx, "UpdateOptions")?;
+    let representation = representation(ctx)?;
     let body = object_body(ctx).await?;
     let given = rv_of(&body).map(String::from);
     let mut body = body;
@@ -313,7 +315,7 @@ pub(super) async fn update(
             })
     })
     .await?;
-    Ok(json_response(StatusCode::OK, &obj))
+    super::read::answer(ctx, t, representation, StatusCode::OK, obj)
 }
 
 pub(super) async fn patch(
@@ -324,6 +326,7 @@ pub(super) async fn patch(
 ) -> Result<Response, ApiError> {
     check_field_validation(ctx)?;
     check_field_manager(ctx, "PatchOptions")?;
+    let representation = representation(ctx)?;
     let ct = ctx.header(header::CONTENT_TYPE).to_owned();
     let kind =
         PatchKind::from_content_type(&ct).ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
@@ -365,7 +368,7 @@ pub(super) async fn patch(
                 body["metadata"] = json!({"name": name});
             }
             let obj = create_object(st, ctx, t, body, apply::Operation::Apply).await?;
-            return Ok(json_response(StatusCode::CREATED, &obj));
+            return super::read::answer(ctx, t, representation, StatusCode::CREATED, obj);
         }
     }
     let applied = match kind {
@@ -403,5 +406,5 @@ pub(super) async fn patch(
         Ok(new)
     })
     .await?;
-    Ok(json_response(StatusCode::OK, &obj))
+    super::read::answer(ctx, t, representation, StatusCode::OK, obj)
 }
