@@ -172,12 +172,12 @@ pub use crate::hosting::kubeconfig_path;
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// What every cluster starts with: its namespaces, the default RBAC objects
-/// ([`api::auth::defaults`]) and what [`cluster_defaults`] adds (the API's Service on `port`,
-/// each namespace's account and CA certificate `ca_pem`).
+/// ([`api::auth::defaults`]) and what [`cluster_defaults`] adds (the API's Service and
+/// endpoints at `addr`, each namespace's account and CA certificate `ca_pem`).
 async fn ensure_initial_objects(
     store: &Store,
     cluster: &str,
-    port: u16,
+    addr: SocketAddr,
     ca_pem: &str,
 ) -> Result<(), StoreError> {
     for ns in INITIAL_NAMESPACES {
@@ -194,7 +194,7 @@ async fn ensure_initial_objects(
     for (namespace, role) in api::auth::defaults::roles() {
         ensure_object(store, cluster, "roles", Some(namespace), role, None).await?;
     }
-    cluster_defaults::seed_cluster(store, cluster, port, ca_pem).await
+    cluster_defaults::seed_cluster(store, cluster, addr, ca_pem).await
 }
 
 /// Writes `kube-system/extension-apiserver-authentication` (what extension API servers trust)
@@ -327,7 +327,7 @@ pub async fn prepare(opts: ServerOptions) -> Result<Prepared, ServerError> {
         tracing::info!(kubeconfig = %path.display(), "the admin token's kubeconfig");
     }
     for cluster in &opts.clusters {
-        ensure_initial_objects(&store, cluster, addr.port(), &tls.ca_pem).await?;
+        ensure_initial_objects(&store, cluster, addr, &tls.ca_pem).await?;
         let path = hosting.host(cluster, false).await?;
         tracing::info!(cluster, kubeconfig = %path.display(), "embedded cluster ready");
     }

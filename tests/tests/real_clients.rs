@@ -146,3 +146,61 @@ fn kind_and_api_version_lead_every_object() {
         );
     }
 }
+
+/// `kubectl apply --prune` walks kubectl's default prune set (core Endpoints,
+/// PersistentVolumeClaims, ReplicationControllers among them): every kind of it is served, and
+/// the API's own address is kept in `default/kubernetes`'s Endpoints and EndpointSlice.
+#[test]
+fn apply_prune_and_the_apis_endpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&dir.path().join("gw"), "clients");
+    let manifest = |names: &[&str]| -> std::path::PathBuf {
+        let docs: Vec<String> = names
+            .iter()
+            .map(|n| {
+                format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {n}\n  labels: {{app: x}}\ndata: {{k: v}}\n")
+            })
+            .collect();
+        let path = dir.path().join(format!("{}.yaml", names.join("-")));
+        std::fs::write(&path, docs.join("---\n")).unwrap();
+        path
+    };
+    let both = manifest(&["kept", "pruned"]);
+    gw.kubectl_ok(&["apply", "-l", "app=x", "-f", both.to_str().unwrap()]);
+    let one = manifest(&["kept"]);
+    let out = gw.kubectl_ok(&[
+        "apply",
+        "--prune",
+        "-l",
+        "app=x",
+        "-f",
+        one.to_str().unwrap(),
+    ]);
+    assert!(out.contains("configmap/pruned pruned"), "{out}");
+    let left = gw.kubectl_ok(&["get", "configmaps", "-l", "app=x", "-o", "name"]);
+    assert_eq!(left.trim(), "configmap/kept");
+
+    let address = format!("127.0.0.1:{}", gw.port);
+    let ep = gw.kubectl_ok(&["get", "endpoints", "kubernetes", "-n", "default"]);
+    assert!(ep.contains(&address), "{ep}");
+    let slice = gw.get_json(&[
+        "endpointslices.discovery.k8s.io",
+        "kubernetes",
+        "-n",
+        "default",
+    ]);
+    assert_eq!(slice["endpoints"][0]["addresses"], json!(["127.0.0.1"]));
+    assert_eq!(slice["ports"][0]["port"], gw.port);
+    // And clients may write their own.
+    let pvc = r#"{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"data","namespace":"default"},
+        "spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}}"#;
+    let file = dir.path().join("pvc.json");
+    std::fs::write(&file, pvc).unwrap();
+    gw.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    let listed = gw.kubectl_ok(&["get", "pvc", "data"]);
+    assert!(listed.starts_with("NAME"), "{listed}");
+    assert!(
+        listed.lines().next().unwrap().contains("STORAGECLASS"),
+        "{listed}"
+    );
+}

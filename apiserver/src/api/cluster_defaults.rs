@@ -1,10 +1,13 @@
 //! What a fresh cluster holds besides its RBAC objects ([`super::auth::defaults`]): the
-//! `default/kubernetes` Service naming the API, and in every namespace the `default`
+//! `default/kubernetes` Service naming the API with its Endpoints and EndpointSlice (the
+//! address served), and in every namespace the `default`
 //! ServiceAccount and the `kube-root-ca.crt` ConfigMap with the CA certificate clients trust.
 //! A namespace gets its two objects as it is created (the create request writes them), and
 //! every namespace is checked again at start, so that a CA changed since (`--cert-dir`) is
 //! published. The objects are built by pure functions; the writes create what is missing and
 //! leave the rest alone, as a restart must.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use serde_json::{Value, json};
 
@@ -47,6 +50,62 @@ pub fn kubernetes_service(port: u16) -> Value {
 
 fn kubernetes_port(port: u16) -> Value {
     json!({"name": "https", "port": 443, "protocol": "TCP", "targetPort": port})
+}
+
+/// Where clients reach the API: the served address, loopback when every interface is served.
+fn api_ip(addr: SocketAddr) -> IpAddr {
+    match addr.ip() {
+        ip if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        ip => ip,
+    }
+}
+
+/// `default/kubernetes`'s Endpoints subsets: the API's address and port.
+fn kubernetes_subsets(addr: SocketAddr) -> Value {
+    json!([{
+        "addresses": [{"ip": api_ip(addr).to_string()}],
+        "ports": [{"name": "https", "port": addr.port(), "protocol": "TCP"}],
+    }])
+}
+
+/// `default/kubernetes`'s Endpoints, as kube-apiserver keeps them for itself.
+pub fn kubernetes_endpoints(addr: SocketAddr) -> Value {
+    json!({
+        "metadata": {
+            "name": "kubernetes",
+            "namespace": "default",
+            "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+        },
+        "subsets": kubernetes_subsets(addr),
+    })
+}
+
+/// `default/kubernetes`'s EndpointSlice endpoints and ports.
+fn kubernetes_slice_parts(addr: SocketAddr) -> (Value, Value) {
+    let endpoints =
+        json!([{"addresses": [api_ip(addr).to_string()], "conditions": {"ready": true}}]);
+    let ports = json!([{"name": "https", "port": addr.port(), "protocol": "TCP"}]);
+    (endpoints, ports)
+}
+
+/// `default/kubernetes`'s EndpointSlice, as kube-apiserver keeps it for itself.
+pub fn kubernetes_endpoint_slice(addr: SocketAddr) -> Value {
+    let (endpoints, ports) = kubernetes_slice_parts(addr);
+    let family = if api_ip(addr).is_ipv4() {
+        "IPv4"
+    } else {
+        "IPv6"
+    };
+    json!({
+        "metadata": {
+            "name": "kubernetes",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": "kubernetes"},
+        },
+        "addressType": family,
+        "endpoints": endpoints,
+        "ports": ports,
+    })
 }
 
 /// What namespace `ns` holds from its creation: (resource, object).
@@ -177,18 +236,46 @@ pub async fn seed_namespace(
     ensure_field(store, &key, "/data/ca.crt", json!(ca_pem)).await
 }
 
-/// `default/kubernetes` and every namespace's objects; the Service's target port follows the
-/// port served now.
+/// `default/kubernetes` with its Endpoints and EndpointSlice, and every namespace's objects;
+/// the Service's target port and the endpoints follow the address served now.
 pub async fn seed_cluster(
     store: &Store,
     cluster: &str,
-    port: u16,
+    addr: SocketAddr,
     ca_pem: &str,
 ) -> Result<(), StoreError> {
+    let port = addr.port();
     let service = kubernetes_service(port);
     ensure_object(store, cluster, "services", Some("default"), service, None).await?;
     let key = key_of(cluster, "", "services", "default", "kubernetes");
     ensure_field(store, &key, "/spec/ports", json!([kubernetes_port(port)])).await?;
+    let endpoints = kubernetes_endpoints(addr);
+    ensure_object(
+        store,
+        cluster,
+        "endpoints",
+        Some("default"),
+        endpoints,
+        None,
+    )
+    .await?;
+    let key = key_of(cluster, "", "endpoints", "default", "kubernetes");
+    ensure_field(store, &key, "/subsets", kubernetes_subsets(addr)).await?;
+    let slice = kubernetes_endpoint_slice(addr);
+    let group = "discovery.k8s.io";
+    ensure_object(
+        store,
+        cluster,
+        "endpointslices",
+        Some("default"),
+        slice,
+        None,
+    )
+    .await?;
+    let key = key_of(cluster, group, "endpointslices", "default", "kubernetes");
+    let (endpoints, ports) = kubernetes_slice_parts(addr);
+    ensure_field(store, &key, "/endpoints", endpoints).await?;
+    ensure_field(store, &key, "/ports", ports).await?;
     let namespaces = store.list(cluster, "", "namespaces", None, None, 0).await?;
     for ns in &namespaces.items {
         if objects::is_deleting(ns) {
@@ -212,6 +299,26 @@ mod tests {
             svc["spec"]["ports"],
             json!([{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}])
         );
+    }
+
+    #[test]
+    fn the_kubernetes_endpoints_name_the_served_address() {
+        let served: SocketAddr = "127.0.0.1:16443".parse().unwrap();
+        let ep = kubernetes_endpoints(served);
+        assert_eq!(
+            ep["subsets"],
+            json!([{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": 16443, "protocol": "TCP"}]}])
+        );
+        let everywhere: SocketAddr = "0.0.0.0:6443".parse().unwrap();
+        let slice = kubernetes_endpoint_slice(everywhere);
+        assert_eq!(slice["addressType"], "IPv4");
+        assert_eq!(slice["endpoints"][0]["addresses"], json!(["127.0.0.1"]));
+        assert_eq!(
+            slice["metadata"]["labels"]["kubernetes.io/service-name"],
+            "kubernetes"
+        );
+        let v6 = kubernetes_endpoint_slice("[::1]:6443".parse().unwrap());
+        assert_eq!(v6["addressType"], "IPv6");
     }
 
     #[test]

@@ -46,8 +46,8 @@ fn add_kinds(c: &mut impl Kinds) {
     use api::{
         admissionregistration::v1 as admission, apps::v1 as apps, authentication::v1 as authn,
         authorization::v1 as authz, batch::v1 as batch, certificates::v1 as certificates,
-        coordination::v1 as coordination, core::v1 as core, events::v1 as events,
-        networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+        coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
+        events::v1 as events, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
         scheduling::v1 as scheduling, storage::v1 as storage,
     };
     c.add::<core::Namespace>();
@@ -57,6 +57,11 @@ fn add_kinds(c: &mut impl Kinds) {
     c.add::<core::ConfigMap>();
     c.add::<core::ServiceAccount>();
     c.add::<core::Service>();
+    c.add::<core::Endpoints>();
+    c.add::<core::PersistentVolumeClaim>();
+    c.add::<core::PersistentVolume>();
+    c.add::<core::ReplicationController>();
+    c.add::<discovery::EndpointSlice>();
     c.add::<core::Event>();
     c.add::<core::ResourceQuota>();
     c.add::<events::Event>();
@@ -436,6 +441,11 @@ mod tests {
             ("networking.k8s.io", "Ingress"),
             ("networking.k8s.io", "IngressClass"),
             ("networking.k8s.io", "NetworkPolicy"),
+            ("", "Endpoints"),
+            ("", "PersistentVolumeClaim"),
+            ("", "PersistentVolume"),
+            ("", "ReplicationController"),
+            ("discovery.k8s.io", "EndpointSlice"),
             ("certificates.k8s.io", "CertificateSigningRequest"),
         ] {
             assert!(kind_definition(&doc, g, "v1", k).is_some(), "{g}/{k}");

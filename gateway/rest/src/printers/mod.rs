@@ -10,12 +10,16 @@
 //! - [`cluster`]: RBAC, CustomResourceDefinition, APIService, webhook configurations,
 //!   PriorityClass, Lease, CSIDriver, CSINode, CertificateSigningRequest, Ingress, IngressClass,
 //!   NetworkPolicy.
+//! - [`endpoints`]: Endpoints, EndpointSlice; [`storage`]: PersistentVolumeClaim,
+//!   PersistentVolume.
 //! - [`format`](mod@format): field access and the formatting the printers share.
 
 pub mod cluster;
 pub mod core;
+pub mod endpoints;
 pub mod format;
 pub mod pod;
+pub mod storage;
 pub mod workloads;
 
 use crate::columns::{CellFn, PrinterColumn};
@@ -63,6 +67,19 @@ const PRINTERS: &[(&str, &str, &[Col])] = &[
     ("", "Namespace", core::NAMESPACE),
     ("", "Node", core::NODE),
     ("", "Service", core::SERVICE),
+    ("", "Endpoints", endpoints::ENDPOINTS),
+    (
+        "",
+        "PersistentVolumeClaim",
+        storage::PERSISTENT_VOLUME_CLAIM,
+    ),
+    ("", "PersistentVolume", storage::PERSISTENT_VOLUME),
+    ("", "ReplicationController", workloads::REPLICA_SET),
+    (
+        "discovery.k8s.io",
+        "EndpointSlice",
+        endpoints::ENDPOINT_SLICE,
+    ),
     ("", "Event", core::EVENT),
     ("events.k8s.io", "Event", core::EVENT),
     ("", "ResourceQuota", core::RESOURCE_QUOTA),
