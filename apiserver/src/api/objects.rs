@@ -189,6 +189,7 @@ pub fn prepare_create(
     }
     .map_err(|m| ApiError::invalid(&kind, &name, m))?;
     meta.insert("name".into(), json!(name));
+    drop_empty_collections(meta);
     meta.insert("uid".into(), json!(uid));
     meta.insert("creationTimestamp".into(), json!(rfc3339(now)));
     meta.insert("generation".into(), json!(1));
@@ -207,6 +208,24 @@ pub fn prepare_create(
         m.remove("status");
     }
     Ok(obj)
+}
+
+/// The metadata collections kube-apiserver omits when empty (its `ObjectMeta` drops empty maps
+/// and lists): a patch that deletes the last label leaves no `labels: {}` behind.
+const OMITTED_WHEN_EMPTY: [&str; 4] = ["labels", "annotations", "finalizers", "ownerReferences"];
+
+fn drop_empty_collections(meta: &mut Map<String, Value>) {
+    for key in OMITTED_WHEN_EMPTY {
+        let empty = match meta.get(key) {
+            Some(Value::Object(m)) => m.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Null) => true,
+            _ => false,
+        };
+        if empty {
+            meta.shift_remove(key);
+        }
+    }
 }
 
 /// Seconds-precision RFC 3339, as Kubernetes writes timestamps.
@@ -272,6 +291,7 @@ pub fn prepare_update(
     let cur_meta = current.get("metadata").cloned().unwrap_or(json!({}));
     let meta = meta_mut(&mut new);
     meta.insert("name".into(), json!(name));
+    drop_empty_collections(meta);
     for k in [
         "uid",
         "creationTimestamp",
@@ -371,6 +391,20 @@ pub fn name_suffix() -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn empty_metadata_collections_are_omitted() {
+        let mut meta = serde_json::json!({"name": "x", "labels": {}, "annotations": {"a": "b"},
+            "finalizers": [], "ownerReferences": null})
+        .as_object()
+        .unwrap()
+        .clone();
+        super::drop_empty_collections(&mut meta);
+        assert_eq!(
+            serde_json::Value::Object(meta),
+            serde_json::json!({"name": "x", "annotations": {"a": "b"}})
+        );
+    }
 
     #[test]
     fn rbac_names_are_path_segments() {
