@@ -14,6 +14,7 @@ pub mod kubelet;
 pub mod kubelet_pods;
 pub mod kueue;
 pub mod machines;
+pub mod module_graph;
 pub mod preflight;
 pub mod prometheus;
 pub mod python_grpc;

@@ -12,21 +12,17 @@
 //! publishes the definitions a kind reaches; [`crate::schema::prune_with_definitions`] follows the
 //! `$ref`s when it drops unknown fields. Generated once per set of resources ([`attach`]), never per request.
 
-use std::collections::BTreeSet;
-
 use k8s_openapi::{
     Resource, api, apiextensions_apiserver::pkg::apis::apiextensions,
     kube_aggregator::pkg::apis::apiregistration,
 };
 use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+pub use crate::definitions::{REF_PREFIX, definitions_of, reachable, resolve};
 use crate::resource::{ResourceDef, Schema};
-
-/// What a `$ref` to a definition starts with.
-pub const REF_PREFIX: &str = "#/definitions/";
 
 /// Definitions whose values are free-form JSON: Kubernetes keeps what is inside them as given.
 const FREE_FORM: &[&str] = &[
@@ -213,11 +209,6 @@ pub fn digest_of(doc: &Value) -> Option<&str> {
     doc.get(DIGEST).and_then(Value::as_str)
 }
 
-/// The definitions `schema` carries (none for a CRD's).
-pub fn definitions_of(schema: &Value) -> Option<&Map<String, Value>> {
-    schema.get("definitions").and_then(Value::as_object)
-}
-
 fn tagged(def: &Value, group: &str, version: &str, kind: &str) -> bool {
     def.get("x-kubernetes-group-version-kind")
         .and_then(Value::as_array)
@@ -269,62 +260,6 @@ pub fn kind_definition<'a>(
 /// itself.
 pub fn root_of<'a>(schema: &'a Value, group: &str, version: &str, kind: &str) -> &'a Value {
     kind_definition(schema, group, version, kind).map_or(schema, |(_, d)| d)
-}
-
-/// What `s` stands for: the definition its `$ref` names in `doc`'s definitions, else `s`.
-pub fn resolve<'a>(doc: &'a Value, s: &'a Value) -> &'a Value {
-    let target = s
-        .get("$ref")
-        .and_then(Value::as_str)
-        .and_then(|r| r.strip_prefix(REF_PREFIX))
-        .and_then(|name| definitions_of(doc)?.get(name));
-    target.unwrap_or(s)
-}
-
-/// The names of the definitions `roots` refer to, directly or not, `roots` included.
-pub fn reachable<'a>(doc: &'a Value, roots: &[&'a str]) -> BTreeSet<&'a str> {
-    let mut reached = BTreeSet::new();
-    if let Some(defs) = definitions_of(doc) {
-        for root in roots {
-            reach(defs, root, &mut reached);
-        }
-    }
-    reached
-}
-
-/// Adds `name` and every definition its schema refers to, directly or not, to `reached`.
-fn reach<'a>(definitions: &'a Map<String, Value>, name: &str, reached: &mut BTreeSet<&'a str>) {
-    let Some((name, def)) = definitions.get_key_value(name) else {
-        return;
-    };
-    if !reached.insert(name.as_str()) {
-        return;
-    }
-    let mut refs = Vec::new();
-    refs_in(def, &mut refs);
-    for r in refs {
-        reach(definitions, r, reached);
-    }
-}
-
-/// The definition names `v` refers to.
-fn refs_in<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
-    match v {
-        Value::Object(m) => {
-            for (k, child) in m {
-                match (k.as_str(), child) {
-                    ("$ref", Value::String(r)) => {
-                        if let Some(name) = r.strip_prefix(REF_PREFIX) {
-                            out.push(name);
-                        }
-                    }
-                    _ => refs_in(child, out),
-                }
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|i| refs_in(i, out)),
-        _ => {}
-    }
 }
 
 /// Gives each built-in kind of `defs` (not from a CRD, without a schema) the shared document

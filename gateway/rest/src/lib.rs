@@ -18,7 +18,8 @@
 //! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: Kubernetes protobuf
 //!   of every built-in kind (request bodies, and answers for protobuf-only clients).
 //! - [`builtin_schemas`]: the OpenAPI schemas of built-in kinds, from k8s-openapi, held as a
-//!   [`kind_schema::Schema`] built on first use.
+//!   [`kind_schema::Schema`] built on first use; [`definitions`]: `$ref`s within such a
+//!   definitions document.
 //!
 //! - [`bounded`]: request documents parsed with their expanded size and nesting bounded.
 //!
@@ -29,6 +30,7 @@
 pub mod bounded;
 pub mod builtin_schemas;
 pub mod columns;
+pub mod definitions;
 pub mod discovery;
 pub mod documents;
 pub mod jsonpath;

@@ -8,8 +8,6 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
-use crate::builtin_schemas;
-
 /// What a request asked `fieldValidation` to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldValidation {
@@ -48,7 +46,7 @@ struct Pruner<'s> {
 
 impl<'s> Pruner<'s> {
     fn value(&mut self, schema: &'s Value, v: &mut Value) {
-        let schema = builtin_schemas::resolve(self.doc, schema);
+        let schema = crate::definitions::resolve(self.doc, schema);
         match v {
             Value::Object(m) => self.object(schema, m, false),
             Value::Array(items) => {
@@ -325,6 +323,7 @@ mod tests {
 
     #[test]
     fn built_in_kinds_prune_through_their_definitions_metadata_included() {
+        use crate::builtin_schemas;
         let doc = builtin_schemas::generate();
         let root = |g: &str, k: &str| {
             builtin_schemas::kind_definition(&doc, g, "v1", k)

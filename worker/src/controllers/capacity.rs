@@ -11,7 +11,7 @@ use gpustack_api::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::{Resolve, ledger, node_facts::NodeFacts};
+use super::{ledger, manufacturers::Resolve, node_facts::NodeFacts};
 
 /// Whether the capacity pool `key` is offered (a positive quantity).
 fn offered(capacity: &BTreeMap<String, Quantity>, key: &str) -> bool {

@@ -20,8 +20,9 @@ use kube::{Resource, api::ObjectMeta};
 use super::{
     chain_settings::ChainSettings,
     conditions::{self, Wanted},
-    flavors::{self, DesiredFlavor, matches},
+    flavors::{self, DesiredFlavor},
     it_status::{self, Pool},
+    label_match::matches,
     ledger,
     node_facts::NodeFacts,
     plan_check::{self, TopologyState},

@@ -34,9 +34,10 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
 use super::{
-    Resolve, capacity,
+    capacity,
     chain::{self, Write},
     chain_settings::ChainSettings,
+    manufacturers::Resolve,
     node_devices, node_facts, node_labels,
     ownership::{MANAGER, owned_keys},
     queues::{self, JOINT_CHECK, JOINT_CONTROLLER, NODE_DEVICES_CHECK, NODE_DEVICES_CONTROLLER},

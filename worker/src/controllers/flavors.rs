@@ -88,11 +88,6 @@ pub fn pool_labels(spec: &InstanceTypeSpec, aware_cpu: bool) -> BTreeMap<String,
     out
 }
 
-/// Whether `labels` carry every one of `selector`'s.
-pub fn matches(labels: &BTreeMap<String, String>, selector: &BTreeMap<String, String>) -> bool {
-    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-}
-
 fn notes(
     key: &FlavorKey,
     accel: Option<&AcceleratorFacts>,

@@ -28,10 +28,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::{
-    Resolve,
     instance_pod::{self, Accelerated, INSTANCES, PodInputs},
     instance_settings::InstanceSettings,
     instance_steps::{self, Observed, Step},
+    manufacturers::Resolve,
 };
 
 /// Steps one pass takes at most before it yields to other Instances (and comes back).

@@ -22,8 +22,10 @@ pub mod instance_steps;
 pub mod instances;
 pub mod it_status;
 pub mod joint_check;
+pub mod label_match;
 pub mod leader;
 pub mod ledger;
+pub mod manufacturers;
 pub mod model_manager_nodes;
 pub mod node_devices;
 pub mod node_facts;
@@ -37,7 +39,6 @@ pub mod unit_presets;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use gpustack_api::{Manufacturer, manufacturer::ResolvedManufacturer};
 use tokio::sync::watch;
 
 use self::{
@@ -45,8 +46,7 @@ use self::{
     leader::LeaseConfig,
 };
 
-/// A manufacturer's facts as this deployment configures them (`GPUSTACK_<MFR>_*`).
-pub type Resolve = dyn Fn(Manufacturer) -> ResolvedManufacturer + Send + Sync;
+pub use manufacturers::Resolve;
 
 #[derive(Clone)]
 pub struct Config {

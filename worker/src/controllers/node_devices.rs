@@ -13,7 +13,7 @@ use gpustack_api::{
 };
 use k8s_openapi::api::core::v1::PodSpec;
 
-use super::{Resolve, capacity::profile_spelling, ledger};
+use super::{capacity::profile_spelling, ledger, manufacturers::Resolve};
 
 pub const READY: &str = "Ready";
 pub const RETRY: &str = "Retry";

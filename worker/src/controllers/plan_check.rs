@@ -124,7 +124,8 @@ pub fn validate(groups: &[ResourceGroup], ctx: &Context) -> Result<(), Refusal> 
     // Kueue picks the first flavor that fits: a node two flavors select is counted twice.
     for (node, labels) in ctx.nodes {
         let mut selecting = planned.iter().filter(|f| {
-            !f.spec.node_labels.is_empty() && super::flavors::matches(labels, &f.spec.node_labels)
+            !f.spec.node_labels.is_empty()
+                && super::label_match::matches(labels, &f.spec.node_labels)
         });
         if let (Some(a), Some(b)) = (selecting.next(), selecting.next()) {
             return Err(Refusal::OverlappingSelectors {

@@ -19,10 +19,7 @@ use gpustack_api::{
 use k8s_openapi::apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::LabelSelector};
 use kube::api::ObjectMeta;
 
-use super::{
-    chain_settings::ChainSettings,
-    flavors::{matches, pool_labels},
-};
+use super::{chain_settings::ChainSettings, flavors::pool_labels, label_match::matches};
 
 pub const NODE_DEVICES_CHECK: &str = "gpustack-node-devices";
 pub const NODE_DEVICES_CONTROLLER: &str = "worker.gpustack.ai/node-devices";

@@ -14,7 +14,7 @@ use kube::api::ObjectMeta;
 
 use super::{
     conditions::{self, Wanted},
-    flavors::matches,
+    label_match::matches,
 };
 use crate::names::topology_profile;
 

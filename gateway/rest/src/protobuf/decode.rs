@@ -11,16 +11,11 @@
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Map, Value as Json, json};
 
-use super::ProtobufError;
+use super::error::{MAX_DEPTH, MAX_VALUES, ProtobufError};
+use super::kinds::{MAGIC, message_of};
 use super::schema::MESSAGES;
 use super::table::{Field, Special, Ty};
 use super::wire::{self, Value};
-
-/// The deepest nesting of messages decoded (prost's own default).
-pub(super) const MAX_DEPTH: usize = 100;
-/// The most fields and list elements one body may decode into: each costs a JSON value, so
-/// this bounds the memory a body can make the server spend, whatever its size.
-pub(super) const MAX_VALUES: usize = 1 << 20;
 
 /// What one decode may still spend.
 pub(super) struct Budget {
@@ -72,9 +67,7 @@ pub(super) fn message(
         }
         Special::RawJson => match last_bytes(buf, 1)? {
             None | Some([]) => Ok(None),
-            Some(raw) if raw.starts_with(super::MAGIC) => {
-                super::envelope(raw, depth + 1, budget).map(Some)
-            }
+            Some(raw) if raw.starts_with(MAGIC) => envelope(raw, depth + 1, budget).map(Some),
             Some(raw) => serde_json::from_slice(raw)
                 .map(Some)
                 .map_err(|e| ProtobufError::Field("raw JSON", e.to_string())),
@@ -317,4 +310,47 @@ fn time(buf: &[u8], micro: bool) -> Result<Option<Json>, ProtobufError> {
         return Ok(None);
     }
     super::time::format(seconds, nanos, micro).map(|s| Some(Json::String(s)))
+}
+
+/// A `runtime.Unknown` envelope (also found nested, in raw extensions) as JSON.
+pub(super) fn envelope(
+    body: &[u8],
+    depth: usize,
+    budget: &mut Budget,
+) -> Result<Json, ProtobufError> {
+    let rest = body.strip_prefix(MAGIC).ok_or(ProtobufError::NoMagic)?;
+    let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
+    let text = |b: &[u8]| {
+        String::from_utf8(b.to_vec()).map_err(|_| ProtobufError::Malformed("invalid UTF-8"))
+    };
+    for item in wire::fields(rest) {
+        match item? {
+            (1, wire::Value::Bytes(type_meta)) => {
+                for item in wire::fields(type_meta) {
+                    match item? {
+                        (1, wire::Value::Bytes(x)) => api_version = text(x)?,
+                        (2, wire::Value::Bytes(x)) => kind = text(x)?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, wire::Value::Bytes(x)) => raw = x,
+            (3, wire::Value::Bytes(x)) if !x.is_empty() => {
+                return Err(ProtobufError::ContentEncoding(text(x)?));
+            }
+            _ => {}
+        }
+    }
+    let index = message_of(&api_version, &kind).ok_or(ProtobufError::UnknownKind {
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+    })?;
+    let body = message(raw, index, depth, budget)?.unwrap_or_else(|| json!({}));
+    let mut obj = Map::new();
+    obj.insert("apiVersion".into(), json!(api_version));
+    obj.insert("kind".into(), json!(kind));
+    if let Json::Object(fields) = body {
+        obj.extend(fields);
+    }
+    Ok(Json::Object(obj))
 }

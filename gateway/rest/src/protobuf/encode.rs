@@ -5,8 +5,8 @@
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::Value as Json;
 
-use super::ProtobufError;
-use super::decode::MAX_DEPTH;
+use super::error::MAX_DEPTH;
+use super::error::ProtobufError;
 use super::schema::MESSAGES;
 use super::table::{Field, Special, Ty};
 use super::wire::Writer;

@@ -7,11 +7,13 @@
 //! generated from k8s-pb ([`schema`], by `examples/protobuf_schema.rs`; field tags and types
 //! from k8s-pb's prost structs, JSON names from k8s-openapi), so one decoder and one encoder
 //! serve every kind, and `agreement_tests.rs` proves them against k8s-pb's own types.
-//! Decoding is bounded: messages nest at most [`decode::MAX_DEPTH`] deep and a body decodes
-//! into at most [`decode::MAX_VALUES`] values, whatever it holds.
+//! Decoding is bounded: messages nest at most [`error::MAX_DEPTH`] deep and a body decodes
+//! into at most [`error::MAX_VALUES`] values, whatever it holds.
 
 mod decode;
 mod encode;
+mod error;
+mod kinds;
 // Generated: one message a line, as the generator writes it.
 #[rustfmt::skip]
 mod schema;
@@ -19,11 +21,11 @@ mod table;
 mod time;
 pub(crate) mod wire;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use decode::{Budget, MAX_DEPTH, MAX_VALUES};
-use schema::KINDS;
-use table::Kind;
+use decode::Budget;
+pub use error::ProtobufError;
+use kinds::{MAGIC, message_of};
 use wire::Writer;
 
 /// The media type of Kubernetes' protobuf encoding.
@@ -32,56 +34,6 @@ pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 /// What a watch in protobuf is answered as: length-delimited `WatchEvent`s.
 pub const WATCH_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 
-const MAGIC: &[u8] = b"k8s\0";
-
-/// Why a body cannot be read as, or an object cannot be written as, protobuf.
-#[derive(Debug, thiserror::Error)]
-pub enum ProtobufError {
-    #[error("not a Kubernetes protobuf message (no k8s magic)")]
-    NoMagic,
-    #[error("malformed protobuf: {0}")]
-    Malformed(&'static str),
-    #[error("malformed protobuf: field {0:?} has the wrong wire type")]
-    WireType(&'static str),
-    #[error("{0}: {1}")]
-    Field(&'static str, String),
-    #[error("{field}: expected {expected}")]
-    Type {
-        field: &'static str,
-        expected: &'static str,
-    },
-    #[error("protobuf is not served for {api_version:?} {kind:?}; send JSON")]
-    UnknownKind { api_version: String, kind: String },
-    #[error("content encoding {0:?} is not supported")]
-    ContentEncoding(String),
-    #[error("messages nest more than {MAX_DEPTH} deep")]
-    TooDeep,
-    #[error("more than {MAX_VALUES} fields and list items")]
-    TooLarge,
-}
-
-/// The message of `kind` in `api_version`: an object's, or a list's (`DeploymentList`).
-/// `DeleteOptions` is registered in every group version, as client-go's scheme registers it:
-/// a typed client's delete sends it under the resource's own (`apps/v1 DeleteOptions`).
-fn message_of(api_version: &str, kind: &str) -> Option<u16> {
-    let api_version = if kind == "DeleteOptions" {
-        "v1"
-    } else {
-        api_version
-    };
-    KINDS.iter().find_map(|k: &Kind| {
-        if k.api_version != api_version {
-            return None;
-        }
-        if k.kind == kind {
-            return Some(k.message);
-        }
-        kind.strip_suffix("List")
-            .filter(|base| *base == k.kind)
-            .and(k.list)
-    })
-}
-
 /// Whether objects of `kind` in `api_version` (and their lists) have a protobuf form.
 pub fn knows(api_version: &str, kind: &str) -> bool {
     message_of(api_version, kind).is_some()
@@ -89,46 +41,7 @@ pub fn knows(api_version: &str, kind: &str) -> bool {
 
 /// Decodes a protobuf-encoded object of any known kind into its JSON form.
 pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
-    envelope(body, 0, &mut Budget::new())
-}
-
-/// A `runtime.Unknown` envelope (also found nested, in raw extensions) as JSON.
-fn envelope(body: &[u8], depth: usize, budget: &mut Budget) -> Result<Value, ProtobufError> {
-    let rest = body.strip_prefix(MAGIC).ok_or(ProtobufError::NoMagic)?;
-    let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
-    let text = |b: &[u8]| {
-        String::from_utf8(b.to_vec()).map_err(|_| ProtobufError::Malformed("invalid UTF-8"))
-    };
-    for item in wire::fields(rest) {
-        match item? {
-            (1, wire::Value::Bytes(type_meta)) => {
-                for item in wire::fields(type_meta) {
-                    match item? {
-                        (1, wire::Value::Bytes(x)) => api_version = text(x)?,
-                        (2, wire::Value::Bytes(x)) => kind = text(x)?,
-                        _ => {}
-                    }
-                }
-            }
-            (2, wire::Value::Bytes(x)) => raw = x,
-            (3, wire::Value::Bytes(x)) if !x.is_empty() => {
-                return Err(ProtobufError::ContentEncoding(text(x)?));
-            }
-            _ => {}
-        }
-    }
-    let index = message_of(&api_version, &kind).ok_or(ProtobufError::UnknownKind {
-        api_version: api_version.clone(),
-        kind: kind.clone(),
-    })?;
-    let body = decode::message(raw, index, depth, budget)?.unwrap_or_else(|| json!({}));
-    let mut obj = Map::new();
-    obj.insert("apiVersion".into(), json!(api_version));
-    obj.insert("kind".into(), json!(kind));
-    if let Value::Object(fields) = body {
-        obj.extend(fields);
-    }
-    Ok(Value::Object(obj))
+    decode::envelope(body, 0, &mut Budget::new())
 }
 
 /// One frame of a protobuf watch: a `meta.k8s.io/v1` `WatchEvent` of `event_type` around
@@ -181,6 +94,8 @@ mod agreement_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use super::error::MAX_VALUES;
+    use serde_json::json;
     use k8s_pb::api::apps::v1 as apps;
     use k8s_pb::api::core::v1 as core;
     use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;

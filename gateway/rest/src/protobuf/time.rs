@@ -1,7 +1,7 @@
 //! `meta/v1.Time` and `MicroTime` between their wire form (seconds and nanoseconds since the
 //! Unix epoch) and their JSON form (RFC 3339 in UTC, with seconds or with microseconds).
 
-use super::ProtobufError;
+use super::error::ProtobufError;
 
 /// Go's zero `time.Time` (January 1 of year 1), which its JSON writes as `null`.
 pub(super) const GO_ZERO_SECONDS: i64 = -62_135_596_800;

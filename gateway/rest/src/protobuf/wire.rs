@@ -1,6 +1,6 @@
 //! The protobuf wire format: reading fields out of a buffer and writing them.
 
-use super::ProtobufError;
+use super::error::ProtobufError;
 
 /// A field's value as it sits on the wire.
 #[derive(Clone, Copy, Debug)]

@@ -1,10 +1,7 @@
-//! No module of the API server, nor of the hub built on it (`../gateway`), imports (directly or
-//! through others) a module that imports it: each crate's module graph, read from the sources'
-//! `use` trees and inline `crate::`/`super::` paths (test modules left out), has no cycle. A
-//! cycle makes a module impossible to read, test or move on its own; this guards the layering
-//! (store ← api pieces ← handlers ← router; in the hub, hub store ← mirror ← ops ← server).
-//! Between the two crates cargo itself refuses a cycle: the hub uses the API server, never
-//! the reverse.
+//! A crate's module graph, read from its sources' `use` trees and inline `crate::`/`super::`
+//! paths (test modules left out), and the import cycles in it: a module that imports (directly
+//! or through others) a module that imports it cannot be read, tested or moved on its own.
+//! `tests/tests/module_graph.rs` holds every library crate of the workspace to none.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -73,7 +70,7 @@ fn code(text: &str) -> String {
 }
 
 /// The full paths of a `use` tree (`a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e`).
-fn expand(prefix: &str, tree: &str, out: &mut Vec<String>) {
+pub fn expand(prefix: &str, tree: &str, out: &mut Vec<String>) {
     let tree = tree.trim();
     let join = |p: &str, s: &str| {
         if p.is_empty() {
@@ -150,7 +147,7 @@ fn resolve(module: &str, path: &str, modules: &BTreeSet<String>, is_dir: bool) -
 }
 
 /// The module graph of the crate whose sources are under `src`.
-fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+pub fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let modules: BTreeSet<String> = files.iter().map(|f| module_of(src, f)).collect();
@@ -185,8 +182,28 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     edges
 }
 
+/// Each cycle of `edges` with the imports inside it (`from -> to`), to show where to cut.
+pub fn imports_inside(
+    edges: &BTreeMap<String, BTreeSet<String>>,
+    cycles: &[Vec<String>],
+) -> Vec<Vec<String>> {
+    cycles
+        .iter()
+        .map(|c| {
+            c.iter()
+                .flat_map(|from| {
+                    edges[from]
+                        .iter()
+                        .filter(|to| c.contains(to))
+                        .map(move |to| format!("{from} -> {to}"))
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Tarjan's strongly connected components with more than one module.
-fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+pub fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     struct State<'a> {
         edges: &'a BTreeMap<String, BTreeSet<String>>,
         index: BTreeMap<&'a str, usize>,
@@ -245,111 +262,40 @@ fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     s.out
 }
 
-#[test]
-fn the_reader_finds_a_planted_cycle() {
-    let mut g = BTreeMap::new();
-    g.insert(
-        "crate::a".to_owned(),
-        BTreeSet::from(["crate::b".to_owned()]),
-    );
-    g.insert(
-        "crate::b".to_owned(),
-        BTreeSet::from(["crate::a".to_owned()]),
-    );
-    g.insert(
-        "crate::c".to_owned(),
-        BTreeSet::from(["crate::a".to_owned()]),
-    );
-    assert_eq!(cycles(&g), vec![vec!["crate::a", "crate::b"]]);
-    let mut paths = Vec::new();
-    expand(
-        "",
-        "super::{Ctx, handlers::{Filter, at_version}, status::ApiError}",
-        &mut paths,
-    );
-    assert_eq!(
-        paths,
-        [
-            "super::Ctx",
-            "super::handlers::Filter",
-            "super::handlers::at_version",
-            "super::status::ApiError"
-        ]
-    );
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Cycles not cut yet, which may shrink but not grow: the store's modules belong to the store's
-/// own rework.
-const NOT_YET_CUT: &[&[&str]] = &[&[
-    "crate::store",
-    "crate::store::clusters",
-    "crate::store::read",
-    "crate::store::write",
-]];
-
-#[test]
-fn the_api_server_modules_import_no_importer() {
-    let edges = graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
-    assert!(
-        edges.contains_key("crate::api::handlers"),
-        "the graph was read: {edges:?}"
-    );
-    let found = cycles(&edges);
-    // Each cycle with the imports inside it, to show where to cut.
-    let inside: Vec<Vec<String>> = found
-        .iter()
-        .map(|c| {
-            c.iter()
-                .flat_map(|from| {
-                    edges[from]
-                        .iter()
-                        .filter(|to| c.contains(to))
-                        .map(move |to| format!("{from} -> {to}"))
-                })
-                .collect()
-        })
-        .collect();
-    let known = |c: &Vec<String>| {
-        NOT_YET_CUT
-            .iter()
-            .any(|k| c.iter().all(|m| k.contains(&m.as_str())))
-    };
-    assert!(found.iter().all(known), "import cycles: {inside:#?}");
-    // `admission` no longer imports the handlers; the dispatcher, the verbs, the one commit path, the collector and watches are in no cycle.
-    for m in [
-        "crate::api::handlers",
-        "crate::api::handlers::read",
-        "crate::api::handlers::target",
-        "crate::api::handlers::write",
-        "crate::api::handlers::delete",
-        "crate::api::handlers::commit",
-        "crate::api::handlers::collector",
-        "crate::api::handlers::gc",
-        "crate::api::handlers::owners",
-        "crate::api::watch",
-    ] {
-        assert!(
-            !found.iter().any(|c| c.iter().any(|x| x == m)),
-            "{m} is in a cycle: {inside:#?}"
+    #[test]
+    fn the_reader_finds_a_planted_cycle() {
+        let mut g = BTreeMap::new();
+        g.insert(
+            "crate::a".to_owned(),
+            BTreeSet::from(["crate::b".to_owned()]),
+        );
+        g.insert(
+            "crate::b".to_owned(),
+            BTreeSet::from(["crate::a".to_owned()]),
+        );
+        g.insert(
+            "crate::c".to_owned(),
+            BTreeSet::from(["crate::a".to_owned()]),
+        );
+        assert_eq!(cycles(&g), vec![vec!["crate::a", "crate::b"]]);
+        let mut paths = Vec::new();
+        expand(
+            "",
+            "super::{Ctx, handlers::{Filter, at_version}, status::ApiError}",
+            &mut paths,
+        );
+        assert_eq!(
+            paths,
+            [
+                "super::Ctx",
+                "super::handlers::Filter",
+                "super::handlers::at_version",
+                "super::status::ApiError"
+            ]
         );
     }
-    let (a, b) = ("crate::api::admission", "crate::api::handlers");
-    assert!(
-        !found
-            .iter()
-            .any(|c| c.iter().any(|m| m == a) && c.iter().any(|m| m == b)),
-        "{a} and {b} are in one cycle: {inside:#?}"
-    );
-}
-
-#[test]
-fn the_hub_modules_import_no_importer() {
-    let hub = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gateway/src");
-    let edges = graph(&hub);
-    assert!(
-        edges.contains_key("crate::mirror::subscriptions"),
-        "the graph was read: {edges:?}"
-    );
-    let found = cycles(&edges);
-    assert!(found.is_empty(), "import cycles in the hub: {found:#?}");
 }
