@@ -42,6 +42,7 @@ pub enum Problem {
     TooLong,
     TooMany,
     Forbidden,
+    Duplicate,
 }
 
 impl Problem {
@@ -55,6 +56,7 @@ impl Problem {
             Problem::TooLong => "FieldValueTooLong",
             Problem::TooMany => "FieldValueTooMany",
             Problem::Forbidden => "FieldValueForbidden",
+            Problem::Duplicate => "FieldValueDuplicate",
         }
     }
 
@@ -66,6 +68,7 @@ impl Problem {
             Problem::TooLong => "Too long",
             Problem::TooMany => "Too many",
             Problem::Forbidden => "Forbidden",
+            Problem::Duplicate => "Duplicate value",
         }
     }
 }

@@ -582,6 +582,25 @@ pub fn validated(
             return Err(invalid("Pod", "", &name_of(&obj), &problems));
         }
     }
+    // What runs later must be bounded now: CRDs' rules and webhooks' conditions.
+    let rule_problems = match (def.group.as_str(), def.kind.as_str()) {
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            super::cel_rules::crd_problems(&obj, old)
+        }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")
+        | ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            super::admission::conditions::configuration_problems(&obj)
+        }
+        _ => Vec::new(),
+    };
+    if !rule_problems.is_empty() {
+        return Err(invalid(
+            &def.kind,
+            &def.group,
+            &name_of(&obj),
+            &rule_problems,
+        ));
+    }
     let Some(schema) = def.custom_schema() else {
         return Ok(obj);
     };

@@ -1,0 +1,1092 @@
+//! A CRD's `x-kubernetes-validations` rules, as kube-apiserver enforces them: each rule is a
+//! CEL expression with `self` bound to the value at the schema node that carries it (per
+//! element for a list's items or a map's values) and, on an update, `oldSelf` bound to the
+//! value it replaces. A rule that reads `oldSelf` (a transition rule) runs only where an old
+//! value exists; any other rule is skipped where the value did not change (ratcheting, as
+//! validation.rs does for the schema).
+//!
+//! A CRD is refused when a rule does not compile, breaks [`super::cel_bounds`], or is
+//! estimated ([`super::cel_cost`]) to cost too much per call, or all together (each times
+//! the calls it gets) too much per object. Evaluation runs off the async thread and stops at
+//! a deadline; each rule is estimated again before it runs, so that a CRD stored before
+//! these checks cannot run an unbounded one.
+
+use std::{
+    borrow::Cow,
+    collections::HashMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+};
+use cel::common::value::Val;
+use serde_json::{Map, Value};
+
+use super::cel_bounds::{self, BoundsError};
+use super::cel_cost::{self, Estimator, Shape};
+use super::field_errors::{FieldError, Problem, invalid};
+use super::status::ApiError;
+use super::validation::MAX_CAUSES;
+use crate::registry::ResourceDef;
+
+/// How long all rules of one write may take.
+pub const RULES_TIME: Duration = Duration::from_secs(1);
+/// How much longer the request waits for a rule running when the deadline passed.
+const GRACE: Duration = Duration::from_millis(500);
+/// The longest message a `messageExpression` may produce.
+const MAX_MESSAGE: usize = 5 * 1024;
+
+/// CEL's reserved words: a property so named is `__name__` in a rule.
+const RESERVED: [&str; 21] = [
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// How a rule names property `name` (`None`: it cannot).
+pub fn escape(name: &str) -> Option<Cow<'_, str>> {
+    if RESERVED.contains(&name) {
+        return Some(format!("__{name}__").into());
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/');
+    let first_ok = name
+        .chars()
+        .next()
+        .is_some_and(|c| !c.is_ascii_digit() && allowed(c));
+    if !first_ok || !name.chars().all(allowed) {
+        return None;
+    }
+    if !name.contains(['.', '-', '/']) && !name.contains("__") {
+        return Some(name.into());
+    }
+    Some(
+        name.replace("__", "__underscores__")
+            .replace('.', "__dot__")
+            .replace('-', "__dash__")
+            .replace('/', "__slash__")
+            .into(),
+    )
+}
+
+/// The property a rule's field name stands for ([`escape`] undone).
+pub fn unescape(name: &str) -> Cow<'_, str> {
+    if let Some(word) = name.strip_prefix("__").and_then(|n| n.strip_suffix("__"))
+        && RESERVED.contains(&word)
+    {
+        return word.into();
+    }
+    if !name.contains("__") {
+        return name.into();
+    }
+    name.replace("__dot__", ".")
+        .replace("__dash__", "-")
+        .replace("__slash__", "/")
+        .replace("__underscores__", "__")
+        .into()
+}
+
+fn flag(schema: &Value, key: &str) -> bool {
+    schema.get(key).and_then(Value::as_bool) == Some(true)
+}
+
+fn str_at<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// The rules of a schema node.
+fn rules_of(schema: &Value) -> &[Value] {
+    schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// Whether `schema` or any node under it carries a rule.
+pub fn has_rules(schema: &Value) -> bool {
+    let mut stack = vec![schema];
+    while let Some(s) = stack.pop() {
+        if !rules_of(s).is_empty() {
+            return true;
+        }
+        stack.extend(children(s).map(|(_, c)| c));
+    }
+    false
+}
+
+/// How a child schema is reached from its parent.
+#[derive(Clone, Copy, PartialEq)]
+enum Step<'s> {
+    Property(&'s str),
+    Items,
+    Additional,
+}
+
+/// The child schemas of a node.
+fn children(schema: &Value) -> impl Iterator<Item = (Step<'_>, &Value)> {
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (Step::Property(k.as_str()), v));
+    let items = schema
+        .get("items")
+        .filter(|i| i.is_object())
+        .map(|i| (Step::Items, i));
+    let additional = schema
+        .get("additionalProperties")
+        .filter(|a| a.is_object())
+        .map(|a| (Step::Additional, a));
+    props.chain(items).chain(additional)
+}
+
+/// The `reason` a rule's failure is reported with.
+fn reason(name: Option<&str>) -> Option<Problem> {
+    match name {
+        None | Some("FieldValueInvalid") => Some(Problem::Invalid),
+        Some("FieldValueForbidden") => Some(Problem::Forbidden),
+        Some("FieldValueRequired") => Some(Problem::Required),
+        Some("FieldValueDuplicate") => Some(Problem::Duplicate),
+        Some(_) => None,
+    }
+}
+
+/// A rule's `fieldPath` resolved against the schema at its node: the path suffix it names
+/// (`.a`, `[key]`), or `None` when it names no field there.
+fn field_path(schema: &Value, path: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut node = schema;
+    let mut rest = path;
+    while !rest.is_empty() {
+        let (name, after) = if let Some(r) = rest.strip_prefix("['") {
+            let end = r.find("']")?;
+            (&r[..end], &r[end + 2..])
+        } else if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            (&r[..end], &r[end..])
+        } else {
+            return None;
+        };
+        if name.is_empty() {
+            return None;
+        }
+        if let Some(p) = node.get("properties").and_then(|p| p.get(name)) {
+            out.push('.');
+            out.push_str(name);
+            node = p;
+        } else if let Some(a) = node.get("additionalProperties").filter(|a| a.is_object()) {
+            out.push_str(&format!("[{name}]"));
+            node = a;
+        } else {
+            return None;
+        }
+        rest = after;
+    }
+    Some(out)
+}
+
+/// A compiled rule, with whether it reads `oldSelf`.
+struct Compiled {
+    program: cel::Program,
+    transition: bool,
+}
+
+/// Why a rule is refused before it runs.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum Refused {
+    #[error(transparent)]
+    Bounds(#[from] BoundsError),
+    #[error("{0}")]
+    TooCostly(String),
+}
+
+/// Compiles `source` and estimates it with `self` (and `oldSelf`) shaped as `schema`: the
+/// program and its estimated cost.
+fn compile(source: &str, schema: &Value, what: &str) -> Result<(Compiled, u64), Refused> {
+    let program = cel_bounds::compile(source)?;
+    let transition = program.references().has_variable("oldSelf");
+    let shape = Shape::of_schema(schema);
+    let cost = Estimator::new(vec![
+        ("self".into(), shape.clone()),
+        ("oldSelf".into(), shape),
+    ])
+    .cost(program.expression());
+    if cost > cel_cost::EXPRESSION_LIMIT {
+        return Err(Refused::TooCostly(cel_cost::over_budget(
+            what,
+            cost,
+            cel_cost::EXPRESSION_LIMIT,
+        )));
+    }
+    Ok((
+        Compiled {
+            program,
+            transition,
+        },
+        cost,
+    ))
+}
+
+/// The path of a child schema in a CRD, as kube-apiserver names it.
+fn schema_path(path: &str, step: Step<'_>) -> String {
+    match step {
+        Step::Property(k) => format!("{path}.properties[{k}]"),
+        Step::Items => format!("{path}.items"),
+        Step::Additional => format!("{path}.additionalProperties"),
+    }
+}
+
+/// What checking a CRD's schema collects.
+struct SchemaCheck {
+    errors: Vec<FieldError>,
+    /// Every rule's estimated cost times its calls.
+    total: u64,
+    /// The rules that added to it.
+    rule_paths: Vec<String>,
+}
+
+impl SchemaCheck {
+    fn node(&mut self, schema: &Value, path: &str, calls: u64, correlatable: bool) {
+        for (j, rule) in rules_of(schema).iter().enumerate() {
+            self.rule(
+                schema,
+                rule,
+                &format!("{path}.x-kubernetes-validations[{j}]"),
+                calls,
+                correlatable,
+            );
+        }
+        for (step, child) in children(schema) {
+            let (calls, correlatable) = match step {
+                Step::Property(_) => (calls, correlatable),
+                // Items correlate with old ones only by a map list's keys.
+                Step::Items => (
+                    calls.saturating_mul(cel_cost::max_size(schema)),
+                    correlatable && str_at(schema, "x-kubernetes-list-type") == Some("map"),
+                ),
+                Step::Additional => (
+                    calls.saturating_mul(cel_cost::max_size(schema)),
+                    correlatable,
+                ),
+            };
+            self.node(child, &schema_path(path, step), calls, correlatable);
+        }
+    }
+
+    fn push(&mut self, problem: Problem, field: String, value: Option<Value>, detail: String) {
+        if self.errors.len() < MAX_CAUSES {
+            self.errors.push(FieldError {
+                problem,
+                field,
+                value,
+                detail,
+            });
+        }
+    }
+
+    fn rule(&mut self, schema: &Value, rule: &Value, at: &str, calls: u64, correlatable: bool) {
+        let source = str_at(rule, "rule").unwrap_or_default();
+        if source.trim().is_empty() {
+            self.push(Problem::Required, format!("{at}.rule"), None, String::new());
+            return;
+        }
+        let reason_name = str_at(rule, "reason");
+        if reason(reason_name).is_none() {
+            self.push(
+                Problem::NotSupported,
+                format!("{at}.reason"),
+                reason_name.map(Value::from),
+                r#"supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired""#.into(),
+            );
+        }
+        if let Some(p) = str_at(rule, "fieldPath")
+            && field_path(schema, p).is_none()
+        {
+            self.push(
+                Problem::Invalid,
+                format!("{at}.fieldPath"),
+                Some(p.into()),
+                "fieldPath must name a field of the schema where the rule is".into(),
+            );
+        }
+        let mut cost = 0u64;
+        match compile(source, schema, "estimated rule cost") {
+            Ok((c, estimate)) => {
+                cost = estimate;
+                if c.transition && !correlatable {
+                    self.push(
+                        Problem::Invalid,
+                        format!("{at}.rule"),
+                        Some(source.into()),
+                        "oldSelf cannot be used on the uncorrelatable portion of the schema".into(),
+                    );
+                }
+            }
+            Err(e) => self.refused(e, format!("{at}.rule"), source),
+        }
+        if let Some(m) = str_at(rule, "messageExpression") {
+            match compile(m, schema, "estimated messageExpression cost") {
+                Ok((_, estimate)) => cost = cost.saturating_add(estimate),
+                Err(e) => self.refused(e, format!("{at}.messageExpression"), m),
+            }
+        }
+        self.total = self.total.saturating_add(cost.saturating_mul(calls));
+        self.rule_paths.push(format!("{at}.rule"));
+    }
+
+    fn refused(&mut self, e: Refused, field: String, source: &str) {
+        match e {
+            Refused::TooCostly(why) => self.push(Problem::Forbidden, field, None, why),
+            Refused::Bounds(b) => {
+                self.push(Problem::Invalid, field, Some(source.into()), b.to_string())
+            }
+        }
+    }
+}
+
+/// Every way the rules of `crd`'s schemas are refused, at their `spec.versions[i]...` paths.
+/// On an update, a version whose schema did not change is not checked again.
+pub fn crd_problems(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let versions = |crd: &'_ Value| -> Vec<Value> {
+        crd.pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let old_versions = old.map(versions).unwrap_or_default();
+    let mut errors = Vec::new();
+    for (i, v) in versions(crd).iter().enumerate() {
+        let Some(schema) = v.pointer("/schema/openAPIV3Schema") else {
+            continue;
+        };
+        let unchanged = old_versions.iter().any(|o| {
+            o.get("name") == v.get("name") && o.pointer("/schema/openAPIV3Schema") == Some(schema)
+        });
+        if unchanged || !has_rules(schema) {
+            continue;
+        }
+        let root = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        let mut check = SchemaCheck {
+            errors: Vec::new(),
+            total: 0,
+            rule_paths: Vec::new(),
+        };
+        check.node(schema, &root, 1, true);
+        if check.total > cel_cost::SCHEMA_LIMIT {
+            for p in std::mem::take(&mut check.rule_paths) {
+                check.push(
+                    Problem::Forbidden,
+                    p,
+                    None,
+                    "contributed to estimated rule & messageExpression cost total exceeding cost limit for entire OpenAPIv3 schema".into(),
+                );
+            }
+            check.push(
+                Problem::Forbidden,
+                root,
+                None,
+                cel_cost::over_budget(
+                    "x-kubernetes-validations estimated rule & messageExpression cost total for entire OpenAPIv3 schema",
+                    check.total,
+                    cel_cost::SCHEMA_LIMIT,
+                ),
+            );
+        }
+        errors.extend(check.errors);
+    }
+    errors.truncate(MAX_CAUSES);
+    errors
+}
+
+/// `v` as a CEL value shaped by `schema`, borrowing its strings: numbers typed by the schema,
+/// properties under their escaped names, an embedded resource's metadata as kube-apiserver
+/// shows it (only `name` and `generateName`).
+fn to_val<'a>(schema: Option<&Value>, v: &'a Value, embedded: bool) -> Box<dyn Val + 'a> {
+    match v {
+        Value::Null => Box::new(CelNull),
+        Value::Bool(b) => Box::new(CelBool::from(*b)),
+        Value::Number(n) => {
+            let wanted = schema.and_then(|s| str_at(s, "type"));
+            match (wanted, n.as_i64(), n.as_u64()) {
+                (Some("number"), _, _) => Box::new(CelDouble::from(n.as_f64().unwrap_or(0.0))),
+                (_, Some(i), _) => Box::new(CelInt::from(i)),
+                (_, None, Some(u)) => Box::new(CelUInt::from(u)),
+                _ => Box::new(CelDouble::from(n.as_f64().unwrap_or(0.0))),
+            }
+        }
+        Value::String(s) => Box::new(CelString::from(s.as_str())),
+        Value::Array(items) => {
+            let item = schema.and_then(|s| s.get("items"));
+            Box::new(CelList::from(
+                items
+                    .iter()
+                    .map(|i| to_val(item, i, false))
+                    .collect::<Vec<_>>(),
+            ))
+        }
+        Value::Object(m) => object_val(schema, m, embedded),
+    }
+}
+
+fn object_val<'a>(
+    schema: Option<&Value>,
+    m: &'a Map<String, Value>,
+    embedded: bool,
+) -> Box<dyn Val + 'a> {
+    let embedded = embedded || schema.is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
+    let props = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object);
+    let additional = schema
+        .and_then(|s| s.get("additionalProperties"))
+        .filter(|a| a.is_object());
+    let mut out: HashMap<CelMapKey<'a>, Box<dyn Val + 'a>> = HashMap::with_capacity(m.len());
+    for (k, v) in m {
+        if embedded && k == "metadata" {
+            let mut meta: HashMap<CelMapKey<'a>, Box<dyn Val + 'a>> = HashMap::new();
+            for key in ["name", "generateName"] {
+                if let Some(s) = v.get(key).and_then(Value::as_str) {
+                    meta.insert(key.into(), Box::new(CelString::from(s)));
+                }
+            }
+            out.insert("metadata".into(), Box::new(CelMap::from(meta)));
+            continue;
+        }
+        match (props.and_then(|p| p.get(k)), additional) {
+            (Some(child), _) => {
+                if let Some(name) = escape(k) {
+                    let key: CelMapKey<'a> = match name {
+                        Cow::Borrowed(_) => k.as_str().into(),
+                        Cow::Owned(s) => s.into(),
+                    };
+                    out.insert(key, to_val(Some(child), v, false));
+                }
+            }
+            (None, Some(a)) => {
+                out.insert(k.as_str().into(), to_val(Some(a), v, false));
+            }
+            // A field the schema keeps without describing it (preserve-unknown-fields).
+            (None, None) => {
+                out.insert(k.as_str().into(), to_val(None, v, false));
+            }
+        }
+    }
+    Box::new(CelMap::from(out))
+}
+
+/// The schema's name for the type at a node (what an `Invalid value` shows).
+fn type_name(schema: &Value) -> Value {
+    Value::from(str_at(schema, "type").unwrap_or(""))
+}
+
+/// A path step under `path`.
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// How a field error names the root.
+fn shown(path: &str) -> String {
+    if path.is_empty() {
+        "<nil>".into()
+    } else {
+        path.to_owned()
+    }
+}
+
+/// The identity of a map list's item: its key fields' values.
+fn list_key(item: &Value, keys: &[&str]) -> String {
+    let values: Vec<&Value> = keys
+        .iter()
+        .map(|k| item.get(*k).unwrap_or(&Value::Null))
+        .collect();
+    serde_json::to_string(&values).unwrap_or_default()
+}
+
+/// One evaluation of a custom resource's rules.
+struct Evaluation<'s, 'c, 'a> {
+    root: &'c cel::Context<'c, 'a>,
+    /// Rules compiled so far (by source), or why they cannot run.
+    compiled: HashMap<&'s str, Result<Arc<Compiled>, Refused>>,
+    deadline: Instant,
+    errors: Vec<FieldError>,
+    stopped: bool,
+}
+
+impl<'s, 'c, 'a> Evaluation<'s, 'c, 'a> {
+    fn compiled(&mut self, source: &'s str, schema: &Value) -> Result<Arc<Compiled>, Refused> {
+        self.compiled
+            .entry(source)
+            .or_insert_with(|| {
+                compile(source, schema, "estimated rule cost").map(|(c, _)| Arc::new(c))
+            })
+            .clone()
+    }
+
+    fn push(&mut self, e: FieldError) {
+        if self.errors.len() < MAX_CAUSES {
+            self.errors.push(e);
+        }
+    }
+
+    fn node(
+        &mut self,
+        schema: &'s Value,
+        v: &'a Value,
+        old: Option<&'a Value>,
+        path: &str,
+        root: bool,
+    ) {
+        if self.stopped || self.errors.len() >= MAX_CAUSES || v.is_null() {
+            return;
+        }
+        let rules = rules_of(schema);
+        if !rules.is_empty() {
+            self.rules(schema, rules, v, old, path, root);
+        }
+        match v {
+            Value::Object(m) => {
+                let embedded = root || flag(schema, "x-kubernetes-embedded-resource");
+                let props = schema.get("properties").and_then(Value::as_object);
+                let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+                for (k, child) in m {
+                    if embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                        continue;
+                    }
+                    let (s, p) = match (props.and_then(|p| p.get(k)), additional) {
+                        (Some(s), _) => (s, join(path, k)),
+                        (None, Some(a)) => (a, format!("{path}[{k}]")),
+                        (None, None) => continue,
+                    };
+                    if has_rules(s) {
+                        self.node(s, child, old.and_then(|o| o.get(k)), &p, false);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                let Some(item_schema) = schema
+                    .get("items")
+                    .filter(|i| i.is_object() && has_rules(i))
+                else {
+                    return;
+                };
+                let keys: Vec<&str> = schema
+                    .get("x-kubernetes-list-map-keys")
+                    .and_then(Value::as_array)
+                    .map(|k| k.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let is_map =
+                    str_at(schema, "x-kubernetes-list-type") == Some("map") && !keys.is_empty();
+                // Old items by key, so that correlating stays linear.
+                let old_items: HashMap<String, &'a Value> =
+                    match (is_map, old.and_then(Value::as_array)) {
+                        (true, Some(o)) => o.iter().map(|i| (list_key(i, &keys), i)).collect(),
+                        _ => HashMap::new(),
+                    };
+                for (i, item) in items.iter().enumerate() {
+                    let old_item = if is_map {
+                        old_items.get(&list_key(item, &keys)).copied()
+                    } else {
+                        None
+                    };
+                    self.node(item_schema, item, old_item, &format!("{path}[{i}]"), false);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn rules(
+        &mut self,
+        schema: &'s Value,
+        rules: &'s [Value],
+        v: &'a Value,
+        old: Option<&'a Value>,
+        path: &str,
+        root: bool,
+    ) {
+        let root_ctx = self.root;
+        let mut scope: Option<cel::Context<'c, 'a>> = None;
+        for rule in rules {
+            let source = str_at(rule, "rule").unwrap_or_default();
+            let compiled = match self.compiled(source, schema) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.push(FieldError {
+                        problem: Problem::Invalid,
+                        field: shown(path),
+                        value: Some(type_name(schema)),
+                        detail: format!("rule cannot run: {e}: {}", source.trim()),
+                    });
+                    continue;
+                }
+            };
+            if compiled.transition && old.is_none() {
+                continue;
+            }
+            if !compiled.transition && old == Some(v) {
+                continue;
+            }
+            if Instant::now() >= self.deadline {
+                self.push(FieldError {
+                    problem: Problem::Invalid,
+                    field: shown(path),
+                    value: Some(type_name(schema)),
+                    detail: format!(
+                        "validation rules ran out of their {RULES_TIME:?}; no further rules were evaluated"
+                    ),
+                });
+                self.stopped = true;
+                return;
+            }
+            let scope = scope.get_or_insert_with(|| {
+                let mut c = root_ctx.new_inner_scope();
+                c.add_variable_as_val("self", to_val(Some(schema), v, root));
+                if let Some(o) = old {
+                    c.add_variable_as_val("oldSelf", to_val(Some(schema), o, root));
+                }
+                c
+            });
+            let failure = match compiled.program.execute(scope) {
+                Ok(cel::Value::Bool(true)) => continue,
+                Ok(cel::Value::Bool(false)) => None,
+                Ok(other) => Some(format!("rule evaluated to {other:?}, not a bool")),
+                Err(e) => Some(e.to_string()),
+            };
+            let errored = failure.is_some();
+            let message = match failure {
+                Some(error) => format!("{error} evaluating rule: {}", rule_text(rule)),
+                None => self
+                    .message(rule, schema, scope)
+                    .unwrap_or_else(|| default_message(rule)),
+            };
+            // An evaluation error is always an invalid value.
+            let problem = if errored {
+                Problem::Invalid
+            } else {
+                failure_reason(rule)
+            };
+            let suffix = str_at(rule, "fieldPath")
+                .and_then(|p| field_path(schema, p))
+                .unwrap_or_default();
+            let field = shown(&format!("{path}{suffix}"));
+            let (value, detail) = match problem {
+                Problem::Duplicate => (Some(type_name(schema)), String::new()),
+                Problem::Required | Problem::Forbidden => (None, message),
+                _ => (Some(type_name(schema)), message),
+            };
+            self.push(FieldError {
+                problem,
+                field,
+                value,
+                detail,
+            });
+        }
+    }
+
+    /// A rule's `messageExpression`, when it evaluates to a usable message.
+    fn message(
+        &mut self,
+        rule: &'s Value,
+        schema: &'s Value,
+        scope: &cel::Context<'_, 'a>,
+    ) -> Option<String> {
+        let source = str_at(rule, "messageExpression")?;
+        let compiled = self.compiled(source, schema).ok()?;
+        match compiled.program.execute(scope) {
+            Ok(cel::Value::String(s))
+                if !s.trim().is_empty() && !s.contains(['\n', '\r']) && s.len() <= MAX_MESSAGE =>
+            {
+                Some(s.to_string())
+            }
+            _ => None,
+        }
+    }
+}
+
+fn rule_text(rule: &Value) -> String {
+    match str_at(rule, "message")
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+    {
+        Some(m) => m.to_owned(),
+        None => str_at(rule, "rule").unwrap_or_default().trim().to_owned(),
+    }
+}
+
+fn default_message(rule: &Value) -> String {
+    match str_at(rule, "message")
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+    {
+        Some(m) => m.to_owned(),
+        None => format!("failed rule: {}", rule_text(rule)),
+    }
+}
+
+fn failure_reason(rule: &Value) -> Problem {
+    reason(str_at(rule, "reason")).unwrap_or(Problem::Invalid)
+}
+
+/// Every rule of `schema` that `obj` fails (`old`: the object an update replaces), evaluated
+/// until `deadline`.
+pub fn evaluate(
+    schema: &Value,
+    obj: &Value,
+    old: Option<&Value>,
+    deadline: Instant,
+) -> Vec<FieldError> {
+    let root = cel::Context::default();
+    let mut e = Evaluation {
+        root: &root,
+        compiled: HashMap::new(),
+        deadline,
+        errors: Vec::new(),
+        stopped: false,
+    };
+    e.node(schema, obj, old, "", true);
+    e.errors
+}
+
+/// The rule evaluations that may run at once, each on a blocking thread. A write answered at
+/// its deadline keeps its slot until its last call ends (a call cannot be stopped midway), so
+/// that slow writes cannot pile up busy threads; owned by the API state.
+#[derive(Clone)]
+pub struct Slots(Arc<tokio::sync::Semaphore>);
+
+impl Default for Slots {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Slots(Arc::new(tokio::sync::Semaphore::new(cores.max(2))))
+    }
+}
+
+/// `obj` when it passes its custom kind's rules, else the 422 (429 when no slot frees up
+/// within [`RULES_TIME`]); the rules run on a blocking thread, under [`RULES_TIME`].
+pub async fn check(
+    slots: &Slots,
+    def: &ResourceDef,
+    obj: Value,
+    old: Option<Arc<Value>>,
+) -> Result<Value, ApiError> {
+    let Some(schema) = def.schema.clone().filter(|_| def.custom) else {
+        return Ok(obj);
+    };
+    if !has_rules(&schema) {
+        return Ok(obj);
+    }
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let Ok(Ok(slot)) = tokio::time::timeout(RULES_TIME, slots.0.clone().acquire_owned()).await
+    else {
+        return Err(ApiError::new(
+            429,
+            "TooManyRequests",
+            "too many validation rule evaluations in progress, please try again later",
+        ));
+    };
+    let deadline = Instant::now() + RULES_TIME;
+    let task = tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        let errors = evaluate(&schema, &obj, old.as_deref(), deadline);
+        (obj, errors)
+    });
+    let errors = match tokio::time::timeout(RULES_TIME + GRACE, task).await {
+        Ok(Ok((obj, errors))) if errors.is_empty() => return Ok(obj),
+        Ok(Ok((_, errors))) => errors,
+        Ok(Err(e)) => return Err(ApiError::internal(format!("validation rules: {e}"))),
+        Err(_) => vec![FieldError {
+            problem: Problem::Invalid,
+            field: shown(""),
+            value: Some("object".into()),
+            detail: format!("validation rules ran out of their {RULES_TIME:?}"),
+        }],
+    };
+    Err(invalid(&def.kind, &def.group, &name, &errors))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {
+            "metadata": {"type": "object"},
+            "spec": {"type": "object",
+              "x-kubernetes-validations": [
+                {"rule": "self.min <= self.max", "message": "min must not exceed max"},
+                {"rule": "self.replicas == oldSelf.replicas || self.replicas > oldSelf.replicas",
+                 "messageExpression": "'replicas may only grow, not to ' + string(self.replicas)",
+                 "fieldPath": ".replicas"},
+                {"rule": "!has(self.forbidden)", "reason": "FieldValueForbidden"}
+              ],
+              "properties": {
+                "min": {"type": "integer"}, "max": {"type": "integer"},
+                "replicas": {"type": "integer"},
+                "forbidden": {"type": "string"},
+                "ratio": {"type": "number", "x-kubernetes-validations": [{"rule": "self < 1.0"}]},
+                "namespace": {"type": "string"},
+                "x-y": {"type": "string"},
+                "names": {"type": "array", "maxItems": 10,
+                  "items": {"type": "string", "maxLength": 10,
+                    "x-kubernetes-validations": [{"rule": "self.startsWith('n')"}]}},
+                "limits": {"type": "object", "additionalProperties": {"type": "integer",
+                    "x-kubernetes-validations": [{"rule": "self >= 0", "reason": "FieldValueDuplicate"}]}},
+                "port": {"x-kubernetes-int-or-string": true,
+                    "x-kubernetes-validations": [{"rule": "type(self) == int ? self > 0 : self != ''"}]}
+              }
+            }
+        },
+        "x-kubernetes-validations": [{"rule": "self.metadata.name.size() < 10"}]})
+    }
+
+    /// An object whose spec has `min`, `max` and `replicas` unless `spec` sets them.
+    fn obj(spec: Value) -> Value {
+        let mut full = json!({"min": 1, "max": 2, "replicas": 1});
+        full.as_object_mut()
+            .unwrap()
+            .extend(spec.as_object().unwrap().clone());
+        json!({"apiVersion": "e.com/v1", "kind": "W", "metadata": {"name": "w", "uid": "x"}, "spec": full})
+    }
+
+    fn messages(spec: Value, old: Option<Value>) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        evaluate(&schema(), &obj(spec), old.map(obj).as_ref(), deadline)
+            .iter()
+            .map(FieldError::message)
+            .collect()
+    }
+
+    #[test]
+    fn passing_objects_pass() {
+        let ok = json!({"min": 1, "max": 2, "replicas": 3, "ratio": 0.5, "names": ["n1"],
+                        "limits": {"a": 1}, "port": 80});
+        assert_eq!(messages(ok.clone(), None), Vec::<String>::new());
+        assert_eq!(
+            messages(json!({"port": "http"}), None),
+            Vec::<String>::new()
+        );
+        let grown = json!({"min": 1, "max": 2, "replicas": 4});
+        assert_eq!(messages(grown, Some(ok)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn failures_are_worded_as_kubernetes_words_them() {
+        assert_eq!(
+            messages(json!({"min": 3, "max": 2}), None),
+            vec![r#"spec: Invalid value: "object": min must not exceed max"#]
+        );
+        assert_eq!(
+            messages(json!({"forbidden": "x"}), None),
+            vec!["spec: Forbidden: failed rule: !has(self.forbidden)"]
+        );
+        assert_eq!(
+            messages(json!({"ratio": 1.5}), None),
+            vec![r#"spec.ratio: Invalid value: "number": failed rule: self < 1.0"#]
+        );
+        assert_eq!(
+            messages(json!({"names": ["n1", "x2"]}), None),
+            vec![r#"spec.names[1]: Invalid value: "string": failed rule: self.startsWith('n')"#]
+        );
+        assert_eq!(
+            messages(json!({"limits": {"a": -1}}), None),
+            vec![r#"spec.limits[a]: Duplicate value: "integer""#]
+        );
+        assert_eq!(
+            messages(json!({"port": 0}), None),
+            vec![
+                r#"spec.port: Invalid value: "": failed rule: type(self) == int ? self > 0 : self != ''"#
+            ]
+        );
+        // A missing field is an evaluation error, reported as such.
+        let mut no_max = obj(json!({}));
+        no_max["spec"].as_object_mut().unwrap().remove("max");
+        let missing: Vec<String> = evaluate(
+            &schema(),
+            &no_max,
+            None,
+            Instant::now() + Duration::from_secs(5),
+        )
+        .iter()
+        .map(FieldError::message)
+        .collect();
+        assert_eq!(missing.len(), 1, "{missing:?}");
+        assert!(
+            missing[0].starts_with(r#"spec: Invalid value: "object": "#)
+                && missing[0].ends_with("evaluating rule: min must not exceed max"),
+            "{missing:?}"
+        );
+    }
+
+    #[test]
+    fn transition_rules_need_an_old_value_and_say_what_message_expression_says() {
+        let old = json!({"min": 1, "max": 2, "replicas": 5});
+        assert_eq!(
+            messages(json!({"min": 1, "max": 2, "replicas": 3}), Some(old)),
+            vec![r#"spec.replicas: Invalid value: "object": replicas may only grow, not to 3"#]
+        );
+        // Unchanged values are not validated again (ratcheting); the root rule sees the name.
+        let bad = json!({"min": 3, "max": 2});
+        assert_eq!(messages(bad.clone(), Some(bad)), Vec::<String>::new());
+        let mut long = obj(json!({}));
+        long["metadata"]["name"] = json!("much-too-long");
+        let got = evaluate(
+            &schema(),
+            &long,
+            None,
+            Instant::now() + Duration::from_secs(5),
+        );
+        assert_eq!(
+            got[0].message(),
+            r#"<nil>: Invalid value: "object": failed rule: self.metadata.name.size() < 10"#
+        );
+    }
+
+    #[test]
+    fn reserved_and_punctuated_names_are_escaped() {
+        assert_eq!(escape("namespace").as_deref(), Some("__namespace__"));
+        assert_eq!(
+            escape("a.b-c/d__e").as_deref(),
+            Some("a__dot__b__dash__c__slash__d__underscores__e")
+        );
+        assert_eq!(escape("1abc"), None);
+        assert_eq!(
+            unescape("a__dot__b__dash__c__slash__d__underscores__e"),
+            "a.b-c/d__e"
+        );
+        assert_eq!(unescape("__namespace__"), "namespace");
+        let s = json!({"type": "object", "properties": {"v": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.__namespace__ == 'a' && self.x__dash__y == 'b'"}],
+            "properties": {"namespace": {"type": "string"}, "x-y": {"type": "string"}}}}});
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let good = json!({"v": {"namespace": "a", "x-y": "b"}});
+        assert!(evaluate(&s, &good, None, deadline).is_empty());
+        let bad = json!({"v": {"namespace": "a", "x-y": "c"}});
+        let got = evaluate(&s, &bad, None, deadline);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].field, "v");
+    }
+
+    #[test]
+    fn the_deadline_stops_evaluation() {
+        let past = Instant::now();
+        let got = evaluate(&schema(), &obj(json!({"min": 3, "max": 2})), None, past);
+        assert_eq!(got.len(), 1);
+        assert!(got[0].detail.contains("ran out"), "{got:?}");
+    }
+
+    fn crd(schema: Value) -> Value {
+        json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": schema}}]}})
+    }
+
+    fn crd_messages(schema: Value) -> Vec<String> {
+        crd_problems(&crd(schema), None)
+            .iter()
+            .map(FieldError::message)
+            .collect()
+    }
+
+    #[test]
+    fn a_crd_with_good_rules_is_accepted() {
+        assert_eq!(crd_messages(schema()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_crd_with_bad_rules_is_refused_at_the_rule() {
+        let bad = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.("}, {"rule": ""},
+                {"rule": "true", "reason": "Nope", "fieldPath": ".missing"}],
+            "properties": {"list": {"type": "array", "items": {"type": "integer",
+                "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}}}});
+        let got = crd_messages(bad);
+        let at = "spec.versions[0].schema.openAPIV3Schema.properties[spec]";
+        assert_eq!(got.len(), 5, "{got:#?}");
+        assert!(got[0].starts_with(&format!(
+            "{at}.x-kubernetes-validations[0].rule: Invalid value: \"self.(\": compilation failed: "
+        )), "{got:#?}");
+        assert_eq!(
+            got[1],
+            format!("{at}.x-kubernetes-validations[1].rule: Required value")
+        );
+        assert!(got[2].starts_with(&format!(
+            "{at}.x-kubernetes-validations[2].reason: Unsupported value: \"Nope\""
+        )));
+        assert!(got[3].starts_with(&format!(
+            "{at}.x-kubernetes-validations[2].fieldPath: Invalid value: \".missing\""
+        )));
+        assert!(got[4].starts_with(&format!(
+            "{at}.properties[list].items.x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used"
+        )), "{got:#?}");
+    }
+
+    #[test]
+    fn a_crd_with_costly_rules_is_refused_with_the_estimate() {
+        let costly = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"list": {"type": "array", "items": {"type": "string"},
+                "x-kubernetes-validations": [{"rule": "self.all(x, self.exists(y, x == y))"}]}}}}});
+        let got = crd_messages(costly);
+        assert_eq!(got.len(), 1, "{got:#?}");
+        assert!(got[0].starts_with(
+            "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[list].x-kubernetes-validations[0].rule: \
+             Forbidden: estimated rule cost exceeds budget by factor of more than 100x (estimated cost "
+        ), "{got:#?}");
+        // Each cheap, but run for every element of two unbounded nested lists.
+        let many = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"outer": {"type": "array", "items": {"type": "array", "items": {"type": "string",
+                "x-kubernetes-validations": [{"rule": "self.size() > 1"}]}}}}}}});
+        let got = crd_messages(many);
+        assert_eq!(got.len(), 2, "{got:#?}");
+        assert!(got[0].contains("contributed to estimated rule & messageExpression cost total"));
+        assert!(got[1].starts_with("spec.versions[0].schema.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule & messageExpression cost total for entire OpenAPIv3 schema exceeds budget"));
+        // Unchanged on an update: not checked again.
+        let c = crd(json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.("}]}));
+        assert!(crd_problems(&c, Some(&c)).is_empty());
+        assert_eq!(crd_problems(&c, None).len(), 1);
+    }
+
+    #[test]
+    fn evaluation_of_a_large_list_is_linear() {
+        let s = json!({"type": "object", "properties": {"items": {"type": "array",
+            "items": {"type": "integer", "x-kubernetes-validations": [{"rule": "self >= 0"}]},
+            "x-kubernetes-validations": [{"rule": "self.all(x, x < 1000000)"}]}}});
+        let items: Vec<Value> = (0..200_000).map(Value::from).collect();
+        let started = Instant::now();
+        let got = evaluate(
+            &s,
+            &json!({"items": items}),
+            None,
+            Instant::now() + Duration::from_secs(30),
+        );
+        let took = started.elapsed();
+        assert!(got.is_empty(), "{got:?}");
+        eprintln!("200k items, two rules: {took:?}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
+    }
+}
