@@ -112,6 +112,9 @@ fn widget_spec() -> Value {
         "legacy": {"type": "string"},
         "mode": {"type": "string", "x-kubernetes-validations": [
             {"rule": "self == oldSelf", "message": "mode is immutable"}]},
+        "owner": {"type": "string", "x-kubernetes-validations": [
+            {"rule": "oldSelf.hasValue() ? self == oldSelf.value() : self.startsWith('team-')",
+             "optionalOldSelf": true, "message": "owner is a team, set once"}]},
         "tags": {"type": "array", "maxItems": 16, "items": {"type": "string", "maxLength": 32,
             "x-kubernetes-validations": [{"rule": "self.matches('^[a-z]+$')"}]}}
     }})
@@ -147,7 +150,8 @@ async fn rules_are_enforced_on_every_write() {
     let pp = PostParams::default();
 
     // Create.
-    let good = json!({"min": 1, "max": 3, "replicas": 2, "mode": "fast", "tags": ["a", "b"]});
+    let good = json!({"min": 1, "max": 3, "replicas": 2, "mode": "fast", "tags": ["a", "b"],
+        "owner": "team-a"});
     api.create(&pp, &widget("w", good.clone())).await.unwrap();
     // Each refused create: its spec, then the message.
     let refused = [
@@ -162,6 +166,10 @@ async fn rules_are_enforced_on_every_write() {
         (
             json!({"min": 5, "max": 3, "replicas": 1, "legacy": "x"}),
             r#"[spec: Invalid value: "object": min must not exceed max, spec: Forbidden: legacy is gone]"#,
+        ),
+        (
+            json!({"min": 1, "max": 3, "replicas": 1, "owner": "bob"}),
+            r#"spec.owner: Invalid value: "string": owner is a team, set once"#,
         ),
     ];
     for (spec, want) in refused {
@@ -184,6 +192,11 @@ async fn rules_are_enforced_on_every_write() {
     api.replace("w", &pp, &current).await.unwrap();
 
     // Patch: merge and JSON.
+    let msg = invalid(merge(&api, "w", false, json!({"spec": {"owner": "team-b"}})).await);
+    assert!(
+        msg.ends_with("spec.owner: Invalid value: \"string\": owner is a team, set once"),
+        "{msg}"
+    );
     let msg = invalid(merge(&api, "w", false, json!({"spec": {"mode": "slow"}})).await);
     assert_eq!(
         msg,
@@ -265,16 +278,25 @@ async fn costly_or_broken_rules_and_conditions_are_refused_on_write() {
         "{msg}"
     );
 
-    let broken = json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.min <="}],
-        "properties": {"min": {"type": "integer"}}});
-    let msg = invalid(create_crd(&c, "Broken", "brokens", broken).await);
-    assert!(
-        msg.contains(&format!(
-            "{at}.x-kubernetes-validations[0].rule: Invalid value: \"self.min <=\": compilation failed: "
-        )),
-        "{msg}"
-    );
-    for name in ["costlies", "brokens"] {
+    // Rules that do not compile, or select a field the schema lacks: kind, rule, why.
+    let broken = [
+        ("Broken", "self.min <=", "compilation failed: "),
+        (
+            "Typo",
+            "self.mni <= 1",
+            "compilation failed: undefined field 'mni'",
+        ),
+    ];
+    for (kind, rule, why) in broken {
+        let schema = json!({"type": "object", "x-kubernetes-validations": [{"rule": rule}],
+            "properties": {"min": {"type": "integer"}}});
+        let plural = format!("{}s", kind.to_lowercase());
+        let msg = invalid(create_crd(&c, kind, &plural, schema).await);
+        let want =
+            format!("{at}.x-kubernetes-validations[0].rule: Invalid value: \"{rule}\": {why}");
+        assert!(msg.contains(&want), "{msg}");
+    }
+    for name in ["costlies", "brokens", "typos"] {
         let stored = crds(&c).get_opt(&format!("{name}.{GROUP}")).await.unwrap();
         assert!(stored.is_none(), "{name} was stored");
     }

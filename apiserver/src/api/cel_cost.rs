@@ -75,6 +75,27 @@ impl<'s> Shape<'s> {
         }
     }
 
+    /// Whether a rule may select field `name` of this value: any field of a map or of a
+    /// value the schema leaves open; an object's only its properties (and a resource's
+    /// `apiVersion`, `kind` and `metadata`, which every object has).
+    fn may_select(&self, name: &str) -> bool {
+        let Some(s) = self.schema else {
+            return true;
+        };
+        let open = |key: &str| s.get(key).is_some_and(|v| v.as_bool() != Some(false));
+        if type_of(s) != Some("object")
+            || open("x-kubernetes-preserve-unknown-fields")
+            || open("x-kubernetes-embedded-resource")
+            || open("additionalProperties")
+            || matches!(name, "apiVersion" | "kind" | "metadata")
+        {
+            return true;
+        }
+        s.get("properties")
+            .and_then(Value::as_object)
+            .is_none_or(|p| p.contains_key(super::cel_rules::unescape(name).as_ref()))
+    }
+
     /// The shape of field or key `name` of this value.
     fn child(&self, name: &str) -> Shape<'s> {
         let Some(s) = self.schema else {
@@ -159,6 +180,8 @@ pub struct Estimator<'s> {
     scope: Vec<(String, Shape<'s>)>,
     /// The shape of what the comprehension being estimated appends to its accumulator.
     appended: Option<Shape<'s>>,
+    /// Fields selected that the schema does not have (a type error in kube-apiserver).
+    pub undefined: Vec<String>,
 }
 
 /// An estimate: its cost and the shape of its result.
@@ -169,6 +192,7 @@ impl<'s> Estimator<'s> {
         Estimator {
             scope: vars,
             appended: None,
+            undefined: Vec::new(),
         }
     }
 
@@ -198,6 +222,9 @@ impl<'s> Estimator<'s> {
             Expr::Ident(name) => (1, self.lookup(name)),
             Expr::Select(s) => {
                 let (cost, operand) = self.expr(&s.operand);
+                if !operand.may_select(&s.field) {
+                    self.undefined.push(s.field.clone());
+                }
                 (cost.saturating_add(1), operand.child(&s.field))
             }
             Expr::List(l) => {
@@ -452,6 +479,29 @@ mod tests {
         assert!(mapped < 100_000, "{mapped}");
         let unbounded = cost_of("self.names.map(n, self.free).all(f, f.contains('x'))", &s);
         assert!(unbounded > EXPRESSION_LIMIT, "{unbounded}");
+    }
+
+    #[test]
+    fn fields_the_schema_lacks_are_found() {
+        let s = json!({"type": "object", "properties": {
+            "a": {"type": "object", "properties": {"b": {"type": "string"}}},
+            "m": {"type": "object", "additionalProperties": {"type": "string"}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        }});
+        let undefined = |expr: &str| {
+            let p = super::super::cel_bounds::compile(expr).unwrap();
+            let mut e = Estimator::new(vec![("self".into(), Shape::of_schema(&s))]);
+            e.cost(p.expression());
+            e.undefined
+        };
+        assert!(
+            undefined("self.a.b == '' && self.m.anything == '' && self.free.x.y == 1").is_empty()
+        );
+        assert!(undefined("self.metadata.name == 'x'").is_empty());
+        assert_eq!(
+            undefined("has(self.a.c) || self.nope == 1"),
+            vec!["c", "nope"]
+        );
     }
 
     #[test]

@@ -19,7 +19,8 @@ use std::{
 };
 
 use cel::common::types::{
-    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelOptional, CelString,
+    CelUInt,
 };
 use cel::common::value::Val;
 use serde_json::{Map, Value};
@@ -218,6 +219,8 @@ enum Refused {
     Bounds(#[from] BoundsError),
     #[error("{0}")]
     TooCostly(String),
+    #[error("compilation failed: undefined field '{0}'")]
+    Undefined(String),
 }
 
 /// Compiles `source` and estimates it with `self` (and `oldSelf`) shaped as `schema`: the
@@ -226,11 +229,14 @@ fn compile(source: &str, schema: &Value, what: &str) -> Result<(Compiled, u64), 
     let program = cel_bounds::compile(source)?;
     let transition = program.references().has_variable("oldSelf");
     let shape = Shape::of_schema(schema);
-    let cost = Estimator::new(vec![
+    let mut estimator = Estimator::new(vec![
         ("self".into(), shape.clone()),
         ("oldSelf".into(), shape),
-    ])
-    .cost(program.expression());
+    ]);
+    let cost = estimator.cost(program.expression());
+    if let Some(field) = estimator.undefined.pop() {
+        return Err(Refused::Undefined(field));
+    }
     if cost > cel_cost::EXPRESSION_LIMIT {
         return Err(Refused::TooCostly(cel_cost::over_budget(
             what,
@@ -329,10 +335,28 @@ impl SchemaCheck {
                 "fieldPath must name a field of the schema where the rule is".into(),
             );
         }
+        if let Some(m) = str_at(rule, "message")
+            && m.contains(['\n', '\r'])
+        {
+            self.push(
+                Problem::Invalid,
+                format!("{at}.message"),
+                Some(m.into()),
+                "message must not contain line breaks".into(),
+            );
+        }
         let mut cost = 0u64;
         match compile(source, schema, "estimated rule cost") {
             Ok((c, estimate)) => {
                 cost = estimate;
+                if flag(rule, "optionalOldSelf") && !c.transition {
+                    self.push(
+                        Problem::Invalid,
+                        format!("{at}.optionalOldSelf"),
+                        Some(true.into()),
+                        "may only be set when the rule uses oldSelf".into(),
+                    );
+                }
                 if c.transition && !correlatable {
                     self.push(
                         Problem::Invalid,
@@ -357,9 +381,7 @@ impl SchemaCheck {
     fn refused(&mut self, e: Refused, field: String, source: &str) {
         match e {
             Refused::TooCostly(why) => self.push(Problem::Forbidden, field, None, why),
-            Refused::Bounds(b) => {
-                self.push(Problem::Invalid, field, Some(source.into()), b.to_string())
-            }
+            e => self.push(Problem::Invalid, field, Some(source.into()), e.to_string()),
         }
     }
 }
@@ -644,7 +666,10 @@ impl<'s, 'c, 'a> Evaluation<'s, 'c, 'a> {
                     continue;
                 }
             };
-            if compiled.transition && old.is_none() {
+            // With `optionalOldSelf`, a transition rule runs on creation too, its oldSelf
+            // an empty optional.
+            let optional = flag(rule, "optionalOldSelf");
+            if compiled.transition && old.is_none() && !optional {
                 continue;
             }
             if !compiled.transition && old == Some(v) {
@@ -670,6 +695,20 @@ impl<'s, 'c, 'a> Evaluation<'s, 'c, 'a> {
                 }
                 c
             });
+            // An optional rule sees oldSelf as an optional, in a scope of its own.
+            let optional_scope;
+            let scope: &cel::Context<'_, 'a> = if optional {
+                let mut c = scope.new_inner_scope();
+                let wrapped = match old {
+                    Some(o) => CelOptional::of(to_val(Some(schema), o, root)),
+                    None => CelOptional::none(),
+                };
+                c.add_variable_as_val("oldSelf", Box::new(wrapped));
+                optional_scope = c;
+                &optional_scope
+            } else {
+                scope
+            };
             let failure = match compiled.program.execute(scope) {
                 Ok(cel::Value::Bool(true)) => continue,
                 Ok(cel::Value::Bool(false)) => None,
@@ -995,6 +1034,24 @@ mod tests {
     }
 
     #[test]
+    fn optional_old_self_runs_on_creation_too() {
+        let s = json!({"type": "object", "properties": {"v": {"type": "string",
+            "x-kubernetes-validations": [{"rule": "oldSelf.hasValue() ? self == oldSelf.value() : self == 'first'",
+                "optionalOldSelf": true, "message": "v is set once, to first"}]}}});
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let first = json!({"v": "first"});
+        assert!(evaluate(&s, &first, None, deadline).is_empty());
+        let got = evaluate(&s, &json!({"v": "other"}), None, deadline);
+        assert_eq!(
+            got[0].message(),
+            r#"v: Invalid value: "string": v is set once, to first"#
+        );
+        let got = evaluate(&s, &json!({"v": "other"}), Some(&first), deadline);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(crd_problems(&crd(s), None).is_empty());
+    }
+
+    #[test]
     fn the_deadline_stops_evaluation() {
         let past = Instant::now();
         let got = evaluate(&schema(), &obj(json!({"min": 3, "max": 2})), None, past);
@@ -1022,12 +1079,13 @@ mod tests {
     fn a_crd_with_bad_rules_is_refused_at_the_rule() {
         let bad = json!({"type": "object", "properties": {"spec": {"type": "object",
             "x-kubernetes-validations": [{"rule": "self.("}, {"rule": ""},
-                {"rule": "true", "reason": "Nope", "fieldPath": ".missing"}],
+                {"rule": "true", "reason": "Nope", "fieldPath": ".missing"},
+                {"rule": "self.nope == 1"}],
             "properties": {"list": {"type": "array", "items": {"type": "integer",
                 "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}}}});
         let got = crd_messages(bad);
         let at = "spec.versions[0].schema.openAPIV3Schema.properties[spec]";
-        assert_eq!(got.len(), 5, "{got:#?}");
+        assert_eq!(got.len(), 6, "{got:#?}");
         assert!(got[0].starts_with(&format!(
             "{at}.x-kubernetes-validations[0].rule: Invalid value: \"self.(\": compilation failed: "
         )), "{got:#?}");
@@ -1041,7 +1099,13 @@ mod tests {
         assert!(got[3].starts_with(&format!(
             "{at}.x-kubernetes-validations[2].fieldPath: Invalid value: \".missing\""
         )));
-        assert!(got[4].starts_with(&format!(
+        assert_eq!(
+            got[4],
+            format!(
+                "{at}.x-kubernetes-validations[3].rule: Invalid value: \"self.nope == 1\": compilation failed: undefined field 'nope'"
+            )
+        );
+        assert!(got[5].starts_with(&format!(
             "{at}.properties[list].items.x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used"
         )), "{got:#?}");
     }
