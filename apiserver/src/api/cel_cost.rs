@@ -93,7 +93,7 @@ impl<'s> Shape<'s> {
         }
         s.get("properties")
             .and_then(Value::as_object)
-            .is_none_or(|p| p.contains_key(super::cel_rules::unescape(name).as_ref()))
+            .is_none_or(|p| p.contains_key(super::cel_names::unescape(name).as_ref()))
     }
 
     /// The shape of field or key `name` of this value.
@@ -103,7 +103,7 @@ impl<'s> Shape<'s> {
         };
         if let Some(p) = s
             .get("properties")
-            .and_then(|p| p.get(super::cel_rules::unescape(name).as_ref()))
+            .and_then(|p| p.get(super::cel_names::unescape(name).as_ref()))
         {
             return Shape::of_schema(p);
         }

@@ -27,9 +27,10 @@ use serde_json::{Map, Value};
 
 use super::cel_bounds::{self, BoundsError};
 use super::cel_cost::{self, Estimator, Shape};
+use super::cel_names::escape;
+use super::field_errors::MAX_CAUSES;
 use super::field_errors::{FieldError, Problem, invalid};
 use super::status::ApiError;
-use super::validation::MAX_CAUSES;
 use crate::registry::ResourceDef;
 
 /// How long all rules of one write may take.
@@ -38,73 +39,6 @@ pub const RULES_TIME: Duration = Duration::from_secs(1);
 const GRACE: Duration = Duration::from_millis(500);
 /// The longest message a `messageExpression` may produce.
 const MAX_MESSAGE: usize = 5 * 1024;
-
-/// CEL's reserved words: a property so named is `__name__` in a rule.
-const RESERVED: [&str; 21] = [
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-];
-
-/// How a rule names property `name` (`None`: it cannot).
-pub fn escape(name: &str) -> Option<Cow<'_, str>> {
-    if RESERVED.contains(&name) {
-        return Some(format!("__{name}__").into());
-    }
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/');
-    let first_ok = name
-        .chars()
-        .next()
-        .is_some_and(|c| !c.is_ascii_digit() && allowed(c));
-    if !first_ok || !name.chars().all(allowed) {
-        return None;
-    }
-    if !name.contains(['.', '-', '/']) && !name.contains("__") {
-        return Some(name.into());
-    }
-    Some(
-        name.replace("__", "__underscores__")
-            .replace('.', "__dot__")
-            .replace('-', "__dash__")
-            .replace('/', "__slash__")
-            .into(),
-    )
-}
-
-/// The property a rule's field name stands for ([`escape`] undone).
-pub fn unescape(name: &str) -> Cow<'_, str> {
-    if let Some(word) = name.strip_prefix("__").and_then(|n| n.strip_suffix("__"))
-        && RESERVED.contains(&word)
-    {
-        return word.into();
-    }
-    if !name.contains("__") {
-        return name.into();
-    }
-    name.replace("__dot__", ".")
-        .replace("__dash__", "-")
-        .replace("__slash__", "/")
-        .replace("__underscores__", "__")
-        .into()
-}
 
 fn flag(schema: &Value, key: &str) -> bool {
     schema.get(key).and_then(Value::as_bool) == Some(true)
@@ -1009,18 +943,7 @@ mod tests {
     }
 
     #[test]
-    fn reserved_and_punctuated_names_are_escaped() {
-        assert_eq!(escape("namespace").as_deref(), Some("__namespace__"));
-        assert_eq!(
-            escape("a.b-c/d__e").as_deref(),
-            Some("a__dot__b__dash__c__slash__d__underscores__e")
-        );
-        assert_eq!(escape("1abc"), None);
-        assert_eq!(
-            unescape("a__dot__b__dash__c__slash__d__underscores__e"),
-            "a.b-c/d__e"
-        );
-        assert_eq!(unescape("__namespace__"), "namespace");
+    fn escaped_names_reach_their_properties() {
         let s = json!({"type": "object", "properties": {"v": {"type": "object",
             "x-kubernetes-validations": [{"rule": "self.__namespace__ == 'a' && self.x__dash__y == 'b'"}],
             "properties": {"namespace": {"type": "string"}, "x-y": {"type": "string"}}}}});

@@ -32,6 +32,10 @@ pub(crate) fn number(n: &Number) -> String {
     }
 }
 
+/// The most field errors one answer lists; past it a check stops collecting, so a small body
+/// of many bad values cannot make a huge error answer.
+pub const MAX_CAUSES: usize = 100;
+
 /// The kind of a field error (Kubernetes' `field.ErrorType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Problem {

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod caller;
 pub mod cel_bounds;
 pub mod cel_cost;
+pub mod cel_names;
 pub mod cel_rules;
 pub mod cluster_defaults;
 pub mod clusters;

@@ -10,7 +10,7 @@ use std::{collections::HashMap, sync::Mutex};
 
 use serde_json::{Map, Number, Value, json};
 
-pub use super::field_errors::{FieldError, Problem, invalid};
+pub use super::field_errors::{FieldError, MAX_CAUSES, Problem, invalid};
 use super::field_errors::{number, quote};
 use super::status::ApiError;
 use crate::registry::ResourceDef;
@@ -90,9 +90,6 @@ impl Patterns {
     }
 }
 
-/// The most field errors one answer lists; past it the walk stops collecting, so a small body
-/// of many bad values cannot make a huge error answer.
-pub const MAX_CAUSES: usize = 100;
 /// The most values of an enum a "supported values" message lists.
 const MAX_LISTED_VALUES: usize = 16;
 /// The most bytes of a rejected value an error repeats.
