@@ -37,6 +37,8 @@ use crate::registry::ResourceDef;
 pub const RULES_TIME: Duration = Duration::from_secs(1);
 /// How much longer the request waits for a rule running when the deadline passed.
 const GRACE: Duration = Duration::from_millis(500);
+/// The most rules one version's schema may carry: checking them is bounded work per CRD write.
+const MAX_RULES: usize = 1024;
 /// The longest message a `messageExpression` may produce.
 const MAX_MESSAGE: usize = 5 * 1024;
 
@@ -56,16 +58,23 @@ fn rules_of(schema: &Value) -> &[Value] {
         .map_or(&[], Vec::as_slice)
 }
 
-/// Whether `schema` or any node under it carries a rule.
-pub fn has_rules(schema: &Value) -> bool {
+/// How many rules `schema` carries, counted up to `limit` (past it, `limit + 1`).
+fn count_rules(schema: &Value, limit: usize) -> usize {
     let mut stack = vec![schema];
+    let mut count = 0;
     while let Some(s) = stack.pop() {
-        if !rules_of(s).is_empty() {
-            return true;
+        count += rules_of(s).len();
+        if count > limit {
+            return limit + 1;
         }
         stack.extend(children(s).map(|(_, c)| c));
     }
-    false
+    count
+}
+
+/// Whether `schema` or any node under it carries a rule.
+pub fn has_rules(schema: &Value) -> bool {
+    count_rules(schema, 0) > 0
 }
 
 /// How a child schema is reached from its parent.
@@ -245,6 +254,10 @@ impl SchemaCheck {
     }
 
     fn rule(&mut self, schema: &Value, rule: &Value, at: &str, calls: u64, correlatable: bool) {
+        // Compiling costs time: none once the answer is full.
+        if self.errors.len() >= MAX_CAUSES {
+            return;
+        }
         let source = str_at(rule, "rule").unwrap_or_default();
         if source.trim().is_empty() {
             self.push(Problem::Required, format!("{at}.rule"), None, String::new());
@@ -342,6 +355,17 @@ pub fn crd_problems(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
             continue;
         }
         let root = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        if count_rules(schema, MAX_RULES) > MAX_RULES {
+            errors.push(FieldError {
+                problem: Problem::Forbidden,
+                field: root,
+                value: None,
+                detail: format!(
+                    "may carry at most {MAX_RULES} x-kubernetes-validations rules (each is compiled and estimated when the CRD is written)"
+                ),
+            });
+            continue;
+        }
         let mut check = SchemaCheck {
             errors: Vec::new(),
             total: 0,
@@ -750,10 +774,16 @@ pub fn evaluate(
 #[derive(Clone)]
 pub struct Slots(Arc<tokio::sync::Semaphore>);
 
+impl Slots {
+    fn new(slots: usize) -> Self {
+        Slots(Arc::new(tokio::sync::Semaphore::new(slots)))
+    }
+}
+
 impl Default for Slots {
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        Slots(Arc::new(tokio::sync::Semaphore::new(cores.max(2))))
+        Slots::new(cores.max(2))
     }
 }
 
@@ -982,6 +1012,37 @@ mod tests {
         assert!(got[0].detail.contains("ran out"), "{got:?}");
     }
 
+    fn custom(schema: Value) -> ResourceDef {
+        let crd = json!({"metadata": {"name": "widgets.e.com"}, "spec": {"group": "e.com",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema}}]}});
+        crate::registry::from_crd(&crd).unwrap()
+    }
+
+    #[tokio::test]
+    async fn writes_wait_for_a_slot_then_are_told_to_retry() {
+        let def = custom(schema());
+        let slots = Slots::new(1);
+        let bad = obj(json!({"min": 3, "max": 2}));
+        let e = check(&slots, &def, bad.clone(), None).await.unwrap_err();
+        assert_eq!(e.to_status()["code"], 422);
+        assert_eq!(
+            e.to_status()["details"]["causes"][0]["message"],
+            "Invalid value: \"object\": min must not exceed max"
+        );
+        // A write still running (past its deadline, say) holds its slot.
+        let held = slots.0.clone().acquire_owned().await.unwrap();
+        let started = Instant::now();
+        let e = check(&slots, &def, bad, None).await.unwrap_err();
+        assert_eq!(e.to_status()["code"], 429);
+        assert!(started.elapsed() >= RULES_TIME);
+        drop(held);
+        // Kinds without rules never wait.
+        let plain = custom(json!({"type": "object"}));
+        check(&slots, &plain, obj(json!({})), None).await.unwrap();
+    }
+
     fn crd(schema: Value) -> Value {
         json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": schema}}]}})
     }
@@ -1052,6 +1113,13 @@ mod tests {
         assert_eq!(got.len(), 2, "{got:#?}");
         assert!(got[0].contains("contributed to estimated rule & messageExpression cost total"));
         assert!(got[1].starts_with("spec.versions[0].schema.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule & messageExpression cost total for entire OpenAPIv3 schema exceeds budget"));
+        // Too many rules to check on one write.
+        let rules: Vec<Value> = (0..=MAX_RULES).map(|_| json!({"rule": "true"})).collect();
+        let got = crd_messages(json!({"type": "object", "x-kubernetes-validations": rules}));
+        assert_eq!(got.len(), 1, "{got:#?}");
+        assert!(got[0].starts_with(
+            "spec.versions[0].schema.openAPIV3Schema: Forbidden: may carry at most 1024"
+        ));
         // Unchanged on an update: not checked again.
         let c = crd(json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.("}]}));
         assert!(crd_problems(&c, Some(&c)).is_empty());
