@@ -610,6 +610,9 @@ impl<'s, 'c, 'a> Evaluation<'s, 'c, 'a> {
     ) {
         let root_ctx = self.root;
         let mut scope: Option<cel::Context<'c, 'a>> = None;
+        // Costs were estimated for values within a kube-apiserver request; a larger one could
+        // cost more per call than the estimate allowed, and a call cannot be stopped midway.
+        let mut too_large: Option<bool> = None;
         for rule in rules {
             let source = str_at(rule, "rule").unwrap_or_default();
             let compiled = match self.compiled(source, schema) {
@@ -631,6 +634,25 @@ impl<'s, 'c, 'a> Evaluation<'s, 'c, 'a> {
                 continue;
             }
             if !compiled.transition && old == Some(v) {
+                continue;
+            }
+            let too_large = *too_large.get_or_insert_with(|| {
+                [Some(v), old].into_iter().flatten().any(|x| {
+                    gpustack_kube_rest::schema::json_size(x, cel_cost::REQUEST_BYTES as usize)
+                        .is_none()
+                })
+            });
+            if too_large {
+                self.push(FieldError {
+                    problem: Problem::Invalid,
+                    field: shown(path),
+                    value: Some(type_name(schema)),
+                    detail: format!(
+                        "call cost exceeds limit for rule: {} (the value is larger than the {} bytes rules are estimated for)",
+                        rule_text(rule),
+                        cel_cost::REQUEST_BYTES
+                    ),
+                });
                 continue;
             }
             if Instant::now() >= self.deadline {
@@ -815,9 +837,16 @@ pub async fn check(
         ));
     };
     let deadline = Instant::now() + RULES_TIME;
+    let (kind, object_name) = (def.kind.clone(), name.clone());
     let task = tokio::task::spawn_blocking(move || {
         let _slot = slot;
         let errors = evaluate(&schema, &obj, old.as_deref(), deadline);
+        // A call cannot be stopped midway: say when one held its slot well past the deadline.
+        let over = Instant::now().saturating_duration_since(deadline);
+        if over > GRACE {
+            tracing::warn!(kind = %kind, name = %object_name, over = ?over,
+                "validation rules ran past their deadline");
+        }
         (obj, errors)
     });
     let errors = match tokio::time::timeout(RULES_TIME + GRACE, task).await {
@@ -1002,6 +1031,32 @@ mod tests {
         let got = evaluate(&s, &json!({"v": "other"}), Some(&first), deadline);
         assert_eq!(got.len(), 1, "{got:?}");
         assert!(crd_problems(&crd(s), None).is_empty());
+    }
+
+    #[test]
+    fn values_larger_than_estimated_for_are_not_evaluated() {
+        let s = json!({"type": "object", "properties": {"items": {"type": "array",
+            "items": {"type": "integer"},
+            "x-kubernetes-validations": [{"rule": "self.all(x, x < 1000)"}]}}});
+        let items = vec![json!(1); cel_cost::REQUEST_BYTES as usize / 2 + 1];
+        let started = Instant::now();
+        let got = evaluate(
+            &s,
+            &json!({"items": items}),
+            None,
+            started + Duration::from_secs(30),
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            got[0].message(),
+            "items: Invalid value: \"array\": call cost exceeds limit for rule: self.all(x, x < 1000) \
+             (the value is larger than the 3145728 bytes rules are estimated for)"
+        );
     }
 
     #[test]
