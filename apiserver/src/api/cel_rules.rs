@@ -5,11 +5,11 @@
 //! value exists; any other rule is skipped where the value did not change (ratcheting, as
 //! validation.rs does for the schema).
 //!
-//! A CRD is refused when a rule does not compile, breaks [`super::cel_bounds`], or is
-//! estimated ([`super::cel_cost`]) to cost too much per call, or all together (each times
-//! the calls it gets) too much per object. Evaluation runs off the async thread and stops at
-//! a deadline; each rule is estimated again before it runs, so that a CRD stored before
-//! these checks cannot run an unbounded one.
+//! What a CRD may carry is checked when it is written ([`super::cel_rules_crd`]). Here,
+//! evaluation runs off the async thread and stops at a deadline, in a bounded number of
+//! slots; each rule is compiled and estimated again before it runs (a CRD stored before these
+//! checks cannot run an unbounded one), and a value larger than costs are estimated for is
+//! refused rather than evaluated.
 
 use std::{
     borrow::Cow,
@@ -37,21 +37,19 @@ use crate::registry::ResourceDef;
 pub const RULES_TIME: Duration = Duration::from_secs(1);
 /// How much longer the request waits for a rule running when the deadline passed.
 const GRACE: Duration = Duration::from_millis(500);
-/// The most rules one version's schema may carry: checking them is bounded work per CRD write.
-const MAX_RULES: usize = 1024;
 /// The longest message a `messageExpression` may produce.
 const MAX_MESSAGE: usize = 5 * 1024;
 
-fn flag(schema: &Value, key: &str) -> bool {
+pub(super) fn flag(schema: &Value, key: &str) -> bool {
     schema.get(key).and_then(Value::as_bool) == Some(true)
 }
 
-fn str_at<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+pub(super) fn str_at<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
     v.get(key).and_then(Value::as_str)
 }
 
 /// The rules of a schema node.
-fn rules_of(schema: &Value) -> &[Value] {
+pub(super) fn rules_of(schema: &Value) -> &[Value] {
     schema
         .get("x-kubernetes-validations")
         .and_then(Value::as_array)
@@ -59,7 +57,7 @@ fn rules_of(schema: &Value) -> &[Value] {
 }
 
 /// How many rules `schema` carries, counted up to `limit` (past it, `limit + 1`).
-fn count_rules(schema: &Value, limit: usize) -> usize {
+pub(super) fn count_rules(schema: &Value, limit: usize) -> usize {
     let mut stack = vec![schema];
     let mut count = 0;
     while let Some(s) = stack.pop() {
@@ -79,14 +77,14 @@ pub fn has_rules(schema: &Value) -> bool {
 
 /// How a child schema is reached from its parent.
 #[derive(Clone, Copy, PartialEq)]
-enum Step<'s> {
+pub(super) enum Step<'s> {
     Property(&'s str),
     Items,
     Additional,
 }
 
 /// The child schemas of a node.
-fn children(schema: &Value) -> impl Iterator<Item = (Step<'_>, &Value)> {
+pub(super) fn children(schema: &Value) -> impl Iterator<Item = (Step<'_>, &Value)> {
     let props = schema
         .get("properties")
         .and_then(Value::as_object)
@@ -105,7 +103,7 @@ fn children(schema: &Value) -> impl Iterator<Item = (Step<'_>, &Value)> {
 }
 
 /// The `reason` a rule's failure is reported with.
-fn reason(name: Option<&str>) -> Option<Problem> {
+pub(super) fn reason(name: Option<&str>) -> Option<Problem> {
     match name {
         None | Some("FieldValueInvalid") => Some(Problem::Invalid),
         Some("FieldValueForbidden") => Some(Problem::Forbidden),
@@ -117,7 +115,7 @@ fn reason(name: Option<&str>) -> Option<Problem> {
 
 /// A rule's `fieldPath` resolved against the schema at its node: the path suffix it names
 /// (`.a`, `[key]`), or `None` when it names no field there.
-fn field_path(schema: &Value, path: &str) -> Option<String> {
+pub(super) fn field_path(schema: &Value, path: &str) -> Option<String> {
     let mut out = String::new();
     let mut node = schema;
     let mut rest = path;
@@ -150,14 +148,14 @@ fn field_path(schema: &Value, path: &str) -> Option<String> {
 }
 
 /// A compiled rule, with whether it reads `oldSelf`.
-struct Compiled {
+pub(super) struct Compiled {
     program: cel::Program,
-    transition: bool,
+    pub(super) transition: bool,
 }
 
 /// Why a rule is refused before it runs.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-enum Refused {
+pub(super) enum Refused {
     #[error(transparent)]
     Bounds(#[from] BoundsError),
     #[error("{0}")]
@@ -168,7 +166,11 @@ enum Refused {
 
 /// Compiles `source` and estimates it with `self` (and `oldSelf`) shaped as `schema`: the
 /// program and its estimated cost.
-fn compile(source: &str, schema: &Value, what: &str) -> Result<(Compiled, u64), Refused> {
+pub(super) fn compile(
+    source: &str,
+    schema: &Value,
+    what: &str,
+) -> Result<(Compiled, u64), Refused> {
     let program = cel_bounds::compile(source)?;
     let transition = program.references().has_variable("oldSelf");
     let shape = Shape::of_schema(schema);
@@ -194,208 +196,6 @@ fn compile(source: &str, schema: &Value, what: &str) -> Result<(Compiled, u64), 
         },
         cost,
     ))
-}
-
-/// The path of a child schema in a CRD, as kube-apiserver names it.
-fn schema_path(path: &str, step: Step<'_>) -> String {
-    match step {
-        Step::Property(k) => format!("{path}.properties[{k}]"),
-        Step::Items => format!("{path}.items"),
-        Step::Additional => format!("{path}.additionalProperties"),
-    }
-}
-
-/// What checking a CRD's schema collects.
-struct SchemaCheck {
-    errors: Vec<FieldError>,
-    /// Every rule's estimated cost times its calls.
-    total: u64,
-    /// The rules that added to it.
-    rule_paths: Vec<String>,
-}
-
-impl SchemaCheck {
-    fn node(&mut self, schema: &Value, path: &str, calls: u64, correlatable: bool) {
-        for (j, rule) in rules_of(schema).iter().enumerate() {
-            self.rule(
-                schema,
-                rule,
-                &format!("{path}.x-kubernetes-validations[{j}]"),
-                calls,
-                correlatable,
-            );
-        }
-        for (step, child) in children(schema) {
-            let (calls, correlatable) = match step {
-                Step::Property(_) => (calls, correlatable),
-                // Items correlate with old ones only by a map list's keys.
-                Step::Items => (
-                    calls.saturating_mul(cel_cost::max_size(schema)),
-                    correlatable && str_at(schema, "x-kubernetes-list-type") == Some("map"),
-                ),
-                Step::Additional => (
-                    calls.saturating_mul(cel_cost::max_size(schema)),
-                    correlatable,
-                ),
-            };
-            self.node(child, &schema_path(path, step), calls, correlatable);
-        }
-    }
-
-    fn push(&mut self, problem: Problem, field: String, value: Option<Value>, detail: String) {
-        if self.errors.len() < MAX_CAUSES {
-            self.errors.push(FieldError {
-                problem,
-                field,
-                value,
-                detail,
-            });
-        }
-    }
-
-    fn rule(&mut self, schema: &Value, rule: &Value, at: &str, calls: u64, correlatable: bool) {
-        // Compiling costs time: none once the answer is full.
-        if self.errors.len() >= MAX_CAUSES {
-            return;
-        }
-        let source = str_at(rule, "rule").unwrap_or_default();
-        if source.trim().is_empty() {
-            self.push(Problem::Required, format!("{at}.rule"), None, String::new());
-            return;
-        }
-        let reason_name = str_at(rule, "reason");
-        if reason(reason_name).is_none() {
-            self.push(
-                Problem::NotSupported,
-                format!("{at}.reason"),
-                reason_name.map(Value::from),
-                r#"supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired""#.into(),
-            );
-        }
-        if let Some(p) = str_at(rule, "fieldPath")
-            && field_path(schema, p).is_none()
-        {
-            self.push(
-                Problem::Invalid,
-                format!("{at}.fieldPath"),
-                Some(p.into()),
-                "fieldPath must name a field of the schema where the rule is".into(),
-            );
-        }
-        if let Some(m) = str_at(rule, "message")
-            && m.contains(['\n', '\r'])
-        {
-            self.push(
-                Problem::Invalid,
-                format!("{at}.message"),
-                Some(m.into()),
-                "message must not contain line breaks".into(),
-            );
-        }
-        let mut cost = 0u64;
-        match compile(source, schema, "estimated rule cost") {
-            Ok((c, estimate)) => {
-                cost = estimate;
-                if flag(rule, "optionalOldSelf") && !c.transition {
-                    self.push(
-                        Problem::Invalid,
-                        format!("{at}.optionalOldSelf"),
-                        Some(true.into()),
-                        "may only be set when the rule uses oldSelf".into(),
-                    );
-                }
-                if c.transition && !correlatable {
-                    self.push(
-                        Problem::Invalid,
-                        format!("{at}.rule"),
-                        Some(source.into()),
-                        "oldSelf cannot be used on the uncorrelatable portion of the schema".into(),
-                    );
-                }
-            }
-            Err(e) => self.refused(e, format!("{at}.rule"), source),
-        }
-        if let Some(m) = str_at(rule, "messageExpression") {
-            match compile(m, schema, "estimated messageExpression cost") {
-                Ok((_, estimate)) => cost = cost.saturating_add(estimate),
-                Err(e) => self.refused(e, format!("{at}.messageExpression"), m),
-            }
-        }
-        self.total = self.total.saturating_add(cost.saturating_mul(calls));
-        self.rule_paths.push(format!("{at}.rule"));
-    }
-
-    fn refused(&mut self, e: Refused, field: String, source: &str) {
-        match e {
-            Refused::TooCostly(why) => self.push(Problem::Forbidden, field, None, why),
-            e => self.push(Problem::Invalid, field, Some(source.into()), e.to_string()),
-        }
-    }
-}
-
-/// Every way the rules of `crd`'s schemas are refused, at their `spec.versions[i]...` paths.
-/// On an update, a version whose schema did not change is not checked again.
-pub fn crd_problems(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let versions = |crd: &'_ Value| -> Vec<Value> {
-        crd.pointer("/spec/versions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let old_versions = old.map(versions).unwrap_or_default();
-    let mut errors = Vec::new();
-    for (i, v) in versions(crd).iter().enumerate() {
-        let Some(schema) = v.pointer("/schema/openAPIV3Schema") else {
-            continue;
-        };
-        let unchanged = old_versions.iter().any(|o| {
-            o.get("name") == v.get("name") && o.pointer("/schema/openAPIV3Schema") == Some(schema)
-        });
-        if unchanged || !has_rules(schema) {
-            continue;
-        }
-        let root = format!("spec.versions[{i}].schema.openAPIV3Schema");
-        if count_rules(schema, MAX_RULES) > MAX_RULES {
-            errors.push(FieldError {
-                problem: Problem::Forbidden,
-                field: root,
-                value: None,
-                detail: format!(
-                    "may carry at most {MAX_RULES} x-kubernetes-validations rules (each is compiled and estimated when the CRD is written)"
-                ),
-            });
-            continue;
-        }
-        let mut check = SchemaCheck {
-            errors: Vec::new(),
-            total: 0,
-            rule_paths: Vec::new(),
-        };
-        check.node(schema, &root, 1, true);
-        if check.total > cel_cost::SCHEMA_LIMIT {
-            for p in std::mem::take(&mut check.rule_paths) {
-                check.push(
-                    Problem::Forbidden,
-                    p,
-                    None,
-                    "contributed to estimated rule & messageExpression cost total exceeding cost limit for entire OpenAPIv3 schema".into(),
-                );
-            }
-            check.push(
-                Problem::Forbidden,
-                root,
-                None,
-                cel_cost::over_budget(
-                    "x-kubernetes-validations estimated rule & messageExpression cost total for entire OpenAPIv3 schema",
-                    check.total,
-                    cel_cost::SCHEMA_LIMIT,
-                ),
-            );
-        }
-        errors.extend(check.errors);
-    }
-    errors.truncate(MAX_CAUSES);
-    errors
 }
 
 /// `v` as a CEL value shaped by `schema`, borrowing its strings: numbers typed by the schema,
@@ -866,6 +666,7 @@ pub async fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::cel_rules_crd::crd_problems;
     use serde_json::json;
 
     fn schema() -> Value {
@@ -1102,83 +903,9 @@ mod tests {
         json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": schema}}]}})
     }
 
-    fn crd_messages(schema: Value) -> Vec<String> {
-        crd_problems(&crd(schema), None)
-            .iter()
-            .map(FieldError::message)
-            .collect()
-    }
-
     #[test]
     fn a_crd_with_good_rules_is_accepted() {
-        assert_eq!(crd_messages(schema()), Vec::<String>::new());
-    }
-
-    #[test]
-    fn a_crd_with_bad_rules_is_refused_at_the_rule() {
-        let bad = json!({"type": "object", "properties": {"spec": {"type": "object",
-            "x-kubernetes-validations": [{"rule": "self.("}, {"rule": ""},
-                {"rule": "true", "reason": "Nope", "fieldPath": ".missing"},
-                {"rule": "self.nope == 1"}],
-            "properties": {"list": {"type": "array", "items": {"type": "integer",
-                "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}}}});
-        let got = crd_messages(bad);
-        let at = "spec.versions[0].schema.openAPIV3Schema.properties[spec]";
-        assert_eq!(got.len(), 6, "{got:#?}");
-        assert!(got[0].starts_with(&format!(
-            "{at}.x-kubernetes-validations[0].rule: Invalid value: \"self.(\": compilation failed: "
-        )), "{got:#?}");
-        assert_eq!(
-            got[1],
-            format!("{at}.x-kubernetes-validations[1].rule: Required value")
-        );
-        assert!(got[2].starts_with(&format!(
-            "{at}.x-kubernetes-validations[2].reason: Unsupported value: \"Nope\""
-        )));
-        assert!(got[3].starts_with(&format!(
-            "{at}.x-kubernetes-validations[2].fieldPath: Invalid value: \".missing\""
-        )));
-        assert_eq!(
-            got[4],
-            format!(
-                "{at}.x-kubernetes-validations[3].rule: Invalid value: \"self.nope == 1\": compilation failed: undefined field 'nope'"
-            )
-        );
-        assert!(got[5].starts_with(&format!(
-            "{at}.properties[list].items.x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used"
-        )), "{got:#?}");
-    }
-
-    #[test]
-    fn a_crd_with_costly_rules_is_refused_with_the_estimate() {
-        let costly = json!({"type": "object", "properties": {"spec": {"type": "object",
-            "properties": {"list": {"type": "array", "items": {"type": "string"},
-                "x-kubernetes-validations": [{"rule": "self.all(x, self.exists(y, x == y))"}]}}}}});
-        let got = crd_messages(costly);
-        assert_eq!(got.len(), 1, "{got:#?}");
-        assert!(got[0].starts_with(
-            "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[list].x-kubernetes-validations[0].rule: \
-             Forbidden: estimated rule cost exceeds budget by factor of more than 100x (estimated cost "
-        ), "{got:#?}");
-        // Each cheap, but run for every element of two unbounded nested lists.
-        let many = json!({"type": "object", "properties": {"spec": {"type": "object",
-            "properties": {"outer": {"type": "array", "items": {"type": "array", "items": {"type": "string",
-                "x-kubernetes-validations": [{"rule": "self.size() > 1"}]}}}}}}});
-        let got = crd_messages(many);
-        assert_eq!(got.len(), 2, "{got:#?}");
-        assert!(got[0].contains("contributed to estimated rule & messageExpression cost total"));
-        assert!(got[1].starts_with("spec.versions[0].schema.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule & messageExpression cost total for entire OpenAPIv3 schema exceeds budget"));
-        // Too many rules to check on one write.
-        let rules: Vec<Value> = (0..=MAX_RULES).map(|_| json!({"rule": "true"})).collect();
-        let got = crd_messages(json!({"type": "object", "x-kubernetes-validations": rules}));
-        assert_eq!(got.len(), 1, "{got:#?}");
-        assert!(got[0].starts_with(
-            "spec.versions[0].schema.openAPIV3Schema: Forbidden: may carry at most 1024"
-        ));
-        // Unchanged on an update: not checked again.
-        let c = crd(json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.("}]}));
-        assert!(crd_problems(&c, Some(&c)).is_empty());
-        assert_eq!(crd_problems(&c, None).len(), 1);
+        assert!(crd_problems(&crd(schema()), None).is_empty());
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod cel_bounds;
 pub mod cel_cost;
 pub mod cel_names;
 pub mod cel_rules;
+pub mod cel_rules_crd;
 pub mod cluster_defaults;
 pub mod clusters;
 pub mod conversion;

@@ -582,7 +582,7 @@ pub fn validated(
     // What runs later must be bounded now: CRDs' rules and webhooks' conditions.
     let rule_problems = match (def.group.as_str(), def.kind.as_str()) {
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            super::cel_rules::crd_problems(&obj, old)
+            super::cel_rules_crd::crd_problems(&obj, old)
         }
         ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")
         | ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
