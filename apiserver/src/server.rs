@@ -356,6 +356,7 @@ pub async fn prepare(opts: ServerOptions) -> Result<Prepared, ServerError> {
         admission: Default::default(),
         collector: std::sync::Arc::new(crate::api::handlers::new_collector()),
         patterns: Default::default(),
+        cel_slots: Default::default(),
     };
     Ok(Prepared {
         opts,

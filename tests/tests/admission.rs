@@ -186,26 +186,29 @@ fn connections_are_kept_requesters_named_and_match_conditions_decide() {
     let out = create(&gw, dir.path(), &config_map("lenient-1", true), &[]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(server.requests("/validate").len(), before, "skipped");
+    // A condition that can never run is refused when written (422); one that fails on an
+    // object refuses that object under Fail.
+    let authorizer = "authorizer.group('').resource('pods').check('get').allowed()";
+    let out = create(&gw, dir.path(), &broken("never", "Fail", authorizer), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
     assert!(
-        create(
-            &gw,
-            dir.path(),
-            &broken(
-                "strict",
-                "Fail",
-                "authorizer.group('').resource('pods').check('get').allowed()"
-            ),
-            &[]
-        )
-        .status
-        .success()
+        stderr.contains(
+            "webhooks[0].matchConditions[0].expression: Invalid value: \"authorizer.group('').resource('pods').check('get').allowed()\": the authorizer variable is not supported by the embedded cluster"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        create(&gw, dir.path(), &broken("strict", "Fail", missing), &[])
+            .status
+            .success()
     );
     let err = create(&gw, dir.path(), &config_map("strict-1", false), &[]);
     let stderr = String::from_utf8_lossy(&err.stderr);
     assert!(!err.status.success());
     assert!(
         stderr.contains(
-            "configmaps \"strict-1\" is forbidden: matchCondition \"broken\": the authorizer variable is not supported by the embedded cluster"
+            "configmaps \"strict-1\" is forbidden: matchCondition \"broken\": evaluation failed: "
         ),
         "{stderr}"
     );

@@ -32,6 +32,10 @@ pub(crate) fn number(n: &Number) -> String {
     }
 }
 
+/// The most field errors one answer lists; past it a check stops collecting, so a small body
+/// of many bad values cannot make a huge error answer.
+pub const MAX_CAUSES: usize = 100;
+
 /// The kind of a field error (Kubernetes' `field.ErrorType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Problem {
@@ -42,6 +46,7 @@ pub enum Problem {
     TooLong,
     TooMany,
     Forbidden,
+    Duplicate,
 }
 
 impl Problem {
@@ -55,6 +60,7 @@ impl Problem {
             Problem::TooLong => "FieldValueTooLong",
             Problem::TooMany => "FieldValueTooMany",
             Problem::Forbidden => "FieldValueForbidden",
+            Problem::Duplicate => "FieldValueDuplicate",
         }
     }
 
@@ -66,6 +72,7 @@ impl Problem {
             Problem::TooLong => "Too long",
             Problem::TooMany => "Too many",
             Problem::Forbidden => "Forbidden",
+            Problem::Duplicate => "Duplicate value",
         }
     }
 }

@@ -6,6 +6,11 @@ pub mod aggregation;
 pub mod apply;
 pub mod auth;
 pub mod caller;
+pub mod cel_bounds;
+pub mod cel_cost;
+pub mod cel_names;
+pub mod cel_rules;
+pub mod cel_rules_crd;
 pub mod cluster_defaults;
 pub mod clusters;
 pub mod conversion;
@@ -114,6 +119,8 @@ pub struct ApiState {
     pub(crate) collector: std::sync::Arc<handlers::Collector>,
     /// Compiled schema patterns.
     pub patterns: std::sync::Arc<validation::Patterns>,
+    /// Room for CRD validation rules to run.
+    pub cel_slots: cel_rules::Slots,
 }
 
 impl ApiState {

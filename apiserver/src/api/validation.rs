@@ -10,7 +10,7 @@ use std::{collections::HashMap, sync::Mutex};
 
 use serde_json::{Map, Number, Value, json};
 
-pub use super::field_errors::{FieldError, Problem, invalid};
+pub use super::field_errors::{FieldError, MAX_CAUSES, Problem, invalid};
 use super::field_errors::{number, quote};
 use super::status::ApiError;
 use crate::registry::ResourceDef;
@@ -90,9 +90,6 @@ impl Patterns {
     }
 }
 
-/// The most field errors one answer lists; past it the walk stops collecting, so a small body
-/// of many bad values cannot make a huge error answer.
-pub const MAX_CAUSES: usize = 100;
 /// The most values of an enum a "supported values" message lists.
 const MAX_LISTED_VALUES: usize = 16;
 /// The most bytes of a rejected value an error repeats.
@@ -581,6 +578,25 @@ pub fn validated(
         if !problems.is_empty() {
             return Err(invalid("Pod", "", &name_of(&obj), &problems));
         }
+    }
+    // What runs later must be bounded now: CRDs' rules and webhooks' conditions.
+    let rule_problems = match (def.group.as_str(), def.kind.as_str()) {
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            super::cel_rules_crd::crd_problems(&obj, old)
+        }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")
+        | ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            super::admission::conditions::configuration_problems(&obj)
+        }
+        _ => Vec::new(),
+    };
+    if !rule_problems.is_empty() {
+        return Err(invalid(
+            &def.kind,
+            &def.group,
+            &name_of(&obj),
+            &rule_problems,
+        ));
     }
     let Some(schema) = def.custom_schema() else {
         return Ok(obj);

@@ -3,44 +3,41 @@
 //! the webhook is called; any false: it is skipped; otherwise an error, which the caller
 //! settles by the webhook's `failurePolicy`. The `authorizer` variable is not offered.
 //!
-//! Evaluation is bounded: an expression's length, its nesting (parsed and evaluated by
-//! recursion), its size and its comprehensions (nested ones would make the cost grow with the
-//! square of a list's length) are checked when the configuration is read, and each evaluation
-//! runs off the request's thread under [`EVALUATION_TIME`].
+//! Evaluation is bounded: an expression must be within [`cel_bounds`] and its estimated cost
+//! ([`cel_cost`], over objects as large as a request) within the budget. A configuration
+//! breaking either is refused when written ([`configuration_problems`]); one stored earlier
+//! fails the same way when run. Each evaluation runs off the request's thread under
+//! [`EVALUATION_TIME`].
 
 use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
 
-/// The longest expression compiled.
-pub const MAX_LENGTH: usize = 5 * 1024;
-/// The deepest bracket nesting in the source, and the deepest expression tree.
-const MAX_NESTING: usize = 32;
-const MAX_DEPTH: usize = 64;
-/// The most nodes one expression may have.
-const MAX_NODES: usize = 512;
+use crate::api::cel_bounds::{self, BoundsError};
+use crate::api::cel_cost::{self, Estimator, Shape};
+use crate::api::field_errors::{FieldError, Problem};
+
 /// How long all of one webhook's conditions may take on one request.
 pub const EVALUATION_TIME: Duration = Duration::from_millis(500);
+/// The most conditions one webhook may have (kube-apiserver's limit).
+const MAX_CONDITIONS: usize = 64;
+
+/// Why a condition is refused before it runs.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(transparent)]
+    Bounds(#[from] BoundsError),
+    #[error("the authorizer variable is not supported by the embedded cluster")]
+    Authorizer,
+    #[error("{0}")]
+    TooCostly(String),
+}
 
 /// Why a condition could not be compiled or evaluated.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConditionError {
-    #[error("matchCondition {name:?}: the expression is longer than {MAX_LENGTH} characters")]
-    TooLong { name: String },
-    #[error("matchCondition {name:?}: the expression nests deeper than {limit}")]
-    TooDeep { name: String, limit: usize },
-    #[error("matchCondition {name:?}: the expression has more than {MAX_NODES} terms")]
-    TooLarge { name: String },
-    #[error(
-        "matchCondition {name:?}: nested comprehensions (all, exists, map, filter within another) are not supported"
-    )]
-    NestedComprehension { name: String },
-    #[error(
-        "matchCondition {name:?}: the authorizer variable is not supported by the embedded cluster"
-    )]
-    Authorizer { name: String },
-    #[error("matchCondition {name:?}: compilation failed: {message}")]
-    Compile { name: String, message: String },
+    #[error("matchCondition {name:?}: {why}")]
+    Refused { name: String, why: Refusal },
     #[error("matchCondition {name:?}: evaluation failed: {message}")]
     Evaluate { name: String, message: String },
     #[error("matchCondition {name:?}: the expression evaluated to {got}, not a bool")]
@@ -64,114 +61,110 @@ impl std::fmt::Debug for Condition {
     }
 }
 
-/// The deepest bracket nesting of `source` (outside string literals, roughly: quotes toggle).
-fn nesting(source: &str) -> usize {
-    let (mut depth, mut max, mut quote) = (0usize, 0usize, None::<char>);
-    let mut escaped = false;
-    for c in source.chars() {
-        if let Some(q) = quote {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                c if c == q => quote = None,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' | '\'' => quote = Some(c),
-            '(' | '[' | '{' => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            ')' | ']' | '}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
+/// Compiles `expression` and estimates its cost over objects as large as a request.
+fn checked(expression: &str) -> Result<cel::Program, Refusal> {
+    let program = cel_bounds::compile(expression)?;
+    if program.references().has_variable("authorizer") {
+        return Err(Refusal::Authorizer);
     }
-    max
-}
-
-/// The children of an expression node.
-fn children(e: &cel::common::ast::Expr) -> Vec<&cel::common::ast::IdedExpr> {
-    use cel::common::ast::{EntryExpr, Expr};
-    match e {
-        Expr::Call(c) => c.target.iter().map(|t| &**t).chain(&c.args).collect(),
-        Expr::Comprehension(c) => vec![
-            &c.iter_range,
-            &c.accu_init,
-            &c.loop_cond,
-            &c.loop_step,
-            &c.result,
-        ],
-        Expr::List(l) => l.elements.iter().collect(),
-        Expr::Map(cel::common::ast::MapExpr { entries })
-        | Expr::Struct(cel::common::ast::StructExpr { entries, .. }) => entries
-            .iter()
-            .flat_map(|e| match &e.expr {
-                EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
-                EntryExpr::StructField(f) => vec![&f.value],
-            })
+    let cost = Estimator::new(
+        ["object", "oldObject", "request"]
+            .into_iter()
+            .map(|v| (v.to_owned(), Shape::any()))
             .collect(),
-        Expr::Select(s) => vec![&*s.operand],
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    )
+    .cost(program.expression());
+    if cost > cel_cost::EXPRESSION_LIMIT {
+        return Err(Refusal::TooCostly(cel_cost::over_budget(
+            "estimated expression cost",
+            cost,
+            cel_cost::EXPRESSION_LIMIT,
+        )));
     }
-}
-
-/// Checks the size, depth and comprehensions of a parsed expression, without recursion.
-fn check_shape(name: &str, root: &cel::common::ast::IdedExpr) -> Result<(), ConditionError> {
-    let mut stack = vec![(root, 1usize, 0usize)];
-    let mut nodes = 0usize;
-    while let Some((e, depth, comprehensions)) = stack.pop() {
-        nodes += 1;
-        if nodes > MAX_NODES {
-            return Err(ConditionError::TooLarge { name: name.into() });
-        }
-        if depth > MAX_DEPTH {
-            return Err(ConditionError::TooDeep {
-                name: name.into(),
-                limit: MAX_DEPTH,
-            });
-        }
-        let inside = comprehensions
-            + usize::from(matches!(e.expr, cel::common::ast::Expr::Comprehension(_)));
-        if inside > 1 {
-            return Err(ConditionError::NestedComprehension { name: name.into() });
-        }
-        for c in children(&e.expr) {
-            stack.push((c, depth + 1, inside));
-        }
-    }
-    Ok(())
+    Ok(program)
 }
 
 /// Compiles condition `name`; a bad one is kept as its error, which every evaluation returns
-/// (the configuration is stored whatever it holds, as kube-apiserver's validation would have
-/// refused it, so the failure policy decides).
+/// (a configuration stored before it was checked on write: the failure policy decides).
 pub fn compile(name: &str, expression: &str) -> Condition {
-    let program = (|| {
-        if expression.len() > MAX_LENGTH {
-            return Err(ConditionError::TooLong { name: name.into() });
-        }
-        if nesting(expression) > MAX_NESTING {
-            return Err(ConditionError::TooDeep {
-                name: name.into(),
-                limit: MAX_NESTING,
-            });
-        }
-        let program = cel::Program::compile(expression).map_err(|e| ConditionError::Compile {
-            name: name.into(),
-            message: e.to_string(),
-        })?;
-        if program.references().has_variable("authorizer") {
-            return Err(ConditionError::Authorizer { name: name.into() });
-        }
-        check_shape(name, program.expression())?;
-        Ok(program)
-    })();
     Condition {
         name: name.to_owned(),
-        program,
+        program: checked(expression).map_err(|why| ConditionError::Refused {
+            name: name.into(),
+            why,
+        }),
     }
+}
+
+/// Every way the `matchConditions` of a Validating- or MutatingWebhookConfiguration are
+/// refused, at `webhooks[i].matchConditions[j]...`, as kube-apiserver refuses them on write.
+pub fn configuration_problems(config: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let webhooks = config.get("webhooks").and_then(Value::as_array);
+    for (i, w) in webhooks.into_iter().flatten().enumerate() {
+        let Some(conditions) = w.get("matchConditions").and_then(Value::as_array) else {
+            continue;
+        };
+        let at = format!("webhooks[{i}].matchConditions");
+        if conditions.len() > MAX_CONDITIONS {
+            errors.push(FieldError {
+                problem: Problem::TooMany,
+                field: at.clone(),
+                value: Some(conditions.len().into()),
+                detail: format!("must have at most {MAX_CONDITIONS} items"),
+            });
+            continue;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (j, c) in conditions.iter().enumerate() {
+            let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+            if name.is_empty() {
+                errors.push(FieldError {
+                    problem: Problem::Required,
+                    field: format!("{at}[{j}].name"),
+                    value: None,
+                    detail: String::new(),
+                });
+            } else if !seen.insert(name) {
+                errors.push(FieldError {
+                    problem: Problem::Duplicate,
+                    field: format!("{at}[{j}].name"),
+                    value: Some(name.into()),
+                    detail: String::new(),
+                });
+            }
+            let field = format!("{at}[{j}].expression");
+            let expression = c
+                .get("expression")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if expression.trim().is_empty() {
+                errors.push(FieldError {
+                    problem: Problem::Required,
+                    field,
+                    value: None,
+                    detail: String::new(),
+                });
+                continue;
+            }
+            let why = match checked(expression) {
+                Ok(_) => continue,
+                Err(why) => why,
+            };
+            let (problem, value) = match why {
+                Refusal::TooCostly(_) => (Problem::Forbidden, None),
+                _ => (Problem::Invalid, Some(expression.into())),
+            };
+            let detail = why.to_string();
+            errors.push(FieldError {
+                problem,
+                field,
+                value,
+                detail,
+            });
+        }
+    }
+    errors
 }
 
 /// The conditions of a webhook entry (`matchConditions`).
@@ -324,7 +317,10 @@ mod tests {
         ));
         assert!(matches!(
             run(&["object.("], json!({})),
-            Err(ConditionError::Compile { .. })
+            Err(ConditionError::Refused {
+                why: Refusal::Bounds(BoundsError::Compile(_)),
+                ..
+            })
         ));
     }
 
@@ -339,32 +335,56 @@ mod tests {
             e.to_string(),
             "matchCondition \"c0\": the authorizer variable is not supported by the embedded cluster"
         );
-        let long = format!("'{}' == ''", "x".repeat(MAX_LENGTH));
+        let long = format!("'{}' == ''", "x".repeat(cel_bounds::MAX_LENGTH));
         assert!(matches!(
             run(&[&long], json!({})),
-            Err(ConditionError::TooLong { .. })
-        ));
-        let deep = format!("{}true{}", "(".repeat(40), ")".repeat(40));
-        assert!(matches!(
-            run(&[&deep], json!({})),
-            Err(ConditionError::TooDeep { .. })
-        ));
-        // Brackets inside a string do not count.
-        let quoted = format!("'{}' != ''", "(".repeat(40));
-        assert_eq!(run(&[&quoted], json!({})), Ok(Outcome::Call));
-        let chain = vec!["1"; 100].join(" + ") + " > 0";
-        assert!(matches!(
-            run(&[&chain], json!({})),
-            Err(ConditionError::TooDeep { .. })
+            Err(ConditionError::Refused {
+                why: Refusal::Bounds(BoundsError::TooLong),
+                ..
+            })
         ));
         let nested = "object.a.all(x, object.a.exists(y, x == y))";
-        assert!(matches!(
-            run(&[nested], json!({"a": [1, 2]})),
-            Err(ConditionError::NestedComprehension { .. })
-        ));
+        let e = run(&[nested], json!({"a": [1, 2]})).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("matchCondition \"c0\": estimated expression cost exceeds budget by factor of more than 100x (estimated cost "),
+            "{e}"
+        );
         assert_eq!(
             run(&["object.a.all(x, x > 0)"], json!({"a": [1, 2]})),
             Ok(Outcome::Call)
+        );
+    }
+
+    #[test]
+    fn configurations_are_refused_at_the_condition() {
+        let config = json!({"webhooks": [
+            {"name": "ok", "matchConditions": [{"name": "a", "expression": "true"}]},
+            {"name": "bad", "matchConditions": [
+                {"name": "costly", "expression": "object.a.all(x, object.a.exists(y, x == y))"},
+                {"name": "broken", "expression": "object.("},
+                {"name": "authz", "expression": "authorizer.requestResource.check('get').allowed()"},
+                {"name": "authz", "expression": ""}
+            ]}
+        ]});
+        let got: Vec<String> = configuration_problems(&config)
+            .iter()
+            .map(FieldError::message)
+            .collect();
+        assert_eq!(got.len(), 5, "{got:#?}");
+        assert!(got[0].starts_with("webhooks[1].matchConditions[0].expression: Forbidden: estimated expression cost exceeds budget by factor of more than 100x (estimated cost "), "{got:#?}");
+        assert!(got[1].starts_with("webhooks[1].matchConditions[1].expression: Invalid value: \"object.(\": compilation failed: "), "{got:#?}");
+        assert_eq!(
+            got[2],
+            "webhooks[1].matchConditions[2].expression: Invalid value: \"authorizer.requestResource.check('get').allowed()\": the authorizer variable is not supported by the embedded cluster"
+        );
+        assert_eq!(
+            got[3],
+            "webhooks[1].matchConditions[3].name: Duplicate value: \"authz\""
+        );
+        assert_eq!(
+            got[4],
+            "webhooks[1].matchConditions[3].expression: Required value"
         );
     }
 

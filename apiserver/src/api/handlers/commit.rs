@@ -36,9 +36,13 @@ where
     for _ in 0..WRITE_ATTEMPTS {
         let (rv, current) = t.stored(st, &ctx.cluster, name).await?;
         // `mutate` sees and returns the served form; the store keeps the stored one.
-        let served = at_version(&t.def, &t.version, current.clone());
+        // Shared with the validation rules' thread, which reads it as `oldSelf`.
+        let served = std::sync::Arc::new(at_version(&t.def, &t.version, current.clone()));
         let new = mutate(&served)?;
         let new = if by == By::Client {
+            let new =
+                crate::api::cel_rules::check(&st.cel_slots, &t.def, new, Some(served.clone()))
+                    .await?;
             admit_update(st, ctx, t, name, &served, new, dry).await?
         } else {
             new
@@ -110,6 +114,8 @@ async fn admit_update(
     if admission::mutate(st, ctx, &a, &mut new, Some(current)).await? {
         apply_schema(ctx, t, &mut new, Some(current))?;
         new = crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))?;
+        let old = std::sync::Arc::new(current.clone());
+        new = crate::api::cel_rules::check(&st.cel_slots, &t.def, new, Some(old)).await?;
     }
     crate::api::auth::refuse_escalation(
         st,

@@ -83,7 +83,8 @@ pub(crate) async fn create_object(
             .map_err(|e| ApiError::invalid(&t.def.kind, &requested, e.to_string()))?;
     }
     apply_schema(ctx, t, &mut obj, None)?;
-    let mut obj = crate::api::validation::validated(&st.patterns, &t.def, obj, None)?;
+    let obj = crate::api::validation::validated(&st.patterns, &t.def, obj, None)?;
+    let mut obj = crate::api::cel_rules::check(&st.cel_slots, &t.def, obj, None).await?;
     crate::api::auth::refuse_escalation(
         st,
         &ctx.cluster,
