@@ -40,6 +40,8 @@
 //! sync time across restarts, so an unreachable upstream reads `Degraded` since then.
 
 pub mod backoff;
+pub mod bounded;
+mod clock;
 pub mod config;
 pub mod failure;
 mod identity;
