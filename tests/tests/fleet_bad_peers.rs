@@ -1,9 +1,10 @@
 //! Misbehaving peers at the hub (issue 35's bad input): a cluster whose clock is an hour ahead,
-//! one that answers 500 to every list, and one that answers a list with a 50 MB object, all
-//! mirrored by one hub (the real `worker-gateway`) beside a well-behaved embedded cluster. The
-//! hub shows each bad peer `Degraded` with the reason, keeps serving and following the good
-//! cluster (its mirror and the fleet view), and its resident memory stays within
-//! [`GROWTH_BOUND_KB`] of where it started while the 50 MB answer is sent again and again (a
+//! one that answers 500 to every list, one that answers a list with a 50 MB object and one
+//! whose watch sends a 50 MB event, all mirrored by one hub (the real `worker-gateway`) beside
+//! a well-behaved embedded cluster. The hub shows each bad peer `Degraded` with the reason,
+//! keeps serving and following the good cluster (its mirror and the fleet view), and its
+//! resident memory stays within
+//! [`GROWTH_BOUND_KB`] of where it started while the 50 MB answers are sent again and again (a
 //! watchdog samples `/proc/PID/status` and kills the hub past the bound).
 //!
 //! Each bad peer is a stand-in HTTPS server in this process speaking as much of the Kubernetes
@@ -61,6 +62,8 @@ enum Fault {
     Failing,
     /// A list answered with one object of [`HUGE_BYTES`].
     Huge,
+    /// A list of nothing, then a watch event of an object of [`HUGE_BYTES`].
+    HugeEvent,
 }
 
 impl Fault {
@@ -69,6 +72,7 @@ impl Fault {
             Fault::Skewed => "skewed",
             Fault::Failing => "failing",
             Fault::Huge => "huge",
+            Fault::HugeEvent => "huge-event",
         }
     }
 
@@ -81,10 +85,11 @@ impl Fault {
     }
 }
 
-/// What a peer counts: lists asked for, and the most bytes of one answer the hub took.
+/// What a peer counts: the misbehaving answers asked for (lists; watches of the huge event),
+/// and the most bytes of one the hub took.
 #[derive(Default)]
 struct Counts {
-    lists: AtomicU64,
+    asked: AtomicU64,
     sent_most: AtomicU64,
 }
 
@@ -138,16 +143,33 @@ fn devices_crd() -> Value {
     serde_yaml_ng::from_str(&text).expect("the Devices CRD's YAML")
 }
 
-/// A list of Devices whose one item holds an annotation of [`HUGE_BYTES`], streamed a MiB at a
-/// time as the hub reads it; `counts` keeps the most of it the hub took.
+/// The start of a Devices object whose annotation holds [`HUGE_BYTES`]; [`HUGE_OBJECT_END`]
+/// closes it.
+const HUGE_OBJECT: &str = r#"{"apiVersion":"worker.gpustack.ai/v1alpha1","kind":"Devices","metadata":{"name":"huge","uid":"00000000-0000-0000-0000-00000000000h","resourceVersion":"7","annotations":{"filler":""#;
+const HUGE_OBJECT_END: &str = r#""}},"spec":{}}"#;
+
+/// A list of Devices whose one item is the huge object.
 fn huge_list(counts: Arc<Counts>) -> Body {
-    let prefix = r#"{"apiVersion":"worker.gpustack.ai/v1alpha1","kind":"DevicesList","metadata":{"resourceVersion":"7"},"items":[{"apiVersion":"worker.gpustack.ai/v1alpha1","kind":"Devices","metadata":{"name":"huge","uid":"00000000-0000-0000-0000-00000000000h","resourceVersion":"7","annotations":{"filler":""#;
-    let suffix = r#""}},"spec":{}}]}"#;
+    let prefix = format!(
+        r#"{{"apiVersion":"worker.gpustack.ai/v1alpha1","kind":"DevicesList","metadata":{{"resourceVersion":"7"}},"items":[{HUGE_OBJECT}"#
+    );
+    huge_body(prefix, format!("{HUGE_OBJECT_END}]}}"), counts)
+}
+
+/// A watch whose one event adds the huge object (then nothing more).
+fn huge_event(counts: Arc<Counts>) -> Body {
+    let prefix = format!(r#"{{"type":"ADDED","object":{HUGE_OBJECT}"#);
+    huge_body(prefix, format!("{HUGE_OBJECT_END}}}\n"), counts)
+}
+
+/// `prefix`, [`HUGE_BYTES`] of filler, `suffix`, streamed a MiB at a time as the hub reads it;
+/// `counts` keeps the most of one the hub took.
+fn huge_body(prefix: String, suffix: String, counts: Arc<Counts>) -> Body {
     let chunk = Bytes::from(vec![b'A'; 1 << 20]);
     let chunks = HUGE_BYTES / chunk.len();
-    let parts = std::iter::once(Bytes::from_static(prefix.as_bytes()))
+    let parts = std::iter::once(Bytes::from(prefix))
         .chain(std::iter::repeat_n(chunk, chunks))
-        .chain(std::iter::once(Bytes::from_static(suffix.as_bytes())));
+        .chain(std::iter::once(Bytes::from(suffix)));
     let mut sent = 0u64;
     let stream = futures::stream::iter(parts).map(move |b| {
         sent += b.len() as u64;
@@ -193,13 +215,17 @@ fn answer(
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/devices.worker.gpustack.ai" => {
             json_response(200, clock, &devices_crd())
         }
+        "/apis/worker.gpustack.ai/v1alpha1/devices" if watch && fault == Fault::HugeEvent => {
+            counts.asked.fetch_add(1, Ordering::Relaxed);
+            respond(200, clock, huge_event(counts.clone()))
+        }
         "/apis/worker.gpustack.ai/v1alpha1/devices" if watch => {
             // A watch with nothing to say, held open until the hub lets go.
             let quiet = futures::stream::pending::<Result<Frame<Bytes>, Infallible>>();
             respond(200, clock, BodyExt::boxed(StreamBody::new(quiet)))
         }
         "/apis/worker.gpustack.ai/v1alpha1/devices" => {
-            counts.lists.fetch_add(1, Ordering::Relaxed);
+            counts.asked.fetch_add(1, Ordering::Relaxed);
             match fault {
                 Fault::Skewed => json_response(
                     200,
@@ -213,6 +239,12 @@ fn answer(
                     &status(500, "InternalError", "etcdserver: request timed out"),
                 ),
                 Fault::Huge => respond(200, clock, huge_list(counts.clone())),
+                Fault::HugeEvent => json_response(
+                    200,
+                    clock,
+                    &json!({"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "DevicesList",
+                        "metadata": {"resourceVersion": "6"}, "items": []}),
+                ),
             }
         }
         _ => json_response(
@@ -342,12 +374,13 @@ async fn bad_peers_are_degraded_with_reasons_while_the_rest_is_served_in_bounded
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_owned();
     let good = Arc::new(blocking(move || upstream(&root, "good", &["g-1", "g-2"])).await);
-    // Every peer serves right away but the huge one, which listens only once the hub's memory
-    // before the attack is known (until then the hub retries it).
+    // Every peer serves right away but the huge ones, which listen only once the hub's memory
+    // before the attack is known (until then the hub retries them).
     let mut peers = [
         Peer::new(Fault::Skewed),
         Peer::new(Fault::Failing),
         Peer::new(Fault::Huge),
+        Peer::new(Fault::HugeEvent),
     ];
     for p in &mut peers[..2] {
         p.serve().await;
@@ -380,15 +413,17 @@ async fn bad_peers_are_degraded_with_reasons_while_the_rest_is_served_in_bounded
     );
     let pid = hub.pid().expect("the hub's pid");
     let watchdog = Watchdog::on(pid, GROWTH_BOUND_KB);
-    peers[2].serve().await;
-    let huge = &peers[2];
+    for p in &mut peers[2..] {
+        p.serve().await;
+    }
 
     let (h, g) = (hub.clone(), good.clone());
     let statuses = blocking(move || {
         let statuses = [
             degraded_saying(&h, "skewed", "clock is 1h ahead of the hub's"),
             degraded_saying(&h, "failing", "etcdserver: request timed out"),
-            degraded_saying(&h, "huge", "more than 16777216 bytes"),
+            degraded_saying(&h, "huge", "a response of more than 16777216 bytes"),
+            degraded_saying(&h, "huge-event", "a watch event of more than 3145728 bytes"),
         ];
         // The rest is served, and followed: the good cluster is Ready, its mirror answers,
         // and a change made now reaches the hub.
@@ -418,31 +453,39 @@ async fn bad_peers_are_degraded_with_reasons_while_the_rest_is_served_in_bounded
         eprintln!("{}: {} ({})", s["cluster"], s["phase"], s["lastError"]);
     }
 
-    // The attack goes on: the 50 MB answer is asked for again and again (with backoff), and
-    // the hub never takes all of it.
-    let counts = huge.counts.clone();
-    let again = blocking(move || {
-        poll_until(DEADLINE * 2, || {
-            (counts.lists.load(Ordering::Relaxed) >= 3).then_some(())
+    // The attack goes on: each 50 MB answer is asked for again and again (with backoff),
+    // and the hub never takes all of one.
+    let mut said = Vec::new();
+    for huge in &peers[2..] {
+        let counts = huge.counts.clone();
+        let again = blocking(move || {
+            poll_until(DEADLINE * 2, || {
+                (counts.asked.load(Ordering::Relaxed) >= 3).then_some(())
+            })
         })
-    })
-    .await;
-    let asked = huge.counts.lists.load(Ordering::Relaxed);
-    assert!(again.is_some(), "the huge peer was asked {asked} times");
-    let sent_most = huge.counts.sent_most.load(Ordering::Relaxed);
-    assert!(
-        sent_most < HUGE_BYTES as u64,
-        "the hub took {sent_most} bytes of one {HUGE_BYTES}-byte answer"
-    );
+        .await;
+        let asked = huge.counts.asked.load(Ordering::Relaxed);
+        let name = huge.fault.name();
+        assert!(again.is_some(), "{name} was asked {asked} times");
+        let sent_most = huge.counts.sent_most.load(Ordering::Relaxed);
+        assert!(
+            sent_most < HUGE_BYTES as u64,
+            "{name}: the hub took {sent_most} bytes of one {HUGE_BYTES}-byte answer"
+        );
+        said.push(format!(
+            "{name} asked {asked} times, at most {} MiB of one answer sent",
+            sent_most >> 20
+        ));
+    }
     let peak = watchdog.peak_kb();
     let growth = watchdog.growth_kb();
     eprintln!(
-        "hub VmRSS: {} MiB before the huge peer answered, {} MiB at most (growth {} MiB, bound {} MiB); the huge peer was asked {asked} times and sent at most {} MiB of one answer; {:?}",
+        "hub VmRSS: {} MiB before the huge peers answered, {} MiB at most (growth {} MiB, bound {} MiB); {}; {:?}",
         watchdog.baseline / 1024,
         peak / 1024,
         growth / 1024,
         GROWTH_BOUND_KB / 1024,
-        sent_most >> 20,
+        said.join("; "),
         started.elapsed()
     );
     assert!(
