@@ -230,21 +230,41 @@ fn percentile(mut v: Vec<Duration>, p: f64) -> Duration {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// Holds a fault for its duration, watching `kubectl get clusters` at the hub meanwhile for
-/// the cluster to be shown `Degraded`: when it first was, and its row.
-fn hold_and_watch(fleet: &Fleet, cluster: &str, hold: Duration) -> (Option<Duration>, String) {
+/// The phase the hub's `clusters.fleet.gpustack.ai` shows for `cluster`, through the hub's
+/// client (a kubectl process four times a second would take a good part of a core from the
+/// fleet it measures).
+async fn phase_at_hub(
+    clusters: &kube::Api<kube::core::DynamicObject>,
+    cluster: &str,
+) -> Option<String> {
+    let c = clusters.get(cluster).await.ok()?;
+    c.data["status"]["phase"].as_str().map(str::to_owned)
+}
+
+/// Holds a fault for its duration, watching the hub's clusters meanwhile for the cluster to be
+/// shown `Degraded`: when it first was, and its row in `kubectl get clusters` then.
+async fn hold_and_watch(
+    fleet: &Fleet,
+    cluster: &str,
+    hold: Duration,
+) -> (Option<Duration>, String) {
+    let resource = ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("fleet.gpustack.ai", "v1", "Cluster"),
+        "clusters",
+    );
+    let clusters = kube::Api::all_with(fleet.hub.client().await, &resource);
     let start = Instant::now();
     let mut degraded = None;
     let mut row = String::new();
     // The fault lasts `hold` whatever happens: this is its length, not a wait for a condition.
     while start.elapsed() < hold {
         if degraded.is_none()
-            && let Some(r) = cluster_row(fleet, cluster, "Degraded")
+            && phase_at_hub(&clusters, cluster).await.as_deref() == Some("Degraded")
         {
             degraded = Some(start.elapsed());
-            row = r;
+            row = cluster_row(fleet, cluster, "Degraded").unwrap_or_default();
         }
-        std::thread::sleep(Duration::from_millis(250));
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     (degraded, row)
 }
@@ -267,20 +287,20 @@ async fn fault(fleet: &mut Fleet, load: &Load, f: Fault, i: usize, hold: Duratio
     let (degraded_after, degraded_row) = match f {
         Fault::Partition => {
             fleet.partition(&fleet.clusters[i]);
-            let seen = hold_and_watch(fleet, &cluster, hold);
+            let seen = hold_and_watch(fleet, &cluster, hold).await;
             fleet.connect_mirror(&fleet.clusters[i]);
             seen
         }
         Fault::Freeze => {
             docker_output(&["pause", &fleet.clusters[i].api]);
-            let seen = hold_and_watch(fleet, &cluster, hold);
+            let seen = hold_and_watch(fleet, &cluster, hold).await;
             docker_output(&["unpause", &fleet.clusters[i].api]);
             seen
         }
         Fault::RestartKept | Fault::RestartWiped => {
             let c = &fleet.clusters[i];
             docker_output(&["kill", &c.api]);
-            let seen = hold_and_watch(fleet, &cluster, hold);
+            let seen = hold_and_watch(fleet, &cluster, hold).await;
             fleet.kill_cluster(i, f == Fault::RestartWiped).await;
             seen
         }
@@ -332,7 +352,7 @@ async fn fault(fleet: &mut Fleet, load: &Load, f: Fault, i: usize, hold: Duratio
         Fault::NewCa => {
             let ca = format!("{cluster}-ca-2");
             fleet.replace_ca(i, &ca);
-            let seen = hold_and_watch(fleet, &cluster, hold);
+            let seen = hold_and_watch(fleet, &cluster, hold).await;
             // Its probe's new handshake no longer verifies: that is the reason shown.
             let status = workers(fleet).await.expect("the mirror's status");
             let reason = upstream_field(&status, &cluster, "lastError");
