@@ -5,7 +5,7 @@
 #   deploy/compose/down.sh        # removes it (containers, networks, volumes)
 #
 # It builds the image (deploy/image/build.sh) unless GPUSTACK_IMAGE names one that exists,
-# issues each gateway a CA and serving certificate (openssl) naming its fixed address, starts
+# issues each gateway a CA and serving certificate (openssl) naming its service, starts
 # the clusters, writes the hub's upstreams file from the kubeconfigs they wrote, publishes a
 # sample machine in each cluster (what the kubelet and device-manager would write; no GPU is
 # needed), and starts the hub. Needs docker, docker-compose, kubectl, openssl.
@@ -38,16 +38,22 @@ issue() {
     rm -f "$dir/tls.csr" "$dir/ext" "$dir/ca.key"
     chmod 755 "$dir"; chmod 644 "$dir"/*
 }
-declare -A net=([hub]=0 [east]=1 [west]=2 [north]=3)
+# Docker picks the networks' subnets and the containers' addresses: each certificate names the
+# service, which is how the hub reaches it (Docker's DNS on their shared network).
 for c in hub east west north; do
-    issue "$c" "DNS:$c-api,DNS:localhost,IP:127.0.0.1,IP:172.29.${net[$c]}.10"
+    issue "$c" "DNS:$c-api,DNS:localhost,IP:127.0.0.1"
 done
-issue mirror "DNS:hub-mirror,DNS:localhost,IP:127.0.0.1,IP:172.29.0.20,IP:172.29.1.20,IP:172.29.2.20,IP:172.29.3.20"
+issue mirror "DNS:hub-mirror,DNS:localhost,IP:127.0.0.1"
 
-# A kubeconfig with everything inline: $1 server, $2 CA file, $3 token.
+# A kubeconfig with everything inline: $1 server, $2 the name its certificate is verified
+# as, $3 CA file, $4 token.
 kubeconfig() {
-    printf 'apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n    certificate-authority-data: %s\nusers:\n- name: u\n  user:\n    token: %s\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n' \
-        "$1" "$(base64 -w0 <"$2")" "$3"
+    printf 'apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n    tls-server-name: %s\n    certificate-authority-data: %s\nusers:\n- name: u\n  user:\n    token: %s\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n' \
+        "$1" "$2" "$(base64 -w0 <"$3")" "$4"
+}
+# The address Docker gave service $1 (on its only network).
+address_of() {
+    docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$(compose ps -q "$1")"
 }
 # The admin token of the kubeconfig cluster $1's gateway wrote, once it is there.
 token_of() {
@@ -66,18 +72,19 @@ compose up -d east-api west-api north-api hub-api east-worker west-worker north-
 : >"$run/config/upstreams.yaml"
 for c in east west north; do
     t=$(token_of "$c")
-    # For the hub (from inside the networks) and for this machine (the bridges reach the
-    # same fixed addresses).
-    kubeconfig "https://172.29.${net[$c]}.10:6443" "$run/certs/$c/ca.crt" "$t" >"$run/config/$c.kubeconfig"
+    # For the hub, by the service's name inside their network; for this machine, at the
+    # address Docker gave it (the network's bridge reaches it).
+    kubeconfig "https://$c-api:6443" "$c-api" "$run/certs/$c/ca.crt" "$t" >"$run/config/$c.kubeconfig"
+    kubeconfig "https://$(address_of "$c-api"):6443" "$c-api" "$run/certs/$c/ca.crt" "$t" >"$run/$c.kubeconfig"
     printf -- '- name: %s\n  kubeconfig: %s.kubeconfig\n' "$c" "$c" >>"$run/config/upstreams.yaml"
 done
 chmod 644 "$run/config"/*
-kubeconfig "https://127.0.0.1:${GPUSTACK_HUB_PORT:-6443}" "$run/certs/hub/ca.crt" "$(token_of hub)" >"$run/hub.kubeconfig"
+kubeconfig "https://127.0.0.1:${GPUSTACK_HUB_PORT:-6443}" hub-api "$run/certs/hub/ca.crt" "$(token_of hub)" >"$run/hub.kubeconfig"
 compose up -d
 
 # Each cluster's machine, once its worker has installed the Devices kind.
 for c in east west north; do
-    k=(kubectl --kubeconfig "$run/config/$c.kubeconfig" --request-timeout=5s)
+    k=(kubectl --kubeconfig "$run/$c.kubeconfig" --request-timeout=5s)
     for _ in $(seq 120); do "${k[@]}" get crd devices.worker.gpustack.ai >/dev/null 2>&1 && break; sleep 0.5; done
     "${k[@]}" apply --server-side --field-manager=kubelet-stand-in -f "$here/machines/$c.json" >/dev/null
     node=$("${k[@]}" get nodes -o name | head -1)

@@ -14,10 +14,13 @@
 //!   Upstreams are subscribed as an operator does, `POST /apis/workers` with the kubeconfig
 //!   inline.
 //!
-//! Every address is fixed when the fleet is made (a /24 per network, chosen free), so the
-//! serving certificates the test issues name them and restarts keep them. The test process
-//! reaches every container over the networks' bridges. Only what the fleet created is ever
-//! addressed, all of it labelled; [`Fleet`]'s drop removes containers, networks, volumes and the
+//! Docker assigns every network's subnet and every container's address (fixed ones could
+//! collide with the host's networks). Containers reach each other by their names, which
+//! Docker's DNS answers on a shared network, and the serving certificates the test issues name
+//! those; the test process reaches a container over its network's bridge at the address `docker
+//! inspect` gives (looked up again after a restart), verifying the certificate against the
+//! container's name (`tls-server-name`). Only what the fleet created is ever addressed, by
+//! name, all of it labelled; [`Fleet`]'s drop removes containers, networks, volumes and the
 //! image, also when a test panics.
 
 use std::{
@@ -44,10 +47,6 @@ pub const MIRROR_PORT: u16 = 9443;
 const DATA: &str = "/var/lib/gpustack";
 /// The hub worker's view of the mirror's data volume (its unix socket is there).
 const MIRROR_MOUNT: &str = "/tmp/mirror";
-/// The last octet of a cluster's (or the hub cluster's) gateway on its network.
-const API_HOST: u8 = 10;
-/// The last octet of the mirror on every network.
-const MIRROR_HOST: u8 = 20;
 
 /// `docker` with `args`, its output whatever happened.
 pub fn docker_output(args: &[&str]) -> Output {
@@ -68,6 +67,14 @@ fn docker_ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// The address Docker gave `container` on `network`, as `docker inspect` tells it.
+pub fn address(container: &str, network: &str) -> String {
+    let format = format!("{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}");
+    let ip = docker_ok(&["inspect", "-f", &format, container]);
+    assert!(!ip.is_empty(), "{container} has no address on {network}");
+    ip
+}
+
 /// One GPU cluster to run: its name and its machines.
 pub struct ClusterSpec {
     pub name: &'static str,
@@ -78,51 +85,63 @@ pub struct ClusterSpec {
 pub struct Cluster {
     pub name: String,
     pub machines: Vec<Machine>,
-    /// Its network and the /24 prefix of it (`10.a.b`).
+    /// Its network (Docker chose the subnet).
     pub network: String,
-    prefix: String,
+    /// Its gateway's container, also the name the hub reaches it by and its certificate names.
     pub api: String,
     pub worker: String,
     volume: String,
     /// `ca.crt`, `tls.crt`, `tls.key` of its gateway (mounted as `--cert-dir`).
     certs: PathBuf,
-    /// The admin kubeconfig this test process uses.
+    /// The admin kubeconfig this test process uses (the gateway's current address, rewritten
+    /// when it restarts).
     pub kubeconfig: PathBuf,
+    /// The gateway's address on its network when it last started.
+    address: String,
     /// Its admin token and CA, for the hub's kubeconfig.
     token: String,
 }
 
 impl Cluster {
-    /// Its gateway's address.
-    pub fn ip(&self) -> String {
-        format!("{}.{API_HOST}", self.prefix)
-    }
-
-    /// The mirror's address on this cluster's network.
-    pub fn mirror_ip(&self) -> String {
-        format!("{}.{MIRROR_HOST}", self.prefix)
-    }
-
     /// A kube client as the cluster's admin.
     pub async fn client(&self) -> kube::Client {
         client_of(&self.kubeconfig).await
     }
 
-    /// The kubeconfig the hub reaches it with: its address, its CA and its admin token, all
-    /// inline (a subscription may name no file).
+    /// The kubeconfig the hub reaches it with: its container's name (Docker's DNS on the
+    /// shared network), its CA and its admin token, all inline (a subscription may name no
+    /// file).
     pub fn hub_kubeconfig(&self) -> String {
         kubeconfig_text(
-            &format!("https://{}:{API_PORT}", self.ip()),
+            &format!("https://{}:{API_PORT}", self.api),
+            &self.api,
             &read(&self.certs.join("ca.crt")),
             &self.token,
         )
+    }
+
+    /// The names its serving certificate is for: its container (as the hub and this process
+    /// verify it), its cluster name, and loopback.
+    fn serving_names(&self) -> [&str; 4] {
+        [&self.api, &self.name, "localhost", "127.0.0.1"]
+    }
+
+    /// Writes this process's kubeconfig: the gateway's address, verified as its name.
+    fn write_kubeconfig(&self) {
+        let server = format!("https://{}:{API_PORT}", self.address);
+        let text = kubeconfig_text(
+            &server,
+            &self.api,
+            &read(&self.certs.join("ca.crt")),
+            &self.token,
+        );
+        write_atomically(&self.kubeconfig, &text);
     }
 }
 
 /// The hub's containers and how this test process reaches them.
 pub struct Hub {
     pub network: String,
-    prefix: String,
     pub api: String,
     pub worker: String,
     pub mirror: String,
@@ -135,14 +154,6 @@ pub struct Hub {
 }
 
 impl Hub {
-    pub fn api_ip(&self) -> String {
-        format!("{}.{API_HOST}", self.prefix)
-    }
-
-    pub fn mirror_ip(&self) -> String {
-        format!("{}.{MIRROR_HOST}", self.prefix)
-    }
-
     /// `kubectl` at the hub cluster with `args`.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         let cache = self.kubeconfig.with_extension("kube-cache");
@@ -163,23 +174,28 @@ impl Hub {
     /// A kube client of the mirror gateway as its admin (`/apis/workers`, `/metrics`, and
     /// `/clusters/NAME/...` of every mirror).
     pub async fn mirror_client(&self) -> kube::Client {
-        client_of(&self.mirror_kubeconfig).await
+        self.mirror_at("").await
     }
 
     /// A kube client of the mirror of `cluster` (`/clusters/NAME/` at the mirror).
     pub async fn mirror_of(&self, cluster: &str) -> kube::Client {
+        self.mirror_at(&format!("/clusters/{cluster}")).await
+    }
+
+    /// A client of the mirror's `path`, at the address it has now (a restarted container may
+    /// have another).
+    async fn mirror_at(&self, path: &str) -> kube::Client {
         let kc = kube::config::Kubeconfig::read_from(&self.mirror_kubeconfig)
             .expect("the mirror's kubeconfig");
         let mut config =
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
                 .expect("a config from the mirror's kubeconfig");
-        config.cluster_url = format!(
-            "https://{}:{MIRROR_PORT}/clusters/{cluster}",
-            self.mirror_ip()
-        )
-        .parse()
-        .expect("a URL");
+        let ip = address(&self.mirror, &self.network);
+        config.cluster_url = format!("https://{ip}:{MIRROR_PORT}{path}")
+            .parse()
+            .expect("a URL");
+        config.connect_timeout = Some(Duration::from_secs(2));
         config.read_timeout = Some(Duration::from_secs(5));
         kube::Client::try_from(config).expect("a mirror client")
     }
@@ -211,11 +227,18 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
-/// A kubeconfig with everything inline.
-fn kubeconfig_text(server: &str, ca_pem: &str, token: &str) -> String {
+/// Writes `path` through a rename, so that a reader never sees half of it.
+fn write_atomically(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// A kubeconfig with everything inline; the server's certificate is verified as `name`.
+fn kubeconfig_text(server: &str, name: &str, ca_pem: &str, token: &str) -> String {
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    tls-server-name: {name}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n"
     )
 }
 
@@ -298,7 +321,6 @@ impl Fleet {
             image: format!("gpustack/gpustack-operator:{name}"),
             hub: Hub {
                 network: format!("{name}-hub"),
-                prefix: String::new(),
                 api: format!("{name}-hub-api"),
                 worker: format!("{name}-hub-worker"),
                 mirror: format!("{name}-hub-mirror"),
@@ -324,23 +346,15 @@ impl Fleet {
                 kubeconfig: fleet.dir.path().join(format!("{}.kubeconfig", spec.name)),
                 name: spec.name.to_owned(),
                 machines: spec.machines,
-                prefix: String::new(),
+                address: String::new(),
                 token: String::new(),
             };
             fleet.clusters.push(cluster);
         }
-        let mut prefixes = fleet.networks().into_iter();
-        fleet.hub.prefix = prefixes.next().expect("the hub's network");
-        for (c, prefix) in fleet.clusters.iter_mut().zip(prefixes) {
-            c.prefix = prefix;
-        }
+        fleet.networks();
         for i in 0..fleet.clusters.len() {
             let c = &fleet.clusters[i];
-            issue_certs(
-                &c.certs,
-                &format!("{}-ca", c.name),
-                &[&c.name, &c.ip(), "localhost", "127.0.0.1"],
-            );
+            issue_certs(&c.certs, &format!("{}-ca", c.name), &c.serving_names());
             fleet.start_cluster(i, true).await;
         }
         fleet.start_hub();
@@ -361,37 +375,20 @@ impl Fleet {
         docker_ok(&all);
     }
 
-    /// Creates the internal networks, each on a free /24; returns their prefixes in order (the
-    /// hub's first, then the clusters').
-    fn networks(&self) -> Vec<String> {
-        let mut names = vec![self.hub.network.clone()];
-        names.extend(self.clusters.iter().map(|c| c.network.clone()));
-        let mut prefixes = Vec::new();
-        let mut candidate = std::process::id() as usize % 4000;
-        for network in &names {
-            let prefix = loop {
-                let prefix = format!("10.{}.{}", 200 + candidate / 250 % 50, candidate % 250);
-                candidate += 1;
-                let subnet = format!("{prefix}.0/24");
-                let out = docker_output(&[
-                    "network",
-                    "create",
-                    "--internal",
-                    "--label",
-                    &self.label,
-                    "--subnet",
-                    &subnet,
-                    network,
-                ]);
-                if out.status.success() {
-                    break prefix;
-                }
-                let err = String::from_utf8_lossy(&out.stderr);
-                assert!(err.contains("overlap"), "creating network {network}: {err}");
-            };
-            prefixes.push(prefix);
+    /// Creates the internal networks, the hub's and each cluster's, on subnets Docker picks.
+    fn networks(&self) {
+        let mut names = vec![&self.hub.network];
+        names.extend(self.clusters.iter().map(|c| &c.network));
+        for network in names {
+            docker_ok(&[
+                "network",
+                "create",
+                "--internal",
+                "--label",
+                &self.label,
+                network,
+            ]);
         }
-        prefixes
     }
 
     /// Starts cluster `i`'s gateway and worker (its volume created first when `fresh`), and
@@ -405,19 +402,9 @@ impl Fleet {
         let certs = format!("{}:/certs:ro", c.certs.display());
         let serve = format!("--embedded-cluster={}", c.name);
         let port = format!("--secure-port={API_PORT}");
-        let ip = c.ip();
         self.run(
             &c.api,
-            &[
-                "--network",
-                &c.network,
-                "--ip",
-                &ip,
-                "-v",
-                &data,
-                "-v",
-                &certs,
-            ],
+            &["--network", &c.network, "-v", &data, "-v", &certs],
             &[
                 "worker-gateway",
                 &serve,
@@ -432,12 +419,12 @@ impl Fleet {
             &format!("{DATA}/{}.kubeconfig", c.name),
             self.dir.path(),
         );
-        let server = format!("https://{ip}:{API_PORT}");
-        std::fs::write(
-            &c.kubeconfig,
-            kubeconfig_text(&server, &read(&c.certs.join("ca.crt")), &token),
-        )
-        .unwrap();
+        let address = address(&c.api, &c.network);
+        let c = &mut self.clusters[i];
+        c.token = token;
+        c.address = address;
+        c.write_kubeconfig();
+        let c = &self.clusters[i];
         let kubeconfig = format!("--kubeconfig={DATA}/{}.kubeconfig", c.name);
         let netns = format!("container:{}", c.api);
         self.run(
@@ -472,34 +459,31 @@ impl Fleet {
                 );
             }
         }
-        self.clusters[i].token = token;
     }
 
     /// Starts the hub: its cluster, the mirror on every network, and the hub worker.
     fn start_hub(&self) {
         let hub = &self.hub;
         let certs = self.dir.path().join("certs-hub");
-        issue_certs(
-            &certs,
-            "hub-ca",
-            &["hub", &hub.api_ip(), "localhost", "127.0.0.1"],
-        );
-        let mut mirror_names = vec!["hub-mirror".to_owned(), hub.mirror_ip()];
-        mirror_names.extend(self.clusters.iter().map(Cluster::mirror_ip));
-        mirror_names.extend(["localhost".to_owned(), "127.0.0.1".to_owned()]);
-        let mirror_names: Vec<&str> = mirror_names.iter().map(String::as_str).collect();
+        issue_certs(&certs, "hub-ca", &[&hub.api, "localhost", "127.0.0.1"]);
         let mirror_certs = self.dir.path().join("certs-mirror");
-        issue_certs(&mirror_certs, "mirror-ca", &mirror_names);
+        issue_certs(
+            &mirror_certs,
+            "mirror-ca",
+            &[&hub.mirror, "localhost", "127.0.0.1"],
+        );
         let config = self.dir.path().join("config");
         std::fs::create_dir_all(&config).unwrap();
         set_mode(&config, 0o755);
         let admin = format!("admin-{}", self.name);
         std::fs::write(config.join("admin.token"), &admin).unwrap();
         set_mode(&config.join("admin.token"), 0o644);
+        // Its server is looked up at each use (`Hub::mirror_at`).
         std::fs::write(
             &hub.mirror_kubeconfig,
             kubeconfig_text(
-                &format!("https://{}:{MIRROR_PORT}", hub.mirror_ip()),
+                &format!("https://{}:{MIRROR_PORT}", hub.mirror),
+                &hub.mirror,
                 &read(&mirror_certs.join("ca.crt")),
                 &admin,
             ),
@@ -515,16 +499,7 @@ impl Fleet {
         let port = format!("--secure-port={API_PORT}");
         self.run(
             &hub.api,
-            &[
-                "--network",
-                &hub.network,
-                "--ip",
-                &hub.api_ip(),
-                "-v",
-                &api_data,
-                "-v",
-                &api_certs,
-            ],
+            &["--network", &hub.network, "-v", &api_data, "-v", &api_certs],
             &[
                 "worker-gateway",
                 "--embedded-cluster=hub",
@@ -538,7 +513,8 @@ impl Fleet {
         std::fs::write(
             &hub.kubeconfig,
             kubeconfig_text(
-                &format!("https://{}:{API_PORT}", hub.api_ip()),
+                &format!("https://{}:{API_PORT}", address(&hub.api, &hub.network)),
+                &hub.api,
                 &read(&certs.join("ca.crt")),
                 &token,
             ),
@@ -560,8 +536,7 @@ impl Fleet {
             "--network",
             &hub.network,
         ];
-        let mirror_ip = hub.mirror_ip();
-        create.extend_from_slice(&["--ip", &mirror_ip, "-v", &mirror_data]);
+        create.extend_from_slice(&["-v", &mirror_data]);
         create.extend_from_slice(&["-v", &mirror_certs, "-v", &config_mount, &self.image]);
         create.extend_from_slice(&[
             "worker-gateway",
@@ -605,16 +580,9 @@ impl Fleet {
         );
     }
 
-    /// Attaches the mirror to `c`'s network at its fixed address.
+    /// Attaches the mirror to `c`'s network.
     pub fn connect_mirror(&self, c: &Cluster) {
-        docker_ok(&[
-            "network",
-            "connect",
-            "--ip",
-            &c.mirror_ip(),
-            &c.network,
-            &self.hub.mirror,
-        ]);
+        docker_ok(&["network", "connect", &c.network, &self.hub.mirror]);
     }
 
     /// Cuts the mirror off `c`'s network (the cluster itself keeps running and serving).
@@ -658,17 +626,8 @@ impl Fleet {
     /// told: [`Fleet::subscribe`] does, as an operator would.
     pub fn replace_ca(&self, i: usize, ca_name: &str) {
         let c = &self.clusters[i];
-        issue_certs(
-            &c.certs,
-            ca_name,
-            &[&c.name, &c.ip(), "localhost", "127.0.0.1"],
-        );
-        let server = format!("https://{}:{API_PORT}", c.ip());
-        std::fs::write(
-            &c.kubeconfig,
-            kubeconfig_text(&server, &read(&c.certs.join("ca.crt")), &c.token),
-        )
-        .unwrap();
+        issue_certs(&c.certs, ca_name, &c.serving_names());
+        c.write_kubeconfig();
     }
 
     /// Kills cluster `i` (gateway and worker, SIGKILL) and starts it again; with `wipe`, on a

@@ -1,7 +1,10 @@
 //! What runs against the container fleet while faults are made: writers changing Devices and
 //! InstanceTypes in every cluster, a client listing the fleet (each read timed, bounded to
 //! 1 s) and one watching it (kube-runtime's watcher, whose `Init` is the relist marker). Each
-//! records what it did with the time, so a fault's window can be judged afterwards.
+//! records what it did with the time, so a fault's window can be judged afterwards. A second
+//! reader lists the same Devices at the mirror's fleet view directly, so that a slow fleet read
+//! can be told apart: the gateway's own time, or the hops in front of it (the hub cluster's
+//! aggregation and the hub worker).
 
 use std::{
     collections::BTreeMap,
@@ -155,20 +158,28 @@ pub struct Load {
     pub writes: Arc<Mutex<Vec<Write>>>,
     pub failed_writes: Arc<AtomicU64>,
     pub reads: Arc<Mutex<Vec<Read>>>,
+    /// The same list at the mirror's fleet view, straight from the gateway.
+    pub mirror_reads: Arc<Mutex<Vec<Read>>>,
     pub watch: Arc<Mutex<WatchLog>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Load {
     /// Starts a writer per cluster (name, client, the Devices names it may annotate), a reader
-    /// and a watcher of the hub's fleet.
-    pub fn start(clusters: Vec<(String, PathBuf, Vec<String>)>, hub: kube::Client) -> Load {
+    /// and a watcher of the hub's fleet, and a reader of `mirror` (a client of the mirror's
+    /// `/clusters/_fleet`).
+    pub fn start(
+        clusters: Vec<(String, PathBuf, Vec<String>)>,
+        hub: kube::Client,
+        mirror: kube::Client,
+    ) -> Load {
         let mut load = Load {
             stop: Arc::new(AtomicBool::new(false)),
             paused: Arc::new(AtomicBool::new(false)),
             writes: Default::default(),
             failed_writes: Default::default(),
             reads: Default::default(),
+            mirror_reads: Default::default(),
             watch: Default::default(),
             tasks: Vec::new(),
         };
@@ -185,22 +196,29 @@ impl Load {
         }
         load.tasks.push(tokio::spawn(read(
             hub.clone(),
+            "/apis/fleet.gpustack.ai/v1/devices",
             load.stop.clone(),
             load.reads.clone(),
+        )));
+        load.tasks.push(tokio::spawn(read(
+            mirror,
+            "/apis/worker.gpustack.ai/v1alpha1/devices",
+            load.stop.clone(),
+            load.mirror_reads.clone(),
         )));
         load.tasks
             .push(tokio::spawn(watch(hub, load.watch.clone())));
         load
     }
 
-    /// The reads that started in `[from, to)`.
+    /// The reads at the hub that started in `[from, to)`.
     pub fn reads_between(&self, from: Instant, to: Instant) -> Vec<Read> {
-        let reads = self.reads.lock().unwrap();
-        reads
-            .iter()
-            .filter(|r| r.at >= from && r.at < to)
-            .copied()
-            .collect()
+        between(&self.reads, from, to)
+    }
+
+    /// The reads at the mirror that started in `[from, to)`.
+    pub fn mirror_reads_between(&self, from: Instant, to: Instant) -> Vec<Read> {
+        between(&self.mirror_reads, from, to)
     }
 
     /// The writes acknowledged in `[from, to)`.
@@ -225,6 +243,15 @@ impl Drop for Load {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+fn between(reads: &Mutex<Vec<Read>>, from: Instant, to: Instant) -> Vec<Read> {
+    let reads = reads.lock().unwrap();
+    reads
+        .iter()
+        .filter(|r| r.at >= from && r.at < to)
+        .copied()
+        .collect()
 }
 
 /// How often each writer writes.
@@ -322,12 +349,21 @@ async fn write(
     }
 }
 
-/// Lists the fleet's Devices every [`READ_EVERY`], each within [`READ_BOUND`].
-async fn read(hub: kube::Client, stop: Arc<AtomicBool>, log: Arc<Mutex<Vec<Read>>>) {
-    let api: Api<DynamicObject> = Api::all_with(hub, &fleet_devices_resource());
+/// Lists `path` of `client` every [`READ_EVERY`], each within [`READ_BOUND`]: a read is the
+/// whole answer, read and checked to be a success; not decoded into objects here, so that the
+/// time is the fleet's and not this (debug) test client's JSON decoding.
+async fn read(
+    client: kube::Client,
+    path: &'static str,
+    stop: Arc<AtomicBool>,
+    log: Arc<Mutex<Vec<Read>>>,
+) {
     while !stop.load(Ordering::SeqCst) {
         let at = Instant::now();
-        let answer = tokio::time::timeout(READ_BOUND, api.list(&ListParams::default())).await;
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .expect("a request");
+        let answer = tokio::time::timeout(READ_BOUND, client.request_text(request)).await;
         let took = at.elapsed();
         log.lock().unwrap().push(Read {
             at,

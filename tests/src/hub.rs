@@ -79,6 +79,19 @@ pub fn add_devices(gw: &GatewayProcess, names: &[&str]) {
     gw.kubectl_ok(&["create", "-f", file.to_str().expect("UTF-8 path")]);
 }
 
+/// The status entry of upstream `cluster` at the mirroring gateway `hub` (`GET /apis/workers`
+/// over its unix socket, which sees every upstream), or null.
+pub fn upstream_status(hub: &GatewayProcess, cluster: &str) -> serde_json::Value {
+    let (code, body) = http_over_unix(&hub.socket(), "GET", "/apis/workers", None)
+        .expect("/apis/workers over the socket");
+    assert_eq!(code, 200, "{body}");
+    let doc: serde_json::Value = serde_json::from_str(&body).expect("workers JSON");
+    doc["items"]
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i["cluster"] == cluster).cloned())
+        .unwrap_or(serde_json::Value::Null)
+}
+
 /// Writes `<root>/upstreams.yaml` naming each of `upstreams` by its cluster and kubeconfig.
 pub fn upstreams_file(root: &Path, upstreams: &[&GatewayProcess]) -> PathBuf {
     let text: String = upstreams

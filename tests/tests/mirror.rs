@@ -89,15 +89,7 @@ fn sorted_names(out: &str) -> Vec<String> {
 /// The hub's status entry for `cluster`, read over the owner's unix socket (a cluster's token
 /// sees its own cluster's status only).
 fn worker(hub: &GatewayProcess, cluster: &str) -> Value {
-    let (code, body) =
-        gpustack_tests::hub::http_over_unix(&hub.socket(), "GET", "/apis/workers", None)
-            .expect("/apis/workers over the socket");
-    assert_eq!(code, 200, "{body}");
-    let doc: Value = serde_json::from_str(&body).unwrap();
-    doc["items"]
-        .as_array()
-        .and_then(|items| items.iter().find(|i| i["cluster"] == cluster).cloned())
-        .unwrap_or(Value::Null)
+    gpustack_tests::hub::upstream_status(hub, cluster)
 }
 
 fn wait_phase(hub: &GatewayProcess, cluster: &str, phase: &str) -> Value {

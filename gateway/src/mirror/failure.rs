@@ -19,6 +19,32 @@ pub enum MirrorError {
     Config(String),
     #[error("the readiness check timed out after {0:?}")]
     Timeout(Duration),
+    #[error(
+        "the upstream's clock is {off} {} the hub's (more than {tolerance} apart): its times and certificates cannot be read as the hub's",
+        if *ahead { "ahead of" } else { "behind" }
+    )]
+    ClockSkew {
+        off: String,
+        ahead: bool,
+        tolerance: String,
+    },
+}
+
+/// `e` with its sources after it, each one the text so far does not already say: a failed
+/// handshake reads `client error (Connect): invalid peer certificate: UnknownIssuer`, not just
+/// `client error (Connect)`.
+pub fn reason(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let said = s.to_string();
+        if !out.contains(&said) {
+            out.push_str(": ");
+            out.push_str(&said);
+        }
+        source = s.source();
+    }
+    out
 }
 
 /// The part of mirroring that failed.
@@ -119,6 +145,21 @@ impl MirrorFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reason_says_each_source_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer: {0}")]
+        struct Repeats(#[source] Inner);
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (Connect)")]
+        struct Inner(#[source] std::io::Error);
+        let io = std::io::Error::other("invalid peer certificate: UnknownIssuer");
+        assert_eq!(
+            reason(&Repeats(Inner(io))),
+            "outer: client error (Connect): invalid peer certificate: UnknownIssuer"
+        );
+    }
 
     #[test]
     fn each_failure_names_its_phase() {

@@ -25,7 +25,11 @@
 //! schedule (a CRD may be installed later), while the served kinds are mirrored. Then one
 //! watcher per kind (with kube-runtime's default backoff) and a health probe
 //! (`/version` every [`MirrorOptions::probe_interval`], within [`MirrorOptions::probe_timeout`]) that notices an upstream
-//! that is down or frozen while its watches are silent. The upstream's CRD of each mirrored kind
+//! that is down or frozen while its watches are silent. Each probe is a new connection, so a
+//! serving certificate that no longer verifies (a new CA) shows at the next probe, and it
+//! compares the upstream's clock with the hub's ([`clock`]). Whatever an upstream answers is
+//! bounded in size ([`bounded`]), so that a misbehaving peer costs the hub a known amount of
+//! memory. The upstream's CRD of each mirrored kind
 //! is stored in the mirror too, so after a gateway restart the stored mirror is served at once,
 //! before the upstreams are reached.
 //!
@@ -40,6 +44,8 @@
 //! sync time across restarts, so an unreachable upstream reads `Degraded` since then.
 
 pub mod backoff;
+pub mod bounded;
+pub mod clock;
 pub mod config;
 pub mod failure;
 mod identity;

@@ -22,6 +22,7 @@ use tokio::{sync::Notify, task::JoinSet};
 
 use super::{
     backoff::{Backoff, WatchRetry},
+    clock,
     config::{Access, Upstream},
     failure::{MirrorError, MirrorFailure, WatchFailure},
     identity,
@@ -191,7 +192,7 @@ impl Mirror {
         let mut tasks = JoinSet::new();
         let (reconnect, _) = tokio::sync::watch::channel(Reconnect::default());
         let reconnect = Arc::new(reconnect);
-        tasks.spawn(self.clone().probe(client.clone(), reconnect.clone()));
+        tasks.spawn(self.clone().probe(reconnect.clone()));
         let mut missing = self.kinds();
         let mut watched = Vec::new();
         let mut attempt = 0u32;
@@ -686,7 +687,7 @@ impl Mirror {
 
     /// Records `e` in status (with its phase) and the log, credentials stripped.
     fn report_failure(&self, label: Option<&str>, e: &MirrorFailure) {
-        let message = self.redact(&e.to_string());
+        let message = self.redact(&super::failure::reason(e));
         let phase = e.phase();
         tracing::warn!(upstream = %self.upstream.name, kind = label, phase = phase.as_str(), error = %message, "mirror failure");
         self.board
@@ -772,28 +773,33 @@ impl Mirror {
     }
 
     /// Asks the upstream for its version every probe interval: detects an upstream that is
-    /// down or frozen even while its watches have nothing to say. Once it has failed, it asks
-    /// on a new connection, and when the upstream answers again tells the watches to reconnect
-    /// (`reconnect` counts the recoveries).
-    async fn probe(
-        self,
-        mut client: Client,
-        reconnect: Arc<tokio::sync::watch::Sender<Reconnect>>,
-    ) {
+    /// down or frozen even while its watches have nothing to say. Each probe is a new
+    /// connection (a new TLS handshake): the watches' connections stay trusted after the
+    /// upstream's serving certificate changed, and only a handshake tells that it no longer
+    /// verifies against the CA the hub was given. When the upstream answers again after a
+    /// failure it tells the watches to reconnect (`reconnect` counts the recoveries).
+    async fn probe(self, reconnect: Arc<tokio::sync::watch::Sender<Reconnect>>) {
         let mut tick = tokio::time::interval(self.options.probe_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut lost = false;
         loop {
             tick.tick().await;
-            if lost && let Ok(fresh) = connect(&self.upstream).await {
-                client = fresh;
-            }
             let timeout = self
                 .options
                 .probe_timeout
                 .min(self.options.readiness_timeout);
-            match ask_version(&client, timeout).await {
-                Ok(()) => {
+            let asked = match connect(&self.upstream).await {
+                Ok(client) => ask_version(&client, timeout).await.map(|()| client),
+                Err(e) => Err(e),
+            };
+            // An upstream that answers with its clock far off is shown Degraded, and stays
+            // so while it is (it is never quiet long enough to be Ready again).
+            let asked = match asked {
+                Ok(client) => clock::check(&client, timeout).await.map(|()| client),
+                Err(e) => Err(e),
+            };
+            match asked {
+                Ok(client) => {
                     if std::mem::take(&mut lost) {
                         let another =
                             identity::changed(&self.store, &self.upstream.name, &client).await;
@@ -886,7 +892,9 @@ pub async fn connect(u: &Upstream) -> Result<Client, MirrorError> {
             config
         }
     };
-    Ok(Client::try_from(config)?)
+    // Every response is bounded: a peer's answer costs the hub a known amount of memory.
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(builder.with_layer(&super::bounded::BoundLayer).build())
 }
 
 /// The client configuration of a checked kubeconfig, in `context` (else its current one).
