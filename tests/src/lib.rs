@@ -20,6 +20,7 @@ pub mod python_grpc;
 pub mod python_venv;
 pub mod stand_in;
 pub mod sysfs;
+pub mod watchdog;
 pub mod worker;
 
 use std::{

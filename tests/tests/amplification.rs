@@ -6,79 +6,18 @@
 
 use std::{
     path::Path,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
     time::{Duration, Instant},
 };
 
-use gpustack_tests::embedded::{DEADLINE, GatewayProcess, wait_until};
+use gpustack_tests::{
+    embedded::{DEADLINE, GatewayProcess, wait_until},
+    watchdog::Watchdog,
+};
 use serde_json::{Value, json};
 
 /// The most the gateway's resident memory may grow while attacked. Each attack, unbounded,
 /// took it past 2 GB; bounded, a 16 MiB object and its copies stay well under this.
 const GROWTH_BOUND_KB: u64 = 400 * 1024;
-
-fn rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// Samples the process's resident size every 20 ms until dropped; the peak seen. Past the bound
-/// it kills the process at once, so that a regression fails the test rather than exhausting the
-/// machine.
-struct Watchdog {
-    peak: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    baseline: u64,
-}
-
-impl Watchdog {
-    fn on(pid: u32) -> Self {
-        let baseline = rss_kb(pid).expect("the gateway's /proc status");
-        let peak = Arc::new(AtomicU64::new(baseline));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (p, s) = (peak.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                if let Some(kb) = rss_kb(pid) {
-                    p.fetch_max(kb, Ordering::Relaxed);
-                    if kb.saturating_sub(baseline) >= GROWTH_BOUND_KB {
-                        let _ = std::process::Command::new("kill")
-                            .args(["-KILL", &pid.to_string()])
-                            .status();
-                        return;
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        });
-        Watchdog {
-            peak,
-            stop,
-            baseline,
-        }
-    }
-
-    fn growth_kb(&self) -> u64 {
-        self.peak
-            .load(Ordering::Relaxed)
-            .saturating_sub(self.baseline)
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
 
 fn write(dir: &Path, name: &str, v: &Value) -> String {
     let path = dir.join(name);
@@ -128,7 +67,7 @@ fn small_requests_cannot_make_huge_objects_or_answers() {
     let dir = tempfile::tempdir().unwrap();
     let gw = GatewayProcess::start(&dir.path().join("data"), "amp");
     let pid = gw.pid().expect("the gateway's pid");
-    let watchdog = Watchdog::on(pid);
+    let watchdog = Watchdog::on(pid, GROWTH_BOUND_KB);
     let limit = Duration::from_secs(20);
 
     // 1. A JSON patch of copies: each doubles what the last made.
