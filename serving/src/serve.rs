@@ -199,7 +199,8 @@ async fn accept_loop(
     };
     let sweeping = async {
         // Checked four times per timeout: an idle connection goes within 1.25 timeouts.
-        let mut tick = tokio::time::interval(limits.idle_timeout / 4);
+        let period = (limits.idle_timeout / 4).max(Duration::from_millis(10));
+        let mut tick = tokio::time::interval(period);
         loop {
             tick.tick().await;
             let closed = registry.idle_past(limits.idle_timeout);
@@ -421,6 +422,57 @@ mod tests {
         tokio::time::timeout(within, s.read_to_end(&mut rest))
             .await
             .is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_connection_idle_past_the_idle_timeout_is_closed() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let router = Router::new().route("/", axum::routing::get(|| async { "hi" }));
+        let (stop_tx, stop) = watch::channel(false);
+        // The header deadline (which also ends idle HTTP/1.1 connections) far past the idle
+        // timeout: what closes the connection is the idle timeout.
+        let limits = Limits {
+            setup_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_millis(400),
+            drain_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        let server = tokio::spawn(serve(
+            vec![Endpoint {
+                listener: Listener::Unix(listener),
+                router,
+            }],
+            limits,
+            stop,
+            || {},
+        ));
+        let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        while !got.ends_with(b"hi") {
+            let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+                .await
+                .expect("answered")
+                .unwrap();
+            assert!(n > 0, "closed before the answer");
+            got.extend_from_slice(&buf[..n]);
+        }
+        // Kept alive, then closed once idle for the timeout (checked every quarter of it).
+        let idle = std::time::Instant::now();
+        assert!(closed_by_server(&mut s, Duration::from_secs(5)).await);
+        let after = idle.elapsed();
+        assert!(
+            after >= Duration::from_millis(300) && after < Duration::from_secs(2),
+            "closed after {after:?} idle"
+        );
+        stop_tx.send(true).unwrap();
+        assert!(server.await.unwrap(), "drained");
     }
 
     #[tokio::test]
