@@ -294,7 +294,7 @@ async fn a_flood_from_one_address_neither_slows_nor_starves_other_clients() {
         &["--embedded-cluster=demo", &setup],
     );
     let test = async {
-        let idle = measure(&gw.kubeconfig(), Duration::from_secs(3)).await;
+        let idle = measure(&gw.kubeconfig(), MEASURED / 2).await;
         assert!(idle.errors.is_empty(), "{:?}", idle.errors);
         let base_fds = open_fds(gw.pid().unwrap());
         attacked_by(&gw, Flood::Idle, &idle, base_fds).await;
