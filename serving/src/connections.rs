@@ -8,13 +8,15 @@
 //!   handshake and first request) at once; the others wait their turn within the setup deadline;
 //! - when the listener is full, the idle connection (no request in flight: never sent one, or
 //!   between requests) of the source holding the most connections, the longest idle first, is
-//!   closed to make room; only when every connection is busy does a newcomer wait;
+//!   closed to make room, and the newcomer takes its place once it has closed (so the listener
+//!   never holds more than its cap); only when every connection is busy does a newcomer wait
+//!   longer;
 //! - a connection idle for the idle timeout is closed (see [`Registry::idle_past`]).
 //!
 //! IPv6 sources are counted per /64, the block one subscriber usually holds.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     net::{IpAddr, Ipv6Addr},
     sync::{Arc, Mutex, MutexGuard},
     time::{Duration, Instant},
@@ -75,6 +77,8 @@ struct PerSource {
 struct State {
     next_id: u64,
     open: HashMap<u64, Entry>,
+    /// Evicted, told to close, not closed yet: still counted against the cap.
+    closing: HashSet<u64>,
     sources: HashMap<Source, PerSource>,
 }
 
@@ -94,7 +98,8 @@ pub enum Admission {
     Open(Ticket),
     /// Its source holds its share already: close it.
     Refused,
-    /// Every connection is busy: wait for [`Registry::changed`] and ask again.
+    /// The listener is full (an idle connection may have been told to close for it): wait for
+    /// [`Registry::changed`] and ask again.
     Full,
 }
 
@@ -119,11 +124,14 @@ impl Registry {
         if source != Source::Unix && held >= self.caps.per_source {
             return Admission::Refused;
         }
-        if st.open.len() >= self.caps.total {
-            let Some(id) = victim(&st) else {
-                return Admission::Full;
-            };
-            evict(&mut st, id);
+        if st.open.len() + st.closing.len() >= self.caps.total {
+            // One eviction at a time: its close makes the room.
+            if st.closing.is_empty()
+                && let Some(id) = victim(&st)
+            {
+                evict(&mut st, id);
+            }
+            return Admission::Full;
         }
         let id = st.next_id;
         st.next_id += 1;
@@ -180,9 +188,10 @@ impl Registry {
         stale.len()
     }
 
-    /// Open connections (evicted ones no longer count).
+    /// Connections open or closing (evicted ones count until they have closed).
     pub fn open(&self) -> usize {
-        self.lock().open.len()
+        let st = self.lock();
+        st.open.len() + st.closing.len()
     }
 }
 
@@ -197,9 +206,10 @@ fn victim(st: &State) -> Option<u64> {
         .map(|(id, _)| *id)
 }
 
-/// Stops counting `id` and tells its task to close it.
+/// Stops counting `id` as open (it is closing) and tells its task to close it.
 fn evict(st: &mut State, id: u64) {
     if let Some(e) = forget(st, id) {
+        st.closing.insert(id);
         e.close.notify_one();
     }
 }
@@ -253,7 +263,9 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let gone = forget(&mut self.registry.lock(), self.id).is_some();
+        let mut st = self.registry.lock();
+        let gone = st.closing.remove(&self.id) || forget(&mut st, self.id).is_some();
+        drop(st);
         if gone {
             self.registry.changed.notify_one();
         }
@@ -327,17 +339,21 @@ mod tests {
         let busy_peer = open(&r, ip("192.0.2.1"));
         let _working = busy_peer.request();
         let idle_peer = open(&r, ip("192.0.2.1"));
-        let flood: Vec<Ticket> = (0..3).map(|_| open(&r, ip("192.0.2.2"))).collect();
-        // Full: the newcomer takes an idle connection of the flooding source, though the
-        // peer's idle one has been idle longer.
+        let mut flood: Vec<Ticket> = (0..3).map(|_| open(&r, ip("192.0.2.2"))).collect();
+        // Full: an idle connection of the flooding source is told to close for the newcomer,
+        // though the peer's idle one has been idle longer; one at a time.
+        assert!(matches!(r.admit(ip("192.0.2.3")), Admission::Full));
+        assert!(matches!(r.admit(ip("192.0.2.3")), Admission::Full));
+        let evicted: Vec<usize> = (0..flood.len())
+            .filter(|i| !r.lock().open.contains_key(&flood[*i].id))
+            .collect();
+        assert_eq!(evicted.len(), 1);
+        assert!(r.lock().open.contains_key(&idle_peer.id));
+        // It counts until it has closed; then the newcomer gets in.
+        assert_eq!(r.open(), 5);
+        drop(flood.remove(evicted[0]));
         let _newcomer = open(&r, ip("192.0.2.3"));
         assert_eq!(r.open(), 5);
-        let evicted = flood
-            .iter()
-            .filter(|t| !r.lock().open.contains_key(&t.id))
-            .count();
-        assert_eq!(evicted, 1);
-        assert!(r.lock().open.contains_key(&idle_peer.id));
         // With only busy connections left, a newcomer waits.
         let r = Registry::new(caps(1, 1));
         let only = open(&r, ip("192.0.2.1"));
@@ -349,13 +365,17 @@ mod tests {
     async fn an_evicted_connection_is_told_and_frees_its_place_once() {
         let r = Registry::new(caps(1, 1));
         let first = open(&r, ip("192.0.2.1"));
-        let _second = open(&r, ip("192.0.2.2"));
+        assert!(matches!(r.admit(ip("192.0.2.2")), Admission::Full));
         tokio::time::timeout(Duration::from_secs(1), first.closed())
             .await
             .expect("the evicted connection is told");
-        drop(first);
-        assert_eq!(r.open(), 1);
         assert!(!r.lock().sources.contains_key(&ip("192.0.2.1")));
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(1), r.changed())
+            .await
+            .expect("its close is announced");
+        let _second = open(&r, ip("192.0.2.2"));
+        assert_eq!(r.open(), 1);
     }
 
     #[test]
@@ -369,6 +389,9 @@ mod tests {
         assert!(!r.lock().open.contains_key(&idle.id));
         drop(guard);
         assert_eq!(r.idle_past(Duration::ZERO), 1);
+        // Counted until their tasks have closed them.
+        assert_eq!(r.open(), 2);
+        drop((idle, busy));
         assert_eq!(r.open(), 0);
     }
 
