@@ -4,8 +4,8 @@
 //! other path is the API server's.
 //!
 //! Who may do what over HTTPS (the unix socket's file mode is its access control): the token of
-//! `--token-file` may do everything; any served cluster's token may read status and metrics;
-//! only the `--token-file` token may subscribe or unsubscribe.
+//! `--token-file` may do everything; a served cluster's token may read its own cluster's status
+//! and metrics; only the `--token-file` token may subscribe or unsubscribe.
 
 use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf, sync::Arc};
 
@@ -217,14 +217,29 @@ fn escape(v: &str) -> String {
 }
 
 /// `GET /metrics`: the Prometheus text exposition of the upstreams' state, the store and the
-/// requests served.
+/// requests served. A cluster's token sees its own cluster's series only: the other clusters'
+/// names and counts are theirs, and the gateway-wide series (the store's version, requests by
+/// code) sum every cluster's activity, so they are the admin's.
 async fn metrics(State(l): State<Arc<Listener>>, headers: HeaderMap) -> Response {
-    if l.access.caller(&headers) == Caller::Unknown {
+    let who = l.access.caller(&headers);
+    if who == Caller::Unknown {
         return ApiError::unauthorized().into_response();
     }
-    let upstreams = l.ops.subscriptions.board().all();
-    let rv = l.ops.store.current_rv().await;
-    let text = render_metrics(&upstreams, rv, &l.ops.requests.snapshot());
+    let mut upstreams = l.ops.subscriptions.board().all();
+    let text = match &who {
+        Caller::ClusterReader(own) => {
+            upstreams.retain(|(cluster, _)| cluster == own);
+            render_metrics(&upstreams, None)
+        }
+        _ => {
+            let requests = l.ops.requests.snapshot();
+            let gateway = GatewaySeries {
+                resource_version: l.ops.store.current_rv().await,
+                requests: &requests,
+            };
+            render_metrics(&upstreams, Some(&gateway))
+        }
+    };
     (
         StatusCode::OK,
         [(
@@ -234,6 +249,14 @@ async fn metrics(State(l): State<Arc<Listener>>, headers: HeaderMap) -> Response
         text,
     )
         .into_response()
+}
+
+/// The series about the gateway as a whole rather than one cluster.
+pub struct GatewaySeries<'a> {
+    /// The newest resourceVersion the store handed out.
+    pub resource_version: u64,
+    /// Requests answered, by method and status code.
+    pub requests: &'a BTreeMap<(String, u16), u64>,
 }
 
 /// The `# HELP` and `# TYPE` lines of a metric family.
@@ -251,8 +274,7 @@ const PHASES: [Phase; 4] = [
 /// The exposition text (pure, so its shape is tested without a server).
 pub fn render_metrics(
     upstreams: &[(String, crate::mirror::status::UpstreamStatus)],
-    resource_version: u64,
-    requests: &BTreeMap<(String, u16), u64>,
+    gateway: Option<&GatewaySeries>,
 ) -> String {
     let mut out = String::new();
     family(
@@ -349,29 +371,36 @@ pub fn render_metrics(
             s.resumes
         );
     }
+    if let Some(g) = gateway {
+        render_gateway(&mut out, g);
+    }
+    out
+}
+
+fn render_gateway(out: &mut String, g: &GatewaySeries) {
     family(
-        &mut out,
+        out,
         "gpustack_gateway_store_resource_version",
         "gauge",
         "The newest resourceVersion the store handed out.",
     );
     let _ = writeln!(
         out,
-        "gpustack_gateway_store_resource_version {resource_version}"
+        "gpustack_gateway_store_resource_version {}",
+        g.resource_version
     );
     family(
-        &mut out,
+        out,
         "gpustack_gateway_http_requests_total",
         "counter",
         "HTTP requests answered, by method and status code.",
     );
-    for ((method, code), n) in requests {
+    for ((method, code), n) in g.requests {
         let _ = writeln!(
             out,
             "gpustack_gateway_http_requests_total{{method=\"{method}\",code=\"{code}\"}} {n}"
         );
     }
-    out
 }
 
 #[cfg(test)]
@@ -400,7 +429,11 @@ mod tests {
         );
         let mut requests = BTreeMap::new();
         requests.insert(("GET".to_owned(), 200), 3);
-        let text = render_metrics(&board.all(), 42, &requests);
+        let gateway = GatewaySeries {
+            resource_version: 42,
+            requests: &requests,
+        };
+        let text = render_metrics(&board.all(), Some(&gateway));
         for line in [
             "gpustack_gateway_upstream_phase{cluster=\"east\",phase=\"Degraded\"} 1",
             "gpustack_gateway_upstream_phase{cluster=\"east\",phase=\"Ready\"} 0",
@@ -425,7 +458,11 @@ mod tests {
         for l in text.lines().filter(|l| !l.starts_with('#')) {
             let name = l.split(['{', ' ']).next().unwrap();
             assert!(text.contains(&format!("# TYPE {name} ")), "{l}");
-        }
+        } // Without the gateway's own series (a cluster's reader): the upstreams' alone.
+        let text = render_metrics(&board.all(), None);
+        assert!(text.contains("cluster=\"east\""), "{text}");
+        assert!(!text.contains("gpustack_gateway_store_"), "{text}");
+        assert!(!text.contains("gpustack_gateway_http_"), "{text}");
     }
 
     #[test]

@@ -6,9 +6,13 @@
 //!   configurations (ring provider only), and a certificate slot reloaded when its files change.
 //! - [`serve`]: HTTPS and unix-socket serving with connection caps, setup deadlines, accept
 //!   backoff and a bounded graceful drain.
+//! - [`connections`]: who holds a listener's connections (per-address shares, setup turns,
+//!   which idle connection gives way); [`in_flight`] tells it when requests are in flight.
 //!
 //! Deliberately absent: any REST toolkit, store or Kubernetes client, so that a node agent's
 //! crate graph holds nothing of the API servers (`tests/tests/crate_dependencies.rs` checks the tree).
 
 pub mod certs;
+pub mod connections;
+pub mod in_flight;
 pub mod serve;

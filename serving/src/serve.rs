@@ -1,39 +1,54 @@
 //! Serving a router on HTTPS and unix-socket listeners with the bounds a process shared by many
-//! clients needs: a cap on open connections per listener (past it, new clients wait in the
-//! kernel's backlog), a deadline for the TLS handshake and for each request's headers (a client
-//! that connects and says nothing is dropped), HTTP/2 keep-alive pings (a peer that vanished is
-//! noticed), a backoff on failed accepts (a full descriptor table must not spin the loop nor
-//! flood the log), and a bounded graceful drain at stop.
+//! clients needs: caps on open connections per listener and per client address, and on the
+//! connections of one address in their setup at once (see [`crate::connections`]); idle
+//! connections give way to newcomers when a listener is full and are closed after an idle
+//! timeout; a deadline for the TLS handshake and first request, and for each request's headers
+//! (a client that connects and says nothing is dropped); HTTP/2 keep-alive pings (a peer that
+//! vanished is noticed); a backoff on failed accepts (a full descriptor table must not spin the
+//! loop nor flood the log); and a bounded graceful drain at stop.
 
-use std::{
-    future::Future,
-    pin::Pin,
-    sync::Arc,
-    task::{Context, Poll},
-    time::Duration,
-};
+use std::{pin::pin, sync::Arc, time::Duration};
 
 use axum::Router;
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::{conn::auto, graceful::GracefulShutdown},
+    server::conn::auto,
     service::TowerToHyperService,
 };
 use tokio::{
-    io::{AsyncRead, AsyncWrite, ReadBuf},
+    io::{AsyncRead, AsyncWrite},
     net::{TcpListener, UnixListener},
-    sync::{OwnedSemaphorePermit, Semaphore, watch},
+    sync::watch,
     task::JoinSet,
+    time::Instant,
 };
 use tokio_rustls::TlsAcceptor;
+use tokio_util::task::TaskTracker;
 
-/// Bounds applied to every listener.
+use crate::{
+    connections::{Admission, Caps, Registry, Source, Ticket},
+    in_flight::{Conn, Tracked},
+};
+
+/// Bounds applied to every listener. The defaults suit a hub or worker serving hundreds of
+/// clients, a few of them (the API server's aggregation proxy, controllers) holding many
+/// connections each.
 #[derive(Clone, Debug)]
 pub struct Limits {
     /// Open connections per listener.
     pub max_connections: usize,
-    /// How long a client has for the TLS handshake, and for each request's headers.
+    /// Open connections per client address (an IPv6 /64) on a TCP listener: half the listener
+    /// by default, so one busy peer is served and the rest stays for the others.
+    pub max_connections_per_source: usize,
+    /// Connections of one client address in their setup (TLS handshake and first request) at
+    /// once on a TCP listener; the others wait their turn within the setup deadline.
+    pub max_handshakes_per_source: usize,
+    /// How long a client has for the TLS handshake and first request, and for each request's
+    /// headers.
     pub setup_timeout: Duration,
+    /// How long a connection may stay without a request in flight before it is closed (an
+    /// idle HTTP/1.1 connection is closed at the header deadline already; this bounds HTTP/2).
+    pub idle_timeout: Duration,
     /// How long stop waits for open connections (watches are ended by the caller).
     pub drain_timeout: Duration,
 }
@@ -42,8 +57,22 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_connections: 1024,
+            max_connections_per_source: 512,
+            max_handshakes_per_source: 64,
             setup_timeout: Duration::from_secs(10),
+            // kube-apiserver's HTTP/2 idle timeout.
+            idle_timeout: Duration::from_secs(90),
             drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Limits {
+    fn caps(&self) -> Caps {
+        Caps {
+            total: self.max_connections,
+            per_source: self.max_connections_per_source,
+            handshakes_per_source: self.max_handshakes_per_source,
         }
     }
 }
@@ -71,23 +100,20 @@ pub async fn serve(
     stop: watch::Receiver<bool>,
     on_stop: impl FnOnce(),
 ) -> bool {
-    let graceful = Arc::new(GracefulShutdown::new());
+    let connections = TaskTracker::new();
     let mut loops = JoinSet::new();
     for e in endpoints {
         loops.spawn(accept_loop(
             e,
             limits.clone(),
-            graceful.clone(),
+            connections.clone(),
             stop.clone(),
         ));
     }
     while loops.join_next().await.is_some() {}
     on_stop();
-    let Ok(graceful) = Arc::try_unwrap(graceful) else {
-        // Every loop has ended, so nothing else holds it.
-        return false;
-    };
-    let drained = tokio::time::timeout(limits.drain_timeout, graceful.shutdown())
+    connections.close();
+    let drained = tokio::time::timeout(limits.drain_timeout, connections.wait())
         .await
         .is_ok();
     if !drained {
@@ -125,161 +151,157 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
+/// Accepts on one listener until `stop`, each connection served in its own task on
+/// `connections`.
 async fn accept_loop(
     endpoint: Endpoint,
     limits: Limits,
-    graceful: Arc<GracefulShutdown>,
+    connections: TaskTracker,
     mut stop: watch::Receiver<bool>,
 ) {
-    let Endpoint { listener, router } = endpoint;
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let mut backoff = AcceptBackoff::default();
-    loop {
-        let permit = tokio::select! {
-            _ = stopped(&mut stop) => return,
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-        };
-        let accepted = tokio::select! {
-            _ = stopped(&mut stop) => return,
-            a = accept(&listener) => a,
-        };
-        let conn = match accepted {
-            Ok(conn) => {
-                backoff.succeeded();
-                conn
-            }
-            Err(e) => {
-                drop(permit);
-                let wait = backoff.failed(&e);
-                tokio::select! {
-                    _ = stopped(&mut stop) => return,
-                    _ = tokio::time::sleep(wait) => continue,
+    let registry = Registry::new(limits.caps());
+    let for_connections = stop.clone();
+    let accepting = async {
+        let mut backoff = AcceptBackoff::default();
+        loop {
+            let (conn, source) = match accept(&endpoint.listener).await {
+                Ok(accepted) => {
+                    backoff.succeeded();
+                    accepted
                 }
-            }
-        };
-        let watcher = graceful.watcher();
-        let router = router.clone();
-        let limits = limits.clone();
-        tokio::spawn(async move {
-            let (io, router): (Box<dyn Io>, Router) = match conn {
-                Accepted::Unix(s) => (Box::new(s), router),
-                Accepted::Tls(tcp, peer, tls) => {
-                    match tokio::time::timeout(limits.setup_timeout, tls.accept(tcp)).await {
-                        Ok(Ok(s)) => {
-                            // Who is on the other end, for handlers that authenticate by
-                            // certificate or log the client's address.
-                            let mut router =
-                                router.layer(axum::Extension(axum::extract::ConnectInfo(peer)));
-                            if let Some(chain) = s.get_ref().1.peer_certificates() {
-                                router =
-                                    router.layer(axum::Extension(PeerCertificates(chain.to_vec())));
-                            }
-                            (Box::new(s), router)
-                        }
-                        Ok(Err(e)) => {
-                            tracing::debug!(error = %e, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!("TLS handshake not finished in time");
-                            return;
-                        }
-                    }
+                Err(e) => {
+                    tokio::time::sleep(backoff.failed(&e)).await;
+                    continue;
                 }
             };
-            let io = FirstByteDeadline::new(io, limits.setup_timeout);
-            let service = TowerToHyperService::new(router);
-            let builder = builder(&limits);
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
-            if let Err(e) = watcher.watch(conn.into_owned()).await {
-                tracing::debug!(error = %e, "connection ended with an error");
+            // Past the cap, the accepted client waits (and those behind it in the backlog)
+            // until a connection closes or goes idle.
+            let ticket = loop {
+                match registry.admit(source) {
+                    Admission::Open(t) => break Some(t),
+                    Admission::Refused => break None,
+                    Admission::Full => registry.changed().await,
+                }
+            };
+            let Some(ticket) = ticket else {
+                tracing::debug!(?source, "connection refused: its address holds its share");
+                continue;
+            };
+            let task = connection(
+                conn,
+                ticket,
+                endpoint.router.clone(),
+                limits.clone(),
+                for_connections.clone(),
+            );
+            connections.spawn(task);
+        }
+    };
+    let sweeping = async {
+        // Checked four times per timeout: an idle connection goes within 1.25 timeouts.
+        let period = (limits.idle_timeout / 4).max(Duration::from_millis(10));
+        let mut tick = tokio::time::interval(period);
+        loop {
+            tick.tick().await;
+            let closed = registry.idle_past(limits.idle_timeout);
+            if closed > 0 {
+                tracing::debug!(closed, "idle connections closed");
             }
-            drop::<OwnedSemaphorePermit>(permit);
-        });
+        }
+    };
+    tokio::select! {
+        _ = stopped(&mut stop) => {}
+        () = accepting => {}
+        () = sweeping => {}
+    }
+}
+
+/// Serves one connection: its setup (a turn among its source's, the TLS handshake, its first
+/// request) within the setup deadline, then requests until it ends, is evicted by the registry
+/// (closed gracefully: an HTTP/2 client is told which requests were taken), or the server
+/// stops.
+async fn connection(
+    conn: Accepted,
+    ticket: Ticket,
+    router: Router,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) {
+    let deadline = Instant::now() + limits.setup_timeout;
+    let setup = async {
+        let turn = ticket.handshake_turn().await;
+        let (io, router): (Box<dyn Io>, Router) = match conn {
+            Accepted::Unix(s) => (Box::new(s), router),
+            Accepted::Tls(tcp, peer, tls) => {
+                let s = tls.accept(tcp).await?;
+                // Who is on the other end, for handlers that authenticate by certificate or
+                // log the client's address.
+                let mut router = router.layer(axum::Extension(axum::extract::ConnectInfo(peer)));
+                if let Some(chain) = s.get_ref().1.peer_certificates() {
+                    router = router.layer(axum::Extension(PeerCertificates(chain.to_vec())));
+                }
+                (Box::new(s), router)
+            }
+        };
+        Ok::<_, std::io::Error>((io, router, turn))
+    };
+    let (io, router, turn) = tokio::select! {
+        () = ticket.closed() => return,
+        () = stopped(&mut stop) => return,
+        set = tokio::time::timeout_at(deadline, setup) => match set {
+            Ok(Ok(set)) => set,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("connection setup not finished in time");
+                return;
+            }
+        },
+    };
+    let conn = Conn::new(ticket, Some(turn));
+    let service = Tracked {
+        inner: TowerToHyperService::new(router),
+        conn: conn.clone(),
+    };
+    let builder = builder(&limits);
+    let mut served = pin!(builder.serve_connection_with_upgrades(TokioIo::new(io), service));
+    let mut first_request = pin!(tokio::time::sleep_until(deadline));
+    let mut grace = pin!(tokio::time::sleep(Duration::MAX));
+    let (mut setting_up, mut evicted, mut stopping) = (true, false, false);
+    loop {
+        tokio::select! {
+            ended = served.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = &mut first_request, if setting_up => {
+                if !conn.started() {
+                    tracing::debug!("no request in time");
+                    return;
+                }
+                setting_up = false;
+            }
+            () = conn.ticket.closed(), if !evicted => {
+                // Idle: a graceful close is quick; the grace bounds a request that raced it.
+                evicted = true;
+                served.as_mut().graceful_shutdown();
+                grace.as_mut().reset(Instant::now() + limits.setup_timeout);
+            }
+            () = &mut grace, if evicted => return,
+            () = stopped(&mut stop), if !stopping => {
+                stopping = true;
+                served.as_mut().graceful_shutdown();
+            }
+        }
     }
 }
 
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
-
-/// A connection that fails with `TimedOut` when its first byte does not arrive in time. The
-/// protocol detection before HTTP/1's header deadline and HTTP/2's pings apply has no deadline
-/// of its own, so a client that connects and stays silent is ended here.
-struct FirstByteDeadline<I> {
-    io: I,
-    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl<I> FirstByteDeadline<I> {
-    fn new(io: I, within: Duration) -> Self {
-        FirstByteDeadline {
-            io,
-            deadline: Some(Box::pin(tokio::time::sleep(within))),
-        }
-    }
-}
-
-impl<I: AsyncRead + Unpin> AsyncRead for FirstByteDeadline<I> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        match Pin::new(&mut self.io).poll_read(cx, buf) {
-            Poll::Ready(r) => {
-                if buf.filled().len() > before {
-                    self.deadline = None;
-                }
-                Poll::Ready(r)
-            }
-            Poll::Pending => {
-                let expired = self
-                    .deadline
-                    .as_mut()
-                    .is_some_and(|d| d.as_mut().poll(cx).is_ready());
-                if expired {
-                    let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "no request in time");
-                    return Poll::Ready(Err(e));
-                }
-                Poll::Pending
-            }
-        }
-    }
-}
-
-impl<I: AsyncWrite + Unpin> AsyncWrite for FirstByteDeadline<I> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-}
 
 enum Accepted {
     Tls(tokio::net::TcpStream, std::net::SocketAddr, TlsAcceptor),
@@ -291,14 +313,17 @@ enum Accepted {
 #[derive(Clone, Debug)]
 pub struct PeerCertificates(pub Vec<rustls::pki_types::CertificateDer<'static>>);
 
-async fn accept(l: &Listener) -> std::io::Result<Accepted> {
+async fn accept(l: &Listener) -> std::io::Result<(Accepted, Source)> {
     match l {
         Listener::Tls { tcp, tls } => {
             let (s, peer) = tcp.accept().await?;
             let _ = s.set_nodelay(true);
-            Ok(Accepted::Tls(s, peer, tls.clone()))
+            Ok((Accepted::Tls(s, peer, tls.clone()), Source::of(peer.ip())))
         }
-        Listener::Unix(l) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+        Listener::Unix(l) => l
+            .accept()
+            .await
+            .map(|(s, _)| (Accepted::Unix(s), Source::Unix)),
     }
 }
 
@@ -373,18 +398,47 @@ mod tests {
         assert_eq!(b.failed(&e), Duration::from_millis(5));
     }
 
+    /// A request over the unix socket at `path`; the answer's text.
+    async fn get(path: &std::path::Path, route: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::UnixStream::connect(path).await.unwrap();
+        s.write_all(
+            format!("GET {route} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut answer))
+            .await
+            .expect("answered in time")
+            .unwrap();
+        answer
+    }
+
+    /// Whether the server closes `s` within `within`.
+    async fn closed_by_server(s: &mut tokio::net::UnixStream, within: Duration) -> bool {
+        use tokio::io::AsyncReadExt;
+        let mut rest = Vec::new();
+        tokio::time::timeout(within, s.read_to_end(&mut rest))
+            .await
+            .is_ok()
+    }
+
     #[tokio::test]
-    async fn a_full_listener_waits_and_a_silent_client_is_dropped() {
+    async fn a_connection_idle_past_the_idle_timeout_is_closed() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
         let listener = UnixListener::bind(&path).unwrap();
         let router = Router::new().route("/", axum::routing::get(|| async { "hi" }));
         let (stop_tx, stop) = watch::channel(false);
+        // The header deadline (which also ends idle HTTP/1.1 connections) far past the idle
+        // timeout: what closes the connection is the idle timeout.
         let limits = Limits {
-            max_connections: 1,
-            setup_timeout: Duration::from_millis(300),
+            setup_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_millis(400),
             drain_timeout: Duration::from_secs(1),
+            ..Limits::default()
         };
         let server = tokio::spawn(serve(
             vec![Endpoint {
@@ -395,30 +449,104 @@ mod tests {
             stop,
             || {},
         ));
-        // A silent client holds the only slot until the header deadline drops it.
+        let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        while !got.ends_with(b"hi") {
+            let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+                .await
+                .expect("answered")
+                .unwrap();
+            assert!(n > 0, "closed before the answer");
+            got.extend_from_slice(&buf[..n]);
+        }
+        // Kept alive, then closed once idle for the timeout (checked every quarter of it).
+        let idle = std::time::Instant::now();
+        assert!(closed_by_server(&mut s, Duration::from_secs(5)).await);
+        let after = idle.elapsed();
+        assert!(
+            after >= Duration::from_millis(300) && after < Duration::from_secs(2),
+            "closed after {after:?} idle"
+        );
+        stop_tx.send(true).unwrap();
+        assert!(server.await.unwrap(), "drained");
+    }
+
+    #[tokio::test]
+    async fn idle_clients_give_way_busy_ones_are_waited_for_and_silent_ones_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let slow_started = Arc::new(tokio::sync::Notify::new());
+        let router = Router::new()
+            .route("/", axum::routing::get(|| async { "hi" }))
+            .route(
+                "/slow",
+                axum::routing::get({
+                    let started = slow_started.clone();
+                    move || async move {
+                        started.notify_one();
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        "slow"
+                    }
+                }),
+            );
+        let (stop_tx, stop) = watch::channel(false);
+        let limits = Limits {
+            max_connections: 1,
+            setup_timeout: Duration::from_secs(2),
+            drain_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        let server = tokio::spawn(serve(
+            vec![Endpoint {
+                listener: Listener::Unix(listener),
+                router,
+            }],
+            limits,
+            stop,
+            || {},
+        ));
+        // A silent client holds the only place, idle: a newcomer takes it at once.
         let mut silent = tokio::net::UnixStream::connect(&path).await.unwrap();
         let started = std::time::Instant::now();
-        let mut talker = tokio::net::UnixStream::connect(&path).await.unwrap();
-        talker
-            .write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = String::new();
-        tokio::time::timeout(Duration::from_secs(10), talker.read_to_string(&mut answer))
-            .await
-            .expect("answered once the silent client was dropped")
-            .unwrap();
-        assert!(answer.ends_with("hi"), "{answer}");
+        assert!(get(&path, "/").await.ends_with("hi"));
         assert!(
-            started.elapsed() >= Duration::from_millis(250),
-            "the second client was served while the first held the only slot"
+            started.elapsed() < Duration::from_secs(1),
+            "the newcomer waited for the idle client's deadline"
         );
-        let mut rest = Vec::new();
-        let n = tokio::time::timeout(Duration::from_secs(5), silent.read_to_end(&mut rest))
+        assert!(
+            closed_by_server(&mut silent, Duration::from_secs(1)).await,
+            "the idle client gave way"
+        );
+        // A busy client keeps its place: the newcomer waits until its answer is sent.
+        let slow = tokio::spawn({
+            let path = path.clone();
+            async move { get(&path, "/slow").await }
+        });
+        tokio::time::timeout(Duration::from_secs(5), slow_started.notified())
             .await
-            .expect("the silent client is closed")
-            .unwrap_or(0);
-        assert!(n < 1024, "{n}");
+            .expect("the slow request started");
+        let started = std::time::Instant::now();
+        assert!(get(&path, "/").await.ends_with("hi"));
+        assert!(
+            started.elapsed() >= Duration::from_millis(300),
+            "the newcomer was served while the only place was busy"
+        );
+        assert!(slow.await.unwrap().ends_with("slow"));
+        // Alone, a silent client is dropped at the setup deadline.
+        let mut silent = tokio::net::UnixStream::connect(&path).await.unwrap();
+        assert!(
+            !closed_by_server(&mut silent, Duration::from_secs(1)).await,
+            "dropped before its deadline"
+        );
+        assert!(
+            closed_by_server(&mut silent, Duration::from_secs(3)).await,
+            "dropped at its deadline"
+        );
         stop_tx.send(true).unwrap();
         assert!(server.await.unwrap(), "drained");
     }

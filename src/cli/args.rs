@@ -286,14 +286,27 @@ pub struct WorkerGatewayArgs {
     /// Available condition); a change to an APIService or Service is checked at once too.
     #[arg(long, default_value_t = GoDuration::secs(10), value_name = "DURATION", value_parser = at_least_100ms)]
     pub apiservice_check_interval: GoDuration,
-    /// Open connections per listener (HTTPS, unix socket); past it, new clients wait in the
-    /// kernel's backlog until one closes.
+    /// Open connections per listener (HTTPS, unix socket). When it is full, the idle
+    /// connection (no request in flight) of the address holding the most is closed for a
+    /// newcomer; only when every connection is busy do new clients wait in the kernel's backlog.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Open HTTPS connections per client address (an IPv6 /64); past it, a new connection from
+    /// that address is closed at once, so one address cannot take the listener from others.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections_per_address: u64,
+    /// HTTPS connections of one client address in their setup (TLS handshake and first
+    /// request) at once; the others wait their turn within --connection-setup-timeout.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_handshakes_per_address: u64,
     /// How long a client has for the TLS handshake and for its first request (and each
     /// request's headers) before the connection is closed.
     #[arg(long, default_value_t = GoDuration::secs(10), value_name = "DURATION", value_parser = at_least_1s)]
     pub connection_setup_timeout: GoDuration,
+    /// How long a connection may stay without a request in flight before it is closed (an
+    /// idle HTTP/1.1 connection is closed at --connection-setup-timeout already).
+    #[arg(long, default_value_t = GoDuration::secs(90), value_name = "DURATION", value_parser = at_least_1s)]
+    pub connection_idle_timeout: GoDuration,
 }
 
 impl WorkerGatewayArgs {

@@ -49,7 +49,12 @@ async fn serve(mut args: WorkerGatewayArgs) -> anyhow::Result<()> {
     options.server.api.aggregation.check_interval = args.apiservice_check_interval.0;
     options.server.serving = ServingLimits {
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        max_connections_per_source: usize::try_from(args.max_connections_per_address)
+            .unwrap_or(usize::MAX),
+        max_handshakes_per_source: usize::try_from(args.max_handshakes_per_address)
+            .unwrap_or(usize::MAX),
         setup_timeout: args.connection_setup_timeout.0,
+        idle_timeout: args.connection_idle_timeout.0,
         ..Default::default()
     };
     options.server.cert_dir =

@@ -92,6 +92,8 @@ fn small_requests_cannot_make_huge_objects_or_answers() {
         ],
     );
     assert!(text.contains("would exceed the limit"), "{text}");
+    // The 413 of any object past the limit, not a 422 of a patch that does not apply.
+    assert!(text.contains("Request entity too large"), "{text}");
 
     // 2. A create that defaults inflate: 20,000 empty items, each given a 1 KiB default.
     let padded = crd(

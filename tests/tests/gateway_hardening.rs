@@ -526,18 +526,11 @@ fn subscriptions_read_no_host_file_run_no_plugin_and_each_token_sees_its_own_sta
     // Two mirrors: each one's token reads its own status only.
     let (code, answer) = subscribe(r#""east","west""#, &gw.kubeconfig());
     assert_eq!(code, 202, "{answer}");
-    let names_seen_by = |cluster: &str| -> Vec<String> {
-        wait_until(&format!("{cluster}'s kubeconfig"), DEADLINE, || {
-            data.join(format!("{cluster}.kubeconfig"))
-                .exists()
-                .then_some(())
-        });
+    // `kubectl get --raw PATH` with a kubeconfig's token.
+    let raw_as = |kubeconfig: &Path, path: &str| -> String {
         let out = gpustack_tests::embedded::kubectl_with(
-            &[format!(
-                "--kubeconfig={}",
-                data.join(format!("{cluster}.kubeconfig")).display()
-            )],
-            &["get", "--raw", "/apis/workers"],
+            &[format!("--kubeconfig={}", kubeconfig.display())],
+            &["get", "--raw", path],
         )
         .output()
         .unwrap();
@@ -546,7 +539,16 @@ fn subscriptions_read_no_host_file_run_no_plugin_and_each_token_sees_its_own_sta
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let names_seen_by = |cluster: &str| -> Vec<String> {
+        wait_until(&format!("{cluster}'s kubeconfig"), DEADLINE, || {
+            data.join(format!("{cluster}.kubeconfig"))
+                .exists()
+                .then_some(())
+        });
+        let out = raw_as(&data.join(format!("{cluster}.kubeconfig")), "/apis/workers");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         v["items"]
             .as_array()
             .unwrap()
@@ -556,6 +558,43 @@ fn subscriptions_read_no_host_file_run_no_plugin_and_each_token_sees_its_own_sta
     };
     assert_eq!(names_seen_by("east"), ["east"]);
     assert_eq!(names_seen_by("west"), ["west"]);
+
+    // And in /metrics: a cluster's token sees its own cluster's series, not the others' names
+    // and counts nor the gateway-wide ones; the admin (the socket's owner) sees every series.
+    let clusters_in = |metrics: &str| -> std::collections::BTreeSet<String> {
+        metrics
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| Some(l.split("cluster=\"").nth(1)?.split('"').next()?.to_owned()))
+            .collect()
+    };
+    let gateway_wide = |metrics: &str| {
+        metrics.lines().any(|l| {
+            l.starts_with("gpustack_gateway_store_") || l.starts_with("gpustack_gateway_http_")
+        })
+    };
+    let (code, admin) = http_over_unix(&gw.socket(), "GET", "/metrics", None).unwrap();
+    assert_eq!(code, 200);
+    assert_eq!(
+        clusters_in(&admin),
+        ["east", "west"].map(String::from).into()
+    );
+    assert!(gateway_wide(&admin), "{admin}");
+    for (cluster, other) in [("east", "west"), ("west", "east")] {
+        let seen = raw_as(&data.join(format!("{cluster}.kubeconfig")), "/metrics");
+        assert_eq!(clusters_in(&seen), [cluster.to_owned()].into(), "{seen}");
+        assert!(
+            !seen.contains(&format!("\"{other}\"")),
+            "{cluster} sees {other}: {seen}"
+        );
+        assert!(
+            !gateway_wide(&seen),
+            "{cluster} sees gateway-wide series: {seen}"
+        );
+    }
+    // The embedded cluster's token: no upstream is its own.
+    let seen = raw_as(&gw.kubeconfig(), "/metrics");
+    assert!(clusters_in(&seen).is_empty(), "{seen}");
 }
 
 #[test]

@@ -42,13 +42,29 @@ pub fn parse_body(body: &[u8]) -> Result<Value, String> {
     }
 }
 
+/// Why a patch was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    /// The patched object would pass [`super::validation::MAX_OBJECT_BYTES`] (a 413, as any
+    /// object past the limit).
+    #[error(
+        "the patched object would exceed the limit of {} bytes",
+        super::validation::MAX_OBJECT_BYTES
+    )]
+    TooLarge,
+    /// The patch is malformed, does more work than allowed, or does not apply.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// Applies `patch` of `kind` to `current`, returning the patched object.
-pub fn apply(current: &Value, kind: PatchKind, patch: &[u8]) -> Result<Value, String> {
+pub fn apply(current: &Value, kind: PatchKind, patch: &[u8]) -> Result<Value, PatchError> {
+    let invalid = PatchError::Invalid;
     let mut doc = current.clone();
     match kind {
         PatchKind::Json => {
-            let ops: Vec<Value> =
-                serde_json::from_slice(patch).map_err(|e| format!("invalid JSON patch: {e}"))?;
+            let ops: Vec<Value> = serde_json::from_slice(patch)
+                .map_err(|e| invalid(format!("invalid JSON patch: {e}")))?;
             let mut budget = JsonPatchBudget::new(&doc, ops.len())?;
             for op in ops {
                 budget.charge(&doc, &op)?;
@@ -63,29 +79,31 @@ pub fn apply(current: &Value, kind: PatchKind, patch: &[u8]) -> Result<Value, St
                 {
                     continue;
                 }
-                let op: json_patch::PatchOperation =
-                    serde_json::from_value(op).map_err(|e| format!("invalid JSON patch: {e}"))?;
+                let op: json_patch::PatchOperation = serde_json::from_value(op)
+                    .map_err(|e| invalid(format!("invalid JSON patch: {e}")))?;
                 json_patch::patch(&mut doc, std::slice::from_ref(&op))
-                    .map_err(|e| format!("the JSON patch could not be applied: {e}"))?;
+                    .map_err(|e| invalid(format!("the JSON patch could not be applied: {e}")))?;
             }
         }
         PatchKind::Merge => {
-            let p: Value =
-                serde_json::from_slice(patch).map_err(|e| format!("invalid merge patch: {e}"))?;
+            let p: Value = serde_json::from_slice(patch)
+                .map_err(|e| invalid(format!("invalid merge patch: {e}")))?;
             json_patch::merge(&mut doc, &p);
         }
         PatchKind::StrategicMerge => {
             let p: Value = serde_json::from_slice(patch)
-                .map_err(|e| format!("invalid strategic merge patch: {e}"))?;
+                .map_err(|e| invalid(format!("invalid strategic merge patch: {e}")))?;
             if !p.is_object() {
-                return Err("a strategic merge patch must be an object".into());
+                return Err(invalid("a strategic merge patch must be an object".into()));
             }
             doc = super::strategic::apply(&doc, &p);
         }
         PatchKind::Apply => {
-            let p = parse_body(patch)?;
+            let p = parse_body(patch).map_err(invalid)?;
             if !p.is_object() {
-                return Err("the applied configuration must be an object".into());
+                return Err(invalid(
+                    "the applied configuration must be an object".into(),
+                ));
             }
             merge_applied(&mut doc, &p);
         }
@@ -108,14 +126,14 @@ struct JsonPatchBudget {
 }
 
 impl JsonPatchBudget {
-    fn new(doc: &Value, ops: usize) -> Result<Self, String> {
+    fn new(doc: &Value, ops: usize) -> Result<Self, PatchError> {
         if ops > MAX_JSON_PATCH_OPS {
-            return Err(format!(
+            return Err(PatchError::Invalid(format!(
                 "the JSON patch has {ops} operations, more than the {MAX_JSON_PATCH_OPS} allowed"
-            ));
+            )));
         }
         let max = super::validation::MAX_OBJECT_BYTES;
-        let size = gpustack_kube_rest::schema::json_size(doc, max).ok_or_else(too_large)?;
+        let size = gpustack_kube_rest::schema::json_size(doc, max).ok_or(PatchError::TooLarge)?;
         Ok(JsonPatchBudget {
             growth_left: max - size,
             shifts_left: MAX_JSON_PATCH_SHIFTS,
@@ -123,33 +141,26 @@ impl JsonPatchBudget {
     }
 
     /// Charges `op` against `doc` as it stands before `op` runs.
-    fn charge(&mut self, doc: &Value, op: &Value) -> Result<(), String> {
+    fn charge(&mut self, doc: &Value, op: &Value) -> Result<(), PatchError> {
         let text = |k: &str| op.get(k).and_then(Value::as_str).unwrap_or_default();
         if text("op") == "copy" {
             let copied = doc.pointer(text("from")).unwrap_or(&Value::Null);
             let n = gpustack_kube_rest::schema::json_size(copied, self.growth_left)
-                .ok_or_else(too_large)?;
+                .ok_or(PatchError::TooLarge)?;
             self.growth_left -= n;
         }
         for path in [text("path"), text("from")] {
             let parent = path.rsplit_once('/').map(|(p, _)| p).unwrap_or_default();
             if let Some(Value::Array(items)) = doc.pointer(parent) {
                 self.shifts_left = self.shifts_left.checked_sub(items.len() + 1).ok_or_else(|| {
-                    format!(
+                    PatchError::Invalid(format!(
                         "the JSON patch moves array elements more than {MAX_JSON_PATCH_SHIFTS} times"
-                    )
+                    ))
                 })?;
             }
         }
         Ok(())
     }
-}
-
-fn too_large() -> String {
-    format!(
-        "the patched object would exceed the limit of {} bytes",
-        super::validation::MAX_OBJECT_BYTES
-    )
 }
 
 /// Server-side apply, simplified: the applied configuration's fields overwrite the object's,
@@ -201,8 +212,10 @@ mod tests {
         ops.extend((0..40).map(|_| json!({"op": "copy", "from": "/x", "path": "/x/-"})));
         let body = serde_json::to_vec(&ops).unwrap();
         let err = apply(&obj(), PatchKind::Json, &body).unwrap_err();
+        assert!(matches!(err, PatchError::TooLarge), "{err}");
         assert!(
-            err.contains("would exceed the limit of 16777216 bytes"),
+            err.to_string()
+                .contains("would exceed the limit of 16777216 bytes"),
             "{err}"
         );
         // A few doublings are fine.
@@ -221,14 +234,17 @@ mod tests {
             PatchKind::Json,
             &serde_json::to_vec(&too_many).unwrap(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("10001 operations"), "{err}");
         // Inserting at the front of a long array shifts all of it each time.
         let doc = json!({"a": vec![0; 1_000_000]});
         let ops: Vec<Value> = (0..100)
             .map(|_| json!({"op": "add", "path": "/a/0", "value": 1}))
             .collect();
-        let err = apply(&doc, PatchKind::Json, &serde_json::to_vec(&ops).unwrap()).unwrap_err();
+        let err = apply(&doc, PatchKind::Json, &serde_json::to_vec(&ops).unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("moves array elements"), "{err}");
     }
 

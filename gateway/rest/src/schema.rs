@@ -147,9 +147,11 @@ struct Defaulter {
 }
 
 impl Defaulter {
-    /// A copy of `d` when its size fits what is left.
-    fn take(&mut self, d: &Value) -> Option<Value> {
-        let size = json_size(d, self.left);
+    /// A copy of `d` when its size, and `overhead` bytes put in with it, fit what is left.
+    fn take(&mut self, d: &Value, overhead: usize) -> Option<Value> {
+        let size = json_size(d, self.left)
+            .and_then(|n| n.checked_add(overhead))
+            .filter(|n| *n <= self.left);
         match size {
             Some(n) if !self.exceeded => {
                 self.left -= n;
@@ -168,7 +170,16 @@ impl Defaulter {
     fn member(&mut self, schema: &Value, m: &mut Map<String, Value>, k: &str) {
         let null = m.get(k).is_some_and(Value::is_null);
         if m.get(k).is_none() || (null && !nullable(schema)) {
-            match schema.get("default").map(|d| self.take(d)) {
+            // A new member costs its key, the colon and (beside others) a comma besides its
+            // value: a key longer than its default, repeated in many items, must not escape
+            // the budget.
+            let overhead = match m.contains_key(k) {
+                true => 0,
+                false => json_size(&Value::from(k), usize::MAX)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(1 + usize::from(!m.is_empty())),
+            };
+            match schema.get("default").map(|d| self.take(d, overhead)) {
                 Some(Some(d)) => {
                     m.insert(k.to_owned(), d);
                 }
@@ -193,7 +204,7 @@ impl Defaulter {
                 for item in items {
                     if item.is_null()
                         && !nullable(item_schema)
-                        && let Some(d) = item_schema.get("default").and_then(|d| self.take(d))
+                        && let Some(d) = item_schema.get("default").and_then(|d| self.take(d, 0))
                     {
                         *item = d;
                     }
@@ -410,6 +421,13 @@ mod tests {
         let mut many = json!({"spec": {"items": vec![json!({}); 1000]}});
         assert!(!apply_defaults_within(&schema, &mut many, 100_000));
         assert!(json_size(&many, usize::MAX).unwrap() < 110_000);
+        // The keys put in count too: a long key with a one-byte default, in every item.
+        let key = "k".repeat(1000);
+        let schema = json!({"type": "object", "properties": {"items": {"type": "array",
+            "items": {"type": "object", "properties": {key: {"type": "integer", "default": 0}}}}}});
+        let mut keyed = json!({"items": vec![json!({}); 1000]});
+        assert!(!apply_defaults_within(&schema, &mut keyed, 100_000));
+        assert!(json_size(&keyed, usize::MAX).unwrap() < 3_000 + 100_000);
         assert_eq!(json_size(&json!({"a": [1, "b"]}), 100), Some(13));
         assert_eq!(json_size(&json!({"a": [1, "b"]}), 10), None);
     }

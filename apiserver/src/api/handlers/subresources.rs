@@ -97,7 +97,10 @@ fn requested(ctx: &Ctx, body: Option<&Value>, current: &Value) -> Result<Value, 
     } else {
         ctx.body.to_vec()
     };
-    patch::apply(current, kind, &patch_body).map_err(ApiError::bad_request)
+    patch::apply(current, kind, &patch_body).map_err(|e| match e {
+        patch::PatchError::TooLarge => crate::api::validation::object_too_large(),
+        patch::PatchError::Invalid(m) => ApiError::bad_request(m),
+    })
 }
 
 async fn write_scale(

@@ -14,7 +14,7 @@ pub(super) use crate::api::{
     negotiate::Representation,
     objects::{self, finalizers_of, is_deleting, name_of, name_suffix, new_uid, rv_of},
     pagination::Continue,
-    patch::{self, PatchKind},
+    patch::{self, PatchError, PatchKind},
     schema::{self, FieldValidation},
     selectors::{FieldSelector, LabelSelector, labels_of},
     status::ApiError,

@@ -381,12 +381,12 @@ pub(super) async fn patch(
     let obj = guaranteed_update(st, ctx, t, name, By::Client, |current| {
         let patched = match &applied {
             Some(config) => apply::merge_applied(current, config, &w),
-            None => patch::apply(current, kind, &ctx.body).map_err(|m| {
-                if kind == PatchKind::Json {
+            None => patch::apply(current, kind, &ctx.body).map_err(|e| match e {
+                PatchError::TooLarge => crate::api::validation::object_too_large(),
+                PatchError::Invalid(m) if kind == PatchKind::Json => {
                     ApiError::new(422, "Invalid", m)
-                } else {
-                    ApiError::bad_request(m)
                 }
+                PatchError::Invalid(m) => ApiError::bad_request(m),
             })?,
         };
         pinned_rv_matches(t, name, rv_of(&patched), current)?;
