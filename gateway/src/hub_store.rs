@@ -59,6 +59,16 @@ impl HubStore {
         Ok(())
     }
 
+    /// When the stored subscription `name` was first made (a forced re-subscribe keeps it).
+    pub async fn subscribed_at(&self, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT created_at FROM subscriptions WHERE name = ?")
+                .bind(name)
+                .fetch_optional(self.pool())
+                .await?,
+        )
+    }
+
     /// Removes the stored subscription `name` only; whether there was one.
     pub async fn forget_subscription(&self, name: &str) -> Result<bool, StoreError> {
         let done = sqlx::query("DELETE FROM subscriptions WHERE name = ?")
@@ -175,6 +185,13 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.subscriptions().await.unwrap()[0].0, "east");
+        let first = store.subscribed_at("east").await.unwrap().expect("a time");
+        store
+            .save_subscription("east", &json!({"name": "east", "again": true}))
+            .await
+            .unwrap();
+        assert_eq!(store.subscribed_at("east").await.unwrap(), Some(first));
+        assert_eq!(store.subscribed_at("west").await.unwrap(), None);
         store
             .set_mirror_progress("east", "g", "r", Some("42"))
             .await

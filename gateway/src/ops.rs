@@ -411,7 +411,7 @@ mod tests {
     #[test]
     fn metrics_name_each_upstream_phase_count_and_failure() {
         let board = StatusBoard::new(std::time::Duration::from_secs(1));
-        board.add("east", None);
+        board.add("east", None, jiff::Timestamp::UNIX_EPOCH, None);
         board.record(
             "east",
             Happening::Reached {

@@ -234,6 +234,22 @@ async fn three_clusters_in_one_kubectl_view() {
     let table = hub.kubectl_ok(&["get", "clusters.fleet.gpustack.ai"]);
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["NAME", "PHASE", "LAST", "SYNC", "DEVICES", "AGE"]);
+    // Each row has an age (when it was subscribed) and north shows the spec it was made with,
+    // its defaults filled in.
+    for row in table.lines().skip(1) {
+        let age = row.split_whitespace().last().unwrap_or("");
+        assert!(age != "<unknown>" && !age.is_empty(), "{table}");
+    }
+    let north = hub.get_json(&["clusters.fleet.gpustack.ai", "north"]);
+    assert!(
+        north["metadata"]["creationTimestamp"].is_string(),
+        "{north}"
+    );
+    assert_eq!(
+        north["spec"],
+        serde_json::json!({"mode": "kubeconfig",
+            "secretRef": {"namespace": "default", "name": "north-kubeconfig", "key": "kubeconfig"}})
+    );
 
     // Every upstream's devices, labelled with their cluster.
     wait_list(&hub, "devices.fleet.gpustack.ai", "every node", |ds| {

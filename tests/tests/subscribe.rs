@@ -250,9 +250,16 @@ fn over_https_only_the_admin_token_subscribes_and_cluster_tokens_read() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Its own cluster's series only: not the gateway-wide ones, which sum every cluster's.
     let out = kubectl("east.kubeconfig", &["get", "--raw", "/metrics"]);
+    let metrics = String::from_utf8_lossy(&out.stdout);
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("gpustack_gateway_store_resource_version")
+        metrics.contains("gpustack_gateway_upstream_phase{cluster=\"east\""),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("gpustack_gateway_store_resource_version"),
+        "{metrics}"
     );
     let out = kubectl("east.kubeconfig", &create);
     assert!(!out.status.success());

@@ -27,6 +27,9 @@ pub struct Upstream {
     /// run-time subscription's may not (see [`super::kubeconfig_policy`]).
     #[serde(default)]
     pub from_operator_file: bool,
+    /// What the subscriber asked for, echoed in the status ([`super::request::SubscribeRequest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_spec: Option<serde_json::Value>,
 }
 
 /// How an upstream is reached.
@@ -163,6 +166,7 @@ impl Entry {
             access,
             extra_kinds: Vec::new(),
             from_operator_file: true,
+            cluster_spec: None,
         })
     }
 }

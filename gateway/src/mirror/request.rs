@@ -30,6 +30,9 @@ pub struct SubscribeRequest {
     /// An inline kubeconfig, already checked (JSON body only).
     pub kubeconfig_data: Option<InlineKubeconfig>,
     pub context: Option<String>,
+    /// What the subscriber asked for, echoed in the upstream's status (the worker's `Cluster`
+    /// spec: its mode and where its credential is, never the credential).
+    pub cluster_spec: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -46,6 +49,7 @@ struct Body {
     kubeconfig: Option<PathBuf>,
     kubeconfig_data: Option<String>,
     context: Option<String>,
+    cluster_spec: Option<serde_json::Value>,
 }
 
 /// Whether a query flag is on: present without a value, or `true`/`1`.
@@ -80,7 +84,12 @@ impl SubscribeRequest {
     /// From a JSON body.
     pub fn from_json(body: &[u8]) -> Result<Self, String> {
         let b: Body = serde_json::from_slice(body)
-            .map_err(|e| format!("the body is not a subscription {{clusters, token, force, gvks, kubeconfig, kubeconfigData, context}}: {e}"))?;
+            .map_err(|e| format!("the body is not a subscription {{clusters, token, force, gvks, kubeconfig, kubeconfigData, context, clusterSpec}}: {e}"))?;
+        if let Some(spec) = &b.cluster_spec
+            && !spec.is_object()
+        {
+            return Err("clusterSpec: must be an object".into());
+        }
         let mut clusters = b.clusters;
         clusters.extend(b.cluster);
         let req = SubscribeRequest {
@@ -89,6 +98,7 @@ impl SubscribeRequest {
             kubeconfig: b.kubeconfig,
             kubeconfig_data: b.kubeconfig_data.map(InlineKubeconfig),
             context: b.context,
+            cluster_spec: b.cluster_spec,
             ..Default::default()
         };
         req.finish(clusters, b.gvks)
@@ -189,6 +199,7 @@ impl SubscribeRequest {
                     access,
                     extra_kinds: self.gvks.clone(),
                     from_operator_file: false,
+                    cluster_spec: self.cluster_spec.clone(),
                 }
             })
             .collect()

@@ -960,6 +960,7 @@ mod tests {
                 },
                 extra_kinds: Vec::new(),
                 from_operator_file: true,
+                cluster_spec: None,
             },
             store,
             registry: Registry::new(),

@@ -41,6 +41,10 @@ impl Phase {
 #[derive(Clone, Debug, PartialEq)]
 pub struct UpstreamStatus {
     pub phase: Phase,
+    /// When the subscription was made (kept across restarts for stored ones).
+    pub subscribed_at: Option<Timestamp>,
+    /// What the subscriber asked for, echoed.
+    pub cluster_spec: Option<Value>,
     /// When the mirror was last known to match the upstream.
     pub last_sync_time: Option<Timestamp>,
     /// The latest failure, credentials stripped.
@@ -68,6 +72,8 @@ impl Default for UpstreamStatus {
     fn default() -> Self {
         UpstreamStatus {
             phase: Phase::Pending,
+            subscribed_at: None,
+            cluster_spec: None,
             last_sync_time: None,
             last_error: None,
             last_failure: None,
@@ -171,6 +177,8 @@ impl UpstreamStatus {
     fn to_json(&self, cluster: &str) -> Value {
         json!({
             "cluster": cluster,
+            "subscribedAt": self.subscribed_at.map(|t| t.to_string()),
+            "clusterSpec": self.cluster_spec,
             "phase": self.phase.as_str(),
             "lastSyncTime": self.last_sync_time.map(|t| t.to_string()),
             "lastError": self.last_error,
@@ -201,14 +209,23 @@ impl StatusBoard {
 
     /// Starts tracking `cluster` as `Pending`; `last_sync_time` is when a previous run last
     /// had it in sync, if it did (its mirror is still served from the store).
-    /// A subscription replaced (forced) keeps its list and resume counts.
-    pub fn add(&self, cluster: &str, last_sync_time: Option<Timestamp>) {
+    /// A subscription replaced (forced) keeps its list and resume counts. `subscribed_at` and
+    /// `cluster_spec` are echoed in the status.
+    pub fn add(
+        &self,
+        cluster: &str,
+        last_sync_time: Option<Timestamp>,
+        subscribed_at: Timestamp,
+        cluster_spec: Option<Value>,
+    ) {
         let mut m = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let (relists, resumes) = m.get(cluster).map_or((0, 0), |s| (s.relists, s.resumes));
         m.insert(
             cluster.to_owned(),
             UpstreamStatus {
                 last_sync_time,
+                subscribed_at: Some(subscribed_at),
+                cluster_spec,
                 relists,
                 resumes,
                 ..UpstreamStatus::default()
@@ -359,7 +376,7 @@ mod tests {
     #[test]
     fn nothing_served_is_ready_at_once_and_board_serves_json() {
         let board = StatusBoard::new(QUIET);
-        board.add("east", None);
+        board.add("east", None, Timestamp::UNIX_EPOCH, None);
         board.record(
             "east",
             Happening::Reached {

@@ -159,7 +159,18 @@ impl Subscriptions {
             .into_iter()
             .find(|(c, _)| *c == upstream.name)
             .and_then(|(_, t)| t.parse().ok());
-        inner.board.add(&upstream.name, last_sync);
+        let subscribed_at = inner
+            .hub
+            .subscribed_at(&upstream.name)
+            .await?
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(jiff::Timestamp::now);
+        inner.board.add(
+            &upstream.name,
+            last_sync,
+            subscribed_at,
+            upstream.cluster_spec.clone(),
+        );
         tracing::info!(upstream = %upstream.name, access = ?upstream.access, kubeconfig = %kubeconfig.display(), outcome = outcome.as_str(), "mirroring an upstream");
         let mirror = Mirror {
             upstream: upstream.clone(),

@@ -39,12 +39,24 @@ pub fn from_status(doc: &Value) -> BTreeMap<String, Value> {
             if item["notServed"].as_array().is_some_and(|a| !a.is_empty()) {
                 status["notServed"] = item["notServed"].clone();
             }
-            let obj = json!({
+            let mut obj = json!({
                 "apiVersion": format!("{FLEET_GROUP}/{FLEET_VERSION}"),
                 "kind": "Cluster",
                 "metadata": {"name": name},
-                "status": status,
             });
+            // Created when subscribed, at seconds precision as Kubernetes writes times.
+            if let Some(at) = item["subscribedAt"]
+                .as_str()
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            {
+                let at = jiff::Timestamp::from_second(at.as_second()).unwrap_or(at);
+                obj["metadata"]["creationTimestamp"] = json!(at.to_string());
+            }
+            // The spec it was created with; subscriptions of the operator's file have none.
+            if item["clusterSpec"].is_object() {
+                obj["spec"] = item["clusterSpec"].clone();
+            }
+            obj["status"] = status;
             Some((name, obj))
         })
         .collect()
@@ -103,6 +115,27 @@ pub struct Checked {
     pub key: String,
     pub context: Option<String>,
     pub extra_kinds: Vec<String>,
+}
+
+impl Checked {
+    /// The spec as it reads with its defaults filled in (mode, the Secret's namespace and
+    /// key): what the `Cluster` shows once created. Names where the credential is, never it.
+    pub fn spec(&self) -> Value {
+        let mut spec = json!({
+            "mode": match self.mode {
+                Mode::Kubeconfig => KUBECONFIG_KEY,
+                Mode::GpustackApi => "gpustack-api",
+            },
+            "secretRef": {"namespace": self.namespace, "name": self.secret, "key": self.key},
+        });
+        if let Some(ctx) = &self.context {
+            spec["context"] = json!(ctx);
+        }
+        if !self.extra_kinds.is_empty() {
+            spec["extraKinds"] = json!(self.extra_kinds);
+        }
+        spec
+    }
 }
 
 fn invalid(name: &str, message: impl Into<String>) -> ApiError {
@@ -232,7 +265,7 @@ pub async fn subscription(client: &kube::Client, c: &Checked) -> Result<Value, A
             ),
         )
     })?;
-    let mut body = json!({"clusters": [c.name], "gvks": c.extra_kinds});
+    let mut body = json!({"clusters": [c.name], "gvks": c.extra_kinds, "clusterSpec": c.spec()});
     match c.mode {
         Mode::Kubeconfig => {
             body["kubeconfigData"] = json!(text);
@@ -291,6 +324,8 @@ mod tests {
     fn status_entries_become_cluster_objects() {
         let doc = json!({"items": [
             {"cluster": "east", "phase": "Ready", "lastSyncTime": "2026-12-03T10:00:00Z",
+             "subscribedAt": "2026-12-01T08:00:00.123456Z",
+             "clusterSpec": {"mode": "kubeconfig", "secretRef": {"namespace": "ns", "name": "east", "key": "kubeconfig"}},
              "lastError": null, "notServed": [], "counts": {"Devices.worker.gpustack.ai": 3}},
             {"cluster": "west", "phase": "Degraded", "lastSyncTime": "2026-12-03T09:00:00Z",
              "lastError": "connection refused", "notServed": ["InstanceType.worker.gpustack.ai"], "counts": {}},
@@ -307,6 +342,34 @@ mod tests {
             "InstanceType.worker.gpustack.ai"
         );
         assert_eq!(phases(&cs)["west"], "Degraded");
+        assert_eq!(
+            cs["east"]["metadata"]["creationTimestamp"],
+            "2026-12-01T08:00:00Z"
+        );
+        assert_eq!(cs["east"]["spec"]["secretRef"]["name"], "east");
+        assert!(cs["west"].get("spec").is_none());
+        assert!(cs["west"]["metadata"].get("creationTimestamp").is_none());
+    }
+
+    #[test]
+    fn the_echoed_spec_has_its_defaults_and_reads_back() {
+        let body = json!({"metadata": {"name": "east"}, "spec": {"secretRef": {"name": "s"}}});
+        let c = check(&body, "gpustack-system").unwrap();
+        let spec = c.spec();
+        assert_eq!(
+            spec,
+            json!({"mode": "kubeconfig", "secretRef": {"namespace": "gpustack-system", "name": "s", "key": "kubeconfig"}})
+        );
+        let again = check(
+            &json!({"metadata": {"name": "east"}, "spec": spec}),
+            "other",
+        )
+        .unwrap();
+        assert_eq!(
+            again.spec(),
+            c.spec(),
+            "applying what is shown changes nothing"
+        );
     }
 
     #[test]

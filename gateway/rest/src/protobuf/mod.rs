@@ -93,13 +93,13 @@ mod agreement_tests;
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::error::MAX_VALUES;
-    use serde_json::json;
+    use super::*;
     use k8s_pb::api::apps::v1 as apps;
     use k8s_pb::api::core::v1 as core;
     use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
     use prost::Message as _;
+    use serde_json::json;
 
     fn envelope_of(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
         super::envelope_of(api_version, kind, raw).buf
