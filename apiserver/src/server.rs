@@ -302,9 +302,8 @@ pub async fn prepare(opts: ServerOptions) -> Result<Prepared, ServerError> {
         Some(dir) => tls::load_cert_dir(dir)?,
         None => tls::load_or_create(&opts.data_dir.join("tls"), opts.serving_cert_lifetime)?,
     };
-    let listener = TcpListener::bind(opts.bind)
-        .await
-        .map_err(|source| ServerError::Bind {
+    let listener =
+        gpustack_serving::listen::bind(opts.bind).map_err(|source| ServerError::Bind {
             addr: opts.bind,
             source,
         })?;

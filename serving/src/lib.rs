@@ -4,6 +4,7 @@
 //!
 //! - [`certs`]: a generated CA and serving certificate for given names, rustls server
 //!   configurations (ring provider only), and a certificate slot reloaded when its files change.
+//! - [`listen`]: TCP listeners with a deep accept queue.
 //! - [`serve`]: HTTPS and unix-socket serving with connection caps, setup deadlines, accept
 //!   backoff and a bounded graceful drain.
 //! - [`connections`]: who holds a listener's connections (per-address shares, setup turns,
@@ -15,4 +16,5 @@
 pub mod certs;
 pub mod connections;
 pub mod in_flight;
+pub mod listen;
 pub mod serve;

@@ -57,6 +57,7 @@ fn config(args: &WorkerArgs) -> run::Config {
                 retry_period: Duration::from_secs(2),
             },
         },
+        environment: std::env::vars().collect(),
         controllers: run::ControllersConfig {
             election: args.leader.kube_leader_election.then(|| LeaseConfig {
                 namespace: String::new(),

@@ -37,8 +37,10 @@ const SETUP: Duration = Duration::from_secs(3);
 /// How long the kube client is measured under each attack: a few setup deadlines.
 const MEASURED: Duration = Duration::from_secs(10);
 /// The most a request of the kube client may take at p99 under attack (before the fix, such
-/// a flood stretched every request to the setup deadline, 7-9 s at the default 10 s).
-const P99_BOUND: Duration = Duration::from_secs(1);
+/// a flood stretched every request to the setup deadline, 7-9 s at the default 10 s, and 3 s
+/// at this test's). It allows one SYN retransmission (a second) when a loaded machine's
+/// accept loop falls behind the flood for a moment.
+const P99_BOUND: Duration = Duration::from_secs(2);
 /// The most the gateway may grow while attacked.
 const GROWTH_BOUND_KB: u64 = 200 * 1024;
 /// The most one address may hold (the gateway's default per-address share).

@@ -8,6 +8,7 @@
 //! - [`api::views`]: `worker.gpustack.ai/v1` views of the `v1alpha1` custom resources.
 //! - [`settings`]: the `gpustack.ai/v1` settings catalog, checks and storage.
 //! - [`applications`]: image mode, the node agents kept installed under a Lease.
+//! - [`environment`]: the process environment, read once by the binary and handed in.
 
 pub mod admission;
 pub mod api;
@@ -15,6 +16,7 @@ pub mod applications;
 pub mod audit;
 pub mod auth;
 pub mod controllers;
+pub mod environment;
 pub mod fleet;
 pub mod install;
 pub mod lenient_watch;

@@ -14,7 +14,7 @@ use std::{
 use gpustack_serving::serve::{self, Endpoint, Limits, Listener};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
-use tokio::{net::TcpListener, sync::watch};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::{
@@ -59,6 +59,8 @@ pub struct Config {
     /// Image mode: the applications the worker keeps installed (the Lease's namespace is set
     /// to the system namespace here).
     pub applications: crate::applications::Config,
+    /// The environment the settings' seeds and the manufacturers' facts are read from.
+    pub environment: crate::environment::Environment,
 }
 
 /// The controllers' part of the configuration.
@@ -149,7 +151,8 @@ pub async fn run(
     config: Config,
     stop: watch::Receiver<bool>,
 ) -> Result<(), WorkerError> {
-    let seed = settings::store::seed_values(|var| std::env::var(var).ok())?;
+    let env = config.environment.clone();
+    let seed = settings::store::seed_values(|var| env.get(var))?;
     let presets = std::sync::Arc::new(crate::controllers::unit_presets::UnitPresets::builtin()?);
     let reach = match config.reach.clone() {
         Some(r) => r,
@@ -246,15 +249,14 @@ pub async fn run(
             model_manager_service_account: config.model_manager_service_account.clone(),
         },
         server.metrics.registry(),
-        |var| std::env::var(var).ok(),
+        |var| env.get(var),
         stop.clone(),
     )?;
 
     // Listening before the install creates the APIServices: the cluster checks them at once,
     // and a first check that finds nobody would leave the API unavailable until the next one.
-    let tcp = TcpListener::bind(config.bind)
-        .await
-        .map_err(|source| WorkerError::Listen {
+    let tcp =
+        gpustack_serving::listen::bind(config.bind).map_err(|source| WorkerError::Listen {
             addr: config.bind,
             source,
         })?;
@@ -309,9 +311,10 @@ pub async fn run(
         let cfg = crate::controllers::Config {
             system_namespace: ns.clone(),
             election,
-            resolve: std::sync::Arc::new(|m: gpustack_api::Manufacturer| {
-                m.resolve(|v| std::env::var(v).ok())
-            }),
+            resolve: {
+                let env = env.clone();
+                std::sync::Arc::new(move |m: gpustack_api::Manufacturer| m.resolve(|v| env.get(v)))
+            },
             tuning: config.controllers.tuning.clone(),
             counters: Default::default(),
             presets,
