@@ -1,6 +1,7 @@
-//! A memory watchdog for attack tests: samples a process's resident size (`VmRSS` of
-//! `/proc/PID/status`) every 20 ms and kills the process once it has grown past a bound, so that
-//! a regression fails the test instead of exhausting the machine.
+//! Sampling a process under attack from `/proc` while a test runs: [`Peak`] keeps the most a
+//! sample read, and [`Watchdog`] is a peak of the resident size (`VmRSS`) that kills the
+//! process once it has grown past a bound, so that a regression fails the test instead of
+//! exhausting the machine.
 
 use std::{
     sync::{
@@ -9,6 +10,9 @@ use std::{
     },
     time::Duration,
 };
+
+/// How often a [`Peak`] samples.
+const EVERY: Duration = Duration::from_millis(20);
 
 /// The resident size of `pid` in KiB, while it runs.
 pub fn rss_kb(pid: u32) -> Option<u64> {
@@ -22,55 +26,79 @@ pub fn rss_kb(pid: u32) -> Option<u64> {
         .ok()
 }
 
-/// Samples until dropped; the peak seen.
+/// How many descriptors `pid` has open.
+pub fn open_fds(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)
+}
+
+/// The most `sample` has read, sampled every 20 ms on a thread of its own until dropped (or
+/// until `sample` answers `None`).
+pub struct Peak {
+    peak: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Peak {
+    pub fn on(start: u64, mut sample: impl FnMut() -> Option<u64> + Send + 'static) -> Self {
+        let peak = Arc::new(AtomicU64::new(start));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, s) = (peak.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // A sampling period, not a wait for a condition.
+            while !s.load(Ordering::Relaxed) {
+                match sample() {
+                    Some(v) => p.fetch_max(v, Ordering::Relaxed),
+                    None => return,
+                };
+                std::thread::sleep(EVERY);
+            }
+        });
+        Peak { peak, stop }
+    }
+
+    /// The most read so far.
+    pub fn get(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Peak {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The peak resident size of a process, which is killed once it has grown past a bound.
 pub struct Watchdog {
     /// The resident size when it started, in KiB.
     pub baseline: u64,
-    peak: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
+    peak: Peak,
 }
 
 impl Watchdog {
     /// Watches `pid`, killing it (SIGKILL) once it has grown by `bound_kb` or more.
     pub fn on(pid: u32, bound_kb: u64) -> Self {
         let baseline = rss_kb(pid).expect("the process's /proc status");
-        let peak = Arc::new(AtomicU64::new(baseline));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (p, s) = (peak.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                if let Some(kb) = rss_kb(pid) {
-                    p.fetch_max(kb, Ordering::Relaxed);
-                    if kb.saturating_sub(baseline) >= bound_kb {
-                        let _ = std::process::Command::new("kill")
-                            .args(["-KILL", &pid.to_string()])
-                            .status();
-                        return;
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
+        let peak = Peak::on(baseline, move || {
+            let kb = rss_kb(pid)?;
+            if kb.saturating_sub(baseline) >= bound_kb {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+                return None;
             }
+            Some(kb)
         });
-        Watchdog {
-            baseline,
-            peak,
-            stop,
-        }
+        Watchdog { baseline, peak }
     }
 
     /// The most it has seen, in KiB.
     pub fn peak_kb(&self) -> u64 {
-        self.peak.load(Ordering::Relaxed)
+        self.peak.get()
     }
 
     /// How far the peak is above the baseline, in KiB.
     pub fn growth_kb(&self) -> u64 {
         self.peak_kb().saturating_sub(self.baseline)
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }

@@ -12,7 +12,7 @@ use std::{
     path::Path,
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -20,7 +20,7 @@ use std::{
 use gpustack_tests::{
     bench::percentile,
     embedded::{DEADLINE, GatewayProcess, free_port, kube_client, poll_until},
-    watchdog::Watchdog,
+    watchdog::{Peak, Watchdog, open_fds},
 };
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
@@ -168,42 +168,6 @@ fn client_hello(gw: &GatewayProcess) -> Vec<u8> {
     hello
 }
 
-/// Descriptors the gateway has open.
-fn open_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
-}
-
-/// The most descriptors the gateway held while sampled (every 20 ms, until dropped).
-struct FdPeak {
-    peak: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-}
-
-impl FdPeak {
-    fn on(pid: u32) -> Self {
-        let peak = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (p, s) = (peak.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                p.fetch_max(open_fds(pid) as u64, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        });
-        FdPeak { peak, stop }
-    }
-
-    fn peak(&self) -> usize {
-        self.peak.load(Ordering::Relaxed) as usize
-    }
-}
-
-impl Drop for FdPeak {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
 /// What the kube client saw: latencies in seconds of requests on fresh connections and on its
 /// pooled one, and the errors.
 #[derive(Default)]
@@ -253,29 +217,29 @@ async fn attacked_by(gw: &GatewayProcess, flood: Flood, idle: &Seen, base_fds: u
     let server = SocketAddr::from((Ipv4Addr::LOCALHOST, gw.port));
     // The last attack's connections are closed first.
     let before = poll_until(DEADLINE, || {
-        let n = open_fds(pid);
+        let n = open_fds(pid) as usize;
         (n <= base_fds + 16).then_some(n)
     })
     .expect("the gateway closed the last attack's connections");
     let watchdog = Watchdog::on(pid, GROWTH_BOUND_KB);
-    let fds = FdPeak::on(pid);
+    let fds = Peak::on(0, move || Some(open_fds(pid)));
     let attack = Attack::start(server, flood, Arc::new(client_hello(gw)));
     // The attacker holds its share before the client is measured.
     let held = poll_until(DEADLINE, || {
-        let held = open_fds(pid).saturating_sub(before);
+        let held = (open_fds(pid) as usize).saturating_sub(before);
         (held >= SHARE * 3 / 4).then_some(held)
     });
     assert!(
         held.is_some(),
         "{flood:?}: the attacker never held {} connections ({} open)",
         SHARE * 3 / 4,
-        open_fds(pid).saturating_sub(before)
+        (open_fds(pid) as usize).saturating_sub(before)
     );
     let seen = measure(&gw.kubeconfig(), MEASURED).await;
     let connects = attack.connects.load(Ordering::Relaxed);
     drop(attack);
     let growth = watchdog.growth_kb();
-    let peak = fds.peak().saturating_sub(before);
+    let peak = (fds.get() as usize).saturating_sub(before);
     let (fresh, pooled) = (Seen::p99(&seen.fresh), Seen::p99(&seen.pooled));
     let (idle_fresh, idle_pooled) = (Seen::p99(&idle.fresh), Seen::p99(&idle.pooled));
     eprintln!(
@@ -332,7 +296,7 @@ async fn floods_of_connections_neither_slow_nor_starve_other_clients() {
     let test = async {
         let idle = measure(&gw.kubeconfig(), MEASURED / 2).await;
         assert!(idle.errors.is_empty(), "{:?}", idle.errors);
-        let base_fds = open_fds(gw.pid().unwrap());
+        let base_fds = open_fds(gw.pid().unwrap()) as usize;
         attacked_by(&gw, Flood::Idle, &idle, base_fds).await;
         attacked_by(&gw, Flood::Handshake, &idle, base_fds).await;
         attacked_by(&gw, Flood::Spread, &idle, base_fds).await;

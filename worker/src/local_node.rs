@@ -187,7 +187,7 @@ mod tests {
                 ),
                 ..MachineInfo::default()
             },
-            internal_ip: Some([10, 1, 2, 3].into()),
+            internal_ip: Some([192, 0, 2, 3].into()),
         };
         assert_eq!(
             node(&m)["metadata"]["labels"]["kubernetes.io/arch"],
@@ -201,7 +201,7 @@ mod tests {
         assert_eq!(info["kernelVersion"], "6.1.0-13-amd64");
         assert_eq!(
             s["status"]["addresses"],
-            json!([{"type": "InternalIP", "address": "10.1.2.3"}, {"type": "Hostname", "address": "h"}])
+            json!([{"type": "InternalIP", "address": "192.0.2.3"}, {"type": "Hostname", "address": "h"}])
         );
         assert_eq!(os_image(""), "Linux");
         let route = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\n\

@@ -80,20 +80,20 @@ mod tests {
     #[test]
     fn addresses_and_ports_as_kubectl_shows_them() {
         let now = Timestamp::UNIX_EPOCH;
-        let ep = json!({"subsets": [{"addresses": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}],
+        let ep = json!({"subsets": [{"addresses": [{"ip": "192.0.2.1"}, {"ip": "192.0.2.2"}],
             "ports": [{"port": 443}, {"port": 80}]}]});
         assert_eq!(
             endpoints_addresses(&ep, now),
-            "10.0.0.1:443,10.0.0.1:80,10.0.0.2:443 + 1 more..."
+            "192.0.2.1:443,192.0.2.1:80,192.0.2.2:443 + 1 more..."
         );
         assert_eq!(endpoints_addresses(&json!({}), now), "<none>");
-        let bare = json!({"subsets": [{"addresses": [{"ip": "10.0.0.9"}]}]});
-        assert_eq!(endpoints_addresses(&bare, now), "10.0.0.9");
+        let bare = json!({"subsets": [{"addresses": [{"ip": "192.0.2.9"}]}]});
+        assert_eq!(endpoints_addresses(&bare, now), "192.0.2.9");
         let slice = json!({"addressType": "IPv4", "ports": [{"port": 6443}, {"name": "x"}],
-            "endpoints": [{"addresses": ["10.0.0.1"]}, {"addresses": ["10.0.0.2"]}]});
+            "endpoints": [{"addresses": ["192.0.2.1"]}, {"addresses": ["192.0.2.2"]}]});
         assert_eq!(slice_address_type(&slice, now), "IPv4");
         assert_eq!(slice_ports(&slice, now), "6443,<unset>");
-        assert_eq!(slice_addresses(&slice, now), "10.0.0.1,10.0.0.2");
+        assert_eq!(slice_addresses(&slice, now), "192.0.2.1,192.0.2.2");
         assert_eq!(slice_addresses(&json!({}), now), "<unset>");
     }
 }
