@@ -19,6 +19,8 @@
 //!    (each an 8-card spec, which the controllers cache, and a 2 KB annotation, which they do not).
 //! 4. One-machine start: from spawning `worker` with no cluster at hand until
 //!    `kubectl get devices.v1.worker.gpustack.ai` answers.
+//! 5. One small read: GETs of one Device through the aggregation vs straight from the cluster,
+//!    one after the other (what each fleet or worker read pays on top of the cluster's own).
 
 use std::{
     collections::HashMap,
@@ -146,6 +148,34 @@ async fn main() {
         format!("{t:.0} ms vs {s:.0} ms = {ratio:.2}x"),
         Some("<= 1.5x"),
         Some(ratio <= 1.5),
+    ));
+
+    // 5. Small reads, one after the other.
+    let (mut through, mut straight) = (Vec::new(), Vec::new());
+    for i in 0..400 {
+        let name = format!("node-{:05}", i % n);
+        let t = Instant::now();
+        aggregated
+            .get(&name)
+            .await
+            .expect("get through the aggregation");
+        through.push(t.elapsed().as_secs_f64() * 1000.0);
+        let t = Instant::now();
+        direct.get(&name).await.expect("get from the cluster");
+        straight.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    through.sort_by(f64::total_cmp);
+    straight.sort_by(f64::total_cmp);
+    let (t50, t99) = (percentile(&through, 0.5), percentile(&through, 0.99));
+    let (s50, s99) = (percentile(&straight, 0.5), percentile(&straight, 0.99));
+    figures.push(Figure::new(
+        "GET of one Device through the aggregation vs straight from the cluster (400 each)",
+        format!(
+            "p50 {t50:.2} ms vs {s50:.2} ms = {:.2}x; p99 {t99:.2} ms vs {s99:.2} ms",
+            t50 / s50
+        ),
+        Some("p50 <= 2x"),
+        Some(t50 <= 2.0 * s50),
     ));
 
     // 3. Memory after the lists.

@@ -18,6 +18,7 @@ pub mod csr;
 pub mod disruption;
 pub mod field_errors;
 pub(crate) mod handlers;
+pub mod kept_alive;
 pub mod metadata_rules;
 pub mod node_ports;
 pub mod objects;

@@ -7,10 +7,7 @@
 
 use std::time::Duration;
 
-use axum::{
-    body::Bytes,
-    http::{HeaderMap, HeaderValue, Method, header},
-};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use http_body_util::{BodyExt, Limited};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast::error::RecvError, watch};
@@ -177,7 +174,7 @@ impl Checker {
         let Some(backend) = &s.backend else {
             return Verdict::Local;
         };
-        let (addr, tls) = match self
+        let pool = match self
             .aggregator
             .connection(&self.store, cluster, backend)
             .await
@@ -191,8 +188,10 @@ impl Checker {
             Err(e) => return Verdict::FailedDiscoveryCheck(e.to_string()),
         };
         let url = format!(
-            "https://{}:{}/apis/{}/{}",
-            addr.host, addr.port, s.group, s.version
+            "https://{}/apis/{}/{}",
+            pool.endpoint().authority(),
+            s.group,
+            s.version
         );
         let fetched = tokio::time::timeout(CHECK_TIMEOUT, async {
             let checker = UserInfo {
@@ -204,13 +203,11 @@ impl Checker {
             let mut headers = super::proxy::forwarded_headers(&HeaderMap::new(), &checker);
             headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
             let path = format!("/apis/{}/{}", s.group, s.version);
-            let response = super::proxy::send(
-                &addr,
-                tls,
+            let response = super::proxy::send_on_new_connection(
+                &pool,
                 Method::GET,
                 &path,
                 headers,
-                Bytes::new(),
                 &self.aggregator.timeouts(),
             )
             .await?;

@@ -24,7 +24,13 @@ use axum::{
 };
 use serde_json::Value;
 
-use super::{auth::UserInfo, services, status::ApiError, stored_kinds::StoredKinds};
+use super::{
+    auth::UserInfo,
+    kept_alive::{Endpoint, Pool, Pools, Trust},
+    services,
+    status::ApiError,
+    stored_kinds::StoredKinds,
+};
 use crate::registry::ResourceDef;
 use front_proxy::FrontProxy;
 use registry::ApiService;
@@ -50,13 +56,29 @@ impl Default for AggregationOptions {
     }
 }
 
-#[derive(Default)]
+/// APIService backends kept connections to; past it the least recently added is dropped.
+const MAX_BACKENDS: usize = 256;
+
 struct Inner {
     /// Per cluster.
     identities: RwLock<HashMap<String, Arc<FrontProxy>>>,
     /// (cluster, APIService name) → the backend's `APIResourceList`.
     discovered: RwLock<HashMap<(String, String), Arc<Value>>>,
     timeouts: proxy::Timeouts,
+    /// Kept-alive connections to the backends.
+    pools: Pools,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        let timeouts = proxy::Timeouts::default();
+        Inner {
+            identities: RwLock::default(),
+            discovered: RwLock::default(),
+            pools: Pools::new(MAX_BACKENDS, timeouts.connect),
+            timeouts,
+        }
+    }
 }
 
 /// What aggregation keeps between requests. Cheap to clone.
@@ -94,6 +116,7 @@ impl Aggregator {
                     response_headers: options.response_header_timeout,
                     longest,
                 },
+                pools: Pools::new(MAX_BACKENDS, options.connect_timeout),
                 ..Inner::default()
             }),
         }
@@ -165,14 +188,14 @@ pub enum Unreachable {
 }
 
 impl Aggregator {
-    /// Where `backend` is and how to talk to it: its Service's address, and the TLS
-    /// configuration that checks it and presents `cluster`'s front-proxy certificate.
+    /// The connections to `backend`: at its Service's address, checked as the APIService
+    /// says, presenting `cluster`'s front-proxy certificate.
     pub async fn connection(
         &self,
         store: &crate::store::Store,
         cluster: &str,
         backend: &registry::Backend,
-    ) -> Result<(services::ServiceAddress, Arc<rustls::ClientConfig>), Unreachable> {
+    ) -> Result<Arc<Pool>, Unreachable> {
         let identity = self.identity(cluster).ok_or(Unreachable::NoIdentity)?;
         let addr = services::resolve(
             store,
@@ -182,7 +205,22 @@ impl Aggregator {
             backend.port,
         )
         .await?;
-        Ok((addr, proxy::client_config(backend, &identity)?))
+        let trust = match (&backend.ca_bundle, backend.insecure_skip_tls_verify) {
+            (_, true) => Trust::SkipVerification,
+            (Some(ca), false) => Trust::Bundle(ca.clone()),
+            (None, false) => return Err(proxy::ProxyError::NoTrust.into()),
+        };
+        let endpoint = Endpoint {
+            host: addr.host,
+            port: addr.port,
+            server_name: addr.server_name,
+        };
+        let pool = self
+            .inner
+            .pools
+            .pool(&endpoint, &trust, Some(&identity))
+            .map_err(proxy::ProxyError::Send)?;
+        Ok(pool)
     }
 }
 
@@ -211,7 +249,7 @@ pub(crate) async fn forward(
     let Some(backend) = &s.backend else {
         return ApiError::not_found_path().into_response();
     };
-    let (addr, tls) = match st.aggregator.connection(&st.store, cluster, backend).await {
+    let pool = match st.aggregator.connection(&st.store, cluster, backend).await {
         Ok(c) => c,
         Err(e) => return unavailable(s, &e.to_string()).into_response(),
     };
@@ -230,8 +268,8 @@ pub(crate) async fn forward(
     };
     let headers = proxy::forwarded_headers(&parts.headers, user);
     let timeouts = st.aggregator.timeouts();
-    match proxy::send(&addr, tls, parts.method, &target, headers, body, &timeouts).await {
-        Ok(r) => proxy::respond(r, slot),
+    match proxy::send(&pool, parts.method, &target, headers, body, &timeouts).await {
+        Ok(r) => proxy::respond(r, timeouts.longest, slot),
         Err(e) => {
             tracing::debug!(apiservice = %s.name, error = %chain(&e), "proxying failed");
             unavailable(s, &format!("error trying to reach service: {}", chain(&e))).into_response()

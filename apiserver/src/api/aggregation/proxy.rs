@@ -4,7 +4,7 @@
 //! presented, the caller's identity in `X-Remote-*` headers (whatever `X-Remote-*` and
 //! `Authorization` the caller sent dropped), and the response streamed back as it arrives.
 
-use std::{sync::Arc, time::Duration};
+use std::{pin::Pin, sync::Arc, time::Duration};
 
 use axum::{
     body::{Body, Bytes},
@@ -13,19 +13,12 @@ use axum::{
 };
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
-use rustls::{
-    DigitallySignedStruct, SignatureScheme,
-    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
-    crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature},
-    pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject},
-};
 
-use super::{
-    front_proxy::{EXTRA_PREFIX, FrontProxy, GROUP_HEADER, USER_HEADER},
-    registry::Backend,
+use super::front_proxy::{EXTRA_PREFIX, GROUP_HEADER, USER_HEADER};
+use crate::api::{
+    auth::UserInfo,
+    kept_alive::{Lease, LeasedBody, Pool, SendError},
 };
-use crate::api::{auth::UserInfo, services::ServiceAddress};
 
 /// How long connecting (TCP and TLS), and then the response's headers, may take; and the
 /// longest a response (a watch) may stream.
@@ -48,117 +41,14 @@ impl Default for Timeouts {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
-    #[error("dial tcp {addr}: {source}")]
-    Connect {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("dial tcp {addr}: i/o timeout")]
-    ConnectTimeout { addr: String },
-    #[error("tls handshake with {addr}: {source}")]
-    Handshake {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("the APIService has no caBundle and does not skip TLS verification")]
     NoTrust,
-    #[error("its caBundle holds no certificate")]
-    EmptyCaBundle,
-    #[error("its caBundle")]
-    CaBundle(#[from] rustls::pki_types::pem::Error),
-    #[error("building the TLS configuration")]
-    Tls(#[from] rustls::Error),
-    #[error("the server name {0} is not valid")]
-    ServerName(String),
+    #[error(transparent)]
+    Send(#[from] SendError),
     #[error("the request")]
     Request(#[from] axum::http::Error),
-    #[error("talking to the backend")]
-    Http(#[from] hyper::Error),
     #[error("the backend sent no response headers within {0:?}")]
     HeadersTimeout(Duration),
-}
-
-/// Accepts any server certificate (`insecureSkipTLSVerify`), still checking the handshake's
-/// signatures.
-#[derive(Debug)]
-struct SkipVerification(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for SkipVerification {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// The TLS client configuration for `backend`, presenting `identity`.
-pub fn client_config(
-    backend: &Backend,
-    identity: &FrontProxy,
-) -> Result<Arc<rustls::ClientConfig>, ProxyError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()?;
-    let builder = if backend.insecure_skip_tls_verify {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(SkipVerification(provider)))
-    } else {
-        let ca = backend.ca_bundle.as_deref().ok_or(ProxyError::NoTrust)?;
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca) {
-            roots.add(cert?)?;
-        }
-        if roots.is_empty() {
-            return Err(ProxyError::EmptyCaBundle);
-        }
-        builder.with_root_certificates(roots)
-    };
-    let mut config = builder.with_client_auth_cert(
-        identity.client_chain.clone(),
-        identity.client_key.clone_key(),
-    )?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
 }
 
 /// Headers never passed on: hop-by-hop ones, and those the proxy sets itself.
@@ -228,73 +118,70 @@ pub fn forwarded_headers(incoming: &HeaderMap, user: &UserInfo) -> HeaderMap {
     out
 }
 
-/// Sends one request to `addr` and answers the backend's response once its headers arrived;
-/// its body streams from the connection, which lasts at most `timeouts.longest`.
+/// The request as the backend gets it, `Host` naming the backend's Service.
+fn request(
+    pool: &Pool,
+    method: Method,
+    path_and_query: &str,
+    mut headers: HeaderMap,
+    body: Bytes,
+) -> Result<hyper::Request<Full<Bytes>>, ProxyError> {
+    let endpoint = pool.endpoint();
+    let host = format!("{}:{}", endpoint.server_name, endpoint.port);
+    headers.insert(
+        header::HOST,
+        HeaderValue::from_str(&host).unwrap_or(HeaderValue::from_static("localhost")),
+    );
+    let mut request = hyper::Request::builder()
+        .method(method)
+        .uri(path_and_query)
+        .body(Full::new(body))?;
+    *request.headers_mut() = headers;
+    Ok(request)
+}
+
+/// Sends one request on a kept-alive connection of `pool` and answers the backend's response
+/// once its headers arrived; the connection goes back to the pool when the body was read.
 pub async fn send(
-    addr: &ServiceAddress,
-    tls: Arc<rustls::ClientConfig>,
+    pool: &Arc<Pool>,
     method: Method,
     path_and_query: &str,
     headers: HeaderMap,
     body: Bytes,
     timeouts: &Timeouts,
-) -> Result<hyper::Response<Incoming>, ProxyError> {
-    let target = if addr.host.contains(':') {
-        format!("[{}]:{}", addr.host, addr.port)
-    } else {
-        format!("{}:{}", addr.host, addr.port)
-    };
-    let name = ServerName::try_from(addr.server_name.clone())
-        .map_err(|_| ProxyError::ServerName(addr.server_name.clone()))?;
-    let connect = async {
-        let tcp = tokio::net::TcpStream::connect((addr.host.as_str(), addr.port))
-            .await
-            .map_err(|source| ProxyError::Connect {
-                addr: target.clone(),
-                source,
-            })?;
-        let _ = tcp.set_nodelay(true);
-        tokio_rustls::TlsConnector::from(tls)
-            .connect(name, tcp)
-            .await
-            .map_err(|source| ProxyError::Handshake {
-                addr: target.clone(),
-                source,
-            })
-    };
-    let stream = tokio::time::timeout(timeouts.connect, connect)
-        .await
-        .map_err(|_| ProxyError::ConnectTimeout {
-            addr: target.clone(),
-        })??;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    let longest = timeouts.longest;
-    tokio::spawn(async move {
-        // Dropping the connection ends a response still streaming past the bound.
-        let _ = tokio::time::timeout(longest, conn).await;
-    });
-    let mut request = hyper::Request::builder()
-        .method(method)
-        .uri(path_and_query)
-        .body(Full::new(body))?;
-    *request.headers_mut() = {
-        let mut h = headers;
-        h.insert(
-            header::HOST,
-            HeaderValue::from_str(&format!("{}:{}", addr.server_name, addr.port))
-                .unwrap_or(HeaderValue::from_static("localhost")),
-        );
-        h
-    };
-    tokio::time::timeout(timeouts.response_headers, sender.send_request(request))
+) -> Result<(hyper::Response<Incoming>, Lease), ProxyError> {
+    let request = request(pool, method, path_and_query, headers, body)?;
+    tokio::time::timeout(timeouts.response_headers, pool.send(request))
         .await
         .map_err(|_| ProxyError::HeadersTimeout(timeouts.response_headers))?
-        .map_err(ProxyError::Http)
+        .map_err(ProxyError::Send)
 }
 
-/// A response body that holds `G` (a watch slot) until it is dropped.
+/// Sends one request on a new connection (an availability check: whether the backend takes
+/// new connections, with the certificate it serves now).
+pub async fn send_on_new_connection(
+    pool: &Pool,
+    method: Method,
+    path_and_query: &str,
+    headers: HeaderMap,
+    timeouts: &Timeouts,
+) -> Result<hyper::Response<Incoming>, ProxyError> {
+    let request = request(pool, method, path_and_query, headers, Bytes::new())?;
+    let exchange = async {
+        let mut sender = pool.connect().await?;
+        Ok::<_, SendError>(sender.send_request(request).await?)
+    };
+    tokio::time::timeout(timeouts.response_headers, exchange)
+        .await
+        .map_err(|_| ProxyError::HeadersTimeout(timeouts.response_headers))?
+        .map_err(ProxyError::Send)
+}
+
+/// A response body that holds `G` (a watch slot) until it is dropped, and ends at the
+/// longest time a response may stream (its connection is then closed, never reused).
 struct Holding<G> {
-    body: Incoming,
+    body: LeasedBody,
+    deadline: Pin<Box<tokio::time::Sleep>>,
     _held: G,
 }
 
@@ -303,10 +190,14 @@ impl<G: Unpin> hyper::body::Body for Holding<G> {
     type Error = hyper::Error;
 
     fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, hyper::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+        let this = self.get_mut();
+        if this.deadline.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(None);
+        }
+        Pin::new(&mut this.body).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
@@ -319,13 +210,18 @@ impl<G: Unpin> hyper::body::Body for Holding<G> {
 }
 
 /// The backend's response as the caller's: hop-by-hop headers dropped, the body streamed
-/// through chunk by chunk, `held` kept until the body is done or dropped.
+/// through chunk by chunk for at most `longest`, `held` kept until the body is done or dropped.
 pub fn respond<G: Unpin + Send + 'static>(
-    response: hyper::Response<Incoming>,
+    (response, lease): (hyper::Response<Incoming>, Lease),
+    longest: Duration,
     held: G,
 ) -> Response {
     let (parts, body) = response.into_parts();
-    let mut out = Response::new(Body::new(Holding { body, _held: held }));
+    let mut out = Response::new(Body::new(Holding {
+        body: LeasedBody::new(body, lease),
+        deadline: Box::pin(tokio::time::sleep(longest)),
+        _held: held,
+    }));
     *out.status_mut() = parts.status;
     for (name, value) in &parts.headers {
         if !hop_by_hop(name) || name == header::CONTENT_LENGTH {
