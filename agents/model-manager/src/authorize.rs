@@ -46,15 +46,34 @@ pub fn clean(path: &Path) -> PathBuf {
     out
 }
 
+/// Why a publish request is malformed (an InvalidArgument, before anything is looked up).
+#[derive(Debug, thiserror::Error)]
+pub enum Malformed {
+    #[error("{0} is required")]
+    Missing(&'static str),
+    #[error("target_path must lie under {}", .0.display())]
+    TargetOutside(PathBuf),
+    #[error(transparent)]
+    VolumeId(#[from] crate::store::StoreError),
+    #[error("volume_capability must be a mount capability")]
+    NotAMount,
+    #[error("only inline ephemeral volumes are served ({ATTR_EPHEMERAL} must be \"true\")")]
+    NotEphemeral,
+    #[error("volume attribute {0} is required")]
+    MissingAttribute(&'static str),
+    #[error("volume attribute {ATTR_MANIFEST_DIGEST} must be sha256:<64 hex>")]
+    Digest,
+}
+
 /// A target must lie strictly under `<kubelet-dir>/pods` once cleaned.
-pub fn check_target(target: &str, kubelet_dir: &Path) -> Result<PathBuf, String> {
+pub fn check_target(target: &str, kubelet_dir: &Path) -> Result<PathBuf, Malformed> {
     if target.is_empty() {
-        return Err("target_path is required".into());
+        return Err(Malformed::Missing("target_path"));
     }
     let t = clean(Path::new(target));
     let pods = clean(&kubelet_dir.join("pods"));
     if !Path::new(target).is_absolute() || !t.starts_with(&pods) || t == pods {
-        return Err(format!("target_path must lie under {}", pods.display()));
+        return Err(Malformed::TargetOutside(pods));
     }
     Ok(t)
 }
@@ -65,31 +84,28 @@ pub fn validate(
     has_mount_capability: bool,
     attrs: &HashMap<String, String>,
     kubelet_dir: &Path,
-) -> Result<PublishRequest, String> {
+) -> Result<PublishRequest, Malformed> {
     if volume_id.is_empty() {
-        return Err("volume_id is required".into());
+        return Err(Malformed::Missing("volume_id"));
     }
-    crate::store::check_volume_id(volume_id).map_err(|e| e.to_string())?;
+    crate::store::check_volume_id(volume_id)?;
     let target = check_target(target, kubelet_dir)?;
     if !has_mount_capability {
-        return Err("volume_capability must be a mount capability".into());
+        return Err(Malformed::NotAMount);
     }
     if attrs.get(ATTR_EPHEMERAL).map(String::as_str) != Some("true") {
-        return Err(format!(
-            "only inline ephemeral volumes are served ({ATTR_EPHEMERAL} must be \"true\")"
-        ));
+        return Err(Malformed::NotEphemeral);
     }
     let get = |k: &str| attrs.get(k).cloned().unwrap_or_default();
-    let need = |k: &str| {
+    let need = |k: &'static str| {
         attrs
             .get(k)
             .filter(|v| !v.is_empty())
             .cloned()
-            .ok_or_else(|| format!("volume attribute {k} is required"))
+            .ok_or(Malformed::MissingAttribute(k))
     };
     let digest_text = need(ATTR_MANIFEST_DIGEST)?;
-    let digest = ManifestDigest::parse(&digest_text)
-        .map_err(|_| format!("volume attribute {ATTR_MANIFEST_DIGEST} must be sha256:<64 hex>"))?;
+    let digest = ManifestDigest::parse(&digest_text).map_err(|_| Malformed::Digest)?;
     Ok(PublishRequest {
         volume_id: volume_id.to_owned(),
         target,
@@ -241,7 +257,7 @@ mod tests {
             ),
         ];
         for (id, target, cap, a, want) in cases {
-            let err = validate(id, target, cap, &a, kd).unwrap_err();
+            let err = validate(id, target, cap, &a, kd).unwrap_err().to_string();
             assert!(err.contains(want), "{id} {target}: {err}");
         }
         let mut bad = attrs();
@@ -249,6 +265,7 @@ mod tests {
         assert!(
             validate("csi-1", TARGET, true, &bad, kd)
                 .unwrap_err()
+                .to_string()
                 .contains("manifestDigest")
         );
     }

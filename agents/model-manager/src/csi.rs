@@ -116,7 +116,7 @@ impl NodePlugin {
             &r.volume_context,
             &self.kubelet_dir,
         )
-        .map_err(Status::invalid_argument)?;
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
         if !self.artifacts.ready() {
             return Err(Status::unavailable(
                 "the ModelArtifact cache has not synced yet",
@@ -221,7 +221,7 @@ impl NodePlugin {
             return Err(Status::invalid_argument("volume_id is required"));
         }
         let target = authorize::check_target(&r.target_path, &self.kubelet_dir)
-            .map_err(Status::invalid_argument)?;
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let lock = self.target_lock(&target);
         let _target = lock.lock().await;
         mount::unmount(&target).map_err(|e| Status::internal(format!("unmounting: {e}")))?;

@@ -22,9 +22,24 @@ pub fn wants(service: &Value) -> bool {
     )
 }
 
+/// Why a Service's node port cannot be had (kube-apiserver's field errors).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NodePortError {
+    #[error(
+        "spec.ports[{index}].nodePort: Invalid value: {port}: provided port is not in the valid range. The range of valid ports is {FIRST}-{LAST}"
+    )]
+    OutOfRange { index: usize, port: i32 },
+    #[error(
+        "spec.ports[{index}].nodePort: Invalid value: {port}: provided port is already allocated"
+    )]
+    Taken { index: usize, port: i32 },
+    #[error("spec.ports[{index}].nodePort: Internal error: range is full")]
+    RangeFull { index: usize },
+}
+
 /// Fills every port's `nodePort` not given, avoiding `taken`, starting the search at `seed`;
-/// the message naming the field when a given one is taken or out of range.
-pub fn assign(service: &mut Value, taken: &BTreeSet<i32>, seed: u64) -> Result<(), String> {
+/// an error naming the field when a given one is taken or out of range.
+pub fn assign(service: &mut Value, taken: &BTreeSet<i32>, seed: u64) -> Result<(), NodePortError> {
     let mut taken = taken.clone();
     let span = (LAST - FIRST + 1) as u64;
     let Some(ports) = service
@@ -37,14 +52,10 @@ pub fn assign(service: &mut Value, taken: &BTreeSet<i32>, seed: u64) -> Result<(
         if let Some(n) = p.get("nodePort").and_then(Value::as_i64) {
             let n = n as i32;
             if !(FIRST..=LAST).contains(&n) {
-                return Err(format!(
-                    "spec.ports[{i}].nodePort: Invalid value: {n}: provided port is not in the valid range. The range of valid ports is {FIRST}-{LAST}"
-                ));
+                return Err(NodePortError::OutOfRange { index: i, port: n });
             }
             if !taken.insert(n) {
-                return Err(format!(
-                    "spec.ports[{i}].nodePort: Invalid value: {n}: provided port is already allocated"
-                ));
+                return Err(NodePortError::Taken { index: i, port: n });
             }
         }
     }
@@ -55,7 +66,7 @@ pub fn assign(service: &mut Value, taken: &BTreeSet<i32>, seed: u64) -> Result<(
         let free = (0..span)
             .map(|k| FIRST + ((seed + i as u64 + k) % span) as i32)
             .find(|n| !taken.contains(n))
-            .ok_or_else(|| format!("spec.ports[{i}].nodePort: Internal error: range is full"))?;
+            .ok_or(NodePortError::RangeFull { index: i })?;
         taken.insert(free);
         p["nodePort"] = Value::from(free);
     }
@@ -140,15 +151,16 @@ mod tests {
         let mut held =
             json!({"spec": {"type": "NodePort", "ports": [{"port": 22, "nodePort": 30000}]}});
         assert_eq!(
-            assign(&mut held, &BTreeSet::from([30000]), 0).unwrap_err(),
+            assign(&mut held, &BTreeSet::from([30000]), 0)
+                .unwrap_err()
+                .to_string(),
             "spec.ports[0].nodePort: Invalid value: 30000: provided port is already allocated"
         );
         let mut out =
             json!({"spec": {"type": "NodePort", "ports": [{"port": 22, "nodePort": 80}]}});
-        assert!(
-            assign(&mut out, &BTreeSet::new(), 0)
-                .unwrap_err()
-                .contains("not in the valid range")
+        assert_eq!(
+            assign(&mut out, &BTreeSet::new(), 0),
+            Err(NodePortError::OutOfRange { index: 0, port: 80 })
         );
         assert!(!wants(&json!({"spec": {"type": "ClusterIP"}})));
     }

@@ -39,8 +39,35 @@ pub fn is_deleting(obj: &Value) -> bool {
         .is_some_and(|v| !v.is_null())
 }
 
+/// A name refused, worded as kube-apiserver's field error.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("metadata.name: Invalid value: \"{name}\": {rule}")]
+pub struct InvalidName {
+    pub name: String,
+    pub rule: NameRule,
+}
+
+/// The rule a name broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NameRule {
+    #[error(
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"
+    )]
+    Label,
+    #[error(
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+    )]
+    Subdomain,
+    #[error("must not be empty")]
+    Empty,
+    #[error("may not be '{0}'")]
+    Dots(&'static str),
+    #[error("may not contain '{0}'")]
+    Contains(char),
+}
+
 /// A DNS-1123 subdomain (most kinds) or label (namespaces).
-pub fn validate_name(name: &str, label_only: bool) -> Result<(), String> {
+pub fn validate_name(name: &str, label_only: bool) -> Result<(), InvalidName> {
     let max = if label_only { 63 } else { 253 };
     let ok = !name.is_empty()
         && name.len() <= max
@@ -50,31 +77,35 @@ pub fn validate_name(name: &str, label_only: bool) -> Result<(), String> {
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     if ok {
-        Ok(())
-    } else if label_only {
-        Err(format!(
-            "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"
-        ))
-    } else {
-        Err(format!(
-            "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-        ))
+        return Ok(());
     }
+    Err(InvalidName {
+        name: name.to_owned(),
+        rule: if label_only {
+            NameRule::Label
+        } else {
+            NameRule::Subdomain
+        },
+    })
 }
 
 /// A path segment (the RBAC kinds' names, such as `system:auth-delegator`): not `.` or `..`,
 /// without `/` or `%`.
-pub fn validate_path_segment(name: &str) -> Result<(), String> {
-    let why = match name {
-        "" => Some("must not be empty".to_owned()),
-        "." | ".." => Some(format!("may not be '{name}'")),
-        _ => ["/", "%"]
-            .iter()
-            .find(|c| name.contains(**c))
-            .map(|c| format!("may not contain '{c}'")),
+pub fn validate_path_segment(name: &str) -> Result<(), InvalidName> {
+    let rule = match name {
+        "" => Some(NameRule::Empty),
+        "." => Some(NameRule::Dots(".")),
+        ".." => Some(NameRule::Dots("..")),
+        _ => ['/', '%']
+            .into_iter()
+            .find(|c| name.contains(*c))
+            .map(NameRule::Contains),
     };
-    match why {
-        Some(why) => Err(format!("metadata.name: Invalid value: \"{name}\": {why}")),
+    match rule {
+        Some(rule) => Err(InvalidName {
+            name: name.to_owned(),
+            rule,
+        }),
         None => Ok(()),
     }
 }

@@ -27,18 +27,29 @@ impl PatchKind {
     }
 }
 
+/// Why a request body could not be read as a document.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("the request body is empty")]
+    Empty,
+    #[error("the request body is neither valid JSON ({json}) nor YAML ({yaml})")]
+    Unreadable {
+        json: serde_json::Error,
+        yaml: bounded::DocumentError,
+    },
+}
+
 /// Parses a request body that is JSON or YAML into a JSON value. YAML is read with its
 /// expanded size bounded by the request body limit, so aliases cannot blow it up.
-pub fn parse_body(body: &[u8]) -> Result<Value, String> {
+pub fn parse_body(body: &[u8]) -> Result<Value, BodyError> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Err("the request body is empty".into());
+        return Err(BodyError::Empty);
     }
     match serde_json::from_slice(body) {
         Ok(v) => Ok(v),
         // YAML's expanded size (aliases replay their anchors) is bounded like a body's.
-        Err(json_err) => bounded::yaml_value(body, super::MAX_BODY_BYTES).map_err(|yaml_err| {
-            format!("the request body is neither valid JSON ({json_err}) nor YAML ({yaml_err})")
-        }),
+        Err(json) => bounded::yaml_value(body, super::MAX_BODY_BYTES)
+            .map_err(|yaml| BodyError::Unreadable { json, yaml }),
     }
 }
 
@@ -99,7 +110,7 @@ pub fn apply(current: &Value, kind: PatchKind, patch: &[u8]) -> Result<Value, Pa
             doc = super::strategic::apply(&doc, &p);
         }
         PatchKind::Apply => {
-            let p = parse_body(patch).map_err(invalid)?;
+            let p = parse_body(patch).map_err(|e| invalid(e.to_string()))?;
             if !p.is_object() {
                 return Err(invalid(
                     "the applied configuration must be an object".into(),

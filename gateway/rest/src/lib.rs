@@ -21,7 +21,8 @@
 //!   [`kind_schema::Schema`] built on first use; [`definitions`]: `$ref`s within such a
 //!   definitions document.
 //!
-//! - [`bounded`]: request documents parsed with their expanded size and nesting bounded.
+//! - [`bounded`]: request documents parsed with their expanded size and nesting bounded;
+//!   [`unsupported_value`]: a query parameter outside its values.
 //!
 //! Certificates and listeners are the `gpustack-serving` crate's (the node agents serve with
 //! it, without this toolkit). Deliberately absent: any store, any Kubernetes client (a test
@@ -50,4 +51,5 @@ pub mod schema;
 pub mod selectors;
 pub mod status;
 pub mod table;
+pub mod unsupported_value;
 pub mod watch;

@@ -12,16 +12,25 @@ pub struct Continue {
     pub name: String,
 }
 
+/// Why a `continue` token was refused (the client's own words for it are not echoed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ContinueError {
+    #[error("continue key is not valid: not base64")]
+    NotBase64,
+    #[error("continue key is not valid")]
+    Unreadable,
+}
+
 impl Continue {
     pub fn encode(&self) -> String {
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default())
     }
 
-    pub fn decode(token: &str) -> Result<Self, String> {
+    pub fn decode(token: &str) -> Result<Self, ContinueError> {
         let bytes = URL_SAFE_NO_PAD
             .decode(token.trim_end_matches('='))
-            .map_err(|_| "continue key is not valid: not base64".to_owned())?;
-        serde_json::from_slice(&bytes).map_err(|_| "continue key is not valid".to_owned())
+            .map_err(|_| ContinueError::NotBase64)?;
+        serde_json::from_slice(&bytes).map_err(|_| ContinueError::Unreadable)
     }
 }
 

@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
+use crate::unsupported_value::UnsupportedValue;
+
 /// What a request asked `fieldValidation` to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldValidation {
@@ -17,14 +19,16 @@ pub enum FieldValidation {
 }
 
 impl FieldValidation {
-    pub fn parse(s: Option<&str>) -> Result<Self, String> {
+    pub fn parse(s: Option<&str>) -> Result<Self, UnsupportedValue> {
         match s {
             None | Some("") | Some("Ignore") => Ok(FieldValidation::Ignore),
             Some("Warn") => Ok(FieldValidation::Warn),
             Some("Strict") => Ok(FieldValidation::Strict),
-            Some(other) => Err(format!(
-                "fieldValidation: Unsupported value: \"{other}\": supported values: \"Ignore\", \"Warn\", \"Strict\""
-            )),
+            Some(other) => Err(UnsupportedValue {
+                parameter: "fieldValidation",
+                value: other.to_owned(),
+                supported: &["Ignore", "Warn", "Strict"],
+            }),
         }
     }
 }

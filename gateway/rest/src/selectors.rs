@@ -53,21 +53,38 @@ fn valid_value(v: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-fn set_values(s: &str) -> Result<Vec<String>, String> {
+/// Why a selector could not be read (kube-apiserver's wording).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("expected a parenthesised set of values, found '{0}'")]
+    NotASet(String),
+    #[error("invalid label value: '{0}'")]
+    SetValue(String),
+    #[error("unable to parse requirement: invalid label key \"{0}\"")]
+    LabelKey(String),
+    #[error("unable to parse requirement: invalid label value: \"{0}\"")]
+    LabelValue(String),
+    #[error("invalid selector: '{0}'; can't understand '{0}'")]
+    Unreadable(String),
+    #[error("field label not supported: {0}")]
+    UnsupportedField(String),
+}
+
+fn set_values(s: &str) -> Result<Vec<String>, SelectorError> {
     let inner = s
         .trim()
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| format!("expected a parenthesised set of values, found '{s}'"))?;
+        .ok_or_else(|| SelectorError::NotASet(s.to_owned()))?;
     let values: Vec<String> = inner.split(',').map(|v| v.trim().to_owned()).collect();
     if let Some(bad) = values.iter().find(|v| !valid_value(v)) {
-        return Err(format!("invalid label value: '{bad}'"));
+        return Err(SelectorError::SetValue(bad.clone()));
     }
     Ok(values)
 }
 
 impl LabelSelector {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, SelectorError> {
         let mut reqs = Vec::new();
         for part in split_top(s) {
             let req = if let Some(key) = part.strip_prefix('!') {
@@ -91,16 +108,12 @@ impl LabelSelector {
                 LabelRequirement::In(k, _) | LabelRequirement::NotIn(k, _) => (k, None),
             };
             if !valid_key(key) {
-                return Err(format!(
-                    "unable to parse requirement: invalid label key \"{key}\""
-                ));
+                return Err(SelectorError::LabelKey(key.clone()));
             }
             if let Some(v) = value
                 && !valid_value(v)
             {
-                return Err(format!(
-                    "unable to parse requirement: invalid label value: \"{v}\""
-                ));
+                return Err(SelectorError::LabelValue(v.clone()));
             }
             reqs.push(req);
         }
@@ -207,7 +220,7 @@ pub struct FieldSelector(pub Vec<(String, bool, String)>);
 impl FieldSelector {
     /// Parses `s`; `selectable` are the fields the kind offers besides `metadata.name` and
     /// `metadata.namespace` ([`crate::resource::ResourceDef::selectable_fields`]).
-    pub fn parse(s: &str, selectable: &[String]) -> Result<Self, String> {
+    pub fn parse(s: &str, selectable: &[String]) -> Result<Self, SelectorError> {
         let mut reqs = Vec::new();
         for part in split_top(s) {
             let (field, eq, value) = if let Some((f, v)) = part.split_once("!=") {
@@ -217,15 +230,13 @@ impl FieldSelector {
             } else if let Some((f, v)) = part.split_once('=') {
                 (f, true, v)
             } else {
-                return Err(format!(
-                    "invalid selector: '{part}'; can't understand '{part}'"
-                ));
+                return Err(SelectorError::Unreadable(part.to_owned()));
             };
             let field = field.trim();
             if !matches!(field, "metadata.name" | "metadata.namespace")
                 && !selectable.iter().any(|f| f == field)
             {
-                return Err(format!("field label not supported: {field}"));
+                return Err(SelectorError::UnsupportedField(field.to_owned()));
             }
             reqs.push((field.to_owned(), eq, value.trim().to_owned()));
         }
@@ -361,10 +372,9 @@ mod tests {
             "spec.unschedulable=true",
             &node(json!({"unschedulable": true}))
         ));
-        assert!(
-            FieldSelector::parse("spec.nodeName=x", &configmaps)
-                .unwrap_err()
-                .contains("not supported")
+        assert_eq!(
+            FieldSelector::parse("spec.nodeName=x", &configmaps),
+            Err(SelectorError::UnsupportedField("spec.nodeName".into()))
         );
         let ev = json!({"involvedObject": {"kind": "Pod", "name": "p"}});
         assert!(

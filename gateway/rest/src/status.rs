@@ -65,12 +65,12 @@ impl ApiError {
         .with_details(group, resource, name)
     }
 
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(400, "BadRequest", message)
+    /// A 400 saying `why` (a message, or a typed error that words its own).
+    pub fn bad_request(why: impl std::fmt::Display) -> Self {
+        Self::new(400, "BadRequest", why.to_string())
     }
 
-    pub fn invalid(kind: &str, name: &str, message: impl Into<String>) -> Self {
-        let message = message.into();
+    pub fn invalid(kind: &str, name: &str, message: impl std::fmt::Display) -> Self {
         Self::new(
             422,
             "Invalid",

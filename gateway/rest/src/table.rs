@@ -8,6 +8,7 @@ use crate::{
     jsonpath,
     printers::format::since,
     resource::ResourceDef,
+    unsupported_value::UnsupportedValue,
 };
 
 /// What each row carries besides its cells (`includeObject`).
@@ -19,14 +20,16 @@ pub enum IncludeObject {
 }
 
 impl IncludeObject {
-    pub fn parse(s: Option<&str>) -> Result<Self, String> {
+    pub fn parse(s: Option<&str>) -> Result<Self, UnsupportedValue> {
         match s {
             None | Some("") | Some("Metadata") => Ok(IncludeObject::Metadata),
             Some("None") => Ok(IncludeObject::None),
             Some("Object") => Ok(IncludeObject::Object),
-            Some(other) => Err(format!(
-                "includeObject: Unsupported value: \"{other}\": supported values: \"Metadata\", \"None\", \"Object\""
-            )),
+            Some(other) => Err(UnsupportedValue {
+                parameter: "includeObject",
+                value: other.to_owned(),
+                supported: &["Metadata", "None", "Object"],
+            }),
         }
     }
 }

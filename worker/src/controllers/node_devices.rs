@@ -154,8 +154,52 @@ fn take_cards(
     Ok(())
 }
 
+/// Why a node's free devices cannot meet one demand.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Shortfall {
+    #[error("wants {wanted} whole {manufacturer} card(s), {free} free")]
+    Whole {
+        manufacturer: Manufacturer,
+        wanted: u64,
+        free: usize,
+    },
+    #[error("wants a share of {wanted} {manufacturer} card(s), {free} have one free")]
+    Shared {
+        manufacturer: Manufacturer,
+        wanted: u64,
+        free: usize,
+    },
+    #[error(
+        "wants a {manufacturer} slice of {units} units, no card has that much free with a free slot"
+    )]
+    Slice {
+        manufacturer: Manufacturer,
+        units: u64,
+    },
+    #[error("wants a {manufacturer} {profile} partition, none is free")]
+    Partition {
+        manufacturer: Manufacturer,
+        profile: String,
+    },
+}
+
+/// Why a PodSet's assignment does not fit its nodes' devices.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Misfit {
+    #[error("podset {set}: no node assigned by topology-aware scheduling")]
+    Unplaced { set: String },
+    #[error("podset {set}: node {node} has no Devices ledger")]
+    NoLedger { set: String, node: String },
+    #[error("podset {set}: node {node} has not enough free devices: {why}")]
+    Short {
+        set: String,
+        node: String,
+        why: Shortfall,
+    },
+}
+
 /// Takes `d` from `cards` (so later Pods see what earlier ones took); the reason when it cannot.
-fn take(cards: &mut [Card], d: &Demand) -> Result<(), String> {
+fn take(cards: &mut [Card], d: &Demand) -> Result<(), Shortfall> {
     const SHARE: u64 = UNITS_PER_ACCELERATOR / 10;
     match d {
         Demand::Whole {
@@ -174,7 +218,11 @@ fn take(cards: &mut [Card], d: &Demand) -> Result<(), String> {
                 c.remaining = 0;
             },
         )
-        .map_err(|free| format!("wants {n} whole {manufacturer} card(s), {free} free"))?,
+        .map_err(|free| Shortfall::Whole {
+            manufacturer: *manufacturer,
+            wanted: *n,
+            free,
+        })?,
         Demand::Shared {
             manufacturer,
             cards: n,
@@ -191,8 +239,10 @@ fn take(cards: &mut [Card], d: &Demand) -> Result<(), String> {
                 c.remaining -= SHARE;
             },
         )
-        .map_err(|free| {
-            format!("wants a share of {n} {manufacturer} card(s), {free} have one free")
+        .map_err(|free| Shortfall::Shared {
+            manufacturer: *manufacturer,
+            wanted: *n,
+            free,
         })?,
         Demand::Sliced {
             manufacturer,
@@ -210,9 +260,10 @@ fn take(cards: &mut [Card], d: &Demand) -> Result<(), String> {
                 })
                 .min_by_key(|c| c.remaining);
             let Some(c) = best else {
-                return Err(format!(
-                    "wants a {manufacturer} slice of {units} units, no card has that much free with a free slot"
-                ));
+                return Err(Shortfall::Slice {
+                    manufacturer: *manufacturer,
+                    units: *units,
+                });
             };
             c.mode = AllocationMode::Sliced;
             c.remaining -= units;
@@ -225,9 +276,10 @@ fn take(cards: &mut [Card], d: &Demand) -> Result<(), String> {
                 c.manufacturer == *manufacturer && c.profiles.get(profile).is_some_and(|n| *n > 0)
             });
             let Some(c) = card else {
-                return Err(format!(
-                    "wants a {manufacturer} {profile} partition, none is free"
-                ));
+                return Err(Shortfall::Partition {
+                    manufacturer: *manufacturer,
+                    profile: profile.clone(),
+                });
             };
             if let Some(n) = c.profiles.get_mut(profile) {
                 *n -= 1;
@@ -269,7 +321,7 @@ pub fn verdict(
             return (RETRY, format!("podset {}: not assigned yet", set.name));
         };
         if let Err(why) = check_set(set, a, devices, &mut ledgers, resolve) {
-            return (RETRY, why);
+            return (RETRY, why.to_string());
         }
     }
     (
@@ -284,7 +336,7 @@ fn check_set(
     devices: &ledger::DevicesByNode,
     ledgers: &mut BTreeMap<String, Vec<Card>>,
     resolve: &Resolve,
-) -> Result<(), String> {
+) -> Result<(), Misfit> {
     let Some(spec) = set.template.spec.as_ref() else {
         return Ok(());
     };
@@ -294,26 +346,24 @@ fn check_set(
     }
     let placed = placements(a);
     if placed.is_empty() {
-        return Err(format!(
-            "podset {}: no node assigned by topology-aware scheduling",
-            set.name
-        ));
+        return Err(Misfit::Unplaced {
+            set: set.name.clone(),
+        });
     }
     for (node, pods) in placed {
         let Some(d) = devices.get(&node) else {
-            return Err(format!(
-                "podset {}: node {node} has no Devices ledger",
-                set.name
-            ));
+            return Err(Misfit::NoLedger {
+                set: set.name.clone(),
+                node,
+            });
         };
         let cards = ledgers.entry(node.clone()).or_insert_with(|| cards(d));
         for _ in 0..pods.max(0) {
             for w in &wants {
-                take(cards, w).map_err(|why| {
-                    format!(
-                        "podset {}: node {node} has not enough free devices: {why}",
-                        set.name
-                    )
+                take(cards, w).map_err(|why| Misfit::Short {
+                    set: set.name.clone(),
+                    node: node.clone(),
+                    why,
                 })?;
             }
         }

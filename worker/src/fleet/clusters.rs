@@ -138,7 +138,7 @@ impl Checked {
     }
 }
 
-fn invalid(name: &str, message: impl Into<String>) -> ApiError {
+fn invalid(name: &str, message: impl std::fmt::Display) -> ApiError {
     ApiError::invalid("Cluster", name, message)
 }
 
