@@ -139,7 +139,7 @@ impl Store {
                 path: display.clone(),
                 source,
             })?;
-        sqlx::migrate!("../migrations")
+        sqlx::migrate!("../migrations/sqlite")
             .run(&pool)
             .await
             .map_err(StoreError::Migrate)?;
