@@ -52,10 +52,17 @@ fn a_hub_on_postgres_keeps_its_subscriptions_and_watch_progress_there() {
         },
     );
 
-    // The restarted hub finds its subscription in PostgreSQL (the SQLite file has none) and
-    // resumes its watches from the progress stored there.
+    // The restarted hub finds its subscription in PostgreSQL and resumes its watches from the
+    // progress stored there.
     let hub = restart_and_resume(hub, &east, &flags);
     let log = hub.log();
+    // None of it is in the SQLite file: the same data directory without --store has no east.
+    hub.stop();
+    let plain = HubProcess::start(&data, port, &flags[..2]);
+    assert!(plain.worker("east").is_none(), "{}", plain.log());
+    plain.stop();
+    let hub = HubProcess::start(&data, port, &flags);
+    hub.wait_phase("east", "Ready");
     // The password is nowhere in what the hub shows, at the highest verbosity.
     assert!(!log.contains(pg.password()), "the log shows the password");
     let (_, workers) = hub.request("GET", "/apis/workers", None);
