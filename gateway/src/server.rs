@@ -11,6 +11,7 @@ use gpustack_apiserver::{
 };
 
 use crate::{
+    hub_store::{HubStore, OpenError, StoreSetting},
     mirror::{ConnMode, MirrorOptions, StatusBoard, SubscribeError, Subscriptions, Upstream},
     ops::{self, Ops},
 };
@@ -29,6 +30,8 @@ pub struct GatewayOptions {
     /// Directories besides `--data-dir` whose kubeconfigs run-time subscriptions may name
     /// (`--subscription-kubeconfig-dir`).
     pub subscription_kubeconfig_dirs: Vec<PathBuf>,
+    /// Where the hub's bookkeeping is kept (`--store`).
+    pub store: StoreSetting,
 }
 
 impl GatewayOptions {
@@ -39,6 +42,7 @@ impl GatewayOptions {
             mirror: MirrorOptions::default(),
             conn_mode: ConnMode::Loopback,
             subscription_kubeconfig_dirs: Vec::new(),
+            store: StoreSetting::Sqlite,
         }
     }
 }
@@ -51,12 +55,15 @@ pub enum GatewayError {
     Server(#[from] ServerError),
     #[error("starting the mirrors")]
     Subscribe(#[from] SubscribeError),
+    #[error("opening the hub's store (--store)")]
+    HubStore(#[from] OpenError),
 }
 
 /// A running hub.
 pub struct Gateway {
     server: ApiServer,
     subscriptions: Subscriptions,
+    hub: HubStore,
 }
 
 /// The hub's part of every listener: the operations API in front, and the mirrors stopped
@@ -83,8 +90,10 @@ impl Gateway {
             return Err(GatewayError::NameClash(u.name.clone()));
         }
         let prepared = api_server::prepare(opts.server.clone()).await?;
+        let hub = HubStore::open(prepared.store().clone(), &opts.store).await?;
         let subscriptions = Subscriptions::new(
             prepared.hosting().clone(),
+            hub.clone(),
             prepared.registry().clone(),
             opts.mirror.clone(),
             opts.conn_mode.clone(),
@@ -105,6 +114,7 @@ impl Gateway {
         Ok(Gateway {
             server,
             subscriptions,
+            hub,
         })
     }
 
@@ -132,8 +142,9 @@ impl Gateway {
     }
 
     /// Stops accepting, ends watches, drains connections (up to 10 s), stops the mirrors and
-    /// closes the store.
+    /// closes the stores.
     pub async fn shutdown(self) {
         self.server.shutdown().await;
+        self.hub.close().await;
     }
 }

@@ -4,6 +4,7 @@
 pub mod args;
 pub mod duration;
 pub mod env_flags;
+mod store_flag;
 mod validate;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -15,7 +16,7 @@ pub const EXIT_USAGE: i32 = 2;
 
 /// What the command line asks for.
 pub enum Parsed {
-    /// Run this command.
+    /// Run this command; the command line as it may be shown (no secrets).
     Run(Box<Cli>, Vec<String>),
     /// Print this text on standard output and exit 0 (help, version, --print-cmdline).
     Print(String),
@@ -36,6 +37,8 @@ pub fn parse(args: Vec<String>, env: &dyn Fn(&str) -> Option<String>) -> Parsed 
         Ok(cli) => cli,
         Err(e) => return from_clap_error(e),
     };
+    // Shown without secrets, both here and in the debug log.
+    let args = store_flag::redact(&args);
     if cli.global.print_cmdline {
         return Parsed::Print(format!("{}\n", env_flags::shell_join(&args)));
     }

@@ -180,10 +180,61 @@ impl HubProcess {
         })
     }
 
+    /// The names of the Devices it serves for `cluster` (read over the socket), sorted; none
+    /// while the cluster is not served.
+    pub fn mirrored(&self, cluster: &str) -> Vec<String> {
+        let (code, body) = self.request(
+            "GET",
+            &format!("/clusters/{cluster}/apis/worker.gpustack.ai/v1alpha1/devices"),
+            None,
+        );
+        if code != 200 {
+            return Vec::new();
+        }
+        let list: serde_json::Value = serde_json::from_str(&body).expect("a list");
+        let mut names: Vec<String> = list["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().expect("a name").to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Waits until it serves exactly the Devices `expected` for `cluster`.
+    pub fn wait_mirrored(&self, cluster: &str, expected: &[&str]) {
+        wait_until(
+            &format!("{cluster}'s mirror to hold {expected:?}"),
+            DEADLINE,
+            || (self.mirrored(cluster) == expected).then_some(()),
+        );
+    }
+
     /// Sends SIGTERM and waits for the process to exit.
     pub fn stop(self) -> ExitStatus {
         self.gw.stop()
     }
+}
+
+/// Stops `hub`, which mirrors `upstream`'s Devices gpu-a, gpu-b and gpu-c, changes the upstream
+/// while the hub is down (creates gpu-d, deletes gpu-a), starts the hub again with `args`, and
+/// checks that it caught up by resuming its Devices watch from the stored progress rather than
+/// listing again. Returns the restarted hub.
+pub fn restart_and_resume(hub: HubProcess, upstream: &GatewayProcess, args: &[&str]) -> HubProcess {
+    let (data, port) = (hub.data_dir.clone(), hub.port);
+    hub.stop();
+    add_device(upstream, "gpu-d");
+    upstream.kubectl_ok(&["delete", "devices", "gpu-a"]);
+    let hub = HubProcess::start(&data, port, args);
+    hub.wait_mirrored(&upstream.cluster, &["gpu-b", "gpu-c", "gpu-d"]);
+    // The first run had no progress to resume from, so a resume is the second run's.
+    let log = hub.log();
+    assert!(
+        log.contains("resumed the watch") && log.contains("Devices.worker.gpustack.ai"),
+        "the restarted hub relisted instead of resuming:\n{log}"
+    );
+    hub
 }
 
 /// One HTTP/1.1 request over a unix socket (`Connection: close`), returning the status code

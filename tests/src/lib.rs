@@ -15,6 +15,7 @@ pub mod kubelet_pods;
 pub mod kueue;
 pub mod machines;
 pub mod module_graph;
+pub mod postgres;
 pub mod preflight;
 pub mod prometheus;
 pub mod python_grpc;

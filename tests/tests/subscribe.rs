@@ -8,38 +8,9 @@ use std::collections::HashMap;
 
 use gpustack_tests::{
     embedded::{DEADLINE, free_port, kubectl_with, wait_until},
-    hub::{GpustackProxy, HubProcess, add_device, upstream, upstreams_file},
+    hub::{GpustackProxy, HubProcess, add_device, restart_and_resume, upstream, upstreams_file},
 };
 use serde_json::Value;
-
-/// The names of the Devices the hub serves for `cluster` (read over the socket).
-fn mirrored(hub: &HubProcess, cluster: &str) -> Vec<String> {
-    let (code, body) = hub.request(
-        "GET",
-        &format!("/clusters/{cluster}/apis/worker.gpustack.ai/v1alpha1/devices"),
-        None,
-    );
-    if code != 200 {
-        return Vec::new();
-    }
-    let list: Value = serde_json::from_str(&body).unwrap();
-    let mut names: Vec<String> = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
-        .collect();
-    names.sort();
-    names
-}
-
-fn wait_mirrored(hub: &HubProcess, cluster: &str, expected: &[&str]) {
-    wait_until(
-        &format!("{cluster}'s mirror to hold {expected:?}"),
-        DEADLINE,
-        || (mirrored(hub, cluster) == expected).then_some(()),
-    );
-}
 
 #[test]
 fn subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart() {
@@ -84,7 +55,7 @@ fn subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart()
     assert_eq!(code, 202, "{body}");
     assert!(body.contains("\"Started\""), "{body}");
     let ready = hub.wait_phase("east", "Ready");
-    wait_mirrored(&hub, "east", &["gpu-a", "gpu-b"]);
+    hub.wait_mirrored("east", &["gpu-a", "gpu-b"]);
     assert!(ready["lastSyncTime"].is_string());
     // A duplicate is a no-op; `force` restarts the mirror.
     let (_, body) = hub.request("POST", &subscribe, None);
@@ -109,9 +80,9 @@ fn subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart()
     // Stored: a restarted hub (no flags naming east) mirrors it again.
     hub.stop();
     let hub = HubProcess::start(&data, port, &["--worker-conn-mode=loopback", &allow]);
-    assert_eq!(mirrored(&hub, "east"), ["gpu-a", "gpu-b"], "served at once");
+    assert_eq!(hub.mirrored("east"), ["gpu-a", "gpu-b"], "served at once");
     add_device(&east, "gpu-c");
-    wait_mirrored(&hub, "east", &["gpu-a", "gpu-b", "gpu-c"]);
+    hub.wait_mirrored("east", &["gpu-a", "gpu-b", "gpu-c"]);
 
     // Unsubscribing drops the mirror, its fleet copies and its kubeconfig.
     let (code, body) = hub.request("DELETE", "/apis/workers?cluster=east", None);
@@ -158,7 +129,7 @@ fn gpustack_api_mode_goes_through_the_proxy_with_the_token_and_never_shows_it() 
     let (code, answer) = hub.request("POST", "/apis/workers", Some(&body));
     assert_eq!(code, 202, "{answer}");
     hub.wait_phase("east", "Ready");
-    wait_mirrored(&hub, "east", &["gpu-a"]);
+    hub.wait_mirrored("east", &["gpu-a"]);
     // A wrong token: the proxy refuses, status says why without any token.
     let (code, _) = hub.request(
         "POST",
@@ -200,7 +171,7 @@ fn gpustack_api_mode_goes_through_the_proxy_with_the_token_and_never_shows_it() 
     );
     assert_eq!(code, 202);
     hub.wait_phase("west", "Ready");
-    wait_mirrored(&hub, "west", &["gpu-w"]);
+    hub.wait_mirrored("west", &["gpu-w"]);
 }
 
 #[test]
@@ -318,22 +289,11 @@ fn a_restarted_hub_resumes_its_watches_instead_of_relisting() {
     let port = free_port();
     let hub = HubProcess::start(&data, port, &flags);
     hub.wait_phase("east", "Ready");
-    wait_mirrored(&hub, "east", &["gpu-a", "gpu-b"]);
+    hub.wait_mirrored("east", &["gpu-a", "gpu-b"]);
     // Progress is flushed every second; a change after the list moves it.
     add_device(&east, "gpu-c");
-    wait_mirrored(&hub, "east", &["gpu-a", "gpu-b", "gpu-c"]);
-    hub.stop();
-    // While the hub is down: one created, one deleted.
-    add_device(&east, "gpu-d");
-    east.kubectl_ok(&["delete", "devices", "gpu-a"]);
-    let hub = HubProcess::start(&data, port, &flags);
-    wait_mirrored(&hub, "east", &["gpu-b", "gpu-c", "gpu-d"]);
-    // The first run had no progress to resume from, so a resume is the second run's.
-    let log = hub.log();
-    assert!(
-        log.contains("resumed the watch") && log.contains("Devices.worker.gpustack.ai"),
-        "the restarted hub relisted instead of resuming:\n{log}"
-    );
+    hub.wait_mirrored("east", &["gpu-a", "gpu-b", "gpu-c"]);
+    restart_and_resume(hub, &east, &flags);
 }
 
 /// GETs `target` over the hub's socket and parses the JSON answer.
@@ -396,7 +356,7 @@ fn an_inline_kubeconfig_subscribes_in_any_mode_survives_a_restart_and_is_never_s
     let (code, answer) = hub.request("POST", "/apis/workers", Some(&body("", &kubeconfig)));
     assert_eq!(code, 202, "{answer}");
     hub.wait_phase("east", "Ready");
-    wait_mirrored(&hub, "east", &["gpu-a"]);
+    hub.wait_mirrored("east", &["gpu-a"]);
 
     // InstanceTypes are mirrored by default, status included, and served in the fleet view.
     let types = "apis/worker.gpustack.ai/v1alpha1/instancetypes";
@@ -431,9 +391,9 @@ fn an_inline_kubeconfig_subscribes_in_any_mode_survives_a_restart_and_is_never_s
     // Stored: a restarted hub mirrors it again.
     hub.stop();
     let hub = HubProcess::start(&data, port, &[]);
-    assert_eq!(mirrored(&hub, "east"), ["gpu-a"], "served at once");
+    assert_eq!(hub.mirrored("east"), ["gpu-a"], "served at once");
     add_device(&east, "gpu-b");
-    wait_mirrored(&hub, "east", &["gpu-a", "gpu-b"]);
+    hub.wait_mirrored("east", &["gpu-a", "gpu-b"]);
     hub.wait_phase("east", "Ready");
 
     // An exec plugin is refused by rule; the answer never quotes the document.

@@ -139,7 +139,7 @@ impl Store {
                 path: display.clone(),
                 source,
             })?;
-        sqlx::migrate!("../migrations")
+        sqlx::migrate!("../migrations/sqlite")
             .run(&pool)
             .await
             .map_err(StoreError::Migrate)?;
@@ -234,6 +234,39 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_database_of_a_newer_schema_is_refused_and_left_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.db");
+        Store::open(&path).await.unwrap().close().await;
+        // What a newer binary's migration leaves behind.
+        let pool = SqlitePool::connect_with(SqliteConnectOptions::new().filename(&path))
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES (29991231000000, 'from a newer binary', true, x'00', 1)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let applied = "SELECT count(*) FROM _sqlx_migrations";
+        let before: i64 = sqlx::query_scalar(applied).fetch_one(&pool).await.unwrap();
+        let refused = Store::open(&path).await;
+        assert!(
+            matches!(
+                refused,
+                Err(StoreError::Migrate(
+                    sqlx::migrate::MigrateError::VersionMissing(29991231000000)
+                ))
+            ),
+            "{:?}",
+            refused.err()
+        );
+        let after: i64 = sqlx::query_scalar(applied).fetch_one(&pool).await.unwrap();
+        assert_eq!(after, before, "nothing applied, nothing undone");
+    }
 
     #[tokio::test]
     async fn a_data_directory_with_url_syntax_in_its_name_is_just_a_path() {

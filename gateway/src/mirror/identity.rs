@@ -15,7 +15,6 @@ use kube::{
 
 use super::progress::Progress;
 use crate::hub_store::HubStore;
-use gpustack_apiserver::store::Store;
 
 /// Where the identity is kept: a progress entry of a kind no upstream serves.
 const GROUP: &str = "gateway.gpustack.ai";
@@ -46,11 +45,11 @@ pub async fn read(client: &Client) -> Option<String> {
 
 /// Compares the upstream's identity with the stored one and stores it; true when the upstream
 /// is another cluster than the stored progress came from.
-pub async fn changed(store: &Store, cluster: &str, client: &Client) -> bool {
+pub async fn changed(hub: &HubStore, cluster: &str, client: &Client) -> bool {
     let Some(now) = read(client).await else {
         return false;
     };
-    let kept = Progress::new(HubStore::new(store.clone()), cluster, GROUP, RESOURCE);
+    let kept = Progress::new(hub.clone(), cluster, GROUP, RESOURCE);
     let stored = kept.stored().await;
     if stored.as_deref() != Some(now.as_str()) {
         kept.note(Some(&now));

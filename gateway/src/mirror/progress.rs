@@ -155,7 +155,7 @@ mod tests {
         let objects = gpustack_apiserver::store::Store::open(&dir.path().join("db"))
             .await
             .unwrap();
-        let store = HubStore::new(objects);
+        let store = HubStore::on_sqlite(objects);
         let p = Progress::new(store.clone(), "east", "g", "r");
         assert_eq!(p.stored().await, None);
         p.note(Some("5"));

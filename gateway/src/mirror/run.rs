@@ -158,13 +158,19 @@ const RESUME_WATCH_SECS: u32 = 290;
 #[derive(Clone)]
 pub struct Mirror {
     pub upstream: Upstream,
-    pub store: Store,
+    /// The hub's bookkeeping and the object store beside it.
+    pub hub: HubStore,
     pub registry: Registry,
     pub board: StatusBoard,
     pub options: MirrorOptions,
 }
 
 impl Mirror {
+    /// The object store the mirrored objects are written to.
+    fn store(&self) -> &Store {
+        self.hub.objects()
+    }
+
     /// Runs until aborted.
     pub async fn run(self) {
         let name = self.upstream.name.clone();
@@ -182,7 +188,7 @@ impl Mirror {
             tokio::time::sleep(wait).await;
         };
         // A new cluster under this name: what was stored of the old one's watches goes.
-        if identity::changed(&self.store, &name, &client).await {
+        if identity::changed(&self.hub, &name, &client).await {
             tracing::warn!(upstream = %name, "the upstream is another cluster than before (its default namespace's uid changed): listing it again");
             for (_, resource, _) in &served {
                 self.progress_of(resource).forget().await;
@@ -317,7 +323,7 @@ impl Mirror {
                         namespace: String::new(),
                         name: crd_name.clone(),
                     };
-                    if let Err(e) = self.store.mirror_put(&key, body.clone()).await {
+                    if let Err(e) = self.store().mirror_put(&key, body.clone()).await {
                         tracing::warn!(upstream = %self.upstream.name, crd = %crd_name, error = %e, "storing the mirrored CRD failed");
                     }
                 }
@@ -366,7 +372,7 @@ impl Mirror {
     /// The stored watch progress of `resource`.
     fn progress_of(&self, resource: &ApiResource) -> Progress {
         Progress::new(
-            HubStore::new(self.store.clone()),
+            self.hub.clone(),
             &self.upstream.name,
             &resource.group,
             &resource.plural,
@@ -381,7 +387,7 @@ impl Mirror {
         let label = kind.label();
         let api: Api<DynamicObject> = Api::all_with(client, &resource);
         let progress = Progress::new(
-            HubStore::new(self.store.clone()),
+            self.hub.clone(),
             &cluster,
             &resource.group,
             &resource.plural,
@@ -652,9 +658,9 @@ impl Mirror {
         let mut writes = Vec::with_capacity(last.len());
         for (key, body, gone) in last.into_values() {
             let queued = if gone {
-                self.store.queue_mirror_delete(&key).await
+                self.store().queue_mirror_delete(&key).await
             } else {
-                self.store.queue_mirror_put(&key, body).await
+                self.store().queue_mirror_put(&key, body).await
             };
             let queued = queued.map_err(|source| MirrorFailure::Write {
                 name: key.name.clone(),
@@ -698,7 +704,7 @@ impl Mirror {
     async fn update_count(&self, resource: &ApiResource, label: &str) {
         let cluster = &self.upstream.name;
         if let Ok(n) = self
-            .store
+            .store()
             .count(cluster, &resource.group, &resource.plural)
             .await
         {
@@ -747,7 +753,7 @@ impl Mirror {
 
     /// Writes one mirrored object (the fleet view is derived from it).
     async fn put(&self, key: ObjectKey, body: Value) -> Result<(), MirrorFailure> {
-        self.store
+        self.store()
             .mirror_put(&key, body)
             .await
             .map(|_| ())
@@ -759,7 +765,7 @@ impl Mirror {
 
     /// Ends a relist: deletes what the upstream no longer has.
     async fn sweep(&self, resource: &ApiResource, seen: &SeenNames) -> Result<(), MirrorFailure> {
-        self.store
+        self.store()
             .mirror_sweep(&self.upstream.name, &resource.group, &resource.plural, seen)
             .await
             .map(|_| ())
@@ -802,7 +808,7 @@ impl Mirror {
                 Ok(client) => {
                     if std::mem::take(&mut lost) {
                         let another =
-                            identity::changed(&self.store, &self.upstream.name, &client).await;
+                            identity::changed(&self.hub, &self.upstream.name, &client).await;
                         if another {
                             tracing::warn!(upstream = %self.upstream.name, "the upstream came back as another cluster (its default namespace's uid changed): listing it again");
                         }
@@ -962,7 +968,7 @@ mod tests {
                 from_operator_file: true,
                 cluster_spec: None,
             },
-            store,
+            hub: HubStore::on_sqlite(store),
             registry: Registry::new(),
             board: StatusBoard::new(Duration::from_secs(10)),
             options: MirrorOptions::default(),
@@ -1005,7 +1011,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let store = Store::open(&dir.path().join("db")).await.unwrap();
             let progress = Progress::new(
-                HubStore::new(store.clone()),
+                HubStore::on_sqlite(store.clone()),
                 "east",
                 "worker.gpustack.ai",
                 "devices",
@@ -1040,7 +1046,7 @@ mod tests {
         async fn committed(&self) -> (u64, Option<String>) {
             let stored = self
                 .mirror
-                .store
+                .store()
                 .count("east", "worker.gpustack.ai", "devices");
             let stored = stored.await.unwrap();
             self.progress.flush().await;

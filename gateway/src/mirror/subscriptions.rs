@@ -80,8 +80,10 @@ pub struct Subscriptions {
 }
 
 impl Subscriptions {
+    /// `hub` is the bookkeeping beside `hosting`'s object store.
     pub fn new(
         hosting: Hosting,
+        hub: HubStore,
         registry: Registry,
         options: MirrorOptions,
         mode: ConnMode,
@@ -90,7 +92,7 @@ impl Subscriptions {
         let board = StatusBoard::new(options.probe_interval);
         Subscriptions {
             inner: Arc::new(Inner {
-                hub: HubStore::new(hosting.store.clone()),
+                hub,
                 hosting,
                 registry,
                 board,
@@ -174,7 +176,7 @@ impl Subscriptions {
         tracing::info!(upstream = %upstream.name, access = ?upstream.access, kubeconfig = %kubeconfig.display(), outcome = outcome.as_str(), "mirroring an upstream");
         let mirror = Mirror {
             upstream: upstream.clone(),
-            store: inner.hosting.store.clone(),
+            hub: inner.hub.clone(),
             registry: inner.registry.clone(),
             board: inner.board.clone(),
             options: inner.options.clone(),
