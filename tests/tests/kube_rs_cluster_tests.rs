@@ -19,6 +19,9 @@
 //! - kube-client `can_operate_on_pod_metadata` -> [`pod_metadata_is_read_listed_and_patched_alone`]
 //! - kube-client `csr_can_be_approved` -> [`a_csr_takes_conditions_through_its_approval`]
 //! - kube-client `can_operate_on_ephemeral_containers` -> [`ephemeral_containers_are_added_patched_and_read`]
+//! - kube-client `client::client_ext::client_ext_list_get_pods_svcs` -> [`the_client_lists_and_gets_by_scope`]
+//! - kube-client `client::client_ext::client_ext_fetch_ref_pods_svcs` -> [`the_client_fetches_by_reference`]
+//! - kube-client `client::client_ext::fetch_fails` -> [`a_reference_of_another_kind_fails_to_decode`]
 //! - kube-runtime `events::event_recorder_attaches_events` -> [`a_recorded_event_repeats_as_a_series`]
 //! - kube-runtime `events::event_recorder_attaches_events_without_namespace` -> [`an_event_about_a_cluster_scoped_object_lands_in_default`]
 //!   (about a Node: upstream reads the deprecated `ComponentStatus` `scheduler`, which is not
@@ -30,9 +33,8 @@
 //! Not here: `pod_can_exec_and_write_to_stdin`, `pod_can_exec_and_write_to_stdin_from_node_proxy`
 //! and the logs of `can_get_pod_logs_and_evict` need a kubelet's streaming endpoints (no `exec`,
 //! `attach` or `log` subresource is served); `custom_client_openssl_tls_configuration` needs
-//! OpenSSL, which this project keeps out of its build; the `client_ext` tests need kube's
-//! `unstable-client` feature, which the workspace does not enable; the `client::auth` exec
-//! tests are not cluster tests.
+//! OpenSSL, which this project keeps out of its build; the `client::auth` exec tests are not
+//! cluster tests.
 
 use std::time::Duration;
 
@@ -769,4 +771,141 @@ async fn a_fresh_recorder_creates_the_event_anew() {
         assert_eq!(e.note.as_deref(), Some("Sending kubernetes to detention"));
         assert!(e.series.is_none());
     }
+}
+
+#[tokio::test]
+async fn the_client_lists_and_gets_by_scope() {
+    use k8s_openapi::api::{batch::v1::Job, rbac::v1::ClusterRole};
+    use kube::client::scope::{Cluster, Namespace as InNamespace};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, client) = cluster(&dir).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    pods.create(&PostParams::default(), &busybox("lister", "", "true"))
+        .await
+        .unwrap();
+    let lp = ListParams::default();
+    let mut found = Vec::new();
+    for ns in client.list::<Namespace>(&lp, &Cluster).await.unwrap() {
+        let scope = InNamespace::try_from(&ns).unwrap();
+        for p in client.list::<Pod>(&lp, &scope).await.unwrap() {
+            found.push(format!("{}/{}", ns.name_any(), p.name_any()));
+        }
+    }
+    assert_eq!(found, ["kube-system/lister"]);
+    assert!(
+        client
+            .list::<Job>(&lp, &Cluster)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let default: InNamespace = "default".into();
+    let svc = client.get::<Service>("kubernetes", &default).await.unwrap();
+    assert_eq!(svc.name_any(), "kubernetes");
+    let admin = client
+        .get::<ClusterRole>("cluster-admin", &Cluster)
+        .await
+        .unwrap();
+    assert_eq!(admin.name_any(), "cluster-admin");
+}
+
+#[tokio::test]
+async fn the_client_fetches_by_reference() {
+    use k8s_openapi::api::{
+        core::v1::{LocalObjectReference, ObjectReference},
+        rbac::v1::ClusterRole,
+    };
+    use kube::client::scope::{Namespace as InNamespace, NamespacedRef as _};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, client) = cluster(&dir).await;
+    let svc: Service = client
+        .fetch(&ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Service".into()),
+            name: Some("kubernetes".into()),
+            namespace: Some("default".into()),
+            ..ObjectReference::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(svc.name_any(), "kubernetes");
+    let admin: ClusterRole = client
+        .fetch(&ObjectReference {
+            api_version: Some("rbac.authorization.k8s.io/v1".into()),
+            kind: Some("ClusterRole".into()),
+            name: Some("cluster-admin".into()),
+            ..ObjectReference::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(admin.name_any(), "cluster-admin");
+    let untyped: DynamicObject = client.fetch(&svc.object_ref(&())).await.unwrap();
+    assert_eq!(untyped.name_any(), "kubernetes");
+    let untyped: DynamicObject = client.fetch(&admin.object_ref(&())).await.unwrap();
+    assert_eq!(untyped.name_any(), "cluster-admin");
+    let local = LocalObjectReference {
+        name: "kubernetes".into(),
+    };
+    let svc: Service = client.fetch(&local.within(svc.namespace())).await.unwrap();
+    assert_eq!(svc.name_any(), "kubernetes");
+
+    // A mirror Pod of a control-plane component, owned by its Node, as kubelets write them:
+    // the owner is fetched through the Pod's owner reference.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "control"}})).unwrap();
+    let node = nodes.create(&PostParams::default(), &node).await.unwrap();
+    let mut mirror = busybox("kube-apiserver-control", "control", "true");
+    mirror.metadata.labels = Some([("component".to_string(), "kube-apiserver".to_string())].into());
+    mirror.metadata.owner_references = Some(vec![
+        node.controller_owner_ref(&())
+            .expect("a Node's owner reference"),
+    ]);
+    Api::<Pod>::namespaced(client.clone(), "kube-system")
+        .create(&PostParams::default(), &mirror)
+        .await
+        .unwrap();
+    let kube_system: InNamespace = "kube-system".into();
+    let apiservers = client
+        .list::<Pod>(
+            &ListParams::default().labels("component=kube-apiserver"),
+            &kube_system,
+        )
+        .await
+        .unwrap();
+    assert_eq!(apiservers.items.len(), 1);
+    for pod in apiservers {
+        let owner = pod
+            .owner_references()
+            .iter()
+            .find(|r| r.kind == "Node")
+            .expect("a Node owns the mirror Pod");
+        let owner: Node = client.fetch(owner).await.unwrap();
+        assert_eq!(owner.name_any(), "control");
+    }
+}
+
+#[tokio::test]
+async fn a_reference_of_another_kind_fails_to_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, client) = cluster(&dir).await;
+    let svc: Service = Api::namespaced(client.clone(), "default")
+        .get("kubernetes")
+        .await
+        .unwrap();
+    let err = client.fetch::<Pod>(&svc.object_ref(&())).await.unwrap_err();
+    assert!(matches!(err, kube::Error::SerdeError(_)), "{err:?}");
+    // Column 17: the answer starts `{"kind":"Service"`, as kube-apiserver writes objects.
+    assert_eq!(
+        err.to_string(),
+        "Error deserializing response: invalid value: string \"Service\", expected Pod at line 1 column 17"
+    );
+    let obj: DynamicObject = client.fetch(&svc.object_ref(&())).await.unwrap();
+    let err = obj.try_parse::<Pod>().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "failed to parse this DynamicObject into a Resource: invalid value: string \"Service\", expected Pod"
+    );
 }
