@@ -1,5 +1,5 @@
 //! kube-rs's own cluster-gated tests (the `#[ignore]`d tests of the published kube-client 5.0.0
-//! and kube-runtime 5.0.0 crates), as behaviours of an embedded cluster: each test here drives
+//! and kube-runtime 5.0.0 crates, and of the kube 5.0.0 crate that joins them), as behaviours of an embedded cluster: each test here drives
 //! the same kube-rs API the upstream test drives and checks what it checks, written afresh
 //! (never copied). The real `worker-gateway` serves the cluster; where the upstream test waits
 //! for a kubelet to run a Pod, the kubelet stand-in (`kubelet_pods::PodRunner`) runs it.
@@ -22,6 +22,12 @@
 //! - kube-client `client::client_ext::client_ext_list_get_pods_svcs` -> [`the_client_lists_and_gets_by_scope`]
 //! - kube-client `client::client_ext::client_ext_fetch_ref_pods_svcs` -> [`the_client_fetches_by_reference`]
 //! - kube-client `client::client_ext::fetch_fails` -> [`a_reference_of_another_kind_fails_to_decode`]
+//! - kube `custom_resource_generates_correct_core_structs` -> [`a_derived_kind_and_its_dynamic_form_share_a_url`]
+//! - kube `derived_resource_queryable_and_has_subresources` -> [`a_derived_kind_is_applied_scaled_and_given_a_status`]
+//! - kube `custom_serialized_objects_are_queryable_and_iterable` -> [`pods_are_read_through_a_shape_of_our_own`]
+//! - kube `derived_resources_discoverable` (disabled upstream) -> [`a_derived_kind_is_discovered_and_everything_lists`]
+//! - kube `pod_can_await_conditions` -> [`a_pod_is_awaited_running_and_ready_then_finalized`]
+//! - kube `api_get_opt_handles_404` -> [`get_opt_of_a_missing_object_is_none`]
 //! - kube-runtime `events::event_recorder_attaches_events` -> [`a_recorded_event_repeats_as_a_series`]
 //! - kube-runtime `events::event_recorder_attaches_events_without_namespace` -> [`an_event_about_a_cluster_scoped_object_lands_in_default`]
 //!   (about a Node: upstream reads the deprecated `ComponentStatus` `scheduler`, which is not
@@ -387,16 +393,21 @@ fn busybox(name: &str, node: &str, command: &str) -> Pod {
 
 const NODE: &str = "kube-rs-node";
 
-#[tokio::test]
-async fn a_pod_is_watched_to_running_replaced_and_deleted() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_gw, client) = cluster(&dir).await;
-    let _kubelet = PodRunner::start(
+/// The kubelet stand-in of [`NODE`], with busybox "pulled": it runs the Pods bound there.
+fn kubelet(client: &Client, dir: &tempfile::TempDir) -> PodRunner {
+    PodRunner::start(
         client.clone(),
         NODE,
         &dir.path().join("kubelet"),
         &["busybox:stable"],
-    );
+    )
+}
+
+#[tokio::test]
+async fn a_pod_is_watched_to_running_replaced_and_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, client) = cluster(&dir).await;
+    let _kubelet = kubelet(&client, &dir);
     let pods: Api<Pod> = Api::default_namespaced(client);
     let pod = busybox("busybox-kube1", NODE, "sleep 30");
     let created = pods.create(&PostParams::default(), &pod).await.unwrap();
@@ -907,5 +918,307 @@ async fn a_reference_of_another_kind_fails_to_decode() {
     assert_eq!(
         err.to_string(),
         "failed to parse this DynamicObject into a Resource: invalid value: string \"Service\", expected Pod"
+    );
+}
+
+/// A kind of our own, derived as kube-rs's tests derive theirs: a status and a scale
+/// subresource whose replicas live at `.spec.replicas` and `.status.replicas`.
+#[derive(
+    kube::CustomResource, serde::Deserialize, serde::Serialize, Clone, Debug, schemars::JsonSchema,
+)]
+#[kube(group = "example.com", version = "v1", kind = "Widget", namespaced)]
+#[kube(status = "WidgetStatus")]
+#[kube(scale(
+    spec_replicas_path = ".spec.replicas",
+    status_replicas_path = ".status.replicas"
+))]
+pub struct WidgetSpec {
+    name: String,
+    info: Option<String>,
+    replicas: i32,
+}
+
+#[derive(serde::Deserialize, serde::Serialize, Clone, Debug, Default, schemars::JsonSchema)]
+pub struct WidgetStatus {
+    healthy: bool,
+    replicas: i32,
+}
+
+/// Applies Widget's CRD server-side and waits until it is established.
+async fn widget_kind(
+    client: &Client,
+) -> Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
+{
+    use kube::{
+        CustomResourceExt,
+        runtime::wait::{await_condition, conditions},
+    };
+    let crds = Api::all(client.clone());
+    let apply = PatchParams::apply("kube-rs-tests").force();
+    crds.patch("widgets.example.com", &apply, &Patch::Apply(Widget::crd()))
+        .await
+        .unwrap();
+    let established = await_condition(
+        crds.clone(),
+        "widgets.example.com",
+        conditions::is_crd_established(),
+    );
+    tokio::time::timeout(Duration::from_secs(10), established)
+        .await
+        .expect("the CRD is established in time")
+        .unwrap();
+    crds
+}
+
+#[tokio::test]
+async fn a_derived_kind_and_its_dynamic_form_share_a_url() {
+    use kube::core::{ApiResource, GroupVersionKind};
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, client) = cluster(&dir).await;
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let dynamic: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "myns", &ApiResource::from_gvk(&gvk));
+    let typed: Api<Widget> = Api::namespaced(client, "myns");
+    assert_eq!(dynamic.resource_url(), typed.resource_url());
+    assert_eq!(
+        typed.resource_url(),
+        "/apis/example.com/v1/namespaces/myns/widgets"
+    );
+}
+
+#[tokio::test]
+async fn a_derived_kind_is_applied_scaled_and_given_a_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, client) = cluster(&dir).await;
+    let crds = widget_kind(&client).await;
+    let widgets: Api<Widget> = Api::default_namespaced(client);
+    let apply = PatchParams::apply("kube-rs-tests").force();
+    let spec = WidgetSpec {
+        name: "baz".into(),
+        info: Some("old baz".into()),
+        replicas: 1,
+    };
+    let applied = widgets
+        .patch("baz", &apply, &Patch::Apply(&Widget::new("baz", spec)))
+        .await
+        .unwrap();
+    assert_eq!(applied.spec.name, "baz");
+    let reference = applied.object_ref(&());
+    assert_eq!(reference.name.as_deref(), Some("baz"));
+    assert_eq!(reference.uid, applied.uid());
+
+    // A partial apply configuration: the fields it names change, the others go with it (the
+    // same manager no longer claims `info`).
+    let partial = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "spec": {"name": "foo", "replicas": 2}});
+    let applied = widgets
+        .patch("baz", &apply, &Patch::Apply(partial))
+        .await
+        .unwrap();
+    assert_eq!(applied.spec.replicas, 2);
+    assert_eq!(applied.spec.info, None);
+
+    let scale = widgets.get_scale("baz").await.unwrap();
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(2));
+    assert!(widgets.get_status("baz").await.unwrap().status.is_none());
+
+    let status = json!({"status": WidgetStatus { healthy: true, replicas: 1 }});
+    let with_status = widgets
+        .patch_status("baz", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    assert!(with_status.status.as_ref().is_some_and(|s| s.healthy));
+
+    let scaled = widgets
+        .patch_scale(
+            "baz",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.status.map(|s| s.replicas), Some(1));
+    assert_eq!(scaled.spec.and_then(|s| s.replicas), Some(3));
+    assert_eq!(widgets.get("baz").await.unwrap().spec.replicas, 3);
+
+    widgets
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    assert!(widgets.get_opt("baz").await.unwrap().is_none());
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn pods_are_read_through_a_shape_of_our_own() {
+    use kube::core::{
+        ApiResource,
+        object::{HasSpec, HasStatus, NotUsed, Object},
+    };
+    #[derive(Clone, serde::Deserialize, Debug)]
+    struct SimplePodSpec {
+        containers: Vec<SimpleContainer>,
+    }
+    #[derive(Clone, serde::Deserialize, Debug)]
+    struct SimpleContainer {
+        image: String,
+    }
+    type SimplePod = Object<SimplePodSpec, NotUsed>;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, client) = cluster(&dir).await;
+    Api::<Pod>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &busybox("shaped", "", "true"))
+        .await
+        .unwrap();
+    let resource = ApiResource::erase::<Pod>(&());
+    let api: Api<SimplePod> = Api::default_namespaced_with(client, &resource);
+    let mut list = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].spec().containers[0].image, "busybox:stable");
+    for pod in &mut list {
+        pod.spec_mut().containers.clear();
+        *pod.status_mut() = None;
+        pod.annotations_mut()
+            .insert("kube-seen".into(), "yes".into());
+        pod.labels_mut().insert("kube.rs".into(), "hello".into());
+        pod.finalizers_mut().push("kube-finalizer".into());
+        pod.managed_fields_mut().clear();
+    }
+    for pod in list {
+        assert_eq!(
+            pod.annotations().get("kube-seen").map(String::as_str),
+            Some("yes")
+        );
+        assert_eq!(
+            pod.labels().get("kube.rs").map(String::as_str),
+            Some("hello")
+        );
+        assert!(pod.finalizers().contains(&"kube-finalizer".to_string()));
+        assert!(pod.spec().containers.is_empty());
+        assert!(pod.managed_fields().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_derived_kind_is_discovered_and_everything_lists() {
+    use kube::{
+        core::{GroupVersion, GroupVersionKind},
+        discovery::{self, ApiGroup, Discovery, verbs},
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, client) = cluster(&dir).await;
+    widget_kind(&client).await;
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let gv = GroupVersion::gv("example.com", "v1");
+    let group = discovery::pinned_group(&client, &gv).await.unwrap();
+    let (by_group, caps_by_group) = group.recommended_kind("Widget").unwrap();
+    let (by_kind, caps_by_kind) = discovery::pinned_kind(&client, &gvk).await.unwrap();
+    assert_eq!(by_group, by_kind);
+    assert_eq!(
+        caps_by_group.operations.len(),
+        caps_by_kind.operations.len()
+    );
+    assert_eq!(DynamicObject::api_version(&by_kind), "example.com/v1");
+
+    let discovery = Discovery::new(client.clone())
+        .exclude(&["rbac.authorization.k8s.io"])
+        .run()
+        .await
+        .unwrap();
+    assert!(discovery.has_group("example.com"));
+    let (found, _) = discovery.resolve_gvk(&gvk).unwrap();
+    assert_eq!(
+        (found.group, found.version, found.kind),
+        ("example.com".into(), "v1".into(), "Widget".into())
+    );
+    assert!(
+        !discovery.has_group("rbac.authorization.k8s.io"),
+        "excluded"
+    );
+    let mut groups = discovery.groups_alphabetical().into_iter();
+    assert_eq!(groups.next().unwrap().name(), ApiGroup::CORE_GROUP);
+    let mut listed = 0;
+    for group in groups {
+        for (ar, caps) in group.recommended_resources() {
+            if !caps.supports_operation(verbs::LIST) {
+                continue;
+            }
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            api.list(&ListParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("listing {}: {e}", ar.plural));
+            listed += 1;
+        }
+    }
+    assert!(listed > 10, "every listable kind was listed ({listed})");
+}
+
+#[tokio::test]
+async fn a_pod_is_awaited_running_and_ready_then_finalized() {
+    use kube::runtime::wait::{
+        Condition, await_condition, conditions, delete::delete_and_finalize,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, client) = cluster(&dir).await;
+    let _kubelet = kubelet(&client, &dir);
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let created = pods
+        .create(
+            &PostParams::default(),
+            &busybox("busybox-kube4", NODE, "sleep 20"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.name_any(), "busybox-kube4");
+    let running = await_condition(pods.clone(), "busybox-kube4", conditions::is_pod_running());
+    tokio::time::timeout(Duration::from_secs(15), running)
+        .await
+        .expect("running in time")
+        .unwrap();
+    let pod = pods.get("busybox-kube4").await.unwrap();
+    assert_eq!(pod.spec.unwrap().containers[0].name, "busybox");
+
+    fn containers_ready() -> impl Condition<Pod> {
+        |pod: Option<&Pod>| {
+            pod.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "ContainersReady"))
+                .is_some_and(|c| c.status == "True")
+        }
+    }
+    let ready = await_condition(
+        pods.clone(),
+        "busybox-kube4",
+        conditions::is_pod_running().and(containers_ready()),
+    );
+    tokio::time::timeout(Duration::from_secs(10), ready)
+        .await
+        .expect("ready in time")
+        .unwrap();
+
+    delete_and_finalize(pods.clone(), "busybox-kube4", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(pods.get("busybox-kube4").await.is_err());
+}
+
+#[tokio::test]
+async fn get_opt_of_a_missing_object_is_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_gw, client) = cluster(&dir).await;
+    let maps = Api::<ConfigMap>::default_namespaced(client);
+    assert!(
+        maps.get_opt("this-cm-does-not-exist")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let err = maps.get("this-cm-does-not-exist").await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 404),
+        "{err:?}"
     );
 }
