@@ -1,6 +1,6 @@
 //! Every verb in Kubernetes protobuf, as client-go's typed clients send them, for every
-//! built-in kind an embedded cluster serves: create, get, update, patch, list, delete with
-//! `DeleteOptions` and deletecollection, plus the reviews' create, `pods/eviction` (a
+//! built-in kind an embedded cluster serves: create, get, update (and `UpdateStatus` where the
+//! kind has `status`), patch, list, delete with `DeleteOptions` and deletecollection, plus the reviews' create, `pods/eviction` (a
 //! `policy/v1` `Eviction`) and `scale`. Bodies are k8s-pb's own types (an encoder independent
 //! of the server's); every answer is asked for in protobuf alone and decoded from its `k8s\0`
 //! envelope (a `runtime.Unknown`) with k8s-pb's types, errors (`Status`) included.
@@ -754,7 +754,28 @@ const REVIEWS: &[(&str, &str)] = &[
 
 /// Create, get, update, patch (merge and strategic), list, delete and deletecollection of
 /// one kind, all in protobuf.
-async fn every_verb(wire: &Wire, row: &Row) {
+/// A PUT to `path` of the object at `item` as `change` makes it, read again and retried on a
+/// conflict as client-go's `RetryOnConflict` does (a controller may write the object in
+/// between: the APIService availability check does); answered 200.
+async fn put_retrying(
+    wire: &Wire,
+    row: &Row,
+    item: &str,
+    path: &str,
+    change: impl Fn(&[u8]) -> Vec<u8>,
+) -> Answer {
+    for _ in 0..5 {
+        let got = wire.send_pb("GET", item, Vec::new(), 200).await;
+        let a = wire.call("PUT", path, PB, row.body(change(&got.raw))).await;
+        if a.code != 409 {
+            assert_eq!(a.code, 200, "PUT {path}");
+            return a;
+        }
+    }
+    panic!("PUT {path}: a conflict five times");
+}
+
+async fn every_verb(wire: &Wire, row: &Row, has_status: bool) {
     let base = row.collection();
     let name = row.name(1);
     let item = format!("{base}/{name}");
@@ -767,22 +788,11 @@ async fn every_verb(wire: &Wire, row: &Row) {
     assert!(m.uid.as_deref().is_some_and(|u| !u.is_empty()), "a uid");
     assert!(m.resource_version.is_some(), "a resourceVersion");
 
-    // Update: what was read, with a label added (its resourceVersion pins it); read again
-    // and retried on a conflict, as client-go's `RetryOnConflict` does (a controller may write
-    // the object's status in between: the APIService availability check does).
-    let mut updated = None;
-    for _ in 0..5 {
-        let got = wire.send_pb("GET", &item, Vec::new(), 200).await;
-        assert_eq!(row.read(&got).uid, m.uid);
-        let changed = (row.labelled)(&got.raw, "verb", "update");
-        let a = wire.call("PUT", &item, PB, row.body(changed)).await;
-        if a.code != 409 {
-            updated = Some(a);
-            break;
-        }
-    }
-    let updated = updated.expect("an update without a conflict in five tries");
-    assert_eq!(updated.code, 200, "PUT {item}");
+    // Update: what was read, with a label added (its resourceVersion pins it).
+    let updated = put_retrying(wire, row, &item, &item, |raw| {
+        (row.labelled)(raw, "verb", "update")
+    })
+    .await;
     let um = row.read(&updated);
     assert_eq!(um.labels.get("verb").map(String::as_str), Some("update"));
     assert_ne!(um.resource_version, m.resource_version);
@@ -797,6 +807,13 @@ async fn every_verb(wire: &Wire, row: &Row) {
         let pm = row.read(&patched);
         assert_eq!(pm.labels.get("patched").map(String::as_str), Some(value));
         assert_eq!(pm.labels.get("verb").map(String::as_str), Some("update"));
+    }
+
+    // UpdateStatus: the object as read, through `/status`.
+    if has_status {
+        let status =
+            put_retrying(wire, row, &item, &format!("{item}/status"), <[u8]>::to_vec).await;
+        assert_eq!(row.read(&status).uid, m.uid);
     }
 
     let selected = format!("{base}?labelSelector={}%3D{}", LABEL.0, LABEL.1);
@@ -840,9 +857,10 @@ async fn every_verb(wire: &Wire, row: &Row) {
     }
 }
 
-/// What discovery says the cluster lets clients create: `group/version` and plural.
-async fn creatable(client: &kube::Client) -> BTreeSet<(String, String)> {
-    let mut out = BTreeSet::new();
+/// What discovery says the cluster lets clients create (`group/version` and plural), and
+/// whether each has a `status` subresource.
+async fn creatable(client: &kube::Client) -> BTreeMap<(String, String), bool> {
+    let mut out = BTreeMap::new();
     let core = client.list_core_api_versions_aggregated().await.unwrap();
     let apis = client.list_api_groups_aggregated().await.unwrap();
     for group in core.items.iter().chain(apis.items.iter()) {
@@ -860,7 +878,11 @@ async fn creatable(client: &kube::Client) -> BTreeSet<(String, String)> {
             };
             for r in &v.resources {
                 if r.verbs.iter().any(|v| v == "create") {
-                    out.insert((gv.clone(), r.resource.clone().unwrap_or_default()));
+                    let status = r
+                        .subresources
+                        .iter()
+                        .any(|s| s.subresource.as_deref() == Some("status"));
+                    out.insert((gv.clone(), r.resource.clone().unwrap_or_default()), status);
                 }
             }
         }
@@ -901,13 +923,17 @@ async fn every_built_in_kind_takes_every_verb_in_protobuf() {
                 .map(|(gv, p)| ((*gv).to_owned(), (*p).to_owned())),
         )
         .collect();
+    let served = creatable(&client).await;
     assert_eq!(
-        creatable(&client).await,
+        served.keys().cloned().collect::<BTreeSet<_>>(),
         covered,
         "the table covers every kind the cluster serves"
     );
+    let with_status = served.values().filter(|s| **s).count();
+    assert!(with_status >= 10, "kinds with a status: {with_status}");
     for row in &rows {
-        every_verb(&wire, row).await;
+        let has_status = served[&(row.api_version.to_owned(), row.plural.to_owned())];
+        every_verb(&wire, row, has_status).await;
     }
 }
 
