@@ -8,7 +8,7 @@ use std::{
     process::Command,
 };
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::python_grpc::checkout;
 
@@ -82,13 +82,32 @@ impl Helm {
         release: &str,
         values: &Value,
     ) -> Result<Value, Refused> {
-        let chart = chart_dir();
+        self.chart_action(action, release, &chart_dir(), values, &json!({}))
+    }
+
+    /// `install` or `upgrade` of `chart` with `values` and the SDK's keyword `options`
+    /// (`{"server_side_apply": true}`).
+    pub fn chart_action(
+        &self,
+        action: &str,
+        release: &str,
+        chart: &Path,
+        values: &Value,
+        options: &Value,
+    ) -> Result<Value, Refused> {
         self.run(&[
             action,
             release,
             chart.to_str().unwrap(),
             &values.to_string(),
+            &options.to_string(),
         ])
+    }
+
+    /// The release's revisions, oldest first: `{"version", "status"}` each.
+    pub fn history(&self, release: &str) -> Result<Vec<Value>, Refused> {
+        let v = self.run(&["history", release])?;
+        Ok(v.as_array().cloned().unwrap_or_default())
     }
 
     pub fn uninstall(&self, release: &str) -> Result<Value, Refused> {

@@ -16,6 +16,7 @@ pub mod clusters;
 pub mod conversion;
 pub mod csr;
 pub mod disruption;
+pub mod ephemeral_containers;
 pub mod field_errors;
 pub(crate) mod handlers;
 pub mod kept_alive;

@@ -179,7 +179,7 @@ fn put_back(kept: &mut Value, old_spec: &Value, key: &str) {
 }
 
 /// `v` without null members: a field set to null is a field not set.
-fn without_nulls(v: &Value) -> Value {
+pub(crate) fn without_nulls(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.iter()

@@ -787,6 +787,13 @@ const OTHER_SUBRESOURCES: &[OtherSubresource] = &[
     OtherSubresource {
         group: "",
         plural: "pods",
+        name: "ephemeralcontainers",
+        verbs: STATUS_VERBS,
+        kind: None,
+    },
+    OtherSubresource {
+        group: "",
+        plural: "pods",
         name: "binding",
         verbs: CREATE_ONLY,
         kind: Some(("", "v1", "Binding")),

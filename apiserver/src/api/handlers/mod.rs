@@ -42,6 +42,38 @@ pub(crate) async fn resource(
     p: ResourcePath,
 ) -> Result<Response, ApiError> {
     collector::resume_once(st);
+    let watching = p.watch || ctx.flag("watch");
+    // A client that takes protobuf alone (client-go's typed clients may ask so) gets every
+    // answer in it, subresources' and errors included, as kube-apiserver answers; a watch
+    // frames its own. A 406 (no protobuf form) stays JSON: it is the answer that says so.
+    let in_protobuf = !watching && super::negotiate::protobuf_only(ctx.header(header::ACCEPT));
+    let mut response = match dispatch(st, &ctx, p, watching, in_protobuf).await {
+        Ok(r) => r,
+        Err(e) if in_protobuf && e.code != 406 => axum::response::IntoResponse::into_response(e),
+        Err(e) => return Err(e),
+    };
+    if in_protobuf {
+        response = as_protobuf::transcode(response).await?;
+    }
+    let mut warnings = std::mem::take(&mut *ctx.warnings.lock().unwrap_or_else(|e| e.into_inner()));
+    // A write retried after losing a race warns again about the same fields.
+    warnings.dedup();
+    for w in &warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&format!("299 - {w:?}")) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    Ok(response)
+}
+
+/// Resolves the target of a resource request and runs its verb.
+async fn dispatch(
+    st: &ApiState,
+    ctx: &Ctx,
+    p: ResourcePath,
+    watching: bool,
+    in_protobuf: bool,
+) -> Result<Response, ApiError> {
     let def = st
         .registry
         .find(&ctx.cluster, &p.group, &p.version, &p.resource)
@@ -56,8 +88,8 @@ pub(crate) async fn resource(
     {
         return match (&ctx.method, &p.namespace, &p.name) {
             (&Method::POST, Some(ns), Some(name)) => {
-                let body = write::object_body(&ctx).await?;
-                auth::tokens::token_request(st, &ctx, ns, name, body).await
+                let body = write::object_body(ctx).await?;
+                auth::tokens::token_request(st, ctx, ns, name, body).await
             }
             (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
         };
@@ -71,9 +103,8 @@ pub(crate) async fn resource(
     if def.is_review() {
         return match (&ctx.method, &p.name, &p.subresource) {
             (&Method::POST, None, None) => {
-                let body = write::object_body(&ctx).await?;
-                auth::reviews::answer(st, &ctx, &def, &p.version, p.namespace.as_deref(), body)
-                    .await
+                let body = write::object_body(ctx).await?;
+                auth::reviews::answer(st, ctx, &def, &p.version, p.namespace.as_deref(), body).await
             }
             (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
         };
@@ -86,38 +117,23 @@ pub(crate) async fn resource(
         status,
     };
     if let Some(sub) = other.as_deref() {
-        return subresources::serve(st, &ctx, &t, sub).await;
+        return subresources::serve(st, ctx, &t, sub).await;
     }
-    let watching = p.watch || ctx.flag("watch");
     // Answered in protobuf: a kind without that form is refused before the verb runs (a write
     // refused after it was stored would be stored all the same).
-    let in_protobuf = !watching && super::negotiate::protobuf_only(ctx.header(header::ACCEPT));
     let api_version = t.def.api_version(&t.version);
     if in_protobuf && !super::protobuf::knows(&api_version, &t.def.kind) {
         return Err(ApiError::no_protobuf_form(&api_version, &t.def.kind));
     }
-    let result = match (&ctx.method, t.name.clone()) {
-        (&Method::GET, _) if watching => watch::serve(st, &ctx, &t).await,
-        (&Method::GET, Some(name)) => get(st, &ctx, &t, &name).await,
-        (&Method::GET, None) => list(st, &ctx, &t).await,
-        (&Method::POST, None) if !t.status => create(st, &ctx, &t).await,
-        (&Method::PUT, Some(name)) => update(st, &ctx, &t, &name).await,
-        (&Method::PATCH, Some(name)) => patch(st, &ctx, &t, &name).await,
-        (&Method::DELETE, Some(name)) if !t.status => delete(st, &ctx, &t, &name).await,
-        (&Method::DELETE, None) => delete_collection(st, &ctx, &t).await,
+    match (&ctx.method, t.name.clone()) {
+        (&Method::GET, _) if watching => watch::serve(st, ctx, &t).await,
+        (&Method::GET, Some(name)) => get(st, ctx, &t, &name).await,
+        (&Method::GET, None) => list(st, ctx, &t).await,
+        (&Method::POST, None) if !t.status => create(st, ctx, &t).await,
+        (&Method::PUT, Some(name)) => update(st, ctx, &t, &name).await,
+        (&Method::PATCH, Some(name)) => patch(st, ctx, &t, &name).await,
+        (&Method::DELETE, Some(name)) if !t.status => delete(st, ctx, &t, &name).await,
+        (&Method::DELETE, None) => delete_collection(st, ctx, &t).await,
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
-    };
-    let mut response = result?;
-    if in_protobuf {
-        response = as_protobuf::transcode(response).await?;
     }
-    let mut warnings = std::mem::take(&mut *ctx.warnings.lock().unwrap_or_else(|e| e.into_inner()));
-    // A write retried after losing a race warns again about the same fields.
-    warnings.dedup();
-    for w in &warnings {
-        if let Ok(v) = header::HeaderValue::from_str(&format!("299 - {w:?}")) {
-            response.headers_mut().append(header::WARNING, v);
-        }
-    }
-    Ok(response)
 }

@@ -1,6 +1,7 @@
 //! Subresources besides `status` (and `serviceaccounts/token`, answered by
 //! [`crate::api::auth::tokens`]): `scale` of the built-in workloads and of custom kinds that
-//! declare it, `pods/eviction`, `pods/binding`, and `certificatesigningrequests/approval`.
+//! declare it, `pods/eviction`, `pods/binding`, `pods/ephemeralcontainers`, and
+//! `certificatesigningrequests/approval`.
 //! Each is a read or a read-modify-write of the object itself, through the same write loop
 //! as an update ([`guaranteed_update`]).
 
@@ -10,7 +11,7 @@ use super::read::get;
 use super::target::*;
 use super::write::{object_body, pinned_rv_matches, writer};
 use crate::api::{
-    csr, disruption,
+    csr, disruption, ephemeral_containers,
     scale::{self, ScalePaths},
 };
 
@@ -30,7 +31,10 @@ pub(super) async fn serve(
         ("scale", &Method::PUT | &Method::PATCH) => write_scale(st, ctx, t, &name).await,
         ("eviction", &Method::POST) => evict(st, ctx, t, &name).await,
         ("binding", &Method::POST) => bind(st, ctx, t, &name).await,
-        ("approval", &Method::GET) => get(st, ctx, t, &name).await,
+        ("approval" | "ephemeralcontainers", &Method::GET) => get(st, ctx, t, &name).await,
+        ("ephemeralcontainers", &Method::PUT | &Method::PATCH) => {
+            add_ephemeral(st, ctx, t, &name).await
+        }
         ("approval", &Method::PUT | &Method::PATCH) => approve(st, ctx, t, &name).await,
         (_, m) => Err(ApiError::method_not_allowed(m.as_str())),
     }
@@ -339,6 +343,36 @@ async fn approve(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Res
         let new = csr::approved(current, &wanted, &now)
             .map_err(|e| ApiError::invalid(&t.def.kind, name, e.to_string()))?;
         let mut new = objects::prepare_update(&t.def, &t.version, current, new, true)?;
+        apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
+        Ok(new)
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, &obj))
+}
+
+/// `pods/NAME/ephemeralcontainers`: an update or patch of which only the Pod's ephemeral
+/// containers count, and only additions ([`ephemeral_containers::updated`]).
+async fn add_ephemeral(
+    st: &ApiState,
+    ctx: &Ctx,
+    t: &Target,
+    name: &str,
+) -> Result<Response, ApiError> {
+    let body = match ctx.method {
+        Method::PUT => Some(object_body(ctx).await?),
+        _ => None,
+    };
+    let mut w = writer(ctx, t);
+    w.subresource = Some("ephemeralcontainers");
+    let obj = guaranteed_update(st, ctx, t, name, By::Client, |current| {
+        let wanted = requested(ctx, body.as_ref(), current)?;
+        pinned_rv_matches(t, name, rv_of(&wanted), current)?;
+        let new = ephemeral_containers::updated(current, &wanted)
+            .map_err(|e| crate::api::field_errors::invalid("Pod", "", name, &e))?;
+        let new = objects::prepare_update(&t.def, &t.version, current, new, false)?;
+        // Validated as a new Pod would be: the update rules of the main endpoint forbid
+        // exactly the change this subresource exists to make.
+        let mut new = crate::api::validation::validated(&st.patterns, &t.def, new, None)?;
         apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
         Ok(new)
     })
