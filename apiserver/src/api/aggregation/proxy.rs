@@ -161,6 +161,20 @@ pub fn client_config(
     Ok(Arc::new(config))
 }
 
+/// The TLS client configuration of kube-apiserver's connections to kubelets when it is given
+/// no `--kubelet-certificate-authority` (the kubelet's certificate is not checked) and no
+/// `--kubelet-client-certificate` (none is presented).
+pub fn kubelet_client_config() -> Result<Arc<rustls::ClientConfig>, ProxyError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(SkipVerification(provider)))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
 /// Headers never passed on: hop-by-hop ones, and those the proxy sets itself.
 fn hop_by_hop(name: &HeaderName) -> bool {
     matches!(
