@@ -159,11 +159,14 @@ pub fn sample(
     Value::Object(doc)
 }
 
+/// One node's last summary and when it was read; locked while it is read again.
+type NodeSlot = Arc<tokio::sync::Mutex<Option<(Instant, Arc<Value>)>>>;
+
 /// The stats summaries of nodes, each reused for [`NODE_STATS_MAX_AGE`]; one read per node at
 /// a time (the callers of a cold node wait for the one read).
 #[derive(Default)]
 pub struct NodeStats {
-    nodes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<(Instant, Arc<Value>)>>>>>,
+    nodes: Mutex<HashMap<String, NodeSlot>>,
 }
 
 #[derive(Debug, thiserror::Error)]
