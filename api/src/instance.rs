@@ -183,6 +183,10 @@ pub struct InstanceStatus {
     /// The declared ports with the node ports they are reached at.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<InstanceStatusPort>,
+    /// The accelerators the device plugin granted the `main` container (the Pod's
+    /// `device.gpustack.ai/accelerator.allocated` annotation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocations: Vec<crate::devices::DevicesStatusGroup>,
 }
 
 impl InstanceStatus {

@@ -34,12 +34,16 @@ const PERIOD: Duration = Duration::from_millis(100);
 
 /// A Pod's running containers; their processes are killed when it goes.
 struct Running {
-    children: Vec<(String, Child)>,
+    namespace: String,
+    name: String,
+    started: jiff::Timestamp,
+    /// Each container's name, process and log.
+    children: Vec<(String, Child, PathBuf)>,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        for (_, c) in &mut self.children {
+        for (_, c, _) in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -53,6 +57,58 @@ struct State {
     settled: BTreeSet<String>,
 }
 
+/// A running container, as the kubelet's HTTP side reports it.
+#[derive(Clone, Debug)]
+pub struct RunningContainer {
+    pub name: String,
+    pub pid: u32,
+    pub log: PathBuf,
+}
+
+/// A Pod whose containers run now.
+#[derive(Clone, Debug)]
+pub struct RunningPod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub started: jiff::Timestamp,
+    pub containers: Vec<RunningContainer>,
+}
+
+/// A handle on the Pods the stand-in runs, for its HTTP side ([`crate::kubelet_http`]).
+#[derive(Clone)]
+pub struct Pods(Arc<Mutex<State>>);
+
+impl Pods {
+    /// The Pods running now.
+    pub fn running(&self) -> Vec<RunningPod> {
+        let st = self.0.lock().unwrap();
+        st.pods
+            .iter()
+            .map(|(uid, r)| RunningPod {
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                uid: uid.clone(),
+                started: r.started,
+                containers: r
+                    .children
+                    .iter()
+                    .map(|(name, c, log)| RunningContainer {
+                        name: name.clone(),
+                        pid: c.id(),
+                        log: log.clone(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Whether Pod `uid` still runs.
+    pub fn runs(&self, uid: &str) -> bool {
+        self.0.lock().unwrap().pods.contains_key(uid)
+    }
+}
+
 /// The stand-in's Pod side for node `node`; stops its processes when dropped.
 pub struct PodRunner {
     pub node: String,
@@ -64,7 +120,7 @@ pub struct PodRunner {
 
 /// The CRI log line of `text` written now to `stream`.
 fn cri_line(stream: &str, text: &str) -> String {
-    let ts = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S.%fZ");
+    let ts = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.fZ");
     format!("{ts} {stream} F {text}\n")
 }
 
@@ -162,6 +218,11 @@ impl PodRunner {
         }
     }
 
+    /// The Pods it runs, for its HTTP side.
+    pub fn pods(&self) -> Pods {
+        Pods(self.state.clone())
+    }
+
     /// Refuses the next `n` Pods at admission.
     pub fn refuse_next(&self, n: usize) {
         self.refuse.store(n, Ordering::SeqCst);
@@ -187,7 +248,7 @@ impl PodRunner {
             .map(|r| {
                 r.children
                     .iter()
-                    .map(|(n, c)| (n.clone(), c.id()))
+                    .map(|(n, c, _)| (n.clone(), c.id()))
                     .collect()
             })
             .unwrap_or_default()
@@ -304,7 +365,7 @@ async fn pass(
             for container in &spec.containers {
                 let log = log_path(dir, &ns, &name, &uid, &container.name);
                 match start_container(container, &log) {
-                    Ok(child) => children.push((container.name.clone(), child)),
+                    Ok(child) => children.push((container.name.clone(), child, log)),
                     Err(e) => eprintln!(
                         "kubelet stand-in: starting {ns}/{name}/{}: {e}",
                         container.name
@@ -313,7 +374,13 @@ async fn pass(
             }
             let count = {
                 let mut st = state.lock().unwrap();
-                st.pods.insert(uid.clone(), Running { children });
+                let running = Running {
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                    started: jiff::Timestamp::now(),
+                    children,
+                };
+                st.pods.insert(uid.clone(), running);
                 st.pods.len()
             };
             let started = now();

@@ -2,9 +2,10 @@
 //! of which can run here. It works through the real Kueue API objects as Kueue does:
 //! - a Pod labelled `kueue.x-k8s.io/queue-name` gets a `Workload` owned by the Pod, naming the
 //!   LocalQueue, its one PodSet the Pod's spec;
-//! - the Workload's quota is reserved on its ClusterQueue's first flavor, on a node the flavor
-//!   selects (a topology assignment at `kubernetes.io/hostname`), unless the queue is stopped
-//!   (`Hold`, `HoldAndDrain`) — then it stays pending, as Kueue leaves it;
+//! - the Workload's quota is reserved on its ClusterQueue's first flavor, on the node the
+//!   flavor selects that holds the fewest Workloads (a topology assignment at
+//!   `kubernetes.io/hostname`), unless the queue is stopped (`Hold`, `HoldAndDrain`) — then it
+//!   stays pending, as Kueue leaves it;
 //! - once every admission check of the queue is `Ready`, it is `Admitted`, and the Pod is bound
 //!   to the assigned node through `pods/binding`, as kube-scheduler binds it.
 //!
@@ -75,11 +76,31 @@ fn condition_true(wl: &Workload, type_: &str) -> bool {
     })
 }
 
+/// The node a Workload's quota was reserved on.
+fn assigned_node(wl: &Workload) -> Option<String> {
+    let v = serde_json::to_value(wl).ok()?;
+    v.pointer("/status/admission/podSetAssignments/0/topologyAssignment/domains/0/values/0")?
+        .as_str()
+        .map(str::to_owned)
+}
+
 /// One look at every queued Pod.
 async fn pass(c: &kube::Client) -> Result<(), kube::Error> {
     let pods = Api::<Pod>::all(c.clone())
         .list(&ListParams::default().labels(QUEUE_NAME))
         .await?;
+    // Workloads per node, so that each is placed on the least loaded node (as Kueue's
+    // topology-aware scheduling spreads them by free capacity, which this does not count).
+    let mut load: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for wl in Api::<Workload>::all(c.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+    {
+        if let Some(node) = assigned_node(&wl) {
+            *load.entry(node).or_default() += 1;
+        }
+    }
     for pod in pods.items {
         let bound = pod
             .spec
@@ -97,7 +118,7 @@ async fn pass(c: &kube::Client) -> Result<(), kube::Error> {
             continue;
         };
         if !condition_true(&wl, "QuotaReserved") {
-            reserve(c, &workloads, &wl).await?;
+            reserve(c, &workloads, &wl, &mut load).await?;
         } else if !condition_true(&wl, "Admitted") {
             admit_when_checked(&workloads, &wl).await?;
         } else {
@@ -124,8 +145,14 @@ async fn create_workload(api: &Api<Workload>, pod: &Pod, name: &str) -> Result<(
     }
 }
 
-/// Reserves quota on the queue's first flavor, on the first Ready node that flavor selects.
-async fn reserve(c: &kube::Client, api: &Api<Workload>, wl: &Workload) -> Result<(), kube::Error> {
+/// Reserves quota on the queue's first flavor, on the node that flavor selects with the fewest
+/// Workloads (`load`, counted on).
+async fn reserve(
+    c: &kube::Client,
+    api: &Api<Workload>,
+    wl: &Workload,
+    load: &mut std::collections::BTreeMap<String, usize>,
+) -> Result<(), kube::Error> {
     let ns = wl.namespace().unwrap_or_default();
     let queue = wl.spec.queue_name.clone().unwrap_or_default();
     let Some(lq) = Api::<LocalQueue>::namespaced(c.clone(), &ns)
@@ -158,14 +185,20 @@ async fn reserve(c: &kube::Client, api: &Api<Workload>, wl: &Workload) -> Result
     let nodes = Api::<Node>::all(c.clone())
         .list(&ListParams::default())
         .await?;
-    let Some(node) = nodes.items.iter().find(|n| {
-        rf.spec
-            .node_labels
-            .iter()
-            .all(|(k, v)| n.labels().get(k) == Some(v))
-    }) else {
+    let Some(node) = nodes
+        .items
+        .iter()
+        .filter(|n| {
+            rf.spec
+                .node_labels
+                .iter()
+                .all(|(k, v)| n.labels().get(k) == Some(v))
+        })
+        .min_by_key(|n| load.get(&n.name_any()).copied().unwrap_or(0))
+    else {
         return Ok(());
     };
+    *load.entry(node.name_any()).or_default() += 1;
     let flavors: serde_json::Map<String, Value> = group
         .covered_resources
         .iter()

@@ -11,6 +11,8 @@ pub mod helm;
 pub mod hub;
 pub mod inventory;
 pub mod kubelet;
+pub mod kubelet_http;
+pub mod kubelet_logs;
 pub mod kubelet_pods;
 pub mod kueue;
 pub mod machines;

@@ -278,6 +278,37 @@ async fn three_clusters_in_one_kubectl_view() {
         assert!(row.split_whitespace().any(|c| c == cluster), "{row}");
     }
 
+    // Every upstream's Instances, with their cluster and phase: a stopped one made in east.
+    east.gw.kubectl_ok(&[
+        "create",
+        "-f",
+        &gpustack_tests::embedded::write_file(
+            root,
+            "east-instance.yaml",
+            "apiVersion: worker.gpustack.ai/v1alpha1\nkind: Instance\nmetadata: {name: box, namespace: default}\nspec:\n  type: any-pool\n  image: ubuntu:24.04\n  stop: true\n  volume: {ephemeral: {capacity: 1Gi}}\n",
+        ),
+    ]);
+    wait_list(
+        &hub,
+        "instances.fleet.gpustack.ai",
+        "east's stopped instance",
+        |is| item(is, "east.box").is_some_and(|i| i["status"]["phase"] == "Stopped"),
+    );
+    let table = hub.kubectl_ok(&["get", "instances.fleet.gpustack.ai", "-n", "default"]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "CLUSTER", "TYPE", "PHASE", "AGE"],
+        "{table}"
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        row[..4],
+        ["east.box", "east", "any-pool", "Stopped"],
+        "{table}"
+    );
+
     // Identical pools of east and west make one aggregate, remaining summed; north's pool is
     // an aggregate of its own. Each upstream's worker derives its InstanceTypes in its own
     // time, so both are waited for.

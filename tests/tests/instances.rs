@@ -7,8 +7,9 @@
 
 use gpustack_api::{instance::Instance, instance_type::InstanceType, kueue::Workload};
 use gpustack_tests::{
-    embedded::{GatewayProcess, kube_client},
+    embedded::{GatewayProcess, kube_client, poll_until, stream_lines},
     inventory::{H100, Machine, publish},
+    kubelet_http::KubeletHttp,
     kubelet_pods::PodRunner,
     kueue::Kueue,
     worker::{WorkerProcess, eventually},
@@ -95,6 +96,7 @@ async fn an_instance_is_queued_runs_stops_starts_and_goes() {
     publish(&c, &Machine::gpu("gpu-a", H100, 8)).await.unwrap();
     let _kueue = Kueue::start(c.clone());
     let kubelet = PodRunner::start(c.clone(), "gpu-a", &tmp.path().join("kubelet"), &[IMAGE]);
+    let _kubelet_http = KubeletHttp::start(&c, &kubelet).await;
     let its: Api<InstanceType> = Api::all(c.clone());
     eventually("the H100 pool to be sliceable", &w, || async {
         let it = its.get(POOL).await.map_err(|e| e.to_string())?;
@@ -108,13 +110,16 @@ async fn an_instance_is_queued_runs_stops_starts_and_goes() {
     })
     .await;
 
-    // The node's address, as its kubelet reports it: where instances are reached.
+    // The node's addresses, as its kubelet reports them: the external one is where instances
+    // are reached, the internal one where the cluster reaches the kubelet.
     Api::<Node>::all(c.clone())
         .patch_status(
             "gpu-a",
             &PatchParams::default(),
             &Patch::Merge(json!({"status": {"addresses": [
-                {"type": "InternalIP", "address": "192.0.2.10"}, {"type": "Hostname", "address": "gpu-a"}]}})),
+                {"type": "ExternalIP", "address": "192.0.2.10"},
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": "gpu-a"}]}})),
         )
         .await
         .unwrap();
@@ -231,6 +236,73 @@ async fn an_instance_is_queued_runs_stops_starts_and_goes() {
         .collect();
     assert!(messages.contains(&"Started container main"), "{events}");
 
+    // The log: `kubectl logs` against the cluster (pods/log, forwarded to the node's kubelet),
+    // and instances/log through the worker, directly and aggregated.
+    let logs = gw.kubectl_ok(&["logs", "box", "-n", "default"]);
+    assert_eq!(logs, "hello from box\n");
+    let stamped = gw.kubectl_ok(&["logs", "box", "-n", "default", "--timestamps", "--tail=1"]);
+    let (at, text) = stamped.trim_end().split_once(' ').unwrap();
+    assert!(at.parse::<jiff::Timestamp>().is_ok(), "{stamped}");
+    assert_eq!(text, "hello from box");
+    assert_eq!(
+        gw.kubectl_ok(&["logs", "box", "-n", "default", "--limit-bytes=5"]),
+        "hello"
+    );
+    let log_path = "/apis/worker.gpustack.ai/v1/namespaces/default/instances/box/log";
+    assert_eq!(
+        w.kubectl_ok(&["get", "--raw", &format!("{log_path}?tailLines=1")]),
+        "hello from box\n"
+    );
+    assert_eq!(
+        gw.kubectl_ok(&["get", "--raw", &format!("{log_path}?timestamps=false")]),
+        "hello from box\n"
+    );
+    let refused = w.kubectl_err(&["get", "--raw", &format!("{log_path}?tailLines=-1")]);
+    assert!(refused.contains("tailLines"), "{refused}");
+    // Followed: the lines come as they are written, and the stream ends with the container.
+    let (mut follower, lines) =
+        stream_lines(w.kubectl_command(&["get", "--raw", &format!("{log_path}?follow=true")]));
+    let first = lines
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("a followed line");
+    assert_eq!(first, "hello from box");
+
+    // The node proxy reaches the kubelet's stats summary; instances/metrics reads it.
+    let summary: Value = serde_json::from_str(&gw.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/api/v1/nodes/gpu-a/proxy/stats/summary",
+    ]))
+    .unwrap();
+    assert!(
+        summary["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["podRef"]["uid"] == json!(pod.uid())),
+        "{summary}"
+    );
+    let metrics_path = "/apis/worker.gpustack.ai/v1/namespaces/default/instances/box/metrics";
+    let metrics: Value =
+        serde_json::from_str(&gw.kubectl_ok(&["get", "--raw", metrics_path])).unwrap();
+    assert_eq!(metrics["kind"], "InstanceMetrics", "{metrics}");
+    let main = &pod.spec.as_ref().unwrap().containers[0];
+    let cpu_limit = main.resources.as_ref().unwrap().limits.as_ref().unwrap()["cpu"]
+        .0
+        .clone();
+    assert!(
+        metrics["cpuTotalMilliCores"].as_i64().unwrap() > 0,
+        "{metrics} ({cpu_limit})"
+    );
+    assert!(metrics["memoryTotalMiB"].as_i64().unwrap() > 0, "{metrics}");
+    // The processes were measured: their resident memory and their logs' bytes.
+    assert!(metrics["memoryUsedMiB"].as_i64().unwrap() >= 1, "{metrics}");
+    assert!(
+        metrics["storageUsedMiB"].as_i64().unwrap() >= 1,
+        "{metrics}"
+    );
+    assert!(metrics["cpuUsedMilliCores"].as_i64().is_some(), "{metrics}");
+
     // A wildcard DNS domain (a setting) spells the address under it, for every instance.
     set_setting(&c, "instance-access-wildcard-dns", "traefik.me").await;
     eventually(
@@ -271,6 +343,23 @@ async fn an_instance_is_queued_runs_stops_starts_and_goes() {
             .ok_or(format!("{running:?}"))
     })
     .await;
+    // The followed log ended with its container.
+    let ended = poll_until(std::time::Duration::from_secs(30), || {
+        follower.try_wait().ok().flatten()
+    });
+    assert!(ended.is_some(), "the followed log is still open");
+    // Stopped: its metrics are what it declares, nothing measured; its log is refused.
+    let metrics: Value =
+        serde_json::from_str(&w.kubectl_ok(&["get", "--raw", metrics_path])).unwrap();
+    assert!(
+        metrics["cpuTotalMilliCores"].as_i64().unwrap() > 0,
+        "{metrics}"
+    );
+    for absent in ["cpuUsedMilliCores", "memoryUsedMiB", "storageUsedMiB"] {
+        assert!(metrics.get(absent).is_none(), "{absent}: {metrics}");
+    }
+    let refused = w.kubectl_err(&["get", "--raw", log_path]);
+    assert!(refused.contains("has no Pod"), "{refused}");
 
     // Start, with the kubelet refusing the first Pod at admission: rebuilt, then Ready.
     kubelet.refuse_next(1);
@@ -302,6 +391,12 @@ async fn an_instance_is_queued_runs_stops_starts_and_goes() {
     assert!(
         services.get_opt("nope").await.unwrap().is_none(),
         "no ports, no Service"
+    );
+    // Its log is refused as kube-apiserver refuses a container that never started.
+    let refused = gw.kubectl_err(&["logs", "nope", "-n", "default"]);
+    assert!(
+        refused.contains("is waiting to start: ErrImagePull"),
+        "{refused}"
     );
 
     // The pool deleted: its Instances are stopped (spec.stop set), not left to fail.

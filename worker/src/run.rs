@@ -237,6 +237,7 @@ pub async fn run(
         ready: ready.clone(),
         fleet: fleet.clone(),
         applications: applications_health.clone(),
+        node_stats: Default::default(),
     });
     let follower = fleet
         .clone()

@@ -20,6 +20,7 @@ pub mod ephemeral_containers;
 pub mod field_errors;
 pub(crate) mod handlers;
 pub mod kept_alive;
+pub mod kubelet_location;
 pub mod metadata_rules;
 pub mod node_ports;
 pub mod objects;
@@ -198,6 +199,8 @@ pub(crate) struct Ctx {
     /// A mirror (or the fleet view): served read-only, and discovery says so.
     pub read_only: bool,
     pub method: Method,
+    /// The path under the cluster's prefix (a proxy subresource forwards what follows it).
+    pub path: String,
     pub query: HashMap<String, String>,
     pub headers: HeaderMap,
     pub body: Bytes,
@@ -216,6 +219,7 @@ impl Ctx {
             cluster: cluster.to_owned(),
             read_only: false,
             method: Method::DELETE,
+            path: String::new(),
             query: HashMap::new(),
             headers: HeaderMap::new(),
             body: Bytes::new(),
@@ -260,7 +264,7 @@ async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
         cluster,
         served,
         route,
-        ..
+        rest,
     } = target;
     // A mirror changes only with its upstream.
     if served.read_only && !matches!(parts.method, Method::GET | Method::HEAD) {
@@ -279,6 +283,7 @@ async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
         cluster,
         read_only: served.read_only,
         method: parts.method,
+        path: rest,
         query,
         headers: parts.headers,
         body,

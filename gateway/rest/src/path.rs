@@ -110,6 +110,9 @@ fn resource(group: String, version: &str, rest: &[&str]) -> Route {
         [r] => mk(None, r, None, None),
         [r, n] => mk(None, r, Some(n), None),
         [r, n, sub] => mk(None, r, Some(n), Some(sub)),
+        // A proxy subresource carries the path it proxies to after it (`nodes/NAME/proxy/...`).
+        ["namespaces", ns, r, n, "proxy", ..] => mk(Some(ns), r, Some(n), Some("proxy")),
+        [r, n, "proxy", ..] if *r != "namespaces" => mk(None, r, Some(n), Some("proxy")),
         _ => Route::NotFound,
     }
 }
@@ -197,5 +200,19 @@ mod tests {
         assert_eq!(r.namespace.as_deref(), Some("a"));
         let r = res("/api/v1/pods");
         assert_eq!((r.namespace, r.name), (None, None));
+        let r = res("/api/v1/nodes/n1/proxy/stats/summary");
+        assert_eq!(
+            (
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
+            ("nodes", Some("n1"), Some("proxy"))
+        );
+        let r = res("/api/v1/namespaces/a/pods/p/proxy/x/y");
+        assert_eq!(
+            (r.namespace.as_deref(), r.subresource.as_deref()),
+            (Some("a"), Some("proxy"))
+        );
     }
 }

@@ -784,6 +784,21 @@ const OTHER_SUBRESOURCES: &[OtherSubresource] = &[
         verbs: CREATE_ONLY,
         kind: Some(("policy", "v1", "Eviction")),
     },
+    // Answered by the Pod's kubelet, forwarded as kube-apiserver forwards them.
+    OtherSubresource {
+        group: "",
+        plural: "pods",
+        name: "log",
+        verbs: &["get"],
+        kind: None,
+    },
+    OtherSubresource {
+        group: "",
+        plural: "nodes",
+        name: "proxy",
+        verbs: &["create", "delete", "get", "patch", "update"],
+        kind: Some(("", "v1", "NodeProxyOptions")),
+    },
     OtherSubresource {
         group: "",
         plural: "pods",

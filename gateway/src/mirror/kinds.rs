@@ -72,11 +72,13 @@ pub fn with_extra(extra: &[MirroredKind]) -> Vec<MirroredKind> {
 }
 
 /// The GPU-relevant kinds every upstream is mirrored for: the node ledgers, the instance types,
-/// the model stores and artifacts of `worker.gpustack.ai`, and the nodes themselves.
+/// the instances, the model stores and artifacts of `worker.gpustack.ai`, and the nodes
+/// themselves.
 pub fn default_kinds() -> Vec<MirroredKind> {
     vec![
         MirroredKind::new("worker.gpustack.ai", "v1alpha1", "Devices"),
         MirroredKind::new("worker.gpustack.ai", "v1alpha1", "InstanceType"),
+        MirroredKind::new("worker.gpustack.ai", "v1alpha1", "Instance"),
         MirroredKind::new("worker.gpustack.ai", "v1alpha1", "NodeModelStore"),
         MirroredKind::new("worker.gpustack.ai", "v1alpha1", "ModelArtifact"),
         MirroredKind::new("", "v1", "Node"),

@@ -319,13 +319,15 @@ fn accelerators(r: &InstanceResources, it: &InstanceType, errors: &mut Vec<Field
     cards.max(1)
 }
 
-/// What is wrong with an Instance of pool `it` (`None`: the pool does not exist).
+/// What is wrong with an Instance of pool `it` (`None`: the pool does not exist), starting
+/// from `held` (the stopped Instance it was, for a start).
 pub fn validate(
     spec: &InstanceSpec,
     it: Option<&InstanceType>,
     allowed: Privileges,
+    held: Option<&InstanceSpec>,
 ) -> Vec<FieldError> {
-    let mut errors = privileges(spec, allowed);
+    let mut errors = privileges(spec, allowed, held);
     if spec.instance_type.is_empty() {
         errors.push(FieldError::required(
             "spec.type",
@@ -347,22 +349,34 @@ pub fn validate(
     errors
 }
 
-/// The privileges the Settings gate, taken or not.
-pub fn privileges(spec: &InstanceSpec, allowed: Privileges) -> Vec<FieldError> {
+/// The privileges the Settings gate that `spec` newly takes. What `held` (the Instance before
+/// a start) already had is kept whatever the Settings say now: a host path is held when the
+/// same volume (by value, in any order) was there; one repointed is new.
+pub fn privileges(
+    spec: &InstanceSpec,
+    allowed: Privileges,
+    held: Option<&InstanceSpec>,
+) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    if spec.privileged == Some(true) && !allowed.privileged {
+    let held_privileged = held.is_some_and(|h| h.privileged == Some(true));
+    if spec.privileged == Some(true) && !allowed.privileged && !held_privileged {
         errors.push(FieldError::forbidden(
             "spec.privileged",
             "privileged instances are not allowed (setting instance-privileged-allowed)",
             Reason::FieldInvalid,
         ));
     }
-    if !spec.host_path_volumes.is_empty() && !allowed.host_path {
-        errors.push(FieldError::forbidden(
-            "spec.hostPathVolumes",
-            "hostPath volumes are not allowed (setting instance-host-path-volume-allowed)",
-            Reason::FieldInvalid,
-        ));
+    if !allowed.host_path {
+        for (i, v) in spec.host_path_volumes.iter().enumerate() {
+            if held.is_some_and(|h| h.host_path_volumes.contains(v)) {
+                continue;
+            }
+            errors.push(FieldError::forbidden(
+                format!("spec.hostPathVolumes[{i}]"),
+                "hostPath volumes are not allowed (setting instance-host-path-volume-allowed)",
+                Reason::FieldInvalid,
+            ));
+        }
     }
     errors
 }
@@ -487,7 +501,7 @@ mod tests {
             spec[k] = v.clone();
         }
         let spec: InstanceSpec = serde_json::from_value(spec).unwrap();
-        validate(&spec, Some(&pool(accelerated)), allowed)
+        validate(&spec, Some(&pool(accelerated)), allowed, None)
             .into_iter()
             .map(|e| (e.field, e.reason))
             .collect()
@@ -592,12 +606,12 @@ mod tests {
             json!({"type": "h100", "resources": {"acceleratorSlicedMemoryPercentage": 10}}),
         )
         .unwrap();
-        let e = validate(&spec, Some(&unsliceable), none);
+        let e = validate(&spec, Some(&unsliceable), none, None);
         assert_eq!(
             e[0].detail,
             "instance type h100 does not offer logical slices"
         );
-        let e = validate(&spec, None, none);
+        let e = validate(&spec, None, none, None);
         assert_eq!(
             e[0].to_string(),
             "spec.type: Invalid value: \"h100\": instance type h100 does not exist"
@@ -615,7 +629,22 @@ mod tests {
         );
         assert_eq!(
             got.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
-            ["spec.privileged", "spec.hostPathVolumes"]
+            ["spec.privileged", "spec.hostPathVolumes[0]"]
+        );
+        // Held before a start: kept whatever the Settings say now; a repointed path is new.
+        let mut spec: InstanceSpec = serde_json::from_value(json!({"type": "h100",
+            "resources": {"accelerator": 1}, "privileged": true,
+            "hostPathVolumes": [{"name": "a", "path": "/a", "mountPath": "/a"},
+                {"name": "d", "path": "/data", "mountPath": "/d"}]}))
+        .unwrap();
+        let held = spec.clone();
+        spec.host_path_volumes.reverse();
+        assert!(privileges(&spec, Privileges::default(), Some(&held)).is_empty());
+        spec.host_path_volumes[0].path = "/etc".into();
+        let e = privileges(&spec, Privileges::default(), Some(&held));
+        assert_eq!(
+            e.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
+            ["spec.hostPathVolumes[0]"]
         );
         assert_eq!(
             check(

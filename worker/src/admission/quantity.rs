@@ -92,6 +92,14 @@ impl Quantity {
         }
     }
 
+    /// How many `unit`s the amount makes, rounded up (bytes to MiB, cores to millicores).
+    pub fn ceil_units(self, unit: Self) -> Option<i64> {
+        if unit.nanos <= 0 {
+            return None;
+        }
+        i64::try_from(self.ceil_to(unit).nanos / unit.nanos).ok()
+    }
+
     /// An eighth of the amount (rounded up to the nano-unit).
     pub fn eighth(self) -> Self {
         Quantity {

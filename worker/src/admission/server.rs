@@ -290,9 +290,19 @@ impl Admission {
             .as_ref()
             .filter(|_| req.operation == Operation::Update)
             .and_then(|o| serde_json::to_value(o).ok());
+        let allowed = instance_rules::Privileges {
+            privileged: self.setting_on("instance-privileged-allowed"),
+            host_path: self.setting_on("instance-host-path-volume-allowed"),
+        };
+        // What an update keeps of the escapes the Instance held is not judged again; what it
+        // newly takes is, stopped or not ([`instance_rules::privileges`]).
+        let held: Option<gpustack_api::instance::InstanceSpec> = old
+            .as_ref()
+            .and_then(|o| serde_json::from_value(o["spec"].clone()).ok());
         if let Some(old) = &old {
             let phase = old["status"]["phase"].as_str().unwrap_or("");
-            let errors = instance_rules::validate_update(old, phase, object);
+            let mut errors = instance_rules::validate_update(old, phase, object);
+            errors.extend(instance_rules::privileges(&spec, allowed, held.as_ref()));
             if let Some(r) = Refusal::invalid("Instance", &name, errors) {
                 return Decision::Deny(r);
             }
@@ -302,19 +312,15 @@ impl Admission {
                 return Decision::Allow(Reason::Admitted);
             }
         }
-        let allowed = instance_rules::Privileges {
-            privileged: self.setting_on("instance-privileged-allowed"),
-            host_path: self.setting_on("instance-host-path-volume-allowed"),
-        };
         let errors = if spec.stopped() {
             // A stopped Instance needs no pool (its pool may be gone); only its privileges.
-            instance_rules::privileges(&spec, allowed)
+            instance_rules::privileges(&spec, allowed, held.as_ref())
         } else {
             let pool = match self.pool_named(&spec.instance_type).await {
                 Ok(p) => p,
                 Err(d) => return d,
             };
-            instance_rules::validate(&spec, pool.as_ref(), allowed)
+            instance_rules::validate(&spec, pool.as_ref(), allowed, held.as_ref())
         };
         match Refusal::invalid("Instance", &name, errors) {
             Some(r) => Decision::Deny(r),

@@ -5,6 +5,9 @@
 pub mod cors;
 pub mod flavors;
 pub mod instance_events;
+pub mod instance_log;
+pub mod instance_lookup;
+pub mod instance_metrics;
 pub mod metrics;
 pub mod resources;
 pub mod settings;
@@ -57,6 +60,8 @@ pub struct ApiServer {
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
     /// What `/readyz?verbose` says of the applications (image mode).
     pub applications: Arc<crate::applications::Health>,
+    /// Nodes' kubelet stats, kept briefly for `instances/metrics`.
+    pub node_stats: instance_metrics::NodeStats,
 }
 
 impl ApiServer {
@@ -262,6 +267,20 @@ async fn serve(
             return Err(ApiError::method_not_allowed(asked.method.as_str()));
         }
         return instance_events::serve(&server.client, ns, name).await;
+    }
+    if p.group == resources::WORKER_GROUP
+        && p.version == resources::SERVED_VERSION
+        && p.resource == "instances"
+        && let (Some(sub @ ("log" | "metrics")), Some(ns), Some(name)) =
+            (p.subresource.as_deref(), &p.namespace, &p.name)
+    {
+        if asked.method != axum::http::Method::GET {
+            return Err(ApiError::method_not_allowed(asked.method.as_str()));
+        }
+        return match sub {
+            "log" => instance_log::serve(&server.client, ns, name, asked.query.as_deref()).await,
+            _ => instance_metrics::serve(&server.client, &server.node_stats, ns, name).await,
+        };
     }
     let view = server
         .views

@@ -104,6 +104,20 @@ pub fn instances() -> ResourceDef {
             "InstanceEvents",
         )),
     });
+    def.subresources.push(resource::Subresource {
+        name: "log".into(),
+        verbs: vec!["get".into()],
+        kind: None,
+    });
+    def.subresources.push(resource::Subresource {
+        name: "metrics".into(),
+        verbs: vec!["get".into()],
+        kind: Some(resource::KindRef::new(
+            WORKER_GROUP,
+            SERVED_VERSION,
+            "InstanceMetrics",
+        )),
+    });
     def
 }
 

@@ -3,8 +3,14 @@
 //! once it runs, where it runs and the node ports it is reached at. Also the access addresses
 //! the v1 view shows (§4.8).
 
-use gpustack_api::instance::{InstanceStatus, InstanceStatusPort, Ip};
+use gpustack_api::{
+    devices::DevicesStatusGroup,
+    instance::{InstanceStatus, InstanceStatusPort, Ip},
+    labels::ACCELERATOR_ALLOCATED,
+};
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, Service};
+
+use super::instance_pod::MAIN;
 
 /// A phase and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,7 +181,22 @@ pub fn observed(pod: &Pod, service: Option<&Service>, node: Option<&Node>) -> In
     if ports.iter().all(|p| p.node_port.is_some()) {
         status.ports = ports;
     }
+    status.allocations = allocations(pod);
     status
+}
+
+/// What the device plugin granted the Pod's `main` container, as its allocation annotation
+/// records it (container name → `{devices: {groups}}`); none when absent or unreadable.
+pub fn allocations(pod: &Pod) -> Vec<DevicesStatusGroup> {
+    let text = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ACCELERATOR_ALLOCATED));
+    let Some(record) = text.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok()) else {
+        return Vec::new();
+    };
+    serde_json::from_value(record[MAIN]["devices"]["groups"].clone()).unwrap_or_default()
 }
 
 /// Whether the Service still waits for node ports.
@@ -334,5 +355,36 @@ mod tests {
             ["gw.example"]
         );
         assert!(access_addresses(&InstanceStatus::default(), "", "traefik.me").is_empty());
+        assert!(s.allocations.is_empty());
+    }
+
+    #[test]
+    fn allocations_are_the_main_containers_grant() {
+        let mut p = pod(json!({"phase": "Running"}), false);
+        let grant = json!({
+            "main": {"devices": {"groups": [{"id": "g", "manufacturer": "nvidia", "accelerators": [
+                {"id": "GPU-1", "index": 1, "mode": 3, "allocated": 320000}]}]},
+                "deviceIDs": ["GPU-1::0"]},
+            "sshd": {"devices": {"groups": [{"id": "g", "manufacturer": "nvidia", "accelerators": [
+                {"id": "GPU-1", "index": 1, "mode": 5}]}]}},
+        });
+        p.metadata.annotations = Some(
+            [(ACCELERATOR_ALLOCATED.to_owned(), grant.to_string())]
+                .into_iter()
+                .collect(),
+        );
+        let groups = allocations(&p);
+        assert_eq!(groups.len(), 1);
+        let card = &groups[0].accelerators[0];
+        assert_eq!(
+            (card.id.as_str(), card.index, card.allocated),
+            ("GPU-1", 1, 320000)
+        );
+        p.metadata.annotations = Some(
+            [(ACCELERATOR_ALLOCATED.to_owned(), "not json".to_owned())]
+                .into_iter()
+                .collect(),
+        );
+        assert!(allocations(&p).is_empty());
     }
 }

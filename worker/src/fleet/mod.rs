@@ -75,6 +75,7 @@ pub struct Fleet {
     /// Everything the group serves, for discovery and OpenAPI.
     pub defs: Vec<gpustack_kube_rest::resource::ResourceDef>,
     devices: View,
+    instances: View,
     health: RwLock<Health>,
     /// Signalled the first time the gateway answers (the APIService is registered then).
     pub answered: Notify,
@@ -103,6 +104,12 @@ impl Fleet {
             defs: resources::all(),
             devices: View {
                 def: resources::devices(),
+                served: FLEET_VERSION.into(),
+                storage: IT_STORAGE_VERSION.into(),
+                storage_group: crate::names::WORKER_GROUP.into(),
+            },
+            instances: View {
+                def: resources::instances(),
                 served: FLEET_VERSION.into(),
                 storage: IT_STORAGE_VERSION.into(),
                 storage_group: crate::names::WORKER_GROUP.into(),
@@ -200,6 +207,15 @@ impl Fleet {
                     return Err(ApiError::not_found_path());
                 }
                 views::handle(&self.clients.fleet, &self.devices, asked, body).await
+            }
+            "instances" => {
+                if asked.method != Method::GET {
+                    return Err(read_only("instances"));
+                }
+                if p.subresource.is_some() {
+                    return Err(ApiError::not_found_path());
+                }
+                views::handle(&self.clients.fleet, &self.instances, asked, body).await
             }
             "instancetypes" => self.instance_types.read(p, &asked),
             "instancetypeflavors" => self.flavors.read(p, &asked),

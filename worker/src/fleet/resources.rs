@@ -1,5 +1,6 @@
 //! What `fleet.gpustack.ai/v1` serves, described for the REST toolkit: `clusters` (the
-//! gateway's subscriptions), `devices` (every upstream's, as the gateway mirrors them) and the
+//! gateway's subscriptions), `devices` and `instances` (every upstream's, as the gateway mirrors
+//! them) and the
 //! fleet aggregates `instancetypes` and `instancetypeflavors`.
 
 use gpustack_kube_rest::resource::{PrinterColumn, ResourceDef};
@@ -96,17 +97,22 @@ pub fn clusters() -> ResourceDef {
     )
 }
 
-/// `devices` (short `devs`): every upstream's Devices, named `CLUSTER.NODE`.
-pub fn devices() -> ResourceDef {
+/// The schema of the api crate's CRD `plural`.
+fn crd_schema(plural: &str) -> gpustack_kube_rest::resource::Schema {
     let crd = gpustack_api::crds::all()
         .into_iter()
-        .find(|c| c.spec.names.plural == "devices")
-        .expect("the api crate defines the devices CRD");
+        .find(|c| c.spec.names.plural == plural)
+        .expect("the api crate defines the CRD");
     let crd = serde_json::to_value(crd).expect("a CRD serializes");
-    let schema = gpustack_kube_rest::resource::from_crd(&crd)
+    gpustack_kube_rest::resource::from_crd(&crd)
         .ok()
         .and_then(|d| d.schema)
-        .unwrap_or_else(|| json!({"type": "object"}).into());
+        .unwrap_or_else(|| json!({"type": "object"}).into())
+}
+
+/// `devices` (short `devs`): every upstream's Devices, named `CLUSTER.NODE`.
+pub fn devices() -> ResourceDef {
+    let schema = crd_schema("devices");
     let mut d = def(
         "Devices",
         "devices",
@@ -124,6 +130,28 @@ pub fn devices() -> ResourceDef {
     d.list_kind = "DevicesList".into();
     d.singular = "devices".into();
     d.schema = Some(schema);
+    d
+}
+
+/// `instances` (short `inst`): every upstream's Instances, named `CLUSTER.NAME` in their
+/// namespaces, with their cluster and phase.
+pub fn instances() -> ResourceDef {
+    let mut d = def(
+        "Instance",
+        "instances",
+        &["inst"],
+        vec![
+            cluster_column(),
+            PrinterColumn::new("Type", "string", ".spec.type", 0),
+            PrinterColumn::new("Phase", "string", ".status.phase", 0),
+            PrinterColumn::new("Node", "string", ".status.nodeName", 1),
+            PrinterColumn::age(),
+        ],
+        READ,
+        json!({}),
+    );
+    d.namespaced = true;
+    d.schema = Some(crd_schema("instances"));
     d
 }
 
@@ -205,6 +233,7 @@ pub fn all() -> Vec<ResourceDef> {
     vec![
         clusters(),
         devices(),
+        instances(),
         instance_types(),
         instance_type_flavors(),
     ]

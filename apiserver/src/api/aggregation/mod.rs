@@ -224,6 +224,23 @@ impl Aggregator {
     }
 }
 
+impl Aggregator {
+    /// The connections to a kubelet at `host:port`. As kube-apiserver given no
+    /// `--kubelet-certificate-authority` and no `--kubelet-client-certificate`: the kubelet's
+    /// certificate is not checked and none is presented.
+    pub fn kubelet(&self, host: &str, port: u16) -> Result<Arc<Pool>, proxy::ProxyError> {
+        let endpoint = Endpoint {
+            host: host.to_owned(),
+            port,
+            server_name: host.to_owned(),
+        };
+        self.inner
+            .pools
+            .pool(&endpoint, &Trust::SkipVerification, None)
+            .map_err(proxy::ProxyError::Send)
+    }
+}
+
 /// A 503 naming the APIService, as kube-aggregator answers when its backend cannot be reached.
 fn unavailable(s: &ApiService, why: &str) -> ApiError {
     ApiError::new(

@@ -11,6 +11,7 @@ mod collector;
 mod commit;
 mod delete;
 mod gc;
+mod kubelet;
 mod owners;
 mod read;
 mod subresources;

@@ -35,6 +35,10 @@ pub(super) async fn serve(
         ("ephemeralcontainers", &Method::PUT | &Method::PATCH) => {
             add_ephemeral(st, ctx, t, &name).await
         }
+        ("log", &Method::GET) => super::kubelet::pod_log(st, ctx, t, &name).await,
+        ("proxy", _) if t.def.plural == "nodes" => {
+            super::kubelet::node_proxy(st, ctx, t, &name).await
+        }
         ("approval", &Method::PUT | &Method::PATCH) => approve(st, ctx, t, &name).await,
         (_, m) => Err(ApiError::method_not_allowed(m.as_str())),
     }
