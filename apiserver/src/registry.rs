@@ -106,6 +106,17 @@ impl Registry {
         custom.get(cluster)?.values().find(hit).cloned()
     }
 
+    /// Whether `cluster` serves the resource `plural` of `group` at `version` (a lookup that
+    /// copies nothing, for every request's metrics).
+    pub fn serves(&self, cluster: &str, group: &str, version: &str, plural: &str) -> bool {
+        let hit = |d: &ResourceDef| d.group == group && d.plural == plural && d.serves(version);
+        if self.builtins.iter().any(hit) {
+            return true;
+        }
+        let custom = self.custom.read().unwrap_or_else(|e| e.into_inner());
+        custom.get(cluster).is_some_and(|m| m.values().any(hit))
+    }
+
     /// The resource `plural` of `group` served at `version`.
     pub fn find(
         &self,

@@ -135,6 +135,8 @@ pub enum ServerError {
     FrontProxy(#[from] FrontProxyError),
     #[error("the token file {path}: {reason}")]
     TokenFile { path: PathBuf, reason: String },
+    #[error("registering the request metrics")]
+    Metrics(#[from] prometheus::Error),
 }
 
 /// A running API server.
@@ -287,8 +289,13 @@ pub struct Prepared {
     metrics: RequestMetrics,
 }
 
-/// Opens the store, writes kubeconfigs, hosts the embedded clusters and binds the listeners.
-pub async fn prepare(opts: ServerOptions) -> Result<Prepared, ServerError> {
+/// Opens the store, writes kubeconfigs, hosts the embedded clusters and binds the listeners;
+/// the requests answered are counted in `metrics`.
+pub async fn prepare(
+    opts: ServerOptions,
+    metrics: &prometheus::Registry,
+) -> Result<Prepared, ServerError> {
+    let request_metrics = RequestMetrics::register(metrics)?;
     std::fs::create_dir_all(&opts.data_dir).map_err(|source| ServerError::DataDir {
         path: opts.data_dir.clone(),
         source,
@@ -366,7 +373,7 @@ pub async fn prepare(opts: ServerOptions) -> Result<Prepared, ServerError> {
         hosting,
         aggregator,
         state,
-        metrics: RequestMetrics::default(),
+        metrics: request_metrics,
     })
 }
 
@@ -384,11 +391,6 @@ impl Prepared {
     /// The kinds each cluster serves.
     pub fn registry(&self) -> &Registry {
         &self.state.registry
-    }
-
-    /// The requests answered, by method and status code (every listener's).
-    pub fn request_metrics(&self) -> &RequestMetrics {
-        &self.metrics
     }
 
     /// Serves every listener until [`ApiServer::shutdown`], with `extension`'s endpoints beside
@@ -489,9 +491,13 @@ impl Prepared {
 }
 
 impl ApiServer {
-    /// Opens the store, writes kubeconfigs and starts serving the clusters alone.
+    /// Opens the store, writes kubeconfigs and starts serving the clusters alone (their
+    /// request metrics counted, but served by no one).
     pub async fn start(opts: ServerOptions) -> Result<ApiServer, ServerError> {
-        prepare(opts).await?.serve(()).await
+        prepare(opts, &prometheus::Registry::new())
+            .await?
+            .serve(())
+            .await
     }
 
     /// The address actually listened on.

@@ -8,12 +8,14 @@
 //!   subscriptions ([`mirror::subscriptions`]) and the upstreams' status.
 //! - [`hub_store`]: what the hub keeps besides objects (subscriptions, watch progress, last
 //!   sync times), in tables of its own beside the objects.
+//! - [`metrics`]: the hub's Prometheus series, in the registry the binary passes in.
 //! - [`ops`]: the hub's operations API, its own router in front of the clusters': the
 //!   subscription API (`/apis/workers`) and `/metrics`.
 //! - [`server`]: the running hub ([`server::Gateway`]): the API server, with the mirrors hosted
 //!   before it serves and stopped before its store closes.
 
 pub mod hub_store;
+pub mod metrics;
 pub mod mirror;
 pub mod ops;
 pub mod server;

@@ -7,7 +7,7 @@
 //! `--token-file` may do everything; a served cluster's token may read its own cluster's status
 //! and metrics; only the `--token-file` token may subscribe or unsubscribe.
 
-use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf, sync::Arc};
+use std::{path::PathBuf, sync::Arc};
 
 use axum::{
     Router,
@@ -19,7 +19,6 @@ use axum::{
 use gpustack_apiserver::{
     api::{
         caller::{Caller, TokenAccess},
-        request_metrics::RequestMetrics,
         too_large,
     },
     store::Store,
@@ -28,10 +27,13 @@ use gpustack_kube_rest::{path::split_cluster, response::json_response, status::A
 use serde_json::json;
 use tower::ServiceExt;
 
-use crate::mirror::{
-    FailurePhase, Phase, SubscribeError, Subscriptions,
-    kubeconfig_policy::{self, Origin},
-    request::{SubscribeRequest, unsubscribe_clusters},
+use crate::{
+    metrics::{HubMetrics, encode, own_cluster_only},
+    mirror::{
+        SubscribeError, Subscriptions,
+        kubeconfig_policy::{self, Origin},
+        request::{SubscribeRequest, unsubscribe_clusters},
+    },
 };
 
 /// Where the upstreams' status and the subscription API are served (under any served
@@ -45,8 +47,8 @@ const METRICS_PATH: &str = "/metrics";
 pub struct Ops {
     pub subscriptions: Subscriptions,
     pub store: Store,
-    /// The API server's count of the requests answered.
-    pub requests: RequestMetrics,
+    /// The hub's series, in the registry the API server counts its requests in too.
+    pub metrics: HubMetrics,
     /// Directories whose kubeconfigs run-time subscriptions may name (`--data-dir` is always
     /// one; `--subscription-kubeconfig-dir` adds more).
     pub subscription_kubeconfig_dirs: Vec<PathBuf>,
@@ -209,13 +211,6 @@ async fn unsubscribe(ops: &Ops, pairs: &[(String, String)]) -> Response {
     json_response(StatusCode::OK, &json!({"removed": removed}))
 }
 
-/// A label value in the exposition format.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 /// `GET /metrics`: the Prometheus text exposition of the upstreams' state, the store and the
 /// requests served. A cluster's token sees its own cluster's series only: the other clusters'
 /// names and counts are theirs, and the gateway-wide series (the store's version, requests by
@@ -225,248 +220,21 @@ async fn metrics(State(l): State<Arc<Listener>>, headers: HeaderMap) -> Response
     if who == Caller::Unknown {
         return ApiError::unauthorized().into_response();
     }
-    let mut upstreams = l.ops.subscriptions.board().all();
-    let text = match &who {
-        Caller::ClusterReader(own) => {
-            upstreams.retain(|(cluster, _)| cluster == own);
-            render_metrics(&upstreams, None)
-        }
-        _ => {
-            let requests = l.ops.requests.snapshot();
-            let gateway = GatewaySeries {
-                resource_version: l.ops.store.current_rv().await,
-                requests: &requests,
-            };
-            render_metrics(&upstreams, Some(&gateway))
-        }
+    let families = l.ops.metrics.gather(l.ops.store.current_rv().await);
+    let families = match &who {
+        Caller::ClusterReader(own) => own_cluster_only(families, own),
+        _ => families,
     };
-    (
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response()
-}
-
-/// The series about the gateway as a whole rather than one cluster.
-pub struct GatewaySeries<'a> {
-    /// The newest resourceVersion the store handed out.
-    pub resource_version: u64,
-    /// Requests answered, by method and status code.
-    pub requests: &'a BTreeMap<(String, u16), u64>,
-}
-
-/// The `# HELP` and `# TYPE` lines of a metric family.
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
-const PHASES: [Phase; 4] = [
-    Phase::Pending,
-    Phase::Syncing,
-    Phase::Ready,
-    Phase::Degraded,
-];
-
-/// The exposition text (pure, so its shape is tested without a server).
-pub fn render_metrics(
-    upstreams: &[(String, crate::mirror::status::UpstreamStatus)],
-    gateway: Option<&GatewaySeries>,
-) -> String {
-    let mut out = String::new();
-    family(
-        &mut out,
-        "gpustack_gateway_upstream_phase",
-        "gauge",
-        "1 for the phase each upstream's mirror is in, 0 for the others.",
-    );
-    for (c, s) in upstreams {
-        for p in PHASES {
-            let on = u8::from(s.phase == p);
-            let _ = writeln!(
-                out,
-                "gpustack_gateway_upstream_phase{{cluster=\"{}\",phase=\"{}\"}} {on}",
-                escape(c),
-                p.as_str()
-            );
-        }
-    }
-    family(
-        &mut out,
-        "gpustack_gateway_upstream_last_sync_timestamp_seconds",
-        "gauge",
-        "When each upstream's mirror was last known to match it (Unix time).",
-    );
-    for (c, s) in upstreams {
-        if let Some(t) = s.last_sync_time {
-            let _ = writeln!(
-                out,
-                "gpustack_gateway_upstream_last_sync_timestamp_seconds{{cluster=\"{}\"}} {}",
-                escape(c),
-                t.as_second()
-            );
-        }
-    }
-    family(
-        &mut out,
-        "gpustack_gateway_upstream_objects",
-        "gauge",
-        "Mirrored objects per upstream and kind.",
-    );
-    for (c, s) in upstreams {
-        for (kind, n) in &s.counts {
-            let _ = writeln!(
-                out,
-                "gpustack_gateway_upstream_objects{{cluster=\"{}\",kind=\"{}\"}} {n}",
-                escape(c),
-                escape(kind)
-            );
-        }
-    }
-    family(
-        &mut out,
-        "gpustack_gateway_upstream_failures_total",
-        "counter",
-        "Mirror failures per upstream since the gateway started, by the phase that failed (discovery, list, watch, write, sweep).",
-    );
-    for (c, s) in upstreams {
-        for phase in FailurePhase::ALL {
-            let _ = writeln!(
-                out,
-                "gpustack_gateway_upstream_failures_total{{cluster=\"{}\",phase=\"{}\"}} {}",
-                escape(c),
-                phase.as_str(),
-                s.failures.get(&phase).copied().unwrap_or(0)
-            );
-        }
-    }
-    family(
-        &mut out,
-        "gpustack_gateway_upstream_relists_total",
-        "counter",
-        "Lists of a mirrored kind that had been synced before (its stored version could not be resumed, or its watch expired), per upstream since the gateway started.",
-    );
-    for (c, s) in upstreams {
-        let _ = writeln!(
-            out,
-            "gpustack_gateway_upstream_relists_total{{cluster=\"{}\"}} {}",
-            escape(c),
-            s.relists
-        );
-    }
-    family(
-        &mut out,
-        "gpustack_gateway_upstream_resumes_total",
-        "counter",
-        "Watches of a mirrored kind resumed from a stored version per upstream since the gateway started.",
-    );
-    for (c, s) in upstreams {
-        let _ = writeln!(
-            out,
-            "gpustack_gateway_upstream_resumes_total{{cluster=\"{}\"}} {}",
-            escape(c),
-            s.resumes
-        );
-    }
-    if let Some(g) = gateway {
-        render_gateway(&mut out, g);
-    }
-    out
-}
-
-fn render_gateway(out: &mut String, g: &GatewaySeries) {
-    family(
-        out,
-        "gpustack_gateway_store_resource_version",
-        "gauge",
-        "The newest resourceVersion the store handed out.",
-    );
-    let _ = writeln!(
-        out,
-        "gpustack_gateway_store_resource_version {}",
-        g.resource_version
-    );
-    family(
-        out,
-        "gpustack_gateway_http_requests_total",
-        "counter",
-        "HTTP requests answered, by method and status code.",
-    );
-    for ((method, code), n) in g.requests {
-        let _ = writeln!(
-            out,
-            "gpustack_gateway_http_requests_total{{method=\"{method}\",code=\"{code}\"}} {n}"
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mirror::{StatusBoard, status::Happening};
-
-    #[test]
-    fn metrics_name_each_upstream_phase_count_and_failure() {
-        let board = StatusBoard::new(std::time::Duration::from_secs(1));
-        board.add("east", None, jiff::Timestamp::UNIX_EPOCH, None);
-        board.record(
-            "east",
-            Happening::Reached {
-                served: vec![],
-                not_served: vec![],
-            },
-        );
-        board.set_count("east", "Devices.worker.gpustack.ai", 7);
-        board.record(
-            "east",
-            Happening::Failed {
-                phase: FailurePhase::Sweep,
-                message: "down".into(),
-            },
-        );
-        let mut requests = BTreeMap::new();
-        requests.insert(("GET".to_owned(), 200), 3);
-        let gateway = GatewaySeries {
-            resource_version: 42,
-            requests: &requests,
-        };
-        let text = render_metrics(&board.all(), Some(&gateway));
-        for line in [
-            "gpustack_gateway_upstream_phase{cluster=\"east\",phase=\"Degraded\"} 1",
-            "gpustack_gateway_upstream_phase{cluster=\"east\",phase=\"Ready\"} 0",
-            "gpustack_gateway_upstream_objects{cluster=\"east\",kind=\"Devices.worker.gpustack.ai\"} 7",
-            "gpustack_gateway_upstream_failures_total{cluster=\"east\",phase=\"sweep\"} 1",
-            "gpustack_gateway_upstream_failures_total{cluster=\"east\",phase=\"watch\"} 0",
-            "gpustack_gateway_store_resource_version 42",
-            "gpustack_gateway_http_requests_total{method=\"GET\",code=\"200\"} 3",
-            "# TYPE gpustack_gateway_upstream_failures_total counter",
-        ] {
-            assert!(
-                text.lines().any(|l| l == line),
-                "missing {line:?} in\n{text}"
-            );
-        }
-        assert!(
-            text.contains(
-                "gpustack_gateway_upstream_last_sync_timestamp_seconds{cluster=\"east\"}"
-            )
-        );
-        // Every sample line belongs to a declared family.
-        for l in text.lines().filter(|l| !l.starts_with('#')) {
-            let name = l.split(['{', ' ']).next().unwrap();
-            assert!(text.contains(&format!("# TYPE {name} ")), "{l}");
-        } // Without the gateway's own series (a cluster's reader): the upstreams' alone.
-        let text = render_metrics(&board.all(), None);
-        assert!(text.contains("cluster=\"east\""), "{text}");
-        assert!(!text.contains("gpustack_gateway_store_"), "{text}");
-        assert!(!text.contains("gpustack_gateway_http_"), "{text}");
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    match encode(&families) {
+        Ok(text) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => ApiError::internal(format!("encoding the metrics: {e}")).into_response(),
     }
 }

@@ -12,6 +12,7 @@ use gpustack_apiserver::{
 
 use crate::{
     hub_store::{HubStore, OpenError, StoreSetting},
+    metrics::HubMetrics,
     mirror::{ConnMode, MirrorOptions, StatusBoard, SubscribeError, Subscriptions, Upstream},
     ops::{self, Ops},
 };
@@ -57,6 +58,8 @@ pub enum GatewayError {
     Subscribe(#[from] SubscribeError),
     #[error("opening the hub's store (--store)")]
     HubStore(#[from] OpenError),
+    #[error("registering the hub's metrics")]
+    Metrics(#[from] prometheus::Error),
 }
 
 /// A running hub.
@@ -83,13 +86,17 @@ impl Extension for Hub {
 }
 
 impl Gateway {
-    /// Opens the store, hosts the embedded clusters and the mirrors, and starts serving.
-    pub async fn start(opts: GatewayOptions) -> Result<Gateway, GatewayError> {
+    /// Opens the store, hosts the embedded clusters and the mirrors, and starts serving;
+    /// `/metrics` serves `metrics`, with the hub's and the API server's series added to it.
+    pub async fn start(
+        opts: GatewayOptions,
+        metrics: &prometheus::Registry,
+    ) -> Result<Gateway, GatewayError> {
         let clusters = &opts.server.clusters;
         if let Some(u) = opts.upstreams.iter().find(|u| clusters.contains(&u.name)) {
             return Err(GatewayError::NameClash(u.name.clone()));
         }
-        let prepared = api_server::prepare(opts.server.clone()).await?;
+        let prepared = api_server::prepare(opts.server.clone(), metrics).await?;
         let hub = HubStore::open(prepared.store().clone(), &opts.store).await?;
         let subscriptions = Subscriptions::new(
             prepared.hosting().clone(),
@@ -104,7 +111,7 @@ impl Gateway {
         let ops = Arc::new(Ops {
             subscriptions: subscriptions.clone(),
             store: prepared.store().clone(),
-            requests: prepared.request_metrics().clone(),
+            metrics: HubMetrics::register(metrics, subscriptions.board().clone())?,
             subscription_kubeconfig_dirs: std::iter::once(opts.server.data_dir.clone())
                 .chain(opts.subscription_kubeconfig_dirs.iter().cloned())
                 .collect(),

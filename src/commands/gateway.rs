@@ -76,7 +76,7 @@ async fn serve(mut args: WorkerGatewayArgs) -> anyhow::Result<()> {
             .then(|| args.data_dir.join("admin.token"))
     });
     let upstream_names: Vec<&str> = options.upstreams.iter().map(|u| u.name.as_str()).collect();
-    let gateway = Gateway::start(options.clone()).await?;
+    let gateway = Gateway::start(options.clone(), &prometheus::Registry::new()).await?;
     tracing::info!(addr = %gateway.addr(), clusters = ?args.embedded_cluster, upstreams = ?upstream_names, "worker-gateway serving");
     shutdown_signal().await?;
     tracing::info!("shutting down");

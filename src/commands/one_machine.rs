@@ -146,7 +146,8 @@ pub async fn start_cluster(dir: &Path, port: u16) -> anyhow::Result<Local> {
     let bind = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut options = GatewayOptions::new(vec![CLUSTER.to_owned()], dir.to_owned(), bind);
     options.server.unix_socket = None;
-    let gateway = Gateway::start(options)
+    // The embedded cluster's /metrics, on its own registry (the worker serves its own).
+    let gateway = Gateway::start(options, &prometheus::Registry::new())
         .await
         .map_err(|e| anyhow::anyhow!("starting the embedded cluster on {bind}: {e:#}"))?;
     let kubeconfig = gpustack_apiserver::hosting::kubeconfig_path(dir, CLUSTER);

@@ -1,8 +1,9 @@
 //! A real Prometheus (Debian's `prometheus` package, installed on first use when missing)
 //! started on a loopback port, scraping one HTTPS target every second, queried through its
-//! HTTP API.
+//! HTTP API; and the same package's `promtool`, which checks a service's exposition text.
 
 use std::{
+    io::Write,
     path::Path,
     process::{Child, Command, Stdio},
 };
@@ -76,4 +77,42 @@ impl Drop for Prometheus {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs `promtool check metrics` on `text`, the `/metrics` answer of `service`, and fails with
+/// promtool's findings (parse errors and lint problems alike). A machine without promtool fails
+/// the test, saying how to install it: `.ci/run` does.
+#[track_caller]
+pub fn check_metrics(service: &str, text: &str) {
+    assert!(
+        text.lines()
+            .any(|l| !l.starts_with('#') && !l.trim().is_empty()),
+        "{service}'s /metrics holds no sample:\n{text}"
+    );
+    let mut child = match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => panic!(
+            "promtool is needed to check {service}'s /metrics and could not be run ({e}): \
+             install Debian's prometheus package (apt-get install --no-install-recommends prometheus)"
+        ),
+    };
+    let mut stdin = child.stdin.take().expect("promtool's stdin");
+    stdin
+        .write_all(text.as_bytes())
+        .expect("writing to promtool");
+    drop(stdin);
+    let out = child.wait_with_output().expect("promtool's answer");
+    assert!(
+        out.status.success(),
+        "promtool check metrics refused {service}'s /metrics ({}):\n{}{}\n--- the text ---\n{text}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -679,6 +679,8 @@ fn serve_registers_allocates_keeps_the_ledger_and_survives_the_kubelet() {
             .filter(|m| m.contains("gpustack_container_accelerator_memory_used_mib{"))
     });
     assert!(metrics.contains(&format!(r#"gpustack_container_accelerator_memory_total_mib{{container="main",id="{}",index="2",manufacturer="nvidia",mode="exclusive",namespace="default",node="{NODE}",pod="whole"}} 81559"#, H100_GPUS[2].uuid)), "{metrics}");
+    // Per-card and per-container series alike pass promtool's checks.
+    prometheus::check_metrics("device-manager serve", &metrics);
     // The snapshot is taken by the monitor pass: the next one no longer finds a sliced card.
     let snap = wait_until("a snapshot with no card sliced", DEADLINE, || {
         let snap: Value = serde_json::from_str(&agent.get("/monitor/snapshot")?).ok()?;

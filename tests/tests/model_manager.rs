@@ -433,6 +433,7 @@ fn a_pod_mounts_its_namespaces_artifact_and_status_shows_it() {
         );
     }
     assert!(!metrics.contains("team-a"), "no tenant labels");
+    gpustack_tests::prometheus::check_metrics("model-manager", &metrics);
 
     let unpublish = json!({"volumeId": "csi-pod-a", "targetPath": mounted});
     assert_eq!(

@@ -525,6 +525,9 @@ fn pod_requests_are_priced_or_refused_through_the_cluster() {
         ),
         Some(1)
     );
+    // The worker's series (requests, admissions, reconciles) pass promtool's checks.
+    let metrics = worker.kubectl_ok(&["get", "--raw", "/metrics"]);
+    gpustack_tests::prometheus::check_metrics("worker", &metrics);
     // A review never writes: the refusals reached their clients and the metrics, and no
     // Event (the webhooks declare no side effects; dry runs call them too).
     let events = c.get_json(&["get", "events", "-n", "default"]);

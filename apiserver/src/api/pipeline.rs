@@ -17,6 +17,7 @@ use super::{
     caller::Caller,
     clusters::Served,
     path::{Route, parse, split_cluster},
+    request_metrics::ServedResource,
     status::ApiError,
 };
 
@@ -66,13 +67,28 @@ pub async fn resolve(State(st): State<Arc<ApiState>>, mut req: Request, next: Ne
         }
         return ApiError::not_found_path().into_response();
     };
+    // A resource the cluster serves names the request's metrics (anything else is `other`).
+    let metric = match &route {
+        Route::Resource(p)
+            if st
+                .registry
+                .serves(&cluster, &p.group, &p.version, &p.resource) =>
+        {
+            Some(ServedResource::of(p))
+        }
+        _ => None,
+    };
     req.extensions_mut().insert(Target {
         cluster,
         served,
         route,
         rest: rest.to_owned(),
     });
-    next.run(req).await
+    let mut response = next.run(req).await;
+    if let Some(metric) = metric {
+        response.extensions_mut().insert(metric);
+    }
+    response
 }
 
 /// Who asks: the owner-only unix socket is the admin; over HTTPS the bearer token says.

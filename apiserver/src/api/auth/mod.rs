@@ -15,7 +15,11 @@ use std::{collections::BTreeMap, sync::Arc};
 use axum::http::Method;
 use serde_json::{Value, json};
 
-use super::{ApiState, path::Route, status::ApiError};
+use super::{
+    ApiState,
+    path::{ResourcePath, Route},
+    status::ApiError,
+};
 
 /// The group every authenticated caller is in.
 pub const AUTHENTICATED: &str = "system:authenticated";
@@ -164,6 +168,26 @@ pub async fn impersonated(
     Ok(impersonation::identity(&requested))
 }
 
+/// The verb of a request for a resource path: from the method, `list` and `watch` for
+/// collections; empty for a method no verb maps.
+pub fn resource_verb(method: &Method, p: &ResourcePath, query: &str) -> &'static str {
+    let watch_param = query
+        .split('&')
+        .any(|kv| matches!(kv, "watch=true" | "watch=1" | "watch=True"));
+    let named = p.name.is_some();
+    match *method {
+        Method::GET | Method::HEAD if p.watch || watch_param => "watch",
+        Method::GET | Method::HEAD if named => "get",
+        Method::GET | Method::HEAD => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if named => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "",
+    }
+}
+
 /// What a request asks to do, as the authorizer sees it: a resource request for a resource
 /// path (the verb from the method, `list` and `watch` for collections), else a non-resource
 /// request for the path.
@@ -173,22 +197,8 @@ pub fn request_attributes(
     path: &str,
     query: &str,
 ) -> rbac::Attributes {
-    let watch_param = query
-        .split('&')
-        .any(|kv| matches!(kv, "watch=true" | "watch=1" | "watch=True"));
     if let Route::Resource(p) = route {
-        let named = p.name.is_some();
-        let verb = match *method {
-            Method::GET | Method::HEAD if p.watch || watch_param => "watch",
-            Method::GET | Method::HEAD if named => "get",
-            Method::GET | Method::HEAD => "list",
-            Method::POST => "create",
-            Method::PUT => "update",
-            Method::PATCH => "patch",
-            Method::DELETE if named => "delete",
-            Method::DELETE => "deletecollection",
-            _ => "",
-        };
+        let verb = resource_verb(method, p, query);
         // A Namespace is in itself, as kube-apiserver sees it.
         let namespace = match (
             &p.namespace,
