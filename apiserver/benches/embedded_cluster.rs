@@ -33,8 +33,9 @@ use std::{
 use futures::{StreamExt, TryStreamExt};
 use gpustack_api::devices::Devices;
 use gpustack_apiserver::server::{ApiServer, ServerOptions};
-use gpustack_tests::bench::{
-    Figure, device, env_usize, latencies_ms, percentile, poll, proc_status_mb,
+use gpustack_tests::{
+    bench::{Figure, device, env_usize, latencies_ms, percentile, proc_status_mb},
+    wait::{poll, until},
 };
 use kube::{
     Api, Client, Config, ResourceExt,
@@ -160,17 +161,6 @@ fn fail(why: &str) -> ! {
     std::process::exit(1)
 }
 
-/// Waits for `what`, polling; panics after `timeout`.
-async fn wait_for<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    timeout: Duration,
-    probe: impl FnMut() -> F,
-) -> T {
-    poll(timeout, probe)
-        .await
-        .unwrap_or_else(|| panic!("timed out waiting for {what}"))
-}
-
 /// Kills the server process when the measurement ends, however it ends.
 struct Server(Child);
 
@@ -207,7 +197,7 @@ async fn server_memory(bin: &Path, m: usize) -> Result<(f64, f64, f64), String> 
     let server = Server(child);
     let pid = server.0.id();
     let kubeconfig = data.join("rss.kubeconfig");
-    let kc = wait_for("the kubeconfig", Duration::from_secs(30), || {
+    let kc = until("the kubeconfig", Duration::from_secs(30), || {
         let kubeconfig = kubeconfig.clone();
         async move {
             let text = std::fs::read_to_string(&kubeconfig).ok()?;
@@ -223,7 +213,7 @@ async fn server_memory(bin: &Path, m: usize) -> Result<(f64, f64, f64), String> 
             .unwrap(),
     )
     .unwrap();
-    wait_for("/readyz", Duration::from_secs(30), || {
+    until("/readyz", Duration::from_secs(30), || {
         let client = client.clone();
         async move {
             let req = http::Request::get("/readyz").body(Vec::new()).unwrap();

@@ -39,6 +39,3 @@ pub mod registry;
 pub mod server;
 pub mod store;
 pub mod tls;
-
-#[cfg(any(test, feature = "test-support"))]
-pub mod test_support;

@@ -2,6 +2,7 @@
 //! agents): what a process needs to answer HTTPS and unix-socket clients, and nothing of any
 //! API.
 //!
+//! - [`backoff`]: the one retry schedule (a base doubling to a cap) every service uses.
 //! - [`certs`]: a generated CA and serving certificate for given names, rustls server
 //!   configurations (ring provider only), and a certificate slot reloaded when its files change.
 //! - [`listen`]: TCP listeners with a deep accept queue.
@@ -13,6 +14,7 @@
 //! Deliberately absent: any REST toolkit, store or Kubernetes client, so that a node agent's
 //! crate graph holds nothing of the API servers (`tests/tests/crate_dependencies.rs` checks the tree).
 
+pub mod backoff;
 pub mod certs;
 pub mod connections;
 pub mod in_flight;

@@ -26,6 +26,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 
 use crate::{
+    backoff::Backoff,
     connections::{Admission, Caps, Registry, Source, Ticket},
     in_flight::{Conn, Tracked},
 };
@@ -349,8 +350,7 @@ pub struct AcceptBackoff {
 }
 
 impl AcceptBackoff {
-    const FIRST: Duration = Duration::from_millis(5);
-    const MAX: Duration = Duration::from_secs(1);
+    const SCHEDULE: Backoff = Backoff::new(Duration::from_millis(5), Duration::from_secs(1));
 
     /// Records a failed accept; returns how long to wait before the next.
     pub fn failed(&mut self, e: &std::io::Error) -> Duration {
@@ -374,8 +374,7 @@ impl AcceptBackoff {
 
     /// The wait after the `n`th failure in a row (n >= 1).
     pub fn delay(n: u64) -> Duration {
-        let doublings = n.saturating_sub(1).min(16) as u32;
-        Self::FIRST.saturating_mul(1 << doublings).min(Self::MAX)
+        Self::SCHEDULE.after_failures(n)
     }
 }
 

@@ -18,10 +18,11 @@ use std::{
 
 use gpustack_tests::{
     bench::{env_usize, percentile, proc_status_mb},
-    embedded::{DEADLINE, GatewayProcess, free_port, wait_until},
+    embedded::{DEADLINE, GatewayProcess, free_port},
     kubelet::{Kubelet, next_list_where},
     machines::nvidia::{self, H100_GPUS, H100_UNHEALTHY_INDEX},
     operator,
+    wait::wait_until,
 };
 
 const NODE: &str = "bench-node";

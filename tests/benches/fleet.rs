@@ -33,9 +33,10 @@ use futures::StreamExt;
 use gpustack_tests::{
     bench::{
         self, Figure, client, copy_dir, create_devices, env_usize, latencies_ms, median,
-        percentile, poll, proc_status_mb,
+        percentile, proc_status_mb,
     },
     embedded::{GatewayProcess, free_port},
+    wait::poll,
     worker::WorkerProcess,
 };
 use gpustack_worker::fleet::gateway::{self, Address};

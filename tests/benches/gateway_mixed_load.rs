@@ -35,8 +35,9 @@ use std::{
 
 use futures::{AsyncBufReadExt, StreamExt};
 use gpustack_tests::{
-    bench::{self, Figure, env_usize, percentile, poll, proc_status_mb},
+    bench::{self, Figure, env_usize, percentile, proc_status_mb},
     embedded::{GatewayProcess, free_port},
+    wait::poll,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{

@@ -47,10 +47,10 @@ use std::{
 use futures::StreamExt;
 use gpustack_tests::{
     bench::{
-        self, Figure, env_usize, latencies_ms, median, percentile, poll, proc_status_mb,
-        rss_breakdown,
+        self, Figure, env_usize, latencies_ms, median, percentile, proc_status_mb, rss_breakdown,
     },
     embedded::{GatewayProcess, free_port},
+    wait::poll,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{

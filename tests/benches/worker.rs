@@ -31,9 +31,10 @@ use std::{
 
 use futures::{StreamExt, TryStreamExt};
 use gpustack_tests::{
-    bench::{self, Figure, env_usize, latencies_ms, median, percentile, poll, proc_status_mb},
+    bench::{self, Figure, env_usize, latencies_ms, median, percentile, proc_status_mb},
     embedded::{free_port, kubectl_with},
     inventory::{H100, Machine},
+    wait::poll,
 };
 use kube::{
     Api,

@@ -27,9 +27,10 @@ use gpustack_api::{
     kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology},
 };
 use gpustack_tests::{
-    bench::{Figure, client, env_usize, poll, proc_status_mb},
+    bench::{Figure, client, env_usize, proc_status_mb},
     embedded::GatewayProcess,
     inventory::{H100, Machine, devices_resource, publish},
+    wait::poll,
     worker::WorkerProcess,
 };
 use k8s_openapi::api::core::v1::Node;

@@ -158,23 +158,6 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     percentile(&v, 0.5)
 }
 
-/// Polls `probe` every 20 ms until it returns `Some`, or gives up (`None`) after `timeout`.
-pub async fn poll<T, F: std::future::Future<Output = Option<T>>>(
-    timeout: std::time::Duration,
-    mut probe: impl FnMut() -> F,
-) -> Option<T> {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = probe().await {
-            return Some(v);
-        }
-        if std::time::Instant::now() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
 /// Milliseconds from each acknowledged write (name, when its response came) to the moment a
 /// watcher saw that name, sorted; writes never seen are left out.
 pub fn latencies_ms(

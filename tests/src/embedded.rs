@@ -1,12 +1,14 @@
-//! Helpers for end-to-end tests of embedded clusters: a free port, waiting for files and
-//! conditions, the real `worker-gateway` process, and a `kubectl` runner bound to its kubeconfig.
+//! Helpers for end-to-end tests of embedded clusters: a free port, the real `worker-gateway`
+//! process (waited for with [`crate::wait`]), and a `kubectl` runner bound to its kubeconfig.
 
 use std::{
     net::TcpListener,
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Output, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
+
+use crate::wait::wait_until;
 
 /// How long a gateway may take to come up, or a condition to hold.
 pub const DEADLINE: Duration = Duration::from_secs(30);
@@ -22,27 +24,6 @@ pub fn write_file(dir: &Path, name: &str, text: &str) -> String {
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("binding an ephemeral port");
     l.local_addr().expect("local address").port()
-}
-
-/// Polls `check` every 25 ms until it returns `Some`, panicking with `what` after `deadline`.
-pub fn wait_until<T>(what: &str, deadline: Duration, check: impl FnMut() -> Option<T>) -> T {
-    poll_until(deadline, check)
-        .unwrap_or_else(|| panic!("timed out after {deadline:?} waiting for {what}"))
-}
-
-/// `check`'s first answer, polled every 25 ms; `None` once `deadline` has passed without one
-/// (for callers that fail with what they last saw).
-pub fn poll_until<T>(deadline: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return Some(v);
-        }
-        if start.elapsed() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
 }
 
 /// The kubectl to run: `$KUBECTL` or `kubectl` on the PATH.

@@ -33,10 +33,10 @@ use base64::Engine;
 use gpustack_serving::certs::{Names, generate};
 
 use crate::{
-    bench::poll,
     docker::{build_image, require_engine},
-    embedded::{DEADLINE, poll_until, wait_until},
+    embedded::DEADLINE,
     inventory::{Machine, publish},
+    wait::{poll, poll_until, wait_until},
 };
 
 /// The port every gateway serves HTTPS on inside its container.

@@ -12,7 +12,10 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use crate::embedded::{DEADLINE, GatewayProcess, free_port, wait_until};
+use crate::{
+    embedded::{DEADLINE, GatewayProcess, free_port},
+    wait::wait_until,
+};
 
 /// The CRD manifests generated from the API types.
 pub fn crds_dir() -> PathBuf {

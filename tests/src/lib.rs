@@ -22,8 +22,11 @@ pub mod preflight;
 pub mod prometheus;
 pub mod python_grpc;
 pub mod python_venv;
+pub mod sources;
 pub mod stand_in;
+pub mod string_errors;
 pub mod sysfs;
+pub mod wait;
 pub mod watchdog;
 pub mod worker;
 

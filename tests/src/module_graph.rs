@@ -8,6 +8,8 @@ use std::{
     path::Path,
 };
 
+use crate::sources::{code, rust_files};
+
 /// `crate::a::b` for `src/a/b.rs` or `src/a/b/mod.rs`.
 fn module_of(src: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(src).unwrap().with_extension("");
@@ -22,51 +24,6 @@ fn module_of(src: &Path, file: &Path) -> String {
         .chain(parts)
         .collect::<Vec<_>>()
         .join("::")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// The code of a file without comments and without its `#[cfg(test)]` modules.
-fn code(text: &str) -> String {
-    let mut out = String::new();
-    let mut skip_depth: Option<i32> = None;
-    let mut depth = 0i32;
-    let mut pending_test = false;
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with("//") {
-            continue;
-        }
-        if trimmed.starts_with("#[cfg(test)]") {
-            pending_test = true;
-            continue;
-        }
-        let opens = line.matches('{').count() as i32;
-        let closes = line.matches('}').count() as i32;
-        if pending_test && skip_depth.is_none() {
-            skip_depth = Some(depth);
-            pending_test = false;
-        }
-        depth += opens - closes;
-        if let Some(d) = skip_depth {
-            if depth <= d && (opens > 0 || closes > 0 || trimmed.ends_with(';')) {
-                skip_depth = None;
-            }
-            continue;
-        }
-        out.push_str(line.split(" //").next().unwrap_or(""));
-        out.push('\n');
-    }
-    out
 }
 
 /// The full paths of a `use` tree (`a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e`).

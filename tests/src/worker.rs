@@ -6,7 +6,10 @@ use std::{
     process::{Child, Command, Output, Stdio},
 };
 
-use crate::embedded::{DEADLINE, GatewayProcess, free_port, kubectl_with, wait_until};
+use crate::{
+    embedded::{DEADLINE, GatewayProcess, free_port, kubectl_with},
+    wait::wait_until,
+};
 
 /// A running worker; killed on drop.
 pub struct WorkerProcess {
@@ -186,7 +189,7 @@ impl WorkerProcess {
 /// How long [`eventually`] waits.
 pub const EVENTUALLY: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Polls `check` (with the benchmarks' poll) until it gives a value, failing after
+/// Polls `check` (with [`crate::wait::poll`]) until it gives a value, failing after
 /// [`EVENTUALLY`] with the last observation and the worker's log.
 pub async fn eventually<T, F, Fut>(what: &str, worker: &WorkerProcess, mut check: F) -> T
 where
@@ -194,7 +197,7 @@ where
     Fut: std::future::Future<Output = Result<T, String>>,
 {
     let last = std::cell::RefCell::new(String::new());
-    let got = crate::bench::poll(EVENTUALLY, || {
+    let got = crate::wait::poll(EVENTUALLY, || {
         let attempt = check();
         let last = &last;
         async move { attempt.await.map_err(|seen| *last.borrow_mut() = seen).ok() }

@@ -10,7 +10,8 @@ use std::{
 };
 
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, wait_until},
+    embedded::{DEADLINE, GatewayProcess},
+    wait::wait_until,
     watchdog::Watchdog,
 };
 use serde_json::{Value, json};

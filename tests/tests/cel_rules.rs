@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use gpustack_tests::bench::{poll, proc_status_mb};
 use gpustack_tests::embedded::{DEADLINE, GatewayProcess, kube_client};
+use gpustack_tests::{bench::proc_status_mb, wait::poll};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams},

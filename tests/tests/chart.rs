@@ -509,7 +509,7 @@ fn service_monitors_where_the_cluster_serves_them() {
     let path = dir.path().join("crd.json");
     std::fs::write(&path, crd.to_string()).unwrap();
     gw.kubectl_ok(&["create", "-f", path.to_str().unwrap()]);
-    gpustack_tests::embedded::wait_until(
+    gpustack_tests::wait::wait_until(
         "the ServiceMonitor kind to be served",
         gpustack_tests::embedded::DEADLINE,
         || {
@@ -852,7 +852,7 @@ fn image_mode_runs_under_the_charts_worker_role() {
         ("clusterrolebinding", "gpustack-operator-device-manager"),
         ("rolebinding", "gpustack-operator-model-manager"),
     ] {
-        gpustack_tests::embedded::wait_until(
+        gpustack_tests::wait::wait_until(
             &format!("{kind} {name}"),
             gpustack_tests::embedded::DEADLINE,
             || {
@@ -883,7 +883,7 @@ fn image_mode_runs_under_the_charts_worker_role() {
         );
     }
     // NFD, enabled and missing: a condition on the worker's Pod and an Event about it.
-    gpustack_tests::embedded::wait_until(
+    gpustack_tests::wait::wait_until(
         "the condition on the worker's Pod",
         gpustack_tests::embedded::DEADLINE,
         || {
@@ -911,7 +911,7 @@ fn image_mode_runs_under_the_charts_worker_role() {
                 .map(|_| ())
         },
     );
-    gpustack_tests::embedded::wait_until(
+    gpustack_tests::wait::wait_until(
         "the Event about the worker's Pod",
         gpustack_tests::embedded::DEADLINE,
         || {

@@ -5,9 +5,10 @@
 use std::{path::Path, time::Duration};
 
 use gpustack_tests::{
-    embedded::{GatewayProcess, free_port, kube_client, poll_until, with_token},
+    embedded::{GatewayProcess, free_port, kube_client, with_token},
     helm::Helm,
     inventory::{H100, Machine, publish},
+    wait::poll_until,
     worker::WorkerProcess,
 };
 use serde_json::json;
@@ -158,9 +159,10 @@ impl Drop for Component {
 #[test]
 fn the_device_manager_does_its_job_under_its_chart_role() {
     use gpustack_tests::{
-        embedded::{DEADLINE, wait_until},
+        embedded::DEADLINE,
         kubelet::Kubelet,
         machines::nvidia::{self, H100_GPUS},
+        wait::wait_until,
     };
     const NODE: &str = "gpu-node-1";
     let dir = tempfile::tempdir().unwrap();
@@ -252,7 +254,7 @@ fn the_device_manager_does_its_job_under_its_chart_role() {
 
 #[test]
 fn the_model_manager_does_its_job_under_its_chart_role() {
-    use gpustack_tests::embedded::{DEADLINE, wait_until};
+    use gpustack_tests::{embedded::DEADLINE, wait::wait_until};
     const NODE: &str = "node-a";
     let dir = tempfile::tempdir().unwrap();
     let gw = cluster_with_chart(dir.path());

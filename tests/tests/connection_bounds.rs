@@ -19,7 +19,8 @@ use std::{
 
 use gpustack_tests::{
     bench::percentile,
-    embedded::{DEADLINE, GatewayProcess, free_port, kube_client, poll_until},
+    embedded::{DEADLINE, GatewayProcess, free_port, kube_client},
+    wait::poll_until,
     watchdog::{Peak, Watchdog, open_fds},
 };
 use k8s_openapi::api::core::v1::Namespace;

@@ -9,10 +9,11 @@ use std::{
 };
 
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, free_port, wait_until},
+    embedded::{DEADLINE, GatewayProcess, free_port},
     kubelet::{Kubelet, next_list_where},
     machines::nvidia::{self, H100_GPUS, H100_UNHEALTHY_INDEX, NvidiaNode},
     operator, prometheus, python_grpc,
+    wait::wait_until,
 };
 use serde_json::Value;
 
@@ -115,7 +116,7 @@ impl Agent {
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         let child = &mut self.child;
-        let exited = gpustack_tests::embedded::poll_until(STOP_DEADLINE, || {
+        let exited = gpustack_tests::wait::poll_until(STOP_DEADLINE, || {
             (!matches!(child.try_wait(), Ok(None))).then_some(())
         });
         if exited.is_some() {

@@ -14,7 +14,10 @@ use std::{
 
 use base64::Engine;
 use futures::{StreamExt, TryStreamExt};
-use gpustack_tests::embedded::{DEADLINE, GatewayProcess, assert_refused, free_port, wait_until};
+use gpustack_tests::{
+    embedded::{DEADLINE, GatewayProcess, assert_refused, free_port},
+    wait::wait_until,
+};
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::{body::Bytes, service::service_fn};
 use hyper_util::rt::TokioIo;

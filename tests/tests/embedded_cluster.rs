@@ -430,11 +430,10 @@ fn kubectl_get_watch_sees_changes_and_ends_at_the_request_timeout() {
     wait_line("first ");
     gw.kubectl_ok(&["create", "configmap", "second", "--from-literal=k=v"]);
     wait_line("second ");
-    let status = gpustack_tests::embedded::wait_until(
-        "kubectl get -w to end",
-        Duration::from_secs(20),
-        || child.try_wait().unwrap(),
-    );
+    let status =
+        gpustack_tests::wait::wait_until("kubectl get -w to end", Duration::from_secs(20), || {
+            child.try_wait().unwrap()
+        });
     assert!(status.success(), "kubectl get -w exited with {status}");
     // It ended at the timeout, not before: a server closing watches early must not pass.
     let lasted = started.elapsed();

@@ -11,9 +11,10 @@ use std::{
 };
 
 use gpustack_tests::{
-    embedded::{GatewayProcess, free_port, kubectl_as, stream_lines, wait_until, with_token},
+    embedded::{GatewayProcess, free_port, kubectl_as, stream_lines, with_token},
     hub::{HubProcess, upstreams_file},
     inventory::{H100, Machine, RX7800XT, publish},
+    wait::wait_until,
     worker::WorkerProcess,
 };
 use serde_json::Value;

@@ -27,8 +27,9 @@ use base64::Engine;
 use futures::StreamExt;
 use gpustack_serving::certs::{Names, generate};
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, free_port, poll_until, wait_until},
+    embedded::{DEADLINE, GatewayProcess, free_port},
     hub::{add_device, http_over_unix, upstream, upstream_status as worker},
+    wait::{poll_until, wait_until},
     watchdog::{Watchdog, rss_kb},
 };
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};

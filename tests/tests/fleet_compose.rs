@@ -13,8 +13,9 @@ use std::{
 
 use gpustack_tests::{
     docker::{build_image, require_engine},
-    embedded::{free_port, poll_until},
+    embedded::free_port,
     fleet::docker_output,
+    wait::poll_until,
 };
 
 fn compose_dir() -> PathBuf {

@@ -26,7 +26,7 @@
 
 use std::time::{Duration, Instant};
 
-use gpustack_tests::embedded::poll_until;
+use gpustack_tests::wait::poll_until;
 
 use gpustack_tests::{
     fleet::{ClusterSpec, Fleet, docker_output},
@@ -205,7 +205,7 @@ async fn watcher_caught_up(fleet: &Fleet, load: &Load) -> Result<(), String> {
     }
 }
 
-/// Polls `check` (async, with the benchmarks' poll) until it is `Ok` or `deadline` passes; the
+/// Polls `check` (async, with [`gpustack_tests::wait::poll`]) until it is `Ok` or `deadline` passes; the
 /// time it took, or the last error.
 async fn until_ok<T, F: std::future::Future<Output = Result<T, String>>>(
     deadline: Duration,
@@ -213,7 +213,7 @@ async fn until_ok<T, F: std::future::Future<Output = Result<T, String>>>(
 ) -> Result<(T, Duration), String> {
     let start = Instant::now();
     let last = std::cell::RefCell::new(String::new());
-    let got = gpustack_tests::bench::poll(deadline, || {
+    let got = gpustack_tests::wait::poll(deadline, || {
         let attempt = check();
         let last = &last;
         async move { attempt.await.map_err(|e| *last.borrow_mut() = e).ok() }
@@ -317,7 +317,7 @@ async fn fault(fleet: &mut Fleet, load: &Load, f: Fault, i: usize, hold: Duratio
                 client,
                 &gpustack_tests::inventory::devices_resource(),
             );
-            let under_way = gpustack_tests::bench::poll(Duration::from_secs(30), || {
+            let under_way = gpustack_tests::wait::poll(Duration::from_secs(30), || {
                 let devices = devices.clone();
                 async move {
                     let listed = devices.list(&Default::default()).await.ok()?;

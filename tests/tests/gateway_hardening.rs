@@ -12,8 +12,9 @@ use std::{
 };
 
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, free_port, wait_until},
+    embedded::{DEADLINE, GatewayProcess, free_port},
     hub::http_over_unix,
+    wait::wait_until,
 };
 
 /// CPU seconds (user + system) the process has used, from `/proc/PID/stat`.

@@ -4,11 +4,12 @@
 //! that cannot be used refused at start in one line.
 
 use gpustack_tests::{
-    embedded::{DEADLINE, free_port, wait_until},
+    embedded::{DEADLINE, free_port},
     hub::{HubProcess, add_device, restart_and_resume, upstream},
     operator,
     postgres::Postgres,
     run, stderr, stdout,
+    wait::wait_until,
 };
 
 #[test]

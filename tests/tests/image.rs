@@ -13,12 +13,13 @@ use std::{
 use gpustack_tests::{
     binary,
     docker::{build_image, docker, require_engine},
-    embedded::{DEADLINE, GatewayProcess, free_port, wait_until},
+    embedded::{DEADLINE, GatewayProcess, free_port},
     machines::amd,
     operator,
     python_grpc::checkout,
     stdout,
     sysfs::HostTree,
+    wait::wait_until,
 };
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");

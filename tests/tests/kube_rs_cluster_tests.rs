@@ -452,7 +452,7 @@ async fn a_pod_is_watched_to_running_replaced_and_deleted() {
     let answered = deleted.left().expect("the deleted Pod");
     assert_eq!(answered.name_any(), "busybox-kube1");
     let pods = &pods;
-    let gone = gpustack_tests::bench::poll(Duration::from_secs(30), move || async move {
+    let gone = gpustack_tests::wait::poll(Duration::from_secs(30), move || async move {
         pods.get_opt("busybox-kube1")
             .await
             .unwrap()

@@ -5,7 +5,10 @@
 
 use std::{collections::BTreeMap, path::Path};
 
-use gpustack_tests::embedded::{DEADLINE, GatewayProcess, wait_until};
+use gpustack_tests::{
+    embedded::{DEADLINE, GatewayProcess},
+    wait::wait_until,
+};
 use serde_json::{Value, json};
 
 fn start(name: &str) -> (tempfile::TempDir, GatewayProcess) {

@@ -124,7 +124,7 @@ fn objects_of_the_wrong_shape_are_refused() {
     c.gw.kubectl_ok(&["create", "-f", path.to_str().unwrap()]);
     let queue = json!({"apiVersion": "example.com/v1", "kind": "Queue",
         "metadata": {"name": "q", "namespace": "default", "annotations": {"a": {"b": 1}}}});
-    let err = gpustack_tests::embedded::wait_until(
+    let err = gpustack_tests::wait::wait_until(
         "the Queue kind served",
         gpustack_tests::embedded::DEADLINE,
         || {

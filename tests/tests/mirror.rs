@@ -13,10 +13,11 @@ use std::{
 use futures::StreamExt;
 use gpustack_api::devices::Devices;
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, free_port, kubectl_with, wait_until},
+    embedded::{DEADLINE, GatewayProcess, free_port, kubectl_with},
     hub::{
         add_device, add_devices, crds_dir, start_upstream, upstream, upstream_with, upstreams_file,
     },
+    wait::wait_until,
 };
 use kube::{
     Api, Client, Config, ResourceExt,

@@ -20,11 +20,7 @@ use std::{
     time::Duration,
 };
 
-use gpustack_tests::{
-    embedded::{GatewayProcess, wait_until},
-    hub::upstream,
-    operator,
-};
+use gpustack_tests::{embedded::GatewayProcess, hub::upstream, operator, wait::wait_until};
 use olah::RepoFile;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};

@@ -1,23 +1,10 @@
 //! No library crate of the workspace has an import cycle between its modules (see
 //! [`gpustack_tests::module_graph`]), but for the few listed here, which may shrink and not
 //! grow. Between crates cargo itself refuses a cycle.
-
-use std::path::Path;
-
-use gpustack_tests::module_graph::{cycles, graph, imports_inside};
-
-/// Every library crate's sources, by the path of its `src` from the workspace root.
-const CRATES: &[&str] = &[
-    "api/src",
-    "apiserver/src",
-    "gateway/src",
-    "gateway/rest/src",
-    "serving/src",
-    "worker/src",
-    "agents/device-manager/src",
-    "agents/model-manager/src",
-    "src",
-];
+use gpustack_tests::{
+    module_graph::{cycles, graph, imports_inside},
+    sources::{LIBRARY_CRATES, workspace_root},
+};
 
 /// Cycles not cut yet: (crate, modules). The store's modules belong to the store's own rework.
 const NOT_YET_CUT: &[(&str, &[&str])] = &[(
@@ -30,15 +17,11 @@ const NOT_YET_CUT: &[(&str, &[&str])] = &[(
     ],
 )];
 
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
-
 #[test]
 fn no_module_imports_its_importer() {
     let mut report = Vec::new();
-    for krate in CRATES {
-        let edges = graph(&root().join(krate));
+    for krate in LIBRARY_CRATES {
+        let edges = graph(&workspace_root().join(krate));
         let found = cycles(&edges);
         let known = |c: &Vec<String>| {
             NOT_YET_CUT
@@ -57,7 +40,7 @@ fn no_module_imports_its_importer() {
 /// commit path, the collector and watches; admission does not reach back into the handlers.
 #[test]
 fn the_api_servers_request_path_is_in_no_cycle() {
-    let edges = graph(&root().join("apiserver/src"));
+    let edges = graph(&workspace_root().join("apiserver/src"));
     assert!(edges.contains_key("crate::api::handlers"), "{edges:?}");
     let found = cycles(&edges);
     for m in [

@@ -10,10 +10,11 @@ use std::{
 };
 
 use gpustack_tests::{
-    embedded::{DEADLINE, free_port, kubectl_with, wait_until},
+    embedded::{DEADLINE, free_port, kubectl_with},
     machines::amd,
     operator,
     sysfs::HostTree,
+    wait::wait_until,
 };
 use serde_json::Value;
 

@@ -845,7 +845,7 @@ async fn every_verb(wire: &Wire, row: &Row, has_status: bool) {
     for gone in [&name, &second] {
         let path = &format!("{base}/{gone}");
         let found =
-            gpustack_tests::bench::poll(std::time::Duration::from_secs(30), move || async move {
+            gpustack_tests::wait::poll(std::time::Duration::from_secs(30), move || async move {
                 let a = wire.call("GET", path, PB, Vec::new()).await;
                 (a.code == 404).then_some(a)
             })

@@ -351,7 +351,7 @@ fn admin_edit_and_view_nest() {
         String::from_utf8_lossy(&out.stdout).trim() == "yes"
     };
     // Aggregation settles in the background: wait for the widest role to have its rules.
-    gpustack_tests::embedded::wait_until(
+    gpustack_tests::wait::wait_until(
         "admin to be aggregated",
         gpustack_tests::embedded::DEADLINE,
         || can("ad", "get").then_some(()),

@@ -7,8 +7,9 @@
 use std::collections::HashMap;
 
 use gpustack_tests::{
-    embedded::{DEADLINE, free_port, kubectl_with, wait_until},
+    embedded::{DEADLINE, free_port, kubectl_with},
     hub::{GpustackProxy, HubProcess, add_device, restart_and_resume, upstream, upstreams_file},
+    wait::wait_until,
 };
 use serde_json::Value;
 

@@ -10,7 +10,8 @@ use std::{
 };
 
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, assert_refused, kubectl_as, wait_until, with_token},
+    embedded::{DEADLINE, GatewayProcess, assert_refused, kubectl_as, with_token},
+    wait::wait_until,
     worker::WorkerProcess,
 };
 use kube::{

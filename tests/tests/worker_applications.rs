@@ -11,7 +11,8 @@
 use std::path::Path;
 
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, wait_until, write_file},
+    embedded::{DEADLINE, GatewayProcess, write_file},
+    wait::wait_until,
     worker::WorkerProcess,
 };
 use serde_json::{Value, json};

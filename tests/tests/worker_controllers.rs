@@ -840,7 +840,7 @@ async fn a_leader_that_loses_the_api_server_steps_down_at_its_renew_deadline() {
     // stops its controllers once it has gone its renew deadline without a renewal.
     let lost = std::time::Instant::now();
     gw.crash();
-    let took = gpustack_tests::embedded::poll_until(Duration::from_secs(30), || {
+    let took = gpustack_tests::wait::poll_until(Duration::from_secs(30), || {
         (steps_down(&w.log()) == 1).then(|| lost.elapsed())
     })
     .unwrap_or_else(|| {
@@ -865,21 +865,16 @@ async fn a_leader_that_loses_the_api_server_steps_down_at_its_renew_deadline() {
     let gw = GatewayProcess::start_with(&gw_dir, "one", port, &["--embedded-cluster=one"]);
     let c = client(&gw).await;
     leading(&c, &w).await;
-    gpustack_tests::embedded::wait_until(
-        "leading again in the log",
-        Duration::from_secs(30),
-        || {
-            (w.log()
-                .lines()
-                .filter(|l| {
-                    l.contains("leading: controllers start")
-                        && l.contains("lease=worker.gpustack.ai")
-                })
-                .count()
-                == 2)
-                .then_some(())
-        },
-    );
+    gpustack_tests::wait::wait_until("leading again in the log", Duration::from_secs(30), || {
+        (w.log()
+            .lines()
+            .filter(|l| {
+                l.contains("leading: controllers start") && l.contains("lease=worker.gpustack.ai")
+            })
+            .count()
+            == 2)
+            .then_some(())
+    });
 }
 
 #[tokio::test(flavor = "multi_thread")]

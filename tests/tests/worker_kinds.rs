@@ -10,8 +10,9 @@ use std::{
 };
 
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, wait_until},
+    embedded::{DEADLINE, GatewayProcess},
     inventory::{H100, Machine, RX7800XT},
+    wait::wait_until,
     worker::WorkerProcess,
 };
 

@@ -6,7 +6,8 @@
 mod webhook;
 
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, wait_until},
+    embedded::{DEADLINE, GatewayProcess},
+    wait::wait_until,
     worker::{WorkerProcess, local_queue_name as entrance},
 };
 use serde_json::{Value, json};

@@ -5,6 +5,9 @@
 //! are not downloading go, least recently used first, until `used + incoming` is at or below the
 //! low watermark. What a Pod has mounted is never a candidate.
 
+use std::time::Duration;
+
+use gpustack_serving::backoff::Backoff;
 use jiff::{SignedDuration, Timestamp};
 
 /// A published tree as GC sees it.
@@ -211,9 +214,12 @@ pub fn capped(marks: &Watermarks, cap: u32) -> Option<Watermarks> {
 }
 
 /// When a failed digest may be tried again: one minute doubled per failure, at most an hour.
+const RETRY: Backoff = Backoff::new(Duration::from_secs(60), Duration::from_secs(3600));
+
+/// How long after its `failures`th failure in a row a digest may be tried again ([`RETRY`]).
 pub fn retry_after(failures: u32) -> SignedDuration {
-    let exp = failures.saturating_sub(1).min(6);
-    SignedDuration::from_mins(1 << exp).min(SignedDuration::from_hours(1))
+    SignedDuration::try_from(RETRY.after_failures(u64::from(failures)))
+        .unwrap_or(SignedDuration::from_hours(1))
 }
 
 #[cfg(test)]

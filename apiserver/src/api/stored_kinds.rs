@@ -184,9 +184,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::test_support::until;
+    use gpustack_tests::wait::until;
 
     const RBAC: &str = "rbac.authorization.k8s.io";
+    /// How long the cache may take to let the bodies go.
+    const BODIES_GONE: std::time::Duration = std::time::Duration::from_secs(10);
 
     fn role_key(name: &str) -> ObjectKey {
         ObjectKey {
@@ -224,7 +226,8 @@ mod tests {
         let held = || bodies.iter().filter(|b| b.upgrade().is_some()).count();
         until(
             "the cache's receiver to let every committed body go",
-            || held() == 0,
+            BODIES_GONE,
+            || std::future::ready((held() == 0).then_some(())),
         )
         .await;
     }

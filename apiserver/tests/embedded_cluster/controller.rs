@@ -21,8 +21,9 @@ use serde_json::json;
 
 use crate::{
     crud::install_crds,
-    harness::{eventually, start},
+    harness::{DEADLINE, start},
 };
+use gpustack_tests::wait::until;
 
 const FINALIZER: &str = "gpustack.ai/test-cleanup";
 
@@ -79,7 +80,7 @@ async fn controller_with_finalizer_reconciles_and_cleans_up() {
     )
     .await
     .unwrap();
-    eventually("finalizer added and status written", || {
+    until("finalizer added and status written", DEADLINE, || {
         let api = api.clone();
         async move {
             let d = api.get("node-a").await.ok()?;
@@ -95,7 +96,7 @@ async fn controller_with_finalizer_reconciles_and_cleans_up() {
     api.delete("node-a", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("object gone after cleanup", || {
+    until("object gone after cleanup", DEADLINE, || {
         let api = api.clone();
         async move {
             matches!(api.get("node-a").await, Err(kube::Error::Api(s)) if s.code == 404)

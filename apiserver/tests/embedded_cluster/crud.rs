@@ -13,7 +13,8 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use crate::harness::{ROOT_CA, eventually, start};
+use crate::harness::{DEADLINE, ROOT_CA, start};
+use gpustack_tests::wait::until;
 
 fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     ConfigMap {
@@ -49,7 +50,7 @@ pub async fn install_crds(client: &Client) {
         }
     }
     let devices: Api<Devices> = Api::all(client.clone());
-    eventually("Devices served", || {
+    until("Devices served", DEADLINE, || {
         let devices = devices.clone();
         async move { devices.list(&ListParams::default()).await.ok() }
     })
@@ -245,7 +246,7 @@ async fn namespaces_must_exist_and_take_their_objects_along() {
         .await
         .unwrap();
     // As on kube-apiserver, the namespace is emptied after the delete answers, then goes.
-    eventually("team emptied and gone", || {
+    until("team emptied and gone", DEADLINE, || {
         let (api, namespaces) = (api.clone(), namespaces.clone());
         async move {
             let empty = api
@@ -290,7 +291,7 @@ async fn namespaces_must_exist_and_take_their_objects_along() {
         terminating.status.and_then(|s| s.phase).as_deref(),
         Some("Terminating")
     );
-    eventually("plain deleted with its namespace", || {
+    until("plain deleted with its namespace", DEADLINE, || {
         let api = api.clone();
         async move { api.get_opt("plain").await.unwrap().is_none().then_some(()) }
     })
@@ -614,7 +615,7 @@ async fn owner_references_are_garbage_collected() {
         .await
         .unwrap();
     // The collector works after the delete has answered, as kube's does.
-    eventually("root's dependents collected", || {
+    until("root's dependents collected", DEADLINE, || {
         let api = api.clone();
         async move {
             let left = names(api.list(&ListParams::default()).await.unwrap());
@@ -649,8 +650,8 @@ async fn owner_references_are_garbage_collected() {
         let api = api.clone();
         async move { api.get_opt(name).await.unwrap().is_none().then_some(()) }
     };
-    eventually("gone deleted", || gone("gone")).await;
-    eventually("root3 deleted", || gone("root3")).await;
+    until("gone deleted", DEADLINE, || gone("gone")).await;
+    until("root3 deleted", DEADLINE, || gone("root3")).await;
     assert!(
         api.get("held")
             .await

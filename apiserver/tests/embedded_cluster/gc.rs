@@ -9,7 +9,8 @@ use kube::{
 };
 use serde_json::json;
 
-use crate::harness::{cm, eventually, start};
+use crate::harness::{DEADLINE, cm, start};
+use gpustack_tests::wait::until;
 
 const HOLD: &str = "gpustack.ai/hold";
 
@@ -46,19 +47,23 @@ async fn delete(api: &Api<ConfigMap>, name: &str, dp: &DeleteParams) {
 }
 
 async fn wait_gone(api: &Api<ConfigMap>, name: &str) {
-    eventually(&format!("{name} to be deleted"), || async {
+    until(&format!("{name} to be deleted"), DEADLINE, || async {
         api.get_opt(name).await.unwrap().is_none().then_some(())
     })
     .await;
 }
 
 async fn wait_deleting(api: &Api<ConfigMap>, name: &str) -> ConfigMap {
-    eventually(&format!("{name} to be marked for deletion"), || async {
-        api.get_opt(name)
-            .await
-            .unwrap()
-            .filter(|c| c.metadata.deletion_timestamp.is_some())
-    })
+    until(
+        &format!("{name} to be marked for deletion"),
+        DEADLINE,
+        || async {
+            api.get_opt(name)
+                .await
+                .unwrap()
+                .filter(|c| c.metadata.deletion_timestamp.is_some())
+        },
+    )
     .await
 }
 
@@ -128,10 +133,14 @@ async fn foreground_deletion_with_no_blocking_dependents_finishes_on_its_own() {
     kept.metadata.finalizers = Some(vec![HOLD.into()]);
     create(&api, &kept).await;
     delete(&api, "kept", &DeleteParams::foreground()).await;
-    eventually("only the owner's own finalizer to remain", || async {
-        let c = api.get("kept").await.unwrap();
-        (finalizers(&c) == vec![HOLD]).then_some(())
-    })
+    until(
+        "only the owner's own finalizer to remain",
+        DEADLINE,
+        || async {
+            let c = api.get("kept").await.unwrap();
+            (finalizers(&c) == vec![HOLD]).then_some(())
+        },
+    )
     .await;
     release(&api, "kept").await;
     wait_gone(&api, "kept").await;

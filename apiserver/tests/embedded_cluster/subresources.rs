@@ -25,7 +25,8 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use crate::harness::{eventually, start};
+use crate::harness::{DEADLINE, start};
+use gpustack_tests::wait::until;
 
 fn api_error(e: kube::Error) -> (u16, String, String) {
     match e {
@@ -164,7 +165,7 @@ async fn scale_of_a_custom_kind_follows_its_crd_paths() {
         "pools",
     );
     let pools: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), "default", &ar);
-    eventually("Pools served", || {
+    until("Pools served", DEADLINE, || {
         let pools = pools.clone();
         async move { pools.list(&ListParams::default()).await.ok() }
     })

@@ -9,7 +9,8 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use crate::harness::{eventually, start};
+use crate::harness::{DEADLINE, start};
+use gpustack_tests::wait::until;
 
 fn crd() -> Value {
     json!({
@@ -64,7 +65,7 @@ async fn widgets(client: &Client) -> Api<DynamicObject> {
         "widgets",
     );
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    eventually("Widgets served", || {
+    until("Widgets served", DEADLINE, || {
         let api = api.clone();
         async move { api.list(&Default::default()).await.ok() }
     })
@@ -298,7 +299,7 @@ async fn defaults_a_schema_gains_later_show_on_reads() {
     )
     .await
     .unwrap();
-    eventually("the new default on get", || async {
+    until("the new default on get", DEADLINE, || async {
         let w = api.get("w").await.unwrap();
         (w.data["spec"]["mode"] == "slow").then_some(())
     })

@@ -13,7 +13,8 @@ use kube::{
     },
 };
 
-use crate::harness::{ROOT_CA, cm, eventually, start, start_with, within};
+use crate::harness::{DEADLINE, ROOT_CA, cm, start, start_with, within};
+use gpustack_tests::wait::until;
 
 /// Next event whose kind `pick` accepts, skipping the rest.
 async fn next_matching<S, T>(
@@ -102,11 +103,15 @@ async fn reflector_store_follows_the_cluster() {
             .unwrap();
     }
     api.delete("one", &DeleteParams::default()).await.unwrap();
-    eventually("store has the 5 new objects and the CA only", || {
-        let mut names: Vec<String> = reader.state().iter().map(|o| o.name_any()).collect();
-        names.sort();
-        async move { (names == [ROOT_CA, "n0", "n1", "n2", "n3", "n4"]).then_some(()) }
-    })
+    until(
+        "store has the 5 new objects and the CA only",
+        DEADLINE,
+        || {
+            let mut names: Vec<String> = reader.state().iter().map(|o| o.name_any()).collect();
+            names.sort();
+            async move { (names == [ROOT_CA, "n0", "n1", "n2", "n3", "n4"]).then_some(()) }
+        },
+    )
     .await;
     driver.abort();
 }

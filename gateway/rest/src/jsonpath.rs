@@ -12,7 +12,20 @@ enum Step {
     Filter(Vec<String>, String),
 }
 
-fn parse(path: &str) -> Result<Vec<Step>, String> {
+/// Why a JSONPath is outside the subset printer columns use.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum JsonPathError {
+    #[error("unclosed '[' in {0}")]
+    Unclosed(String),
+    #[error("unsupported filter {0}")]
+    Filter(String),
+    #[error("unsupported JSONPath segment [{0}]")]
+    Segment(String),
+    #[error("unsupported JSONPath {0}")]
+    Path(String),
+}
+
+fn parse(path: &str) -> Result<Vec<Step>, JsonPathError> {
     let p = path
         .trim()
         .trim_start_matches('{')
@@ -32,7 +45,7 @@ fn parse(path: &str) -> Result<Vec<Step>, String> {
         } else if let Some(r) = rest.strip_prefix('[') {
             let end = r
                 .find(']')
-                .ok_or_else(|| format!("unclosed '[' in {path}"))?;
+                .ok_or_else(|| JsonPathError::Unclosed(path.to_owned()))?;
             // A filter may contain ']' only inside quotes; column paths never do.
             let inner = &r[..end];
             rest = &r[end + 1..];
@@ -43,11 +56,11 @@ fn parse(path: &str) -> Result<Vec<Step>, String> {
             } else if let Some(f) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')')) {
                 let (lhs, rhs) = f
                     .split_once("==")
-                    .ok_or_else(|| format!("unsupported filter {f}"))?;
+                    .ok_or_else(|| JsonPathError::Filter(f.to_owned()))?;
                 let lhs = lhs
                     .trim()
                     .strip_prefix("@.")
-                    .ok_or_else(|| format!("unsupported filter {f}"))?;
+                    .ok_or_else(|| JsonPathError::Filter(f.to_owned()))?;
                 let rhs = rhs.trim().trim_matches(|c| c == '\'' || c == '"');
                 steps.push(Step::Filter(
                     lhs.split('.').map(String::from).collect(),
@@ -56,10 +69,10 @@ fn parse(path: &str) -> Result<Vec<Step>, String> {
             } else if let Some(key) = inner.strip_prefix('\'').and_then(|k| k.strip_suffix('\'')) {
                 steps.push(Step::Field(key.to_owned()));
             } else {
-                return Err(format!("unsupported JSONPath segment [{inner}]"));
+                return Err(JsonPathError::Segment(inner.to_owned()));
             }
         } else {
-            return Err(format!("unsupported JSONPath {path}"));
+            return Err(JsonPathError::Path(path.to_owned()));
         }
     }
     Ok(steps)
@@ -73,7 +86,7 @@ fn literal_eq(v: &Value, lit: &str) -> bool {
 }
 
 /// Every value `path` selects in `obj`, in document order.
-pub fn find<'a>(obj: &'a Value, path: &str) -> Result<Vec<&'a Value>, String> {
+pub fn find<'a>(obj: &'a Value, path: &str) -> Result<Vec<&'a Value>, JsonPathError> {
     let mut cur = vec![obj];
     for step in parse(path)? {
         let mut next = Vec::new();

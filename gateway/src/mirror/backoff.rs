@@ -1,30 +1,13 @@
-//! The retry schedule of an upstream's readiness check: `base`, doubling, capped (the
-//! reference's 5 s doubling to 1 min). The base is a parameter so that tests stay fast.
+//! The mirror's retry schedules, on the workspace's one [`Backoff`]: an upstream's readiness
+//! check (the reference's 5 s doubling to 1 min; a parameter of the mirror so that tests stay
+//! fast) and its watches.
 
 use std::time::Duration;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Backoff {
-    pub base: Duration,
-    pub cap: Duration,
-}
+pub use gpustack_serving::backoff::Backoff;
 
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            base: Duration::from_secs(5),
-            cap: Duration::from_secs(60),
-        }
-    }
-}
-
-impl Backoff {
-    /// The wait after failed attempt number `attempt` (0 for the first failure).
-    pub fn delay(&self, attempt: u32) -> Duration {
-        let factor = 1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX);
-        self.base.saturating_mul(factor).min(self.cap)
-    }
-}
+/// The readiness check's schedule: 5 s doubling to a minute, as the reference.
+pub const READINESS: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(60));
 
 /// The retry schedule of a mirror's watches (kube-runtime's watcher waits it out after each
 /// failure): 250 ms doubling to 2 s, from the start again once a watch works. kube-runtime's
@@ -36,10 +19,7 @@ pub struct WatchRetry {
 }
 
 impl WatchRetry {
-    const SCHEDULE: Backoff = Backoff {
-        base: Duration::from_millis(250),
-        cap: Duration::from_secs(2),
-    };
+    const SCHEDULE: Backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(2));
 }
 
 impl Iterator for WatchRetry {
@@ -73,21 +53,10 @@ mod tests {
     }
 
     #[test]
-    fn doubles_from_five_seconds_to_a_minute() {
-        let b = Backoff::default();
+    fn readiness_doubles_from_five_seconds_to_a_minute() {
+        let b = READINESS;
         let got: Vec<u64> = (0..7).map(|a| b.delay(a).as_secs()).collect();
         assert_eq!(got, [5, 10, 20, 40, 60, 60, 60]);
         assert_eq!(b.delay(u32::MAX), Duration::from_secs(60));
-    }
-
-    #[test]
-    fn base_is_configurable() {
-        let b = Backoff {
-            base: Duration::from_millis(50),
-            cap: Duration::from_millis(300),
-        };
-        assert_eq!(b.delay(0), Duration::from_millis(50));
-        assert_eq!(b.delay(2), Duration::from_millis(200));
-        assert_eq!(b.delay(3), Duration::from_millis(300));
     }
 }

@@ -29,16 +29,12 @@ impl MirroredKind {
 
 /// Parses `group/version/Kind` (`v1/Kind` or `/v1/Kind` for the core group), the form of the
 /// subscription API's `gvk` parameter.
-pub fn parse_gvk(s: &str) -> Result<MirroredKind, String> {
+pub fn parse_gvk(s: &str) -> Result<MirroredKind, GvkError> {
     let parts: Vec<&str> = s.split('/').collect();
     let (group, version, kind) = match parts.as_slice() {
         [version, kind] => ("", *version, *kind),
         [group, version, kind] => (*group, *version, *kind),
-        _ => {
-            return Err(format!(
-                "gvk {s:?} must be group/version/Kind (v1/Kind for the core group)"
-            ));
-        }
+        _ => return Err(GvkError::Shape(s.to_owned())),
     };
     let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric());
     let group_ok = group.is_empty()
@@ -52,11 +48,22 @@ pub fn parse_gvk(s: &str) -> Result<MirroredKind, String> {
         || !word(kind)
         || !kind.starts_with(|c: char| c.is_ascii_uppercase())
     {
-        return Err(format!(
-            "gvk {s:?} must be group/version/Kind: a DNS group, an alphanumeric version and a capitalised Kind"
-        ));
+        return Err(GvkError::Parts(s.to_owned()));
     }
     Ok(MirroredKind::new(group, version, kind))
+}
+
+/// Why a `gvk` parameter was refused; the message names the form.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GvkError {
+    /// Not two or three `/`-separated parts.
+    #[error("gvk {0:?} must be group/version/Kind (v1/Kind for the core group)")]
+    Shape(String),
+    /// Three parts, but one of them is not of its form.
+    #[error(
+        "gvk {0:?} must be group/version/Kind: a DNS group, an alphanumeric version and a capitalised Kind"
+    )]
+    Parts(String),
 }
 
 /// The kinds mirrored for an upstream that also asked for `extra`: the defaults, then each
@@ -120,7 +127,7 @@ mod tests {
             "g//Pod",
             "g/v1/",
         ] {
-            let e = parse_gvk(bad).unwrap_err();
+            let e = parse_gvk(bad).unwrap_err().to_string();
             assert!(e.contains("group/version/Kind"), "{bad}: {e}");
         }
         let kinds = with_extra(&[parse_gvk("v1/Pod").unwrap(), parse_gvk("v1/Node").unwrap()]);

@@ -72,7 +72,10 @@ mod tests {
     };
 
     use super::*;
-    use gpustack_apiserver::test_support::until;
+    use gpustack_tests::wait::until;
+
+    /// How long the reader may take to catch up.
+    const SOON: std::time::Duration = std::time::Duration::from_secs(10);
 
     /// A source of `0..n` that counts the items taken from it.
     fn counted(n: usize) -> (impl Stream<Item = usize> + Send + 'static, Arc<AtomicUsize>) {
@@ -96,8 +99,8 @@ mod tests {
         let (source, taken) = counted(100);
         let mut ahead = ReadAhead::new(source, 8);
         // Eight items wait in the channel and the reader holds a ninth it cannot hand over.
-        until("eight items read ahead", || {
-            taken.load(Ordering::SeqCst) >= 9
+        until("eight items read ahead", SOON, || {
+            std::future::ready((taken.load(Ordering::SeqCst) >= 9).then_some(()))
         })
         .await;
         for _ in 0..50 {
@@ -105,7 +108,10 @@ mod tests {
         }
         assert_eq!(taken.load(Ordering::SeqCst), 9, "no more than the bound");
         assert_eq!(ahead.next().await, Some(0));
-        until("one more read", || taken.load(Ordering::SeqCst) == 10).await;
+        until("one more read", SOON, || {
+            std::future::ready((taken.load(Ordering::SeqCst) == 10).then_some(()))
+        })
+        .await;
     }
 
     #[tokio::test]
@@ -120,7 +126,10 @@ mod tests {
         }
         assert!(!tx.is_closed());
         drop(ahead);
-        until("the reader to drop the source", || tx.is_closed()).await;
+        until("the reader to drop the source", SOON, || {
+            std::future::ready(tx.is_closed().then_some(()))
+        })
+        .await;
     }
 
     #[tokio::test]

@@ -12,12 +12,47 @@ use serde::Deserialize;
 use super::{
     Access, ConnMode, Upstream,
     config::{InlineKubeconfig, is_dns_label},
-    kinds::{MirroredKind, parse_gvk},
-    kubeconfig_policy::{self, INLINE_SOURCE, Origin},
+    kinds::{GvkError, MirroredKind, parse_gvk},
+    kubeconfig_policy::{self, INLINE_SOURCE, KubeconfigRefused, Origin},
 };
 
 /// The largest `kubeconfigData` accepted: a kubeconfig with a few certificates is a few KiB.
 pub const MAX_KUBECONFIG_DATA_BYTES: usize = 256 << 10;
+
+/// Why a subscription or unsubscription request was refused: one line naming the parameter
+/// and what is allowed, never quoting an inline kubeconfig.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// A query parameter outside `allowed` (a phrase: "are a, b" or "is a").
+    #[error("unknown parameter {name:?}: allowed {allowed}")]
+    UnknownParameter { name: String, allowed: &'static str },
+    /// The JSON body does not have the subscription's shape.
+    #[error(
+        "the body is not a subscription {{clusters, token, force, gvks, kubeconfig, kubeconfigData, context, clusterSpec}}: {0}"
+    )]
+    NotASubscription(serde_json::Error),
+    #[error("clusterSpec: must be an object")]
+    ClusterSpecNotObject,
+    /// No cluster named; `to` says what the request would have done to it.
+    #[error("cluster: required (the name of the upstream cluster to {to})")]
+    NoCluster { to: &'static str },
+    /// A cluster name that is not a DNS label; `rule` spells the rule out (or is empty).
+    #[error("cluster {name:?}: must be a DNS label{rule}")]
+    NotDnsLabel { name: String, rule: &'static str },
+    #[error(transparent)]
+    Gvk(#[from] GvkError),
+    /// `kubeconfigData` with parameters it excludes (`kubeconfig`, `token`).
+    #[error(
+        "kubeconfigData excludes {0}: the inline kubeconfig names the upstream's server and carries its credentials"
+    )]
+    InlineExcludes(String),
+    #[error("kubeconfigData: {bytes} bytes, at most {max} allowed")]
+    InlineTooLarge { bytes: usize, max: usize },
+    #[error(transparent)]
+    InlineRefused(#[from] KubeconfigRefused),
+    #[error("context {0:?}: not a context of the kubeconfigData")]
+    UnknownContext(String),
+}
 
 /// A validated subscription request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -59,7 +94,7 @@ fn flag_on(v: &str) -> bool {
 
 impl SubscribeRequest {
     /// From the query's (key, value) pairs, in order.
-    pub fn from_query(pairs: &[(String, String)]) -> Result<Self, String> {
+    pub fn from_query(pairs: &[(String, String)]) -> Result<Self, RequestError> {
         let mut clusters = Vec::new();
         let mut gvks = Vec::new();
         let mut req = SubscribeRequest::default();
@@ -72,9 +107,10 @@ impl SubscribeRequest {
                 "kubeconfig" => req.kubeconfig = Some(PathBuf::from(v)),
                 "context" => req.context = Some(v.clone()),
                 other => {
-                    return Err(format!(
-                        "unknown parameter {other:?}: allowed are cluster, token, force, gvk, kubeconfig, context"
-                    ));
+                    return Err(RequestError::UnknownParameter {
+                        name: other.to_owned(),
+                        allowed: "are cluster, token, force, gvk, kubeconfig, context",
+                    });
                 }
             }
         }
@@ -82,13 +118,12 @@ impl SubscribeRequest {
     }
 
     /// From a JSON body.
-    pub fn from_json(body: &[u8]) -> Result<Self, String> {
-        let b: Body = serde_json::from_slice(body)
-            .map_err(|e| format!("the body is not a subscription {{clusters, token, force, gvks, kubeconfig, kubeconfigData, context, clusterSpec}}: {e}"))?;
+    pub fn from_json(body: &[u8]) -> Result<Self, RequestError> {
+        let b: Body = serde_json::from_slice(body).map_err(RequestError::NotASubscription)?;
         if let Some(spec) = &b.cluster_spec
             && !spec.is_object()
         {
-            return Err("clusterSpec: must be an object".into());
+            return Err(RequestError::ClusterSpecNotObject);
         }
         let mut clusters = b.clusters;
         clusters.extend(b.cluster);
@@ -104,16 +139,15 @@ impl SubscribeRequest {
         req.finish(clusters, b.gvks)
     }
 
-    fn finish(mut self, clusters: Vec<String>, gvks: Vec<String>) -> Result<Self, String> {
+    fn finish(mut self, clusters: Vec<String>, gvks: Vec<String>) -> Result<Self, RequestError> {
         if clusters.is_empty() {
-            return Err(
-                "cluster: required (the name of the upstream cluster to subscribe to)".into(),
-            );
+            return Err(RequestError::NoCluster { to: "subscribe to" });
         }
         if let Some(bad) = clusters.iter().find(|c| !is_dns_label(c)) {
-            return Err(format!(
-                "cluster {bad:?}: must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
-            ));
+            return Err(RequestError::NotDnsLabel {
+                name: bad.clone(),
+                rule: ": lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters",
+            });
         }
         self.gvks = gvks
             .iter()
@@ -137,7 +171,7 @@ impl SubscribeRequest {
 
     /// The rules of `kubeconfigData`: alone (it names the server and carries the credentials),
     /// bounded, and acceptable to [`kubeconfig_policy`] as a subscription's kubeconfig.
-    fn check_inline(&self, data: &InlineKubeconfig) -> Result<(), String> {
+    fn check_inline(&self, data: &InlineKubeconfig) -> Result<(), RequestError> {
         let others: Vec<&str> = [
             ("kubeconfig", self.kubeconfig.is_some()),
             ("token", self.token.is_some()),
@@ -147,23 +181,19 @@ impl SubscribeRequest {
         .map(|(name, _)| *name)
         .collect();
         if !others.is_empty() {
-            return Err(format!(
-                "kubeconfigData excludes {}: the inline kubeconfig names the upstream's server and carries its credentials",
-                others.join(" and ")
-            ));
+            return Err(RequestError::InlineExcludes(others.join(" and ")));
         }
         if data.0.len() > MAX_KUBECONFIG_DATA_BYTES {
-            return Err(format!(
-                "kubeconfigData: {} bytes, at most {MAX_KUBECONFIG_DATA_BYTES} allowed",
-                data.0.len()
-            ));
+            return Err(RequestError::InlineTooLarge {
+                bytes: data.0.len(),
+                max: MAX_KUBECONFIG_DATA_BYTES,
+            });
         }
-        let config = kubeconfig_policy::parse(&data.0, INLINE_SOURCE, Origin::Subscription)
-            .map_err(|e| e.to_string())?;
+        let config = kubeconfig_policy::parse(&data.0, INLINE_SOURCE, Origin::Subscription)?;
         match &self.context {
-            Some(c) if !config.contexts.iter().any(|n| &n.name == c) => Err(format!(
-                "context {c:?}: not a context of the kubeconfigData"
-            )),
+            Some(c) if !config.contexts.iter().any(|n| &n.name == c) => {
+                Err(RequestError::UnknownContext(c.clone()))
+            }
             _ => Ok(()),
         }
     }
@@ -207,17 +237,27 @@ impl SubscribeRequest {
 }
 
 /// The clusters named by `DELETE /apis/workers?cluster=X[&cluster=Y]`.
-pub fn unsubscribe_clusters(pairs: &[(String, String)]) -> Result<Vec<String>, String> {
+pub fn unsubscribe_clusters(pairs: &[(String, String)]) -> Result<Vec<String>, RequestError> {
     let mut clusters = Vec::new();
     for (k, v) in pairs {
         match k.as_str() {
             "cluster" if is_dns_label(v) => clusters.push(v.clone()),
-            "cluster" => return Err(format!("cluster {v:?}: must be a DNS label")),
-            other => return Err(format!("unknown parameter {other:?}: allowed is cluster")),
+            "cluster" => {
+                return Err(RequestError::NotDnsLabel {
+                    name: v.clone(),
+                    rule: "",
+                });
+            }
+            other => {
+                return Err(RequestError::UnknownParameter {
+                    name: other.to_owned(),
+                    allowed: "is cluster",
+                });
+            }
         }
     }
     if clusters.is_empty() {
-        return Err("cluster: required (the name of the upstream cluster to unsubscribe)".into());
+        return Err(RequestError::NoCluster { to: "unsubscribe" });
     }
     Ok(clusters)
 }
@@ -264,15 +304,20 @@ mod tests {
             ),
         ];
         for (pairs, expected) in cases {
-            let e = SubscribeRequest::from_query(&q(pairs)).unwrap_err();
+            let e = SubscribeRequest::from_query(&q(pairs))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(expected), "{pairs:?}: {e}");
             assert_eq!(e.lines().count(), 1);
         }
-        let e = SubscribeRequest::from_json(b"{\"clusters\": 3}").unwrap_err();
+        let e = SubscribeRequest::from_json(b"{\"clusters\": 3}")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a subscription"), "{e}");
         assert!(
             unsubscribe_clusters(&q(&[]))
                 .unwrap_err()
+                .to_string()
                 .contains("required")
         );
         assert_eq!(
@@ -352,14 +397,15 @@ mod tests {
             ),
         ];
         for (body, expected) in cases {
-            let e = SubscribeRequest::from_json(&body).unwrap_err();
+            let e = SubscribeRequest::from_json(&body).unwrap_err().to_string();
             assert!(e.contains(expected), "{expected}: {e}");
             assert!(!e.contains("secret"), "{e}");
             assert_eq!(e.lines().count(), 1, "{e}");
         }
         // The query form has no inline kubeconfig.
         let e = SubscribeRequest::from_query(&q(&[("cluster", "a"), ("kubeconfigData", "x")]))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown parameter"), "{e}");
     }
 

@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio::{sync::Notify, task::JoinSet};
 
 use super::{
-    backoff::{Backoff, WatchRetry},
+    backoff::{Backoff, READINESS, WatchRetry},
     clock,
     config::{Access, Upstream},
     failure::{MirrorError, MirrorFailure, WatchFailure},
@@ -63,7 +63,7 @@ impl Default for MirrorOptions {
         MirrorOptions {
             kinds: super::kinds::default_kinds(),
             readiness_timeout: Duration::from_secs(30),
-            backoff: Backoff::default(),
+            backoff: READINESS,
             // A partitioned or frozen upstream was shown Degraded only 10 s + 30 s (the
             // readiness timeout) after it was lost, so a 30 s partition could pass unseen
             // (issue 35's container fleet); now within 5 s + 3 s.

@@ -388,7 +388,9 @@ fn stream_watch(
         let line = match line {
             Ok(line) => line,
             Err(e) => {
-                return Ok::<_, std::convert::Infallible>(error_event(&ApiError::internal(e)));
+                return Ok::<_, std::convert::Infallible>(error_event(&ApiError::internal(
+                    e.to_string(),
+                )));
             }
         };
         let Ok(mut event) = serde_json::from_slice::<Value>(&line) else {
@@ -435,12 +437,21 @@ fn stream_watch(
         .into_response()
 }
 
+/// Why a watch from the cluster stopped before its end.
+#[derive(Debug, thiserror::Error)]
+enum LineError<E> {
+    #[error("a watch event longer than {} bytes", MAX_EVENT)]
+    TooLong,
+    #[error("the watch broke: {0}")]
+    Broke(E),
+}
+
 /// Splits a byte stream into newline-terminated lines (without the newline), refusing a line
 /// longer than [`MAX_EVENT`].
-fn lines<S, E>(stream: S) -> impl futures::Stream<Item = Result<Bytes, String>> + Send
+fn lines<S, E>(stream: S) -> impl futures::Stream<Item = Result<Bytes, LineError<E>>> + Send
 where
     S: futures::Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
-    E: std::fmt::Display,
+    E: std::fmt::Display + Send,
 {
     futures::stream::unfold(
         (stream, Vec::<u8>::new(), false),
@@ -458,13 +469,12 @@ where
                     return Some((Ok(line), (stream, buf, false)));
                 }
                 if buf.len() > MAX_EVENT {
-                    let e = format!("a watch event longer than {MAX_EVENT} bytes");
-                    return Some((Err(e), (stream, Vec::new(), true)));
+                    return Some((Err(LineError::TooLong), (stream, Vec::new(), true)));
                 }
                 match stream.next().await {
                     Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
                     Some(Err(e)) => {
-                        return Some((Err(format!("the watch broke: {e}")), (stream, buf, true)));
+                        return Some((Err(LineError::Broke(e)), (stream, buf, true)));
                     }
                     None if buf.is_empty() => return None,
                     None => {

@@ -18,6 +18,7 @@ use std::{
     time::Duration,
 };
 
+use gpustack_serving::backoff::Backoff;
 use tokio_util::task::TaskTracker;
 
 use super::owners::{FOREGROUND, ORPHAN, Owner, has_finalizer, referenced_owner};
@@ -145,6 +146,8 @@ impl Drop for Claim {
 
 /// How many times a failed pass is retried (a storage error; conflicts are retried within).
 const PASS_ATTEMPTS: u32 = 4;
+/// The wait after a failed pass: 200 ms doubling, 1.6 s after the last of [`PASS_ATTEMPTS`].
+const PASS_RETRY: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_millis(1600));
 
 /// Runs passes over `job` in a task of the collector's until no other pass of it is asked
 /// for; a second call while it runs only asks for one more.
@@ -173,7 +176,7 @@ fn start(st: &ApiState, job: Job) {
                     Ok(()) => break,
                     Err(e) => {
                         tracing::warn!(work = ?claim.work, attempt, error = %e.message, "garbage collection pass failed");
-                        tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                        tokio::time::sleep(PASS_RETRY.after_failures(attempt.into())).await;
                     }
                 }
             }
