@@ -8,9 +8,10 @@ use std::collections::BTreeSet;
 
 use futures::{StreamExt, TryStreamExt};
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess, free_port, kube_client, wait_until},
+    embedded::{DEADLINE, GatewayProcess, free_port, kube_client},
     hub::{http_over_unix, upstream, upstream_status, upstreams_file},
     prometheus::check_metrics,
+    wait::wait_until,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{

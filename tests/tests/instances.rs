@@ -7,11 +7,12 @@
 
 use gpustack_api::{instance::Instance, instance_type::InstanceType, kueue::Workload};
 use gpustack_tests::{
-    embedded::{GatewayProcess, kube_client, poll_until, stream_lines},
+    embedded::{GatewayProcess, kube_client, stream_lines},
     inventory::{H100, Machine, publish},
     kubelet_http::KubeletHttp,
     kubelet_pods::PodRunner,
     kueue::Kueue,
+    wait::poll_until,
     worker::{WorkerProcess, eventually},
 };
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};

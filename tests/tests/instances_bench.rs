@@ -183,7 +183,7 @@ async fn instances_at_scale() {
     let started = Instant::now();
     let acked = create_all(&api, &names, false).await;
     let deadline = Duration::from_secs(60 + count as u64);
-    let all_ready = gpustack_tests::bench::poll(deadline, || async {
+    let all_ready = gpustack_tests::wait::poll(deadline, || async {
         (ready.lock().unwrap().len() >= count).then_some(())
     })
     .await;
@@ -269,7 +269,7 @@ async fn instances_at_scale() {
     let more: Vec<String> = (0..stopped).map(|i| format!("idle-{i:05}")).collect();
     let started = Instant::now();
     create_all(&api, &more, true).await;
-    let settled = gpustack_tests::bench::poll(Duration::from_secs(900), || async {
+    let settled = gpustack_tests::wait::poll(Duration::from_secs(900), || async {
         (idle.lock().unwrap().len() >= stopped).then_some(())
     })
     .await;
