@@ -49,18 +49,22 @@ pub fn wait_until<T>(what: &str, timeout: Duration, check: impl FnMut() -> Optio
         .unwrap_or_else(|| panic!("timed out after {timeout:?} waiting for {what}"))
 }
 
-/// `probe`'s first answer, sleeping on the runtime in between; `None` after `timeout`.
+/// `probe`'s first answer, sleeping on the runtime in between; `None` after `timeout`, also
+/// when a probe itself hangs (the whole wait is bounded, not only the gaps).
 pub async fn poll<T, F: Future<Output = Option<T>>>(
     timeout: Duration,
     mut probe: impl FnMut() -> F,
 ) -> Option<T> {
     let schedule = Schedule::new(timeout);
-    loop {
-        if let Some(v) = probe().await {
-            return Some(v);
+    let checks = async {
+        loop {
+            if let Some(v) = probe().await {
+                return Some(v);
+            }
+            tokio::time::sleep(schedule.next()?).await;
         }
-        tokio::time::sleep(schedule.next()?).await;
-    }
+    };
+    tokio::time::timeout(timeout, checks).await.ok().flatten()
 }
 
 /// [`poll`], panicking with `what` after `timeout`.
