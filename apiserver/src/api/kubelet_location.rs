@@ -60,17 +60,25 @@ pub fn kubelet_address(node: &Value) -> Result<KubeletAddress, ApiError> {
     })
 }
 
-fn number(q: &HashMap<String, String>, k: &str) -> Result<Option<i64>, String> {
+/// The field errors of a log request's options, each as `ValidatePodLogOptions` words it.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.join(", "))]
+pub struct LogOptionErrors(Vec<String>);
+
+fn number(q: &HashMap<String, String>, k: &str) -> Result<Option<i64>, LogOptionErrors> {
     q.get(k)
         .map(|v| {
-            v.parse::<i64>()
-                .map_err(|_| format!("{k}: Invalid value: {v:?}: must be an integer"))
+            v.parse::<i64>().map_err(|_| {
+                LogOptionErrors(vec![format!(
+                    "{k}: Invalid value: {v:?}: must be an integer"
+                )])
+            })
         })
         .transpose()
 }
 
-/// The field errors of a log request's options, as `ValidatePodLogOptions` words them.
-fn log_option_errors(q: &HashMap<String, String>) -> Result<(), String> {
+/// The field errors of a log request's options.
+fn log_option_errors(q: &HashMap<String, String>) -> Result<(), LogOptionErrors> {
     let tail = number(q, "tailLines")?;
     let limit = number(q, "limitBytes")?;
     let since = number(q, "sinceSeconds")?;
@@ -105,7 +113,7 @@ fn log_option_errors(q: &HashMap<String, String>) -> Result<(), String> {
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(errors.join(", "))
+        Err(LogOptionErrors(errors))
     }
 }
 
