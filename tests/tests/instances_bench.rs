@@ -95,6 +95,12 @@ fn sorted(mut v: Vec<f64>) -> Vec<f64> {
 /// Creates `names` with at most [`CONCURRENCY`] in flight, each retried a few times on a
 /// server error (a webhook call lost under load, as a client retries it); when each was
 /// acknowledged.
+/// The wait before re-sending a create the loaded API server answered with a 5xx.
+const RETRY: gpustack_serving::backoff::Backoff = gpustack_serving::backoff::Backoff::new(
+    Duration::from_millis(200),
+    Duration::from_millis(1600),
+);
+
 async fn create_all(api: &Api<Instance>, names: &[String], stop: bool) -> HashMap<String, Instant> {
     futures::stream::iter(names.iter().cloned())
         .map(|n| async move {
@@ -107,7 +113,7 @@ async fn create_all(api: &Api<Instance>, names: &[String], stop: bool) -> HashMa
                     Ok(_) => break,
                     Err(kube::Error::Api(s)) if s.code >= 500 && tries < 5 => {
                         tries += 1;
-                        tokio::time::sleep(Duration::from_millis(200 * tries)).await;
+                        tokio::time::sleep(RETRY.after_failures(tries)).await;
                     }
                     Err(e) => panic!("creating {n}: {e}"),
                 }

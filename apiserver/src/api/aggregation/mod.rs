@@ -69,15 +69,21 @@ struct Inner {
     pools: Pools,
 }
 
-impl Default for Inner {
-    fn default() -> Self {
-        let timeouts = proxy::Timeouts::default();
+impl Inner {
+    /// One place that builds the state: the pools connect within `timeouts.connect`.
+    fn with(timeouts: proxy::Timeouts) -> Self {
         Inner {
             identities: RwLock::default(),
             discovered: RwLock::default(),
             pools: Pools::new(MAX_BACKENDS, timeouts.connect),
             timeouts,
         }
+    }
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner::with(proxy::Timeouts::default())
     }
 }
 
@@ -110,15 +116,11 @@ pub fn chain(e: &dyn std::error::Error) -> String {
 impl Aggregator {
     pub fn new(options: &AggregationOptions, longest: Duration) -> Self {
         Aggregator {
-            inner: Arc::new(Inner {
-                timeouts: proxy::Timeouts {
-                    connect: options.connect_timeout,
-                    response_headers: options.response_header_timeout,
-                    longest,
-                },
-                pools: Pools::new(MAX_BACKENDS, options.connect_timeout),
-                ..Inner::default()
-            }),
+            inner: Arc::new(Inner::with(proxy::Timeouts {
+                connect: options.connect_timeout,
+                response_headers: options.response_header_timeout,
+                longest,
+            })),
         }
     }
 
