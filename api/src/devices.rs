@@ -14,6 +14,7 @@ use crate::manufacturer::Manufacturer;
 /// Allocation units of one whole accelerator (2^9 * 5^5); every ledger figure is on this basis.
 pub const UNITS_PER_ACCELERATOR: u64 = 1_600_000;
 
+/// A node's accelerators, as its device manager detected them.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "worker.gpustack.ai",
@@ -39,6 +40,7 @@ pub struct DevicesSpec {
 pub struct DevicesGroup {
     /// Sanitised product name without the manufacturer prefix, at most 63 characters.
     pub id: String,
+    /// Who made the accelerators of this group.
     pub manufacturer: Manufacturer,
     /// Product name as the vendor library reports it.
     pub name: String,
@@ -47,14 +49,19 @@ pub struct DevicesGroup {
     /// Streaming multiprocessors, AI cores or compute units of one accelerator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<u32>,
+    /// The vendor driver's version, as its library reports it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub driver_version: String,
+    /// The vendor compute runtime's version (CUDA, ROCm, CANN...), where one is installed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub runtime_version: String,
+    /// The compute capability (NVIDIA `9.0`, AMD `gfx90a`), where the vendor has one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub compute_capability: String,
+    /// The product family or architecture name (e.g. `Hopper`), where the vendor reports one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub family: String,
+    /// The group's accelerators, in enumeration order.
     #[serde(default)]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id"]))]
     pub accelerators: Vec<Accelerator>,
@@ -74,8 +81,10 @@ pub struct Accelerator {
     /// Vendor device-node numbers (NVIDIA `[minor]`, AMD `[card, renderD]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub physical_indexes: Vec<u32>,
+    /// Where the accelerator sits on the node: PCI path, NUMA node, RoCE address.
     #[serde(default)]
     pub topology: DeviceTopology,
+    /// Health and slicing capacity.
     #[serde(default)]
     pub status: AcceleratorStatus,
 }
@@ -84,11 +93,13 @@ pub struct Accelerator {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceTopology {
+    /// PCI address of the device (`0000:18:00.0`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub pci_bus_id: String,
     /// The outermost bridge above the device, or the device itself.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub pci_root_id: String,
+    /// PCI class code, hex without `0x` (`030200` for a 3D controller).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub pci_class: String,
     /// NUMA node, `"0"` where the platform reports none.
@@ -97,6 +108,7 @@ pub struct DeviceTopology {
     /// CPU list of that NUMA node, e.g. `0-13`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cpu_affinity: String,
+    /// The card's RoCE address, where it has one (Ascend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roce: Option<Roce>,
     /// Bridges between the device and its root, innermost first.
@@ -108,10 +120,13 @@ pub struct DeviceTopology {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Roce {
+    /// IPv4 address of the card's RoCE port.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ip: String,
+    /// Its subnet mask, dotted.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subnet_mask: String,
+    /// Its default gateway.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub gateway: String,
 }
@@ -120,6 +135,7 @@ pub struct Roce {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AcceleratorStatus {
+    /// True when the vendor library reports the card failing; its capacity is withheld.
     #[serde(default)]
     pub unhealthy: bool,
     /// Present when the card is not partitioned and the product can be sliced in software.
@@ -134,8 +150,10 @@ pub struct AcceleratorStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LogicalSliced {
+    /// Whether the slices' core percentages may add up to more than 100.
     #[serde(default)]
     pub cores_percentage_overcommit: bool,
+    /// How many logical slices the card may host.
     #[serde(default)]
     pub count: i32,
 }
@@ -144,6 +162,7 @@ pub struct LogicalSliced {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PhysicalSliced {
+    /// The partition profiles the card offers, each with its size and count.
     #[serde(default)]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub profiles: Vec<PhysicalSlicedProfile>,
@@ -156,13 +175,18 @@ pub struct PhysicalSliced {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PhysicalSlicedProfile {
+    /// The vendor's profile name (`1g.10gb`).
     pub name: String,
+    /// Memory of one partition of this profile, in MiB.
     #[serde(default)]
     pub memory_mib: u64,
+    /// Compute slices one partition takes.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub compute_slices: u32,
+    /// Memory slices one partition takes.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub memory_slices: u32,
+    /// How many partitions of this profile fit on an empty card.
     #[serde(default)]
     pub count: i32,
     /// Every legal slot on an empty card, in memory-slice units.
@@ -177,7 +201,9 @@ fn is_zero_u32(v: &u32) -> bool {
 /// A run of slots.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct Placement {
+    /// The first slot, in memory-slice units.
     pub start: u32,
+    /// How many slots it spans.
     pub length: u32,
 }
 
@@ -185,27 +211,36 @@ pub struct Placement {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AcceleratorSlicedDetail {
+    /// Software slicing summed over the group's sliceable accelerators.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logical: Option<LogicalSliced>,
+    /// Hardware partitions summed over the group's partitioned accelerators.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub physical: Option<PhysicalSlicedDetail>,
 }
 
+/// A group's hardware partitions, summed over its accelerators.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PhysicalSlicedDetail {
+    /// The sum of each accelerator's largest profile count.
     #[serde(default)]
     pub count: i32,
+    /// Each profile's count summed over the accelerators.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profiles: Vec<ProfileCapacity>,
 }
 
+/// How many partitions of one profile a group offers.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProfileCapacity {
+    /// The vendor's profile name.
     pub name: String,
+    /// Partitions of this profile over the group's accelerators.
     #[serde(default)]
     pub count: i32,
+    /// Memory of one partition, in MiB.
     #[serde(default)]
     pub memory_mib: u64,
 }
@@ -271,16 +306,21 @@ impl DevicesGroup {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DevicesStatus {
+    /// One allocation group per detected group, keyed like `spec.groups`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id", "manufacturer"]))]
     pub groups: Vec<DevicesStatusGroup>,
 }
 
+/// What the accelerators of one detected group have given out.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DevicesStatusGroup {
+    /// The detected group's id.
     pub id: String,
+    /// The detected group's manufacturer.
     pub manufacturer: Manufacturer,
+    /// One record per accelerator of the group.
     #[serde(default)]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id"]))]
     pub accelerators: Vec<AcceleratorAllocation>,
@@ -291,32 +331,43 @@ pub struct DevicesStatusGroup {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AcceleratorAllocation {
+    /// The accelerator's vendor id, as in `spec`.
     pub id: String,
+    /// The accelerator's enumeration index.
     #[serde(default)]
     pub index: u32,
+    /// How the accelerator is held now.
     #[serde(default)]
     pub mode: AllocationMode,
+    /// Units given out, on the [`UNITS_PER_ACCELERATOR`] basis.
     #[serde(default)]
     pub allocated: u64,
+    /// Units still free, on the same basis.
     #[serde(default)]
     pub remaining: u64,
+    /// Partitions given out, per profile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allocated_profiles: Vec<ProfileAllocation>,
+    /// Partitions still free, per profile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remaining_profiles: Vec<ProfileAllocation>,
     /// Logical slices hosted (one per container), capped by `logicalSliced.count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocated_slices: Option<u32>,
+    /// The profile of the partition a container was given (Pod annotations only).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub allocated_physical_profile: String,
+    /// The slots of that partition (Pod annotations only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allocated_physical_placements: Vec<Placement>,
+    /// The vendor id of that partition (Pod annotations only).
     #[serde(
         default,
         rename = "allocatedPhysicalID",
         skip_serializing_if = "String::is_empty"
     )]
     pub allocated_physical_id: String,
+    /// The slots of a logical slice a container was given (Pod annotations only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allocated_logical_placements: Vec<Placement>,
     /// Why the card is unhealthy, as the node agent last detected it (`Devices.status` only;
@@ -337,26 +388,35 @@ impl AcceleratorAllocation {
     }
 }
 
+/// A count of partitions of one profile.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct ProfileAllocation {
+    /// The vendor's profile name.
     pub name: String,
+    /// How many partitions.
     pub count: i32,
 }
 
 /// How an accelerator is held. Serialized as a number, as the reference does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AllocationMode {
+    /// Nobody holds the card.
     #[default]
     None = 0,
+    /// One container holds the whole card.
     Exclusive = 1,
+    /// Containers share the card without limits on each.
     Shared = 2,
+    /// Containers hold logical slices with memory and core limits.
     Sliced = 3,
+    /// Containers hold hardware partitions (MIG and the like).
     Partitioned = 4,
     /// Sidecar access to another container's grant; never written to `Devices.status`.
     Visibility = 5,
 }
 
 impl AllocationMode {
+    /// Every mode, in numeric order.
     pub const ALL: [AllocationMode; 6] = [
         Self::None,
         Self::Exclusive,

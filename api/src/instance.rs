@@ -8,6 +8,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// A workload users run on a pool: one Pod with a slice, partition or whole cards.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "worker.gpustack.ai",
@@ -26,8 +27,10 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceSpec {
+    /// A name for people; the object's name stays the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
+    /// Free text for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The InstanceType (pool) the instance is carved from.
@@ -42,11 +45,13 @@ pub struct InstanceSpec {
     /// Overrides the image's command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
+    /// Environment variables of the `main` container.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<InstanceEnv>,
     /// Ports reached through a NodePort Service.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<InstancePort>,
+    /// What the instance takes from its pool.
     #[serde(default)]
     pub resources: InstanceResources,
     /// Where the workspace volume is mounted (`/workspace` by default).
@@ -76,43 +81,55 @@ pub struct InstanceSpec {
 }
 
 impl InstanceSpec {
+    /// Whether `spec.stop` is set.
     pub fn stopped(&self) -> bool {
         self.stop == Some(true)
     }
 }
 
+/// One environment variable.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct InstanceEnv {
+    /// The variable's name.
     pub name: String,
+    /// Its value.
     #[serde(default)]
     pub value: String,
 }
 
+/// A port the instance listens on.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstancePort {
+    /// The container port.
     pub port: i32,
     /// `TCP` (the default), `UDP` or `SCTP`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
+    /// A name for the port, unique within the instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
 
 impl InstancePort {
+    /// The protocol, `TCP` when not given.
     pub fn protocol(&self) -> &str {
         self.protocol.as_deref().unwrap_or("TCP")
     }
 }
 
+/// A reference to an object of the instance's namespace by name.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct LocalReference {
+    /// The object's name.
     #[serde(default)]
     pub name: String,
 }
 
+/// The instance's workspace: ephemeral or persistent.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct InstanceVolume {
+    /// An emptyDir of the given capacity, gone with the Pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ephemeral: Option<EphemeralVolume>,
     /// An `InstancePersistentVolume` (a claim of the same name).
@@ -120,6 +137,7 @@ pub struct InstanceVolume {
     pub persistent: Option<LocalReference>,
 }
 
+/// A workspace that lives as long as the Pod.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct EphemeralVolume {
     /// Like `10Gi`.
@@ -154,22 +172,29 @@ pub struct InstanceResources {
     pub local_storage: Option<String>,
 }
 
+/// A host directory mounted into the `main` container.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HostPathVolume {
+    /// The volume's name, unique within the instance.
     pub name: String,
+    /// The directory on the node.
     pub path: String,
+    /// Where it appears in the container.
     pub mount_path: String,
 }
 
+/// What the worker reports of an instance.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceStatus {
     /// `Starting`, `Ready`, `Stopping`, `Stopped`, `Deleting`, or the Pod's summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// Why the instance is in its phase, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase_message: Option<String>,
+    /// The node its Pod runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
     /// Where users reach the instance (computed on read from the access settings).
@@ -178,6 +203,7 @@ pub struct InstanceStatus {
     /// The node's addresses, external first.
     #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "hostIPs")]
     pub host_ips: Vec<Ip>,
+    /// The Pod's addresses.
     #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "podIPs")]
     pub pod_ips: Vec<Ip>,
     /// The declared ports with the node ports they are reached at.
@@ -190,24 +216,32 @@ pub struct InstanceStatus {
 }
 
 impl InstanceStatus {
+    /// The phase, empty before the first status.
     pub fn phase(&self) -> &str {
         self.phase.as_deref().unwrap_or("")
     }
 }
 
+/// One address.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct Ip {
+    /// An IPv4 or IPv6 address.
     pub ip: String,
 }
 
+/// A declared port and where it is reached.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceStatusPort {
+    /// The container port.
     pub port: i32,
+    /// `TCP`, `UDP` or `SCTP`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
+    /// The port's name, when declared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The node port of its Service, once allocated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_port: Option<i32>,
 }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::devices::AcceleratorSlicedDetail;
 
+/// A pool of nodes with one hardware identity, offered in units.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "worker.gpustack.ai",
@@ -32,8 +33,10 @@ use crate::devices::AcceleratorSlicedDetail;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceTypeSpec {
+    /// A name for people; the object's name stays the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
+    /// Free text for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Hold the pool's queue: nothing new is admitted.
@@ -45,10 +48,13 @@ pub struct InstanceTypeSpec {
     /// The CPU key, `generic` unless CPU-aware grouping is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub general_group: Option<String>,
+    /// Whether the pool's units carry accelerators.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceleratable: Option<bool>,
+    /// The nodes' operating system (`linux`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os: Option<String>,
+    /// The nodes' CPU architecture (`amd64`, `arm64`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<String>,
     /// The resources of one unit (`cpu` a whole number, `ram` like `16Gi`).
@@ -59,11 +65,14 @@ pub struct InstanceTypeSpec {
     pub local_storage: Option<String>,
 }
 
+/// The resources of one unit of a pool.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UnitResources {
+    /// Whole CPUs per unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<String>,
+    /// Memory per unit, like `16Gi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ram: Option<String>,
 }
@@ -73,14 +82,18 @@ pub struct UnitResources {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CapacityView {
+    /// The most one request may take now (on the best single node).
     #[serde(default)]
     pub once_max_request: i64,
+    /// What is left over the whole pool.
     #[serde(default)]
     pub remaining: i64,
+    /// What the pool has in all.
     #[serde(default)]
     pub capacity: i64,
 }
 
+/// What the worker computes of a pool from its nodes' `Devices` ledgers.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceTypeStatus {
@@ -96,10 +109,13 @@ pub struct InstanceTypeStatus {
     /// Hostable partition instances.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accelerator_partitioned: Option<CapacityView>,
+    /// Free partitions per profile over the pool.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub remaining_profiles: BTreeMap<String, i64>,
+    /// Partitions given out per profile over the pool.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub allocated_profiles: BTreeMap<String, i64>,
+    /// CPU units, for pools without accelerators.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CapacityView>,
     /// The LocalQueue a Pod names in `kueue.x-k8s.io/queue-name` to use this pool.
@@ -108,6 +124,7 @@ pub struct InstanceTypeStatus {
     /// `Active`, `Inactive` or `Draining`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// Why the pool is in its phase, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase_message: Option<String>,
     /// The pool's hardware, as its flavors describe it.
@@ -119,15 +136,19 @@ pub struct InstanceTypeStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceTypeDetail {
+    /// The cards' manufacturer (`nvidia`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manufacturer: Option<String>,
+    /// The product name, as the vendor library reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub product: Option<String>,
+    /// The product family or architecture, where the vendor reports one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<String>,
     /// VRAM of one card as a quantity (`80Gi`, or `81559Mi` when not whole GiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// Compute units of one card (SMs, AI cores), as a string.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<String>,
     /// Per card: how many logical slices it hosts and which partition profiles it offers.

@@ -14,6 +14,7 @@ pub const ACCELERATABLE_PREFIX: &str = "acceleratable.feature.gpustack.ai/";
 pub const ACCELERATOR_ALLOCATED: &str = "device.gpustack.ai/accelerator.allocated";
 /// Pod annotations: preferred accelerators, comma separated.
 pub const ACCELERATOR_PREFERRED_ID: &str = "device.gpustack.ai/accelerator.preferred-id";
+/// Pod annotation: preferred accelerators by index, comma separated.
 pub const ACCELERATOR_PREFERRED_INDEX: &str = "device.gpustack.ai/accelerator.preferred-index";
 /// The CSI driver of the model cache.
 pub const MODEL_CSI_DRIVER: &str = "model.csi.gpustack.ai";
@@ -22,6 +23,7 @@ pub const MODEL_CSI_DRIVER: &str = "model.csi.gpustack.ai";
 pub const MODEL_CSI_REGISTERED: &str = "model.gpustack.ai/csi-registered";
 /// API groups.
 pub const WORKER_GROUP: &str = "worker.gpustack.ai";
+/// The API group of the gpustack server's kinds.
 pub const GPUSTACK_GROUP: &str = "gpustack.ai";
 
 /// Node feature labels of the CPU: `<prefix><cpu manufacturer>`, `<prefix><gKey>` and
@@ -34,6 +36,7 @@ pub const TOPOLOGY_PROFILE: &str = "topology.gpustack.ai/profile";
 /// Fit labels on the Node, per accelerator group: the most free units on one sliceable card,
 /// and how many cards have a free share.
 pub const FIT_SLICED_PREFIX: &str = "sliced-max-free-units.fit.gpustack.ai/";
+/// Fit labels on the Node, per accelerator group: how many cards have a free share.
 pub const FIT_SHARED_PREFIX: &str = "shared-free-cards.fit.gpustack.ai/";
 /// What derived an object: `nodes` (flavors) or `instancetypes` (queues).
 pub const RESOURCE_TYPE: &str = "resource.gpustack.ai/type";
@@ -54,7 +57,9 @@ pub const MIGRATION_HOLD: &str = "topology.gpustack.ai/migration-hold";
 pub const CONTROLLED: &str = "gpustack.ai/controlled";
 /// Well-known node labels.
 pub const OS: &str = "kubernetes.io/os";
+/// Well-known node label: the CPU architecture (`amd64`, `arm64`).
 pub const ARCH: &str = "kubernetes.io/arch";
+/// Well-known node label: the node's hostname.
 pub const HOSTNAME: &str = "kubernetes.io/hostname";
 /// Credits of one whole accelerator in Kueue's quota (equal to the unit grid).
 pub const CREDITS_PREFIX: &str = "credits.gpustack.ai/";

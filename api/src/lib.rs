@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The contract of gpustack-operator: the types every component and every user sees.
 //!
 //! - [`devices`], [`instance_type`], [`instance`], [`model_store`], [`model_artifact`]:

@@ -15,14 +15,23 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Manufacturer {
+    /// AMD Instinct and Radeon (ROCm).
     Amd,
+    /// Huawei Ascend NPUs (CANN).
     Ascend,
+    /// Cambricon MLUs.
     Cambricon,
+    /// Hygon DCUs.
     Hygon,
+    /// Iluvatar CoreX GPUs.
     Iluvatar,
+    /// MetaX GPUs.
     Metax,
+    /// Moore Threads GPUs.
     Mthreads,
+    /// NVIDIA GPUs (CUDA).
     Nvidia,
+    /// T-Head PPUs.
     Thead,
 }
 
@@ -40,6 +49,7 @@ impl Manufacturer {
         Manufacturer::Thead,
     ];
 
+    /// The lowercase name used in labels, resource names and `Devices`.
     pub fn as_str(self) -> &'static str {
         self.spec().name
     }
@@ -110,13 +120,16 @@ impl FromStr for Manufacturer {
 /// up to more than 100.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LogicalSlicing {
+    /// How many slices one accelerator may host.
     pub count: i32,
+    /// Whether the slices' core percentages may add up to more than 100.
     pub cores_percentage_overcommit: bool,
 }
 
 /// Built-in facts about one manufacturer.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ManufacturerSpec {
+    /// The lowercase name used in labels, resource names and `Devices`.
     pub name: &'static str,
     /// PCI vendor id, lowercase hex without `0x`.
     pub pci_vendor_id: &'static str,
@@ -261,7 +274,9 @@ static TABLE: [ManufacturerSpec; 9] = [
 /// class prefix (`GPUSTACK_<MFR>_PCI_VENDOR_ID` accepts `vendor` or `class_vendor`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PciVendorMatch {
+    /// PCI class prefix the function must have (hex, without `0x`), when restricted.
     pub class_prefix: Option<String>,
+    /// PCI vendor id, lowercase hex without `0x`.
     pub vendor_id: String,
 }
 
@@ -298,10 +313,15 @@ impl PciVendorMatch {
 /// A manufacturer's facts after the deployment's overrides.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedManufacturer {
+    /// Which manufacturer these facts are about.
     pub manufacturer: Manufacturer,
+    /// Which PCI functions are this manufacturer's accelerators.
     pub pci_vendor: PciVendorMatch,
+    /// Base of the kubelet extended resource names.
     pub resource_name: String,
+    /// RuntimeClass that injects the vendor's driver; `None` where the vendor has none.
     pub runtime_name: Option<String>,
+    /// Kind of hardware partitioning (`mig`), where the vendor has one.
     pub partition_kind: Option<String>,
 }
 

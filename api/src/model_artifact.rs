@@ -8,6 +8,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// A model's files on a hub, a claim or an image, resolved to one immutable manifest.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "worker.gpustack.ai",
@@ -27,6 +28,7 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ModelArtifactSpec {
+    /// Where the files come from.
     pub source: ArtifactSource,
     /// fnmatch patterns (`*` crosses `/`, a trailing `/` means a directory); at most 32.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -45,12 +47,16 @@ pub struct ModelArtifactSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ArtifactSource {
+    /// A Hugging Face repository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hugging_face: Option<HubSource>,
+    /// A ModelScope repository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_scope: Option<HubSource>,
+    /// A directory of a PersistentVolumeClaim in the artifact's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_volume_claim: Option<ClaimSource>,
+    /// An OCI image holding the files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<ImageSource>,
 }
@@ -79,30 +85,40 @@ pub struct HubSource {
     pub secret_ref: Option<SecretReference>,
 }
 
+/// A Secret of the artifact's namespace, by name.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct SecretReference {
+    /// The Secret's name.
     pub name: String,
 }
 
+/// Files on a PersistentVolumeClaim.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimSource {
+    /// The claim's name, in the artifact's namespace.
     pub claim_name: String,
+    /// The directory within the volume; its root when empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
 }
 
+/// Files in an OCI image.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageSource {
+    /// The image reference, a digest preferred over a tag.
     pub reference: String,
 }
 
+/// What the worker resolved the source to.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelArtifactStatus {
+    /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The manifest the source resolved to; absent until the first resolution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved: Option<ResolvedArtifact>,
     /// `Resolved` and `Degraded`.
@@ -118,12 +134,17 @@ pub struct ResolvedArtifact {
     pub revision: String,
     /// `sha256:` and the SHA-256 of the manifest text.
     pub manifest_digest: String,
+    /// Files in the manifest, after the patterns.
     pub file_count: u64,
+    /// Their total size, in bytes.
     pub size_bytes: u64,
+    /// When the source was resolved to this revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_time: Option<Time>,
+    /// When the revision was last checked against the source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_validated_time: Option<Time>,
+    /// Where the manifest digest came from (the hub's listing or the files read).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub digest_source: String,
 }

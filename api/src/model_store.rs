@@ -9,6 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// A node's model cache: its limits, download policy and hub settings.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "worker.gpustack.ai",
@@ -26,10 +27,13 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NodeModelStoreSpec {
+    /// When garbage collection starts and stops.
     #[serde(default)]
     pub watermarks: Watermarks,
+    /// How fast the node downloads.
     #[serde(default)]
     pub download: DownloadPolicy,
+    /// How the node reaches model hubs.
     #[serde(default)]
     pub hub: HubSettings,
     /// Kubelet eviction thresholds that bound how full the cache may get.
@@ -42,6 +46,7 @@ pub struct NodeModelStoreSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256))]
     pub pinned: Vec<String>,
+    /// Whether the node may fetch files from peers that already hold them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_sync_enabled: Option<bool>,
 }
@@ -67,6 +72,7 @@ impl Default for Watermarks {
     }
 }
 
+/// Node-wide download limits.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DownloadPolicy {
@@ -91,12 +97,16 @@ impl Default for DownloadPolicy {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HubSettings {
+    /// The Hugging Face endpoint; `https://huggingface.co` when empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hugging_face_endpoint: String,
+    /// The ModelScope endpoint; `https://www.modelscope.cn` when empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub model_scope_endpoint: String,
+    /// The proxy for hub requests; none when empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub https_proxy: String,
+    /// Hosts reached without the proxy, comma separated.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub no_proxy: String,
     /// ConfigMap in the operator namespace whose key `ca.crt` holds extra trusted CAs.
@@ -104,13 +114,17 @@ pub struct HubSettings {
     pub ca_bundle_config_map: String,
 }
 
+/// The kubelet's eviction and image GC thresholds, as read from its configz.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KubeletThresholds {
+    /// `evictionHard` of `nodefs.available` (`10%` or a quantity).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub nodefs_available: String,
+    /// `evictionHard` of `imagefs.available`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub imagefs_available: String,
+    /// `imageGCHighThresholdPercent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_gc_high_threshold_percent: Option<u32>,
 }
@@ -118,14 +132,24 @@ pub struct KubeletThresholds {
 /// What a spec may not say; each message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidNodeModelStoreSpec {
+    /// The high watermark is outside 2..=95.
     #[error("spec.watermarks.highPercent {0} is outside 2..=95")]
     HighWatermark(u32),
+    /// The low watermark is outside 1..=94.
     #[error("spec.watermarks.lowPercent {0} is outside 1..=94")]
     LowWatermark(u32),
+    /// The low watermark is not below the high one.
     #[error("spec.watermarks.lowPercent {low} must be below highPercent {high}")]
-    WatermarkOrder { low: u32, high: u32 },
+    WatermarkOrder {
+        /// The low watermark given.
+        low: u32,
+        /// The high watermark given.
+        high: u32,
+    },
+    /// The download concurrency is outside 1..=64.
     #[error("spec.download.concurrency {0} is outside 1..=64")]
     Concurrency(u32),
+    /// More than 256 pinned digests.
     #[error("spec.pinned has {0} entries; at most 256 are allowed")]
     TooManyPins(usize),
 }
@@ -157,11 +181,14 @@ impl NodeModelStoreSpec {
     }
 }
 
+/// What the node's model manager reports of its cache.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeModelStoreStatus {
+    /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The cache filesystem's size and use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<StoreCapacity>,
     /// Models on this node, keyed by digest; at most 256.
@@ -173,49 +200,69 @@ pub struct NodeModelStoreStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// The cache filesystem's size and use.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StoreCapacity {
+    /// Size of the filesystem, in bytes.
     pub total_bytes: u64,
+    /// Bytes the cache's models take.
     pub stored_bytes: u64,
     /// Rounded to a multiple of 5 so that status does not churn.
     pub used_percent: u32,
 }
 
+/// One model in the node's cache.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredModel {
+    /// The manifest digest (`sha256:...`) the model is stored under.
     pub digest: String,
+    /// Whether it is downloading, ready or failed.
     pub state: ModelState,
+    /// Its total size, once known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<u64>,
+    /// Bytes downloaded so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub downloaded_bytes: Option<u64>,
+    /// Where its files came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<ModelSource>,
+    /// Whether a mounted volume uses it now (GC keeps it).
     #[serde(default)]
     pub referenced: bool,
     /// Hour granularity, so that status does not churn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_used_time: Option<Time>,
+    /// Why the last download failed, as one word.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// Why the last download failed, for people.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// When a failed download is tried again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_time: Option<Time>,
 }
 
+/// Where a model's download stands.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum ModelState {
+    /// Files are being fetched.
     Downloading,
+    /// Every file is verified and mountable.
     Ready,
+    /// The download failed; see `reason` and `retryTime`.
     Failed,
 }
 
+/// Where a model's files were fetched from.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum ModelSource {
+    /// The model hub.
     Hub,
+    /// Another node's cache.
     Peer,
 }
 

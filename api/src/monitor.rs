@@ -10,8 +10,11 @@ use crate::{manufacturer::Manufacturer, time::Timestamp};
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricsGroup {
+    /// Whose accelerators the sample covers.
     pub manufacturer: Manufacturer,
+    /// When the sample was taken, in the node's local time zone.
     pub timestamp: Timestamp,
+    /// One entry per accelerator the vendor library reported.
     #[serde(default)]
     pub accelerators: Vec<AcceleratorMetrics>,
 }
@@ -20,6 +23,7 @@ pub struct MetricsGroup {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AcceleratorMetrics {
+    /// The accelerator's vendor id, as in `Devices`.
     pub id: String,
     /// Total memory, MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -39,6 +43,7 @@ pub struct AcceleratorMetrics {
     /// Watts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_usage: Option<u32>,
+    /// True when the vendor library reports the card failing.
     #[serde(default)]
     pub unhealthy: bool,
 }

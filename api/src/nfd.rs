@@ -6,9 +6,13 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+/// The API group of Node Feature Discovery's kinds.
 pub const GROUP: &str = "nfd.k8s-sigs.io";
+/// The NodeFeature API version the device manager writes.
 pub const VERSION: &str = "v1alpha1";
+/// The kind the device manager publishes node feature labels with.
 pub const KIND: &str = "NodeFeature";
+/// Its plural resource name.
 pub const PLURAL: &str = "nodefeatures";
 /// The label NFD reads to know which node a `NodeFeature` describes.
 pub const NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";

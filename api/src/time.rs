@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 /// An instant together with the UTC offset it is shown in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timestamp {
+    /// The instant.
     pub instant: jiff::Timestamp,
+    /// The UTC offset it is shown with.
     pub offset: Offset,
 }
 

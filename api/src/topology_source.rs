@@ -20,6 +20,7 @@ pub const SOURCE_KIND_LABELS: &str = "Labels";
 /// Most levels a hierarchy may have (Kueue's Topology allows 16, the hostname takes one).
 pub const MAX_LEVELS: usize = 15;
 
+/// Where the topology hierarchy of a set of nodes comes from: node label keys, outermost first.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "worker.gpustack.ai",
@@ -47,9 +48,11 @@ pub struct TopologySourceSpec {
     pub levels: Vec<String>,
 }
 
+/// What the worker made of a TopologySource.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TopologySourceStatus {
+    /// How the hierarchy was derived: `Labels` (from the nodes' labels).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_kind: Option<String>,
     /// The last `metadata.generation` whose spec was accepted.
@@ -64,21 +67,41 @@ pub struct TopologySourceStatus {
 /// What a spec may not say; each message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidTopologySource {
+    /// No level was given.
     #[error("spec.levels is empty")]
     NoLevels,
+    /// More levels than Kueue's Topology allows.
     #[error("spec.levels has {0} entries; at most {MAX_LEVELS} are allowed")]
     TooManyLevels(usize),
+    /// A level is not a valid label key.
     #[error("spec.levels[{index}] {key:?} is not a valid label key")]
-    BadKey { index: usize, key: String },
+    BadKey {
+        /// The level's position in `spec.levels`.
+        index: usize,
+        /// The key given.
+        key: String,
+    },
+    /// A level appears twice.
     #[error("spec.levels[{index}] {key:?} repeats an earlier level")]
-    Duplicate { index: usize, key: String },
+    Duplicate {
+        /// The level's position in `spec.levels`.
+        index: usize,
+        /// The key given.
+        key: String,
+    },
+    /// A level names the hostname label, which is always appended.
     #[error("spec.levels[{index}] is {HOSTNAME}, which is always the innermost level already")]
-    Hostname { index: usize },
+    Hostname {
+        /// The level's position in `spec.levels`.
+        index: usize,
+    },
+    /// A node selector key is not a valid label key.
     #[error("spec.nodeSelector key {0:?} is not a valid label key")]
     BadSelectorKey(String),
 }
 
 impl TopologySourceSpec {
+    /// Checks the spec against the rules above; the error names the field.
     pub fn validate(&self) -> Result<(), InvalidTopologySource> {
         use InvalidTopologySource as E;
         if self.levels.is_empty() {

@@ -14,6 +14,7 @@ pub struct Backoff {
 }
 
 impl Backoff {
+    /// A schedule starting at `base` and never waiting longer than `cap`.
     pub const fn new(base: Duration, cap: Duration) -> Self {
         Backoff { base, cap }
     }

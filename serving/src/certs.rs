@@ -21,17 +21,24 @@ use rustls::{
 /// A generated CA and serving certificate, as PEM.
 #[derive(Clone, Debug)]
 pub struct Generated {
+    /// The CA's certificate, which clients trust.
     pub ca_pem: String,
+    /// The CA's private key, which signs renewed leaves.
     pub ca_key_pem: String,
+    /// The serving (leaf) certificate.
     pub cert_pem: String,
+    /// The serving certificate's private key.
     pub key_pem: String,
 }
 
 /// Who the certificates are for: the CA's and the leaf's common names, and the leaf's names
 /// (DNS names, and IP addresses written as such).
 pub struct Names<'a> {
+    /// The CA's common name.
     pub ca_common_name: &'a str,
+    /// The leaf's common name.
     pub common_name: &'a str,
+    /// The leaf's DNS names and IP addresses.
     pub subject_alt_names: &'a [&'a str],
 }
 
@@ -69,10 +76,13 @@ pub fn validity(cert_pem: &str) -> Result<(i64, i64), ValidityError> {
     ))
 }
 
+/// Why a certificate's validity could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ValidityError {
+    /// The PEM text is not a certificate.
     #[error("certificate PEM: {0}")]
     Pem(rustls::pki_types::pem::Error),
+    /// The DER does not parse as X.509.
     #[error("certificate: {0}")]
     Parse(String),
 }
@@ -156,12 +166,16 @@ pub fn issue_serving(
     Ok((leaf_cert.pem(), leaf_key.serialize_pem()))
 }
 
+/// Why a certificate and key cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The chain's PEM does not parse.
     #[error("the certificate chain is not valid PEM: {0}")]
     Chain(rustls::pki_types::pem::Error),
+    /// The key's PEM does not parse.
     #[error("the private key is not valid PEM: {0}")]
     Key(rustls::pki_types::pem::Error),
+    /// rustls refused the pair (unsupported key, or a key that does not match the leaf).
     #[error(transparent)]
     Rustls(#[from] rustls::Error),
 }
@@ -186,6 +200,7 @@ fn certified_key(cert_pem: &str, key_pem: &str) -> Result<CertifiedKey, ConfigEr
 pub struct CertSlot(std::sync::RwLock<Arc<CertifiedKey>>);
 
 impl CertSlot {
+    /// A slot holding the PEM chain (leaf first) and key; refused when they do not match.
     pub fn new(cert_pem: &str, key_pem: &str) -> Result<Arc<Self>, ConfigError> {
         Ok(Arc::new(CertSlot(std::sync::RwLock::new(Arc::new(
             certified_key(cert_pem, key_pem)?,
@@ -245,20 +260,28 @@ pub fn server_config(
 /// Why a serving configuration could not be made from a directory or generated.
 #[derive(Debug, thiserror::Error)]
 pub enum ServingConfigError {
+    /// A file of the directory could not be read.
     #[error("reading {}: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The read error.
         #[source]
         source: std::io::Error,
     },
+    /// The directory's certificate and key cannot be served.
     #[error("{}: {source}", dir.display())]
     Pair {
+        /// The directory.
         dir: PathBuf,
+        /// What is wrong with the pair.
         #[source]
         source: ConfigError,
     },
+    /// rcgen could not generate a certificate.
     #[error("generating a serving certificate: {0}")]
     Generate(#[from] rcgen::Error),
+    /// The generated pair cannot be served.
     #[error("building the TLS configuration: {0}")]
     Config(#[source] ConfigError),
 }

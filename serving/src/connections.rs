@@ -27,7 +27,9 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 /// Where connections come from, as counted: an IPv4 address, an IPv6 /64, or the unix socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
+    /// A TCP peer: its IPv4 address or its IPv6 /64.
     Ip(IpAddr),
+    /// The unix socket.
     Unix,
 }
 
@@ -47,6 +49,7 @@ impl Source {
 /// The bounds a registry enforces.
 #[derive(Clone, Copy, Debug)]
 pub struct Caps {
+    /// Connections the listener holds at most.
     pub total: usize,
     /// Connections one source may hold; not applied to the unix socket (its file mode keeps it
     /// to one user).
@@ -104,6 +107,7 @@ pub enum Admission {
 }
 
 impl Registry {
+    /// An empty registry enforcing `caps`.
     pub fn new(caps: Caps) -> Arc<Self> {
         Arc::new(Registry {
             caps,

@@ -20,6 +20,7 @@ use crate::connections::{Busy, Ticket};
 /// A connection's registration and its setup turn, shared by its task and its service.
 #[derive(Debug)]
 pub struct Conn {
+    /// The connection's place in the registry.
     pub ticket: Ticket,
     /// The source's setup turn, held until the first request arrives.
     turn: Mutex<Option<OwnedSemaphorePermit>>,
@@ -27,6 +28,7 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// A connection holding `ticket`, and its source's setup turn if it took one.
     pub fn new(ticket: Ticket, turn: Option<OwnedSemaphorePermit>) -> Arc<Self> {
         Arc::new(Conn {
             ticket,
@@ -52,7 +54,9 @@ impl Conn {
 /// `inner`, with every request counted on `conn` until its response is sent.
 #[derive(Clone, Debug)]
 pub struct Tracked<S> {
+    /// The service requests go to.
     pub inner: S,
+    /// The connection they are counted on.
     pub conn: Arc<Conn>,
 }
 

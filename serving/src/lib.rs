@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Serving, shared by every service of the binary (the API servers, the worker, the node
 //! agents): what a process needs to answer HTTPS and unix-socket clients, and nothing of any
 //! API.

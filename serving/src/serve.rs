@@ -81,14 +81,21 @@ impl Limits {
 /// Where connections come from.
 pub enum Listener {
     /// HTTPS: TCP with the TLS acceptor (its config carries the certificate).
-    Tls { tcp: TcpListener, tls: TlsAcceptor },
+    Tls {
+        /// The bound TCP socket.
+        tcp: TcpListener,
+        /// The TLS acceptor, with the serving certificate.
+        tls: TlsAcceptor,
+    },
     /// Plain HTTP on a unix socket (its file mode is the access control).
     Unix(UnixListener),
 }
 
 /// A listener and the router it serves.
 pub struct Endpoint {
+    /// Where connections come from.
     pub listener: Listener,
+    /// What serves their requests.
     pub router: Router,
 }
 

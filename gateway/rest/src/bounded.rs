@@ -15,6 +15,7 @@ pub const MAX_DEPTH: usize = 100;
 /// Why a document was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum DocumentError {
+    /// The text does not parse as YAML (or exceeds the parser's limits).
     #[error("the document is not valid YAML: {0}")]
     Yaml(#[from] serde_yaml_ng::Error),
 }

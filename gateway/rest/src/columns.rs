@@ -30,13 +30,17 @@ impl PartialEq for CellSource {
 /// One printer column of a kind.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PrinterColumn {
+    /// The column's header.
     pub name: String,
+    /// The OpenAPI type of its cells (`string`, `integer`, `date`...).
     pub type_: String,
     /// `name` marks the column holding the object's name.
     pub format: String,
+    /// What the column shows, for people.
     pub description: String,
     /// 0: always shown; 1 and above: only with `-o wide`.
     pub priority: i64,
+    /// Where its cells come from.
     pub cell: CellSource,
 }
 

@@ -10,7 +10,9 @@ use crate::resource::ResourceDef;
 /// name themselves differently).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerVersion {
+    /// The major version (`1`).
     pub major: String,
+    /// The minor version (`33`).
     pub minor: String,
     /// `v1.33.0+...`: what `kubectl version` prints.
     pub git_version: String,

@@ -15,12 +15,16 @@ enum Step {
 /// Why a JSONPath is outside the subset printer columns use.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum JsonPathError {
+    /// A `[` without its `]`.
     #[error("unclosed '[' in {0}")]
     Unclosed(String),
+    /// A filter expression outside the supported `?(@.a.b=="v")` form.
     #[error("unsupported filter {0}")]
     Filter(String),
+    /// A bracket segment that is neither an index, `*` nor a filter.
     #[error("unsupported JSONPath segment [{0}]")]
     Segment(String),
+    /// A path that does not start at the object.
     #[error("unsupported JSONPath {0}")]
     Path(String),
 }

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The Kubernetes REST toolkit: the wire layer a Kubernetes-style API server needs, with no
 //! storage behind it. An embedded cluster (the gateway, over SQLite) and an extension API
 //! server (the worker, over a real cluster) both serve with it.

@@ -128,6 +128,7 @@ pub fn for_discovery(accept: &str, aggregated_allowed: bool) -> Option<Discovery
 /// The form of `/openapi/v2`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpenApiV2 {
+    /// The OpenAPI v2 document as JSON.
     Json,
     /// gnostic's `openapi.v2.Document`.
     Protobuf,

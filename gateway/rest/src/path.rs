@@ -3,35 +3,54 @@
 /// A path under a cluster's root.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
+    /// `/version`.
     Version,
+    /// `/healthz`, `/livez` or `/readyz`.
     Health,
+    /// `/api`: the core group's versions.
     CoreVersions,
+    /// `/apis`: the group list.
     Groups,
+    /// `/apis/G`: one group's versions.
     Group(String),
     /// `/api/v1` or `/apis/G/V`.
     GroupVersion {
+        /// The group; empty for the core group.
         group: String,
+        /// The version.
         version: String,
     },
+    /// `/openapi/v2`.
     OpenApiV2,
+    /// `/openapi/v3`: the index of group-version documents.
     OpenApiV3Root,
     /// `/openapi/v3/api/v1` or `/openapi/v3/apis/G/V`.
     OpenApiV3 {
+        /// The group; empty for the core group.
         group: String,
+        /// The version.
         version: String,
     },
+    /// A resource, collection or subresource.
     Resource(ResourcePath),
+    /// Anything else.
     NotFound,
 }
 
 /// A resource, collection or subresource path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourcePath {
+    /// The API group; empty for the core group.
     pub group: String,
+    /// The version in the path.
     pub version: String,
+    /// The namespace, for a namespaced path.
     pub namespace: Option<String>,
+    /// The resource's plural name.
     pub resource: String,
+    /// The object's name; `None` for a collection.
     pub name: Option<String>,
+    /// The subresource (`status`, `scale`, `log`...).
     pub subresource: Option<String>,
     /// The deprecated `/watch/` path form.
     pub watch: bool,
@@ -48,6 +67,7 @@ pub fn split_cluster(path: &str) -> (Option<&str>, &str) {
     }
 }
 
+/// What `path` (without its cluster prefix) names.
 pub fn parse(path: &str) -> Route {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     match segs.as_slice() {

@@ -31,7 +31,9 @@ pub const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 /// A subresource (`status`, `scale`, ...) and the verbs it serves.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Subresource {
+    /// The subresource's name.
     pub name: String,
+    /// The verbs it serves.
     pub verbs: Vec<String>,
     /// The kind it takes and answers when that is not the resource's own (`scale` answers
     /// `autoscaling/v1` `Scale`); discovery names it, and `kubectl drain` looks for it.
@@ -41,12 +43,16 @@ pub struct Subresource {
 /// A kind by group, version and name.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KindRef {
+    /// The API group; empty for the core group.
     pub group: String,
+    /// The version.
     pub version: String,
+    /// The kind's name.
     pub kind: String,
 }
 
 impl KindRef {
+    /// The kind `kind` of `group`/`version`.
     pub fn new(group: &str, version: &str, kind: &str) -> Self {
         KindRef {
             group: group.into(),
@@ -64,21 +70,30 @@ impl KindRef {
 /// A served resource.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResourceDef {
+    /// The API group it is served under; empty for the core group.
     pub group: String,
     /// The group objects are stored under (differs for `events.k8s.io` Events, stored as core
     /// Events).
     pub storage_group: String,
     /// Served versions, storage version first.
     pub versions: Vec<String>,
+    /// The kind's name (`Pod`).
     pub kind: String,
+    /// The kind of its lists (`PodList`).
     pub list_kind: String,
+    /// The plural name in paths (`pods`).
     pub plural: String,
+    /// The singular name (`pod`).
     pub singular: String,
+    /// Whether objects live in namespaces.
     pub namespaced: bool,
+    /// Short names `kubectl` accepts (`po`).
     pub short_names: Vec<String>,
+    /// Categories `kubectl get` accepts (`all`).
     pub categories: Vec<String>,
     /// The verbs of the resource itself, as discovery lists them.
     pub verbs: Vec<String>,
+    /// Its subresources.
     pub subresources: Vec<Subresource>,
     /// Printer columns after Name; empty means Age only.
     pub columns: Vec<PrinterColumn>,
@@ -127,6 +142,7 @@ impl ResourceDef {
         self.verbs == CREATE_ONLY
     }
 
+    /// The subresource named `name`, if served.
     pub fn subresource(&self, name: &str) -> Option<&Subresource> {
         self.subresources.iter().find(|s| s.name == name)
     }
@@ -137,6 +153,7 @@ impl ResourceDef {
         self.subresource("status").is_some()
     }
 
+    /// Whether `version` is one of its served versions.
     pub fn serves(&self, version: &str) -> bool {
         self.versions.iter().any(|v| v == version)
     }

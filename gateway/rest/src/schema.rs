@@ -13,12 +13,16 @@ use crate::unsupported_value::UnsupportedValue;
 /// What a request asked `fieldValidation` to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldValidation {
+    /// Unknown and duplicate fields are dropped silently.
     Ignore,
+    /// They are dropped and named in `Warning` headers.
     Warn,
+    /// They fail the request.
     Strict,
 }
 
 impl FieldValidation {
+    /// Reads the `fieldValidation` query parameter; absent means `Ignore`.
     pub fn parse(s: Option<&str>) -> Result<Self, UnsupportedValue> {
         match s {
             None | Some("") | Some("Ignore") => Ok(FieldValidation::Ignore),

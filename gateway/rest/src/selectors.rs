@@ -4,13 +4,20 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+/// One requirement of a label selector.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LabelRequirement {
+    /// `key`: the label is present.
     Exists(String),
+    /// `!key`: the label is absent.
     NotExists(String),
+    /// `key=value` or `key==value`.
     Equals(String, String),
+    /// `key!=value`: the label is absent or has another value.
     NotEquals(String, String),
+    /// `key in (a,b)`.
     In(String, Vec<String>),
+    /// `key notin (a,b)`: the label is absent or has none of the values.
     NotIn(String, Vec<String>),
 }
 
@@ -56,16 +63,22 @@ fn valid_value(v: &str) -> bool {
 /// Why a selector could not be read (kube-apiserver's wording).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
+    /// `in` or `notin` without a parenthesised set.
     #[error("expected a parenthesised set of values, found '{0}'")]
     NotASet(String),
+    /// A value of a set is not a valid label value.
     #[error("invalid label value: '{0}'")]
     SetValue(String),
+    /// A key is not a valid label key.
     #[error("unable to parse requirement: invalid label key \"{0}\"")]
     LabelKey(String),
+    /// A value is not a valid label value.
     #[error("unable to parse requirement: invalid label value: \"{0}\"")]
     LabelValue(String),
+    /// A requirement matches none of the selector forms.
     #[error("invalid selector: '{0}'; can't understand '{0}'")]
     Unreadable(String),
+    /// A field selector names a field the resource does not select on.
     #[error("field label not supported: {0}")]
     UnsupportedField(String),
 }
@@ -84,6 +97,7 @@ fn set_values(s: &str) -> Result<Vec<String>, SelectorError> {
 }
 
 impl LabelSelector {
+    /// Parses a `labelSelector` query value; empty selects everything.
     pub fn parse(s: &str) -> Result<Self, SelectorError> {
         let mut reqs = Vec::new();
         for part in split_top(s) {
@@ -120,6 +134,7 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
+    /// Whether an object with `labels` is selected.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.0.iter().all(|r| match r {
             LabelRequirement::Exists(k) => labels.contains_key(k),
@@ -170,6 +185,7 @@ impl LabelSelector {
 }
 
 impl LabelRequirement {
+    /// The label key the requirement is about.
     pub fn key(&self) -> &str {
         match self {
             LabelRequirement::Exists(k)
@@ -243,6 +259,7 @@ impl FieldSelector {
         Ok(FieldSelector(reqs))
     }
 
+    /// Whether the object is selected.
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(field, eq, want)| {
             let have = field_value(obj, field);

@@ -10,13 +10,18 @@ use serde_json::{Value, json};
 /// A failed request, rendered as a `kind: Status` body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
+    /// The HTTP status code.
     pub code: u16,
+    /// The Kubernetes reason (`NotFound`, `AlreadyExists`, `Invalid`...).
     pub reason: &'static str,
+    /// What went wrong, for people.
     pub message: String,
+    /// The `details` object (name, group, kind, causes), where there is one.
     pub details: Option<Value>,
 }
 
 impl ApiError {
+    /// An error with `code`, `reason` and `message`, without details.
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             code,
@@ -35,6 +40,7 @@ impl ApiError {
         self
     }
 
+    /// 404: the object `name` of `resource` is not there.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
         Self::new(
             404,
@@ -44,6 +50,7 @@ impl ApiError {
         .with_details(group, resource, name)
     }
 
+    /// 409: an object `name` of `resource` is there already.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
         Self::new(
             409,
@@ -53,6 +60,7 @@ impl ApiError {
         .with_details(group, resource, name)
     }
 
+    /// 409: the object changed since the version the request was based on.
     pub fn conflict(group: &str, resource: &str, name: &str) -> Self {
         Self::new(
             409,
@@ -70,6 +78,7 @@ impl ApiError {
         Self::new(400, "BadRequest", why.to_string())
     }
 
+    /// 422: the object `name` of `kind` is not valid.
     pub fn invalid(kind: &str, name: &str, message: impl std::fmt::Display) -> Self {
         Self::new(
             422,
@@ -78,6 +87,7 @@ impl ApiError {
         )
     }
 
+    /// 404 for a path that names nothing served.
     pub fn not_found_path() -> Self {
         Self::new(
             404,
@@ -86,6 +96,7 @@ impl ApiError {
         )
     }
 
+    /// 405: `verb` is not served here.
     pub fn method_not_allowed(verb: &str) -> Self {
         Self::new(
             405,
@@ -94,10 +105,12 @@ impl ApiError {
         )
     }
 
+    /// 401: no credentials, or credentials that are not valid.
     pub fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
+    /// 406: no form the `Accept` header allows.
     pub fn not_acceptable(accept: &str) -> Self {
         Self::new(
             406,
@@ -118,6 +131,7 @@ impl ApiError {
         )
     }
 
+    /// 415: a body of a media type the endpoint does not read.
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(
             415,
@@ -126,10 +140,12 @@ impl ApiError {
         )
     }
 
+    /// 410: a resource version too old to watch or continue from.
     pub fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }
 
+    /// 500: a failure of the server's own.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
     }
@@ -163,9 +179,13 @@ pub fn qualified(group: &str, resource: &str) -> String {
 
 /// A resource request, as a denial names it.
 pub struct ResourceRequest<'a> {
+    /// The RBAC verb.
     pub verb: &'a str,
+    /// The API group; empty for the core group.
     pub group: &'a str,
+    /// The resource's plural name.
     pub resource: &'a str,
+    /// The subresource; empty for none.
     pub subresource: &'a str,
     /// Empty at the cluster scope.
     pub namespace: &'a str,

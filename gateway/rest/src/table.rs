@@ -14,12 +14,16 @@ use crate::{
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IncludeObject {
+    /// Rows carry no object.
     None,
+    /// Rows carry the object's metadata (`PartialObjectMetadata`).
     Metadata,
+    /// Rows carry the whole object.
     Object,
 }
 
 impl IncludeObject {
+    /// Reads the `includeObject` query parameter; absent means `Metadata`.
     pub fn parse(s: Option<&str>) -> Result<Self, UnsupportedValue> {
         match s {
             None | Some("") | Some("Metadata") => Ok(IncludeObject::Metadata),

@@ -3,10 +3,14 @@
 
 use std::fmt;
 
+/// A query parameter's value outside the values it may take.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnsupportedValue {
+    /// The parameter's name.
     pub parameter: &'static str,
+    /// The value given.
     pub value: String,
+    /// The values it may take.
     pub supported: &'static [&'static str],
 }
 

@@ -12,6 +12,7 @@ use super::format::{
 };
 use super::{AGE, Col, col, wide};
 
+/// The columns `kubectl get` shows for RoleBindings and ClusterRoleBindings, as kube-apiserver prints them.
 pub const ROLE_BINDING: &[Col] = &[
     col("Role", "string", binding_role),
     AGE,
@@ -19,19 +20,24 @@ pub const ROLE_BINDING: &[Col] = &[
     wide("Groups", "string", binding_groups),
     wide("ServiceAccounts", "string", binding_service_accounts),
 ];
+/// The columns `kubectl get` shows for APIServices, as kube-apiserver prints them.
 pub const API_SERVICE: &[Col] = &[
     col("Service", "string", api_service_backend),
     col("Available", "string", api_service_available),
     AGE,
 ];
+/// The columns `kubectl get` shows for webhook configurations, as kube-apiserver prints them.
 pub const WEBHOOKS: &[Col] = &[col("Webhooks", "integer", webhook_count), AGE];
+/// The columns `kubectl get` shows for PriorityClasses, as kube-apiserver prints them.
 pub const PRIORITY_CLASS: &[Col] = &[
     col("Value", "integer", priority_value),
     col("Global-Default", "boolean", priority_global_default),
     AGE,
     col("PreemptionPolicy", "string", priority_preemption_policy),
 ];
+/// The columns `kubectl get` shows for Leases, as kube-apiserver prints them.
 pub const LEASE: &[Col] = &[col("Holder", "string", lease_holder), AGE];
+/// The columns `kubectl get` shows for CSIDrivers, as kube-apiserver prints them.
 pub const CSI_DRIVER: &[Col] = &[
     col("AttachRequired", "boolean", csi_attach_required),
     col("PodInfoOnMount", "boolean", csi_pod_info_on_mount),
@@ -41,6 +47,7 @@ pub const CSI_DRIVER: &[Col] = &[
     col("Modes", "string", csi_modes),
     AGE,
 ];
+/// The columns `kubectl get` shows for CSINodes, as kube-apiserver prints them.
 pub const CSI_NODE: &[Col] = &[col("Drivers", "integer", csi_node_drivers), AGE];
 /// Certificate requests show their age before the request's details.
 pub const CERTIFICATE_SIGNING_REQUEST: &[Col] = &[
@@ -50,6 +57,7 @@ pub const CERTIFICATE_SIGNING_REQUEST: &[Col] = &[
     col("RequestedDuration", "string", csr_requested_duration),
     col("Condition", "string", csr_condition),
 ];
+/// The columns `kubectl get` shows for Ingresses, as kube-apiserver prints them.
 pub const INGRESS: &[Col] = &[
     col("Class", "string", ingress_class),
     col("Hosts", "string", ingress_hosts),
@@ -57,7 +65,9 @@ pub const INGRESS: &[Col] = &[
     col("Ports", "string", ingress_ports),
     AGE,
 ];
+/// The columns `kubectl get` shows for NetworkPolicies, as kube-apiserver prints them.
 pub const NETWORK_POLICY: &[Col] = &[col("Pod-Selector", "string", network_policy_pods), AGE];
+/// The columns `kubectl get` shows for IngressClasses, as kube-apiserver prints them.
 pub const INGRESS_CLASS: &[Col] = &[
     col("Controller", "string", ingress_class_controller),
     col("Parameters", "string", ingress_class_parameters),

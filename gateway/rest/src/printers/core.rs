@@ -7,14 +7,19 @@ use serde_json::Value;
 use super::format::{count, items, label_map, len_at, non_empty_or, or_none, since, text};
 use super::{AGE, Col, col, wide};
 
+/// The columns `kubectl get` shows for ConfigMaps, as kube-apiserver prints them.
 pub const CONFIG_MAP: &[Col] = &[col("Data", "string", config_map_data), AGE];
+/// The columns `kubectl get` shows for Secrets, as kube-apiserver prints them.
 pub const SECRET: &[Col] = &[
     col("Type", "string", secret_type),
     col("Data", "string", secret_data),
     AGE,
 ];
+/// The columns `kubectl get` shows for ServiceAccounts, as kube-apiserver prints them.
 pub const SERVICE_ACCOUNT: &[Col] = &[col("Secrets", "string", service_account_secrets), AGE];
+/// The columns `kubectl get` shows for Namespaces, as kube-apiserver prints them.
 pub const NAMESPACE: &[Col] = &[col("Status", "string", namespace_status), AGE];
+/// The columns `kubectl get` shows for Nodes, as kube-apiserver prints them.
 pub const NODE: &[Col] = &[
     col("Status", "string", node_status),
     col("Roles", "string", node_roles),
@@ -26,6 +31,7 @@ pub const NODE: &[Col] = &[
     wide("Kernel-Version", "string", node_kernel_version),
     wide("Container-Runtime", "string", node_container_runtime),
 ];
+/// The columns `kubectl get` shows for Services, as kube-apiserver prints them.
 pub const SERVICE: &[Col] = &[
     col("Type", "string", service_type),
     col("Cluster-IP", "string", service_cluster_ip),
@@ -50,6 +56,7 @@ pub const EVENT: &[Col] = &[
         ..wide("Name", "string", crate::columns::object_name)
     },
 ];
+/// The columns `kubectl get` shows for ResourceQuotas, as kube-apiserver prints them.
 pub const RESOURCE_QUOTA: &[Col] = &[
     col("Request", "string", quota_requests),
     col("Limit", "string", quota_limits),

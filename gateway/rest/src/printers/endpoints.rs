@@ -7,7 +7,9 @@ use serde_json::Value;
 use super::format::{items, text};
 use super::{AGE, Col, col};
 
+/// The columns `kubectl get` shows for Endpoints, as kube-apiserver prints them.
 pub const ENDPOINTS: &[Col] = &[col("Endpoints", "string", endpoints_addresses), AGE];
+/// The columns `kubectl get` shows for EndpointSlices, as kube-apiserver prints them.
 pub const ENDPOINT_SLICE: &[Col] = &[
     col("AddressType", "string", slice_address_type),
     col("Ports", "string", slice_ports),

@@ -26,11 +26,15 @@ use crate::columns::{CellFn, PrinterColumn};
 
 /// One column of a built-in kind.
 pub struct Col {
+    /// The column's header.
     pub name: &'static str,
+    /// The OpenAPI type of its cells.
     pub type_: &'static str,
     /// `name` for the column holding the object's name.
     pub format: &'static str,
+    /// 0: always shown; 1 and above: only with `-o wide`.
     pub priority: i64,
+    /// Computes a cell from the object.
     pub cell: CellFn,
 }
 

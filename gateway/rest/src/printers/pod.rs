@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::format::{between, condition, count, items, non_empty_or, or_none, text, timestamp};
 use super::{AGE, Col, col, wide};
 
+/// The columns `kubectl get` shows for Pods, as kube-apiserver prints them.
 pub const POD: &[Col] = &[
     col("Ready", "string", pod_ready),
     col("Status", "string", pod_status),

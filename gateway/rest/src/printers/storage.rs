@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::format::{items, text};
 use super::{AGE, Col, col, wide};
 
+/// The columns `kubectl get` shows for PersistentVolumeClaims, as kube-apiserver prints them.
 pub const PERSISTENT_VOLUME_CLAIM: &[Col] = &[
     col("Status", "string", claim_status),
     col("Volume", "string", claim_volume),
@@ -17,6 +18,7 @@ pub const PERSISTENT_VOLUME_CLAIM: &[Col] = &[
     AGE,
     wide("VolumeMode", "string", volume_mode),
 ];
+/// The columns `kubectl get` shows for PersistentVolumes, as kube-apiserver prints them.
 pub const PERSISTENT_VOLUME: &[Col] = &[
     col("Capacity", "string", volume_capacity),
     col("Access Modes", "string", volume_access_modes),

@@ -10,6 +10,7 @@ use super::format::{
 };
 use super::{AGE, Col, col, wide};
 
+/// The columns `kubectl get` shows for Deployments, as kube-apiserver prints them.
 pub const DEPLOYMENT: &[Col] = &[
     col("Ready", "string", ready_of_desired),
     col("Up-to-date", "string", updated_replicas),
@@ -19,6 +20,7 @@ pub const DEPLOYMENT: &[Col] = &[
     wide("Images", "string", container_images),
     wide("Selector", "string", deployment_selector),
 ];
+/// The columns `kubectl get` shows for ReplicaSets, as kube-apiserver prints them.
 pub const REPLICA_SET: &[Col] = &[
     col("Desired", "integer", desired_replicas),
     col("Current", "integer", current_replicas),
@@ -28,12 +30,14 @@ pub const REPLICA_SET: &[Col] = &[
     wide("Images", "string", container_images),
     wide("Selector", "string", spec_selector),
 ];
+/// The columns `kubectl get` shows for StatefulSets, as kube-apiserver prints them.
 pub const STATEFUL_SET: &[Col] = &[
     col("Ready", "string", ready_of_desired),
     AGE,
     wide("Containers", "string", container_names),
     wide("Images", "string", container_images),
 ];
+/// The columns `kubectl get` shows for DaemonSets, as kube-apiserver prints them.
 pub const DAEMON_SET: &[Col] = &[
     col("Desired", "integer", daemons_desired),
     col("Current", "integer", daemons_current),
@@ -46,6 +50,7 @@ pub const DAEMON_SET: &[Col] = &[
     wide("Images", "string", container_images),
     wide("Selector", "string", spec_selector),
 ];
+/// The columns `kubectl get` shows for Jobs, as kube-apiserver prints them.
 pub const JOB: &[Col] = &[
     col("Status", "string", job_status),
     col("Completions", "string", job_completions),
@@ -55,6 +60,7 @@ pub const JOB: &[Col] = &[
     wide("Images", "string", container_images),
     wide("Selector", "string", spec_selector),
 ];
+/// The columns `kubectl get` shows for CronJobs, as kube-apiserver prints them.
 pub const CRON_JOB: &[Col] = &[
     col("Schedule", "string", cron_schedule),
     col("Timezone", "string", cron_time_zone),
@@ -66,6 +72,7 @@ pub const CRON_JOB: &[Col] = &[
     wide("Images", "string", cron_container_images),
     wide("Selector", "string", cron_selector),
 ];
+/// The columns `kubectl get` shows for PodDisruptionBudgets, as kube-apiserver prints them.
 pub const POD_DISRUPTION_BUDGET: &[Col] = &[
     col("Min Available", "string", pdb_min_available),
     col("Max Unavailable", "string", pdb_max_unavailable),
