@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The hub of the fleet: it mirrors upstream clusters into the embedded API server's store and
 //! serves them, read-only, through that server's API (`gpustack-apiserver`, which this crate
 //! builds on and which knows nothing of it).

@@ -32,6 +32,7 @@ pub struct HubMetrics {
 }
 
 impl HubMetrics {
+    /// Registers the hub's series in `registry`, reading the upstreams' status from `board`.
     pub fn register(registry: &Registry, board: StatusBoard) -> Result<Self, prometheus::Error> {
         let store_resource_version = IntGauge::new(
             "gpustack_gateway_store_resource_version",

@@ -45,7 +45,9 @@ const METRICS_PATH: &str = "/metrics";
 
 /// What the operations API works on, shared by every listener.
 pub struct Ops {
+    /// The upstream mirrors.
     pub subscriptions: Subscriptions,
+    /// The object store the API serves.
     pub store: Store,
     /// The hub's series, in the registry the API server counts its requests in too.
     pub metrics: HubMetrics,

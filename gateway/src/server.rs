@@ -25,6 +25,7 @@ pub struct GatewayOptions {
     /// Upstream clusters to mirror (the `--upstreams` file), served read-only under their
     /// names; more are subscribed at run time through `/apis/workers`.
     pub upstreams: Vec<Upstream>,
+    /// Timeouts and retry schedules of the mirrors.
     pub mirror: MirrorOptions,
     /// How upstreams subscribed without a kubeconfig are reached.
     pub conn_mode: ConnMode,
@@ -36,6 +37,7 @@ pub struct GatewayOptions {
 }
 
 impl GatewayOptions {
+    /// Options serving `clusters` from `data_dir` on `bind`, with no upstreams, SQLite bookkeeping and loopback connections.
     pub fn new(clusters: Vec<String>, data_dir: PathBuf, bind: SocketAddr) -> Self {
         GatewayOptions {
             server: ServerOptions::new(clusters, data_dir, bind),
@@ -48,16 +50,22 @@ impl GatewayOptions {
     }
 }
 
+/// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
+    /// A name is both an embedded cluster and an upstream.
     #[error("the name {0} is both an embedded cluster and an upstream")]
     NameClash(String),
+    /// The API server could not start.
     #[error(transparent)]
     Server(#[from] ServerError),
+    /// An upstream's mirror could not start.
     #[error("starting the mirrors")]
     Subscribe(#[from] SubscribeError),
+    /// The hub's store could not be opened.
     #[error("opening the hub's store (--store)")]
     HubStore(#[from] OpenError),
+    /// The hub's metrics could not be registered.
     #[error("registering the hub's metrics")]
     Metrics(#[from] prometheus::Error),
 }
@@ -130,6 +138,7 @@ impl Gateway {
         self.server.addr()
     }
 
+    /// The object store the gateway serves.
     pub fn store(&self) -> &Store {
         self.server.store()
     }
@@ -144,6 +153,7 @@ impl Gateway {
         &self.subscriptions
     }
 
+    /// Where the admin kubeconfig of `cluster` is written.
     pub fn kubeconfig_path(&self, cluster: &str) -> PathBuf {
         self.server.kubeconfig_path(cluster)
     }

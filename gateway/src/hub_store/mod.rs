@@ -108,6 +108,7 @@ impl HubStore {
         Ok(out)
     }
 
+    /// Stores (or replaces) the subscription `name` with its request `spec`, so it survives a restart.
     pub async fn save_subscription(&self, name: &str, spec: &Value) -> Result<(), StoreError> {
         let now = jiff::Timestamp::now().to_string();
         self.rows(
@@ -203,6 +204,7 @@ impl HubStore {
         rows.into_iter().map(pair).collect()
     }
 
+    /// Records when the mirror of `cluster` last matched its upstream (RFC 3339).
     pub async fn set_upstream_sync_time(&self, cluster: &str, at: &str) -> Result<(), StoreError> {
         self.rows(
             "INSERT INTO upstream_sync (cluster, last_sync_time) VALUES (?, ?) \

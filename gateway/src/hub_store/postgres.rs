@@ -27,25 +27,37 @@ const MAX_CONNECTIONS: u32 = 4;
 /// they are held as `cause`, not chained as a source to be printed twice.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
+    /// The database refused the connection or the credentials.
     #[error("connecting to {setting}: {cause}")]
     Connect {
+        /// The database, password hidden.
         setting: PostgresSetting,
+        /// sqlx's error.
         cause: sqlx::Error,
     },
+    /// The database did not answer in time.
     #[error("no answer from {setting} within {CONNECT_TIMEOUT:?}")]
-    Timeout { setting: PostgresSetting },
+    Timeout {
+        /// The database, password hidden.
+        setting: PostgresSetting,
+    },
     /// The database was migrated by a newer binary: running against it could lose what the
     /// newer schema keeps, and migrations are never undone.
     #[error(
         "{setting} has a newer schema than this binary (its migration {version} is unknown here); refused: run the newer gpustack-operator, or name another database"
     )]
     NewerSchema {
+        /// The database, password hidden.
         setting: PostgresSetting,
+        /// The unknown migration's version.
         version: i64,
     },
+    /// Applying a migration failed.
     #[error("migrating the schema of {setting}: {cause}")]
     Migrate {
+        /// The database, password hidden.
         setting: PostgresSetting,
+        /// The migration's error.
         cause: MigrateError,
     },
 }

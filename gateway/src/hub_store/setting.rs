@@ -56,6 +56,7 @@ pub struct PostgresSetting {
 }
 
 impl PostgresSetting {
+    /// The options the pool connects with (the password inside, never printed).
     pub fn connect_options(&self) -> &PgConnectOptions {
         &self.options
     }
@@ -64,14 +65,19 @@ impl PostgresSetting {
 /// Why a `--store` value was refused. None of these carries the value given.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SettingError {
+    /// Neither `sqlite` nor a `postgres://` URL.
     #[error("want sqlite or a postgres:// (postgresql://) URL")]
     Scheme,
+    /// A query parameter outside the ones supported.
     #[error("unknown parameter {0:?}; known are {known}", known = PARAMETERS.join(", "))]
     UnknownParameter(String),
+    /// An `sslmode` libpq does not name.
     #[error("sslmode must be one of {modes}", modes = SSL_MODES.join(", "))]
     SslMode,
+    /// The URL does not parse.
     #[error("not a valid URL: {0}")]
     Url(String),
+    /// A user is named but no host or socket directory.
     #[error("a user but no host: name the server's host, or its socket directory as host=/DIR")]
     NoHost,
 }

@@ -39,19 +39,28 @@ pub enum Access {
     /// A kubeconfig and context (`loopback` mode); the default kubeconfig (`KUBECONFIG`,
     /// `~/.kube/config` or in-cluster) when no path is given.
     Kubeconfig {
+        /// The kubeconfig file; the default one when `None`.
         path: Option<PathBuf>,
+        /// The context to use; the file's current one when `None`.
         context: Option<String>,
     },
     /// A kubeconfig document given inline by a run-time subscription (`kubeconfigData`), used
     /// as a named one is, whatever the connection mode.
     KubeconfigData {
+        /// The document, already checked.
         data: InlineKubeconfig,
+        /// The context to use; the document's current one when `None`.
         context: Option<String>,
     },
     /// The GPUStack server's per-cluster Kubernetes proxy (`gpustack-api` mode), with the
     /// subscription's token as bearer token. The proxy's certificate is not verified (it is on
     /// localhost, and commonly self-signed).
-    GpustackApi { url: String, token: Option<String> },
+    GpustackApi {
+        /// The proxy's URL for this cluster.
+        url: String,
+        /// The bearer token; none when `None`.
+        token: Option<String>,
+    },
 }
 
 // By hand, so that a token never reaches a log line through `{:?}`.
@@ -105,7 +114,10 @@ pub enum ConnMode {
     /// Each upstream's kubeconfig.
     Loopback,
     /// `<base>/v2/clusters/<name>/proxy`, where `base` is `<scheme>://localhost:<port>`.
-    GpustackApi { base: String },
+    GpustackApi {
+        /// `<scheme>://localhost:<port>` of the GPUStack server.
+        base: String,
+    },
 }
 
 impl ConnMode {
@@ -133,9 +145,11 @@ impl ConnMode {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Entry {
+    /// The upstream's name, a DNS label; the cluster it is served as.
     pub name: String,
     /// Resolved against the file's directory.
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use; the file's current one when `None`.
     pub context: Option<String>,
     /// Bearer token for the GPUStack server's proxy (`gpustack-api` mode).
     pub token: Option<String>,
@@ -174,23 +188,53 @@ impl Entry {
 /// Why an upstreams file was refused. Every message is one line.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum UpstreamsError {
+    /// The file could not be read.
     #[error("cannot read {path}: {reason}")]
-    Read { path: String, reason: String },
+    Read {
+        /// The file.
+        path: String,
+        /// The read error.
+        reason: String,
+    },
+    /// The file is not a YAML list of entries.
     #[error("not a YAML list of {{name, kubeconfig, context, token}}: {0}")]
     Syntax(String),
+    /// A name is not a DNS label.
     #[error(
         "entry {index}: name {name:?} must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
     )]
-    BadName { index: usize, name: String },
+    BadName {
+        /// The entry's position in the list.
+        index: usize,
+        /// The name given.
+        name: String,
+    },
+    /// A name is listed twice.
     #[error("entry {index}: the name {name:?} is listed twice")]
-    Duplicate { index: usize, name: String },
+    Duplicate {
+        /// The second entry's position.
+        index: usize,
+        /// The name given twice.
+        name: String,
+    },
+    /// An entry without a kubeconfig in loopback mode.
     #[error("entry {index} ({name}): kubeconfig is required in loopback mode")]
-    NoKubeconfig { index: usize, name: String },
+    NoKubeconfig {
+        /// The entry's position in the list.
+        index: usize,
+        /// The entry's name.
+        name: String,
+    },
+    /// An entry's kubeconfig cannot be read.
     #[error("entry {index} ({name}): kubeconfig {path} is not readable: {reason}")]
     Kubeconfig {
+        /// The entry's position in the list.
         index: usize,
+        /// The entry's name.
         name: String,
+        /// The kubeconfig path given.
         path: String,
+        /// The read error.
         reason: String,
     },
 }

@@ -7,25 +7,35 @@ use gpustack_apiserver::store::StoreError;
 use kube::config::KubeconfigError;
 use std::time::Duration;
 
+/// Why an upstream could not be reached or checked.
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
+    /// The kubeconfig could not be read.
     #[error("reading the kubeconfig: {0}")]
     Kubeconfig(#[from] KubeconfigError),
+    /// The kubeconfig is one the gateway will not use.
     #[error("{0}")]
     KubeconfigRefused(#[from] super::kubeconfig_policy::KubeconfigRefused),
+    /// The upstream's API refused or failed a request.
     #[error("{0}")]
     Kube(#[from] kube::Error),
+    /// A client could not be built from the configuration.
     #[error("{0}")]
     Config(String),
+    /// The readiness check did not finish in time.
     #[error("the readiness check timed out after {0:?}")]
     Timeout(Duration),
+    /// The upstream's clock is too far from the hub's.
     #[error(
         "the upstream's clock is {off} {} the hub's (more than {tolerance} apart): its times and certificates cannot be read as the hub's",
         if *ahead { "ahead of" } else { "behind" }
     )]
     ClockSkew {
+        /// How far apart the clocks are, for people.
         off: String,
+        /// Whether the upstream's clock is ahead of the hub's.
         ahead: bool,
+        /// The skew tolerated, for people.
         tolerance: String,
     },
 }
@@ -63,6 +73,7 @@ pub enum FailurePhase {
 }
 
 impl FailurePhase {
+    /// Every phase, in the order a mirror goes through them.
     pub const ALL: [FailurePhase; 5] = [
         FailurePhase::Discovery,
         FailurePhase::List,
@@ -86,8 +97,10 @@ impl FailurePhase {
 /// Why a watch (or a resumed watch) stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum WatchFailure {
+    /// The watcher failed.
     #[error("{0}")]
     Watcher(watcher::Error),
+    /// A request of a resumed watch failed.
     #[error("{0}")]
     Request(#[from] kube::Error),
     /// The upstream answered an `ERROR` event.
@@ -101,22 +114,40 @@ pub enum WatchFailure {
 /// A mirror failure.
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorFailure {
+    /// The readiness check or discovery failed.
     #[error(transparent)]
     Discovery(#[from] MirrorError),
+    /// Listing a kind failed.
     #[error("listing {kind}: {source}")]
     List {
+        /// The kind (`plural.group`).
         kind: String,
+        /// The list's error.
         source: watcher::Error,
     },
+    /// Watching a kind failed.
     #[error("watching {kind}: {source}")]
-    Watch { kind: String, source: WatchFailure },
+    Watch {
+        /// The kind (`plural.group`).
+        kind: String,
+        /// Why the watch stopped.
+        source: WatchFailure,
+    },
+    /// Storing a change failed.
     #[error("storing the change to {name}: {source}")]
-    Write { name: String, source: StoreError },
+    Write {
+        /// The object's name.
+        name: String,
+        /// The store's error.
+        source: StoreError,
+    },
+    /// Removing what the upstream no longer has failed.
     #[error("deleting what the upstream no longer has: {0}")]
     Sweep(#[source] StoreError),
 }
 
 impl MirrorFailure {
+    /// The phase the failure belongs to, for status and metrics.
     pub fn phase(&self) -> FailurePhase {
         match self {
             MirrorFailure::Discovery(_) => FailurePhase::Discovery,

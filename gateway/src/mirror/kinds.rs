@@ -3,12 +3,16 @@
 /// A kind to mirror, as the upstream serves it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MirroredKind {
+    /// The API group; empty for the core group.
     pub group: String,
+    /// The version mirrored.
     pub version: String,
+    /// The kind's name.
     pub kind: String,
 }
 
 impl MirroredKind {
+    /// The kind `kind` of `group`/`version`.
     pub fn new(group: &str, version: &str, kind: &str) -> Self {
         MirroredKind {
             group: group.into(),

@@ -17,26 +17,52 @@ pub const INLINE_SOURCE: &str = "kubeconfigData";
 /// Why a kubeconfig is not used. Messages never quote the document.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KubeconfigRefused {
+    /// A path outside the directories subscriptions may name.
     #[error(
         "kubeconfig {path}: outside the directories subscriptions may name ({allowed}; add one with --subscription-kubeconfig-dir)"
     )]
-    OutsideAllowedDirs { path: String, allowed: String },
+    OutsideAllowedDirs {
+        /// The path given.
+        path: String,
+        /// The allowed directories, for people.
+        allowed: String,
+    },
+    /// The file cannot be read.
     #[error("kubeconfig {path}: not readable ({reason})")]
-    Unreadable { path: String, reason: String },
+    Unreadable {
+        /// The path given.
+        path: String,
+        /// The read error.
+        reason: String,
+    },
+    /// The document is not a kubeconfig.
     #[error("{doc}: not a valid kubeconfig (its content is not shown)")]
-    Invalid { doc: String },
+    Invalid {
+        /// Which document (a path, or the inline data).
+        doc: String,
+    },
+    /// A user runs a credential plugin.
     #[error(
         "{doc}: users[{index}] uses an {what}, which the gateway never runs; give a token or client certificate inline"
     )]
     Plugin {
+        /// Which document.
         doc: String,
+        /// The user's position in `users`.
         index: usize,
+        /// The plugin kind (exec or auth provider).
         what: &'static str,
     },
+    /// A credential names a file instead of carrying its data.
     #[error(
         "{doc}: {field} names a file; a subscription's kubeconfig must carry it inline ({field}-data or token)"
     )]
-    FileReference { doc: String, field: &'static str },
+    FileReference {
+        /// Which document.
+        doc: String,
+        /// The field naming a file.
+        field: &'static str,
+    },
 }
 
 /// How much a kubeconfig is trusted.

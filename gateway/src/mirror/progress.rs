@@ -28,6 +28,7 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// The watch progress of one kind of one upstream, kept in `store`.
     pub fn new(store: HubStore, cluster: &str, group: &str, resource: &str) -> Self {
         Progress {
             store,
@@ -111,6 +112,7 @@ pub struct NewestListed {
 }
 
 impl NewestListed {
+    /// Takes in one listed object's resource version.
     pub fn see(&mut self, rv: &str) {
         match rv.parse::<u64>() {
             Ok(n) => self.max = Some(self.max.map_or(n, |m| m.max(n))),
@@ -118,6 +120,7 @@ impl NewestListed {
         }
     }
 
+    /// The newest version seen, unless a version was not a number (then none can be trusted).
     pub fn get(&self) -> Option<String> {
         self.max.filter(|_| !self.opaque).map(|n| n.to_string())
     }

@@ -25,20 +25,35 @@ pub const MAX_KUBECONFIG_DATA_BYTES: usize = 256 << 10;
 pub enum RequestError {
     /// A query parameter outside `allowed` (a phrase: "are a, b" or "is a").
     #[error("unknown parameter {name:?}: allowed {allowed}")]
-    UnknownParameter { name: String, allowed: &'static str },
+    UnknownParameter {
+        /// The parameter given.
+        name: String,
+        /// What is allowed, as a phrase.
+        allowed: &'static str,
+    },
     /// The JSON body does not have the subscription's shape.
     #[error(
         "the body is not a subscription {{clusters, token, force, gvks, kubeconfig, kubeconfigData, context, clusterSpec}}: {0}"
     )]
     NotASubscription(serde_json::Error),
+    /// `clusterSpec` is not a JSON object.
     #[error("clusterSpec: must be an object")]
     ClusterSpecNotObject,
     /// No cluster named; `to` says what the request would have done to it.
     #[error("cluster: required (the name of the upstream cluster to {to})")]
-    NoCluster { to: &'static str },
+    NoCluster {
+        /// What the request would have done.
+        to: &'static str,
+    },
     /// A cluster name that is not a DNS label; `rule` spells the rule out (or is empty).
     #[error("cluster {name:?}: must be a DNS label{rule}")]
-    NotDnsLabel { name: String, rule: &'static str },
+    NotDnsLabel {
+        /// The name given.
+        name: String,
+        /// The rule spelled out, or empty.
+        rule: &'static str,
+    },
+    /// A `gvks` entry is not a group/version/kind.
     #[error(transparent)]
     Gvk(#[from] GvkError),
     /// `kubeconfigData` with parameters it excludes (`kubeconfig`, `token`).
@@ -46,10 +61,18 @@ pub enum RequestError {
         "kubeconfigData excludes {0}: the inline kubeconfig names the upstream's server and carries its credentials"
     )]
     InlineExcludes(String),
+    /// The inline kubeconfig is larger than allowed.
     #[error("kubeconfigData: {bytes} bytes, at most {max} allowed")]
-    InlineTooLarge { bytes: usize, max: usize },
+    InlineTooLarge {
+        /// The document's size.
+        bytes: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// The inline kubeconfig is one the gateway will not use.
     #[error(transparent)]
     InlineRefused(#[from] KubeconfigRefused),
+    /// `context` is not a context of the inline kubeconfig.
     #[error("context {0:?}: not a context of the kubeconfigData")]
     UnknownContext(String),
 }
@@ -57,13 +80,19 @@ pub enum RequestError {
 /// A validated subscription request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SubscribeRequest {
+    /// The upstream clusters to subscribe, by name.
     pub clusters: Vec<String>,
+    /// The bearer token for the GPUStack server's proxy.
     pub token: Option<String>,
+    /// Replace a running subscription with the new settings.
     pub force: bool,
+    /// The kinds to mirror; the default set when empty.
     pub gvks: Vec<MirroredKind>,
+    /// A kubeconfig file in a directory subscriptions may name.
     pub kubeconfig: Option<PathBuf>,
     /// An inline kubeconfig, already checked (JSON body only).
     pub kubeconfig_data: Option<InlineKubeconfig>,
+    /// The kubeconfig context to use.
     pub context: Option<String>,
     /// What the subscriber asked for, echoed in the upstream's status (the worker's `Cluster`
     /// spec: its mode and where its credential is, never the credential).

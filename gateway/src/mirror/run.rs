@@ -157,11 +157,15 @@ const RESUME_WATCH_SECS: u32 = 290;
 /// Everything a mirror task needs.
 #[derive(Clone)]
 pub struct Mirror {
+    /// The upstream and how it is reached.
     pub upstream: Upstream,
     /// The hub's bookkeeping and the object store beside it.
     pub hub: HubStore,
+    /// The kinds the mirror serves.
     pub registry: Registry,
+    /// Where the mirror reports its status.
     pub board: StatusBoard,
+    /// Timeouts and retry schedules.
     pub options: MirrorOptions,
 }
 

@@ -18,15 +18,21 @@ use serde_json::{Value, json};
 
 use super::failure::FailurePhase;
 
+/// Where an upstream's mirror stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
+    /// Subscribed, not reached yet.
     Pending,
+    /// Reached; some kind's first list is not done.
     Syncing,
+    /// Every kind listed and followed.
     Ready,
+    /// Failing; the stored objects are served as they were.
     Degraded,
 }
 
 impl Phase {
+    /// The phase's name, as status and `kubectl get clusters` show it.
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Pending => "Pending",
@@ -40,6 +46,7 @@ impl Phase {
 /// What one upstream's mirror reports.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UpstreamStatus {
+    /// Where the mirror stands.
     pub phase: Phase,
     /// When the subscription was made (kept across restarts for stored ones).
     pub subscribed_at: Option<Timestamp>,
@@ -65,6 +72,7 @@ pub struct UpstreamStatus {
     /// version could not be resumed, or its watch expired), and watches resumed from a stored
     /// version without a list. Kept across a forced re-subscribe.
     pub relists: u64,
+    /// Watches resumed from a stored version without a list, since the gateway started.
     pub resumes: u64,
 }
 
@@ -94,7 +102,9 @@ impl Default for UpstreamStatus {
 pub enum Happening {
     /// The readiness check passed: these kinds are served (and will be watched), those not.
     Reached {
+        /// Kinds the upstream serves.
         served: Vec<String>,
+        /// Kinds asked for that it does not serve.
         not_served: Vec<String>,
     },
     /// A kind's list completed (and was swept).
@@ -103,7 +113,9 @@ pub enum Happening {
     Changed,
     /// Something failed in `phase` (message already stripped of credentials).
     Failed {
+        /// Where it failed.
         phase: FailurePhase,
+        /// What failed, credentials stripped.
         message: String,
     },
     /// The health probe answered.
@@ -261,6 +273,7 @@ impl StatusBoard {
         m.iter().map(|(c, s)| (c.clone(), s.clone())).collect()
     }
 
+    /// Records what happened to the mirror of `cluster`.
     pub fn record(&self, cluster: &str, what: Happening) {
         let mut m = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let current = m.remove(cluster).unwrap_or_default();
@@ -270,6 +283,7 @@ impl StatusBoard {
         );
     }
 
+    /// Records how many objects of `kind` the mirror of `cluster` stores.
     pub fn set_count(&self, cluster: &str, kind: &str, n: u64) {
         let mut m = self.inner.write().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = m.get_mut(cluster) {
@@ -277,6 +291,7 @@ impl StatusBoard {
         }
     }
 
+    /// The status of `cluster`'s mirror, if it is subscribed.
     pub fn get(&self, cluster: &str) -> Option<UpstreamStatus> {
         let m = self.inner.read().unwrap_or_else(|e| e.into_inner());
         m.get(cluster).cloned()

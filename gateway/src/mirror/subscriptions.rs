@@ -30,6 +30,7 @@ const SYNC_TIME_FLUSH: Duration = Duration::from_secs(5);
 /// What a subscribe did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// Not subscribed before: the mirror started.
     Started,
     /// Already subscribed, and not forced: nothing changed.
     Unchanged,
@@ -38,6 +39,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome's name, as the subscription API answers it.
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Started => "Started",
@@ -47,12 +49,16 @@ impl Outcome {
     }
 }
 
+/// Why a subscription could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum SubscribeError {
+    /// The name is one of the gateway's embedded clusters.
     #[error("{0} is an embedded cluster of this gateway; it cannot also be an upstream")]
     Embedded(String),
+    /// The mirror's cluster could not be hosted.
     #[error("hosting the mirror: {0}")]
     Hosting(#[from] HostingError),
+    /// The hub's store failed.
     #[error("the store: {0}")]
     Store(#[from] StoreError),
 }
