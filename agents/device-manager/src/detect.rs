@@ -20,6 +20,7 @@ use crate::{
 /// What to detect and how.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The manufacturers to detect or sample, as resolved from the command line.
     pub manufacturers: Vec<Manufacturer>,
     /// Skip the PCI scan (also skipped by itself on WSL kernels).
     pub no_pci_check: bool,
@@ -28,9 +29,12 @@ pub struct Options {
 /// The outcome of one pass: what was measured, what could not be, and what to tell the operator.
 #[derive(Debug)]
 pub struct Report<T> {
+    /// What was measured: one entry per accelerator group (`detect`) or per manufacturer
+    /// (`monitor`).
     pub items: Vec<T>,
     /// Manufacturers that could not be measured, and why.
     pub failures: Vec<(Manufacturer, DetectError)>,
+    /// Things the operator should know (missing library, unreadable field), printed on stderr.
     pub warnings: Vec<String>,
 }
 

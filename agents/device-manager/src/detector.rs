@@ -20,6 +20,7 @@ use crate::{
 
 /// What a detector gets to work with.
 pub struct DetectContext<'a> {
+    /// The root that host paths (sysfs, `/dev`, libraries) are resolved under.
     pub root: &'a SystemRoot,
     /// The manufacturer with the deployment's overrides applied.
     pub manufacturer: &'a ResolvedManufacturer,
@@ -32,6 +33,7 @@ pub struct DetectContext<'a> {
 }
 
 impl DetectContext<'_> {
+    /// Logs `message` and keeps it for the operator's warnings.
     pub fn warn(&mut self, message: impl Into<String>) {
         let message = message.into();
         tracing::warn!(manufacturer = %self.manufacturer.manufacturer, "{message}");
@@ -147,21 +149,31 @@ pub struct FoundLibrary {
 /// Why a pass could not measure.
 #[derive(Debug, thiserror::Error)]
 pub enum DetectError {
+    /// A call into the vendor's management library returned an error.
     #[error("{library}: {call} failed: {message}")]
     LibraryCall {
+        /// The library as shown to the operator (path or soname).
         library: String,
+        /// The library function that failed.
         call: &'static str,
+        /// The library's own error text.
         message: String,
     },
+    /// A host file (sysfs, `/proc`, `/dev`) could not be read.
     #[error("reading {path}: {source}")]
     Io {
+        /// The path, as resolved under the system root.
         path: String,
+        /// The underlying IO error.
         #[source]
         source: std::io::Error,
     },
+    /// The vendor detector panicked; the pass reports it instead of crashing.
     #[error("the {manufacturer} detector panicked: {message}")]
     Panicked {
+        /// The manufacturer whose detector panicked.
         manufacturer: String,
+        /// The panic payload when it is text, else `unknown panic`.
         message: String,
     },
 }

@@ -11,17 +11,19 @@
 //!
 //! The commands (`device-manager detect`, `monitor`) are thin shells over [`detect`].
 
-pub mod card_usage;
+#![warn(missing_docs)]
+
+mod card_usage;
 pub mod detect;
 pub mod detector;
-pub mod grouping;
-pub mod host_env;
+mod grouping;
+mod host_env;
 pub mod injection;
-pub mod ledger;
-pub mod library;
-pub mod pci;
-pub mod plugin;
+mod ledger;
+mod library;
+mod pci;
+mod plugin;
 pub mod preflight;
 pub mod serve;
 pub mod system_root;
-pub mod vendors;
+mod vendors;

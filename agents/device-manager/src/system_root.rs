@@ -18,6 +18,7 @@ impl Default for SystemRoot {
 }
 
 impl SystemRoot {
+    /// Host paths resolve under `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self(root.into())
     }
@@ -30,6 +31,7 @@ impl SystemRoot {
             .unwrap_or_default()
     }
 
+    /// The root itself.
     pub fn root(&self) -> &Path {
         &self.0
     }

@@ -28,13 +28,16 @@ use crate::{
     store::VolumeRef,
 };
 
+/// The CSI driver name pods' volumes ask for, and that the plugin registers with the kubelet.
 pub const DRIVER_NAME: &str = "model.csi.gpustack.ai";
 
 /// Why a ModelArtifact could not be looked up (the mount answers `Unavailable`).
 #[derive(Debug, thiserror::Error)]
 pub enum LookupError {
+    /// The watch cache has not finished its first list.
     #[error("the ModelArtifact cache has not synced yet")]
     NotSynced,
+    /// The API server could not be read.
     #[error("reading the ModelArtifact: {0}")]
     Api(#[from] kube::Error),
 }
@@ -53,12 +56,18 @@ pub trait ArtifactLookup: Send + Sync + 'static {
 /// Counts behind `gpustack_model_manager_mounts_total{result}`.
 #[derive(Debug, Default)]
 pub struct MountCounters {
+    /// Publish calls for a target that already has the tree mounted (a kubelet retry).
     pub hit: std::sync::atomic::AtomicU64,
+    /// Trees bind-mounted at a new target.
     pub materialized: std::sync::atomic::AtomicU64,
+    /// Mounts the artifact does not authorize (answered `PermissionDenied`).
     pub denied: std::sync::atomic::AtomicU64,
+    /// Mounts answered with an error while the download runs or backs off (the kubelet retries).
     pub pending: std::sync::atomic::AtomicU64,
 }
 
+/// The CSI identity and node services: a mount publishes an artifact's tree read-only at the
+/// target.
 pub struct NodePlugin {
     node_name: String,
     kubelet_dir: PathBuf,
@@ -66,10 +75,12 @@ pub struct NodePlugin {
     materializer: Arc<Materializer>,
     artifacts: Arc<dyn ArtifactLookup>,
     target_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    /// Mount outcomes so far (read by `/metrics`).
     pub mounts: MountCounters,
 }
 
 impl NodePlugin {
+    /// A plugin for `node_name` that accepts targets under `kubelet_dir` and reports `version`.
     pub fn new(
         node_name: String,
         kubelet_dir: PathBuf,

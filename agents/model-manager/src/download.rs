@@ -1,7 +1,8 @@
 //! The node's downloader: request limits shared by every attempt, and the per-file fetcher.
 
-pub mod fetch;
-pub mod limits;
+pub(crate) mod fetch;
+pub(crate) mod limits;
 
-pub use fetch::{ByteCounters, Checkpoint, FileFetch, Tuning};
+pub(crate) use fetch::FileFetch;
+pub use fetch::{ByteCounters, Tuning};
 pub use limits::DownloadLimits;

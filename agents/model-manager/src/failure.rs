@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+/// Why an attempt failed: the `reason` of status conditions and the metrics' `result` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// Bad endpoint, proxy, CA or spec: retried only when the configuration changes.
@@ -20,6 +21,7 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// The name status and metrics show (`AccessDenied`).
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::InvalidRequest => "InvalidRequest",
@@ -43,14 +45,18 @@ impl fmt::Display for Reason {
     }
 }
 
+/// A failed attempt: its reason, and a message safe to show in status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}: {message}")]
 pub struct Failure {
+    /// The class of failure (decides backoff and retry).
     pub reason: Reason,
+    /// What went wrong, for status; never a token or a signed URL.
     pub message: String,
 }
 
 impl Failure {
+    /// A failure for `reason` with `message`.
     pub fn new(reason: Reason, message: impl Into<String>) -> Self {
         Self {
             reason,

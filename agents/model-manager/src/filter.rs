@@ -3,6 +3,7 @@
 //! character, `[...]`/`[!...]` are classes, and a pattern ending in `/` means "everything under
 //! this directory". An ignore wins over an allow; no allow patterns means "allow everything".
 
+/// An artifact's allow and ignore patterns, compiled.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FileFilter {
     allow: Vec<Pattern>,
@@ -10,6 +11,7 @@ pub struct FileFilter {
 }
 
 impl FileFilter {
+    /// Compiles `allowPatterns` and `ignorePatterns`.
     pub fn new(allow: &[String], ignore: &[String]) -> Self {
         Self {
             allow: allow.iter().map(|p| Pattern::parse(p)).collect(),
@@ -17,6 +19,7 @@ impl FileFilter {
         }
     }
 
+    /// Whether the file at `path` (relative to the repository root) is downloaded.
     pub fn keeps(&self, path: &str) -> bool {
         let allowed = self.allow.is_empty() || self.allow.iter().any(|p| p.matches(path));
         allowed && !self.ignore.iter().any(|p| p.matches(path))

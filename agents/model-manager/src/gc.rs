@@ -12,35 +12,48 @@ use jiff::{SignedDuration, Timestamp};
 
 /// A published tree as GC sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
+    /// The tree's manifest digest, as hex (its directory name).
     pub hex: String,
+    /// Bytes of the tree's files.
     pub size_bytes: u64,
     /// `lastUsed`, or `publishedTime` when never used.
     pub last_used: Timestamp,
+    /// A volume ref (a mounted target) points at it: never removed.
     pub referenced: bool,
+    /// An attempt for the same digest runs.
     pub downloading: bool,
+    /// Listed in `NodeModelStore.spec.pinned`: never removed.
     pub pinned: bool,
 }
 
+/// The cache filesystem's size and use, in bytes (from statfs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Usage {
+    /// The filesystem's size.
     pub total_bytes: u64,
+    /// `(blocks − bavail)·bsize`: root-reserved blocks count as used.
     pub used_bytes: u64,
 }
 
+/// Collection's thresholds, percent of the cache filesystem (`NodeModelStore.spec.watermarks`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Watermarks {
+    /// Above this (with the incoming download), collection starts.
     pub high_percent: u32,
+    /// Collection removes trees until use is at or below this.
     pub low_percent: u32,
 }
 
 /// Trees idle for less than this are kept even when unreferenced (a Pod may be about to mount).
-pub const MIN_IDLE: SignedDuration = SignedDuration::from_mins(10);
+pub(crate) const MIN_IDLE: SignedDuration = SignedDuration::from_mins(10);
 
+/// What one collection pass removes, and whether that is enough.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// Hex digests to remove, in order.
     pub remove: Vec<String>,
+    /// Sum of the removed trees' sizes, in bytes.
     pub freed_bytes: u64,
     /// `used + incoming` still above high after removing: the download does not fit.
     pub over_high: bool,
@@ -53,7 +66,7 @@ fn percent_of(total: u64, percent: u32) -> u64 {
 }
 
 /// What to remove so that `incoming` more bytes fit under the high watermark.
-pub fn plan(
+pub(crate) fn plan(
     usage: &Usage,
     incoming: u64,
     marks: &Watermarks,
@@ -92,7 +105,7 @@ pub fn plan(
 
 /// Whether a reservation fits: used + (size − written) + what other reservations still have to
 /// write must stay at or below the high watermark.
-pub fn reservation_fits(
+pub(crate) fn reservation_fits(
     usage: &Usage,
     remaining: u64,
     others_unwritten: u64,
@@ -107,7 +120,7 @@ pub fn reservation_fits(
 }
 
 /// `usedPercent` in status: rounded to the nearest multiple of 5 so that status does not churn.
-pub fn used_percent(usage: &Usage) -> u32 {
+pub(crate) fn used_percent(usage: &Usage) -> u32 {
     if usage.total_bytes == 0 {
         return 0;
     }
@@ -117,24 +130,27 @@ pub fn used_percent(usage: &Usage) -> u32 {
 }
 
 /// Partials whose newest file is older than this, and that no attempt uses, are removed.
-pub const STALE_PARTIAL: SignedDuration = SignedDuration::from_hours(24);
+pub(crate) const STALE_PARTIAL: SignedDuration = SignedDuration::from_hours(24);
 
-pub fn partial_is_stale(newest_mtime: Timestamp, in_use: bool, now: Timestamp) -> bool {
+pub(crate) fn partial_is_stale(newest_mtime: Timestamp, in_use: bool, now: Timestamp) -> bool {
     !in_use && now.duration_since(newest_mtime) > STALE_PARTIAL
 }
 
 /// A record of a digest no longer on disk is dropped a day after it was last written, retried
 /// or used (`last`, the latest of those).
-pub fn record_is_stale(last: Timestamp, now: Timestamp) -> bool {
+pub(crate) fn record_is_stale(last: Timestamp, now: Timestamp) -> bool {
     now.duration_since(last) > STALE_PARTIAL
 }
 
 /// The kubelet's eviction and image GC thresholds, as `NodeModelStore.spec.kubelet` carries
 /// them (`"10%"` or a quantity such as `"5Gi"`; empty means the kubelet's default).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KubeletThresholds<'a> {
+pub(crate) struct KubeletThresholds<'a> {
+    /// `evictionHard` `nodefs.available` (`"10%"` or a quantity).
     pub nodefs_available: &'a str,
+    /// `evictionHard` `imagefs.available`.
     pub imagefs_available: &'a str,
+    /// `imageGCHighThresholdPercent`.
     pub image_gc_high_percent: Option<u32>,
 }
 
@@ -182,7 +198,7 @@ fn threshold_percent(t: &str, total: u64) -> Option<u32> {
 
 /// The highest the high watermark may be when the cache shares the kubelet's filesystem of
 /// `total` bytes: 5 points under each kubelet threshold, and never below 2.
-pub fn kubelet_cap(t: &KubeletThresholds<'_>, total: u64) -> u32 {
+pub(crate) fn kubelet_cap(t: &KubeletThresholds<'_>, total: u64) -> u32 {
     let (nodefs, imagefs, gc) = KUBELET_DEFAULTS;
     let pct = |s: &str, default: u32| {
         if s.is_empty() {
@@ -203,7 +219,7 @@ pub fn kubelet_cap(t: &KubeletThresholds<'_>, total: u64) -> u32 {
 }
 
 /// `marks` under `cap`: high at most `cap`, low below high. `None` when nothing changed.
-pub fn capped(marks: &Watermarks, cap: u32) -> Option<Watermarks> {
+pub(crate) fn capped(marks: &Watermarks, cap: u32) -> Option<Watermarks> {
     if marks.high_percent <= cap {
         return None;
     }
@@ -217,7 +233,7 @@ pub fn capped(marks: &Watermarks, cap: u32) -> Option<Watermarks> {
 const RETRY: Backoff = Backoff::new(Duration::from_secs(60), Duration::from_secs(3600));
 
 /// How long after its `failures`th failure in a row a digest may be tried again ([`RETRY`]).
-pub fn retry_after(failures: u32) -> SignedDuration {
+pub(crate) fn retry_after(failures: u32) -> SignedDuration {
     SignedDuration::try_from(RETRY.after_failures(u64::from(failures)))
         .unwrap_or(SignedDuration::from_hours(1))
 }

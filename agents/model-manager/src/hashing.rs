@@ -6,9 +6,12 @@ use sha2::{Digest as _, Sha256};
 
 use crate::{hex, manifest::FileDigest};
 
+/// A running hash of one file's content, of the kind its [`FileDigest`] names.
 #[derive(Clone)]
 pub enum ContentHasher {
+    /// An LFS file's oid.
     Sha256(Sha256),
+    /// A git blob id, seeded with the blob header.
     GitSha1(Sha1),
 }
 
@@ -25,6 +28,7 @@ impl ContentHasher {
         }
     }
 
+    /// Feeds the next bytes of the file.
     pub fn update(&mut self, bytes: &[u8]) {
         match self {
             Self::Sha256(h) => h.update(bytes),
@@ -32,6 +36,7 @@ impl ContentHasher {
         }
     }
 
+    /// The digest as lowercase hex, to compare with the manifest's.
     pub fn finish_hex(self) -> String {
         match self {
             Self::Sha256(h) => hex::encode(&h.finalize()),

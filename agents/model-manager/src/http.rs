@@ -23,10 +23,13 @@ use crate::{
     materializer::{Materializer, OutcomeSink},
 };
 
+/// Why the HTTPS port could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
+    /// The serving certificate could not be loaded or made.
     #[error(transparent)]
     Tls(#[from] certs::ServingConfigError),
+    /// A metric could not be registered.
     #[error("registering metrics: {0}")]
     Metrics(#[from] prometheus::Error),
 }
@@ -55,6 +58,7 @@ struct Mutexed {
 const MOUNT_RESULTS: [&str; 4] = ["hit", "materialized", "denied", "pending"];
 
 impl Metrics {
+    /// Registers the plugin's metrics in `registry`.
     pub fn new(registry: Registry) -> Result<Self, HttpError> {
         let name =
             |n: &str, help: &str| Opts::new(format!("gpustack_model_manager_{n}"), help.to_owned());
@@ -158,11 +162,15 @@ impl OutcomeSink for Metrics {
 /// What the handlers read.
 #[derive(Clone)]
 pub struct HttpState {
+    /// The plugin's metrics, refreshed on each scrape.
     pub metrics: Arc<Metrics>,
+    /// The CSI plugin (its mount counters, the lookup's readiness).
     pub plugin: Arc<NodePlugin>,
+    /// The cache (downloads in progress, the store's layout).
     pub materializer: Arc<Materializer>,
 }
 
+/// The HTTPS routes: `/metrics`, `/model/downloads`, `/livez`, `/readyz`.
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/metrics", get(metrics))

@@ -5,23 +5,25 @@
 //! in their own modules with table tests; IO (the store, the hub client, the downloader) takes
 //! its roots, clients and limits as arguments.
 
-pub mod artifacts;
-pub mod authorize;
+#![warn(missing_docs)]
+
+mod artifacts;
+mod authorize;
 pub mod csi;
 pub mod download;
-pub mod durable;
+mod durable;
 pub mod failure;
 pub mod filter;
 pub mod gc;
 pub mod hashing;
-pub mod hex;
+mod hex;
 pub mod http;
 pub mod hub;
 pub mod manifest;
 pub mod materializer;
 pub mod mount;
-pub mod mountinfo;
-pub mod recover;
+mod mountinfo;
+mod recover;
 pub mod serve;
-pub mod status;
+mod status;
 pub mod store;

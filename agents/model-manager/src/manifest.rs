@@ -10,13 +10,15 @@ use sha2::{Digest as _, Sha256};
 
 use crate::hex;
 
-pub const HEADER: &str = "gpustack-manifest v1";
+pub(crate) const HEADER: &str = "gpustack-manifest v1";
 
 /// How a file's content is identified: the LFS oid (SHA-256 of the bytes) or the git blob id
 /// (SHA-1 of `"blob <n>\0"` and the bytes).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum FileDigest {
+    /// An LFS file: the SHA-256 of its bytes, as hex.
     Sha256(String),
+    /// A regular git file: its blob id (SHA-1), as hex.
     GitSha1(String),
 }
 
@@ -28,19 +30,20 @@ impl FileDigest {
             .ok_or_else(|| ManifestError::BadDigest(hex.to_owned()))
     }
 
-    pub fn git_sha1(hex: &str) -> Result<Self, ManifestError> {
+    pub(crate) fn git_sha1(hex: &str) -> Result<Self, ManifestError> {
         hex::check(hex, 40)
             .map(Self::GitSha1)
             .ok_or_else(|| ManifestError::BadDigest(hex.to_owned()))
     }
 
-    pub fn algo(&self) -> &'static str {
+    pub(crate) fn algo(&self) -> &'static str {
         match self {
             Self::Sha256(_) => "sha256",
             Self::GitSha1(_) => "gitsha1",
         }
     }
 
+    /// The digest's hex.
     pub fn hex(&self) -> &str {
         match self {
             Self::Sha256(h) | Self::GitSha1(h) => h,
@@ -54,23 +57,32 @@ impl fmt::Display for FileDigest {
     }
 }
 
+/// One file of a tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManifestEntry {
+    /// Path relative to the tree's root (see [`check_path`]).
     pub path: String,
+    /// Size in bytes.
     pub size: u64,
+    /// The content's digest.
     pub digest: FileDigest,
 }
 
+/// Why a manifest, an entry or a digest was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManifestError {
     #[error(
         "file path {0:?} is not allowed: it must be relative, without control characters and without empty, '.' or '..' segments"
     )]
+    /// A path that [`check_path`] refuses.
     BadPath(String),
+    /// The same path listed twice.
     #[error("file path {0:?} is listed twice")]
     Duplicate(String),
+    /// A file digest that is not lowercase hex of the algorithm's length.
     #[error("file digest {0:?} is not lowercase hex of the algorithm's length")]
     BadDigest(String),
+    /// A manifest digest that is not `sha256:<64 hex>`.
     #[error("manifest digest {0:?} is not 'sha256:' followed by 64 hex digits")]
     BadManifestDigest(String),
 }
@@ -82,6 +94,7 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// Validates every path, sorts by path bytes and refuses duplicates.
     pub fn new(mut entries: Vec<ManifestEntry>) -> Result<Self, ManifestError> {
         for e in &entries {
             check_path(&e.path)?;
@@ -93,11 +106,12 @@ impl Manifest {
         Ok(Self { entries })
     }
 
+    /// The files, sorted by path.
     pub fn entries(&self) -> &[ManifestEntry] {
         &self.entries
     }
 
-    pub fn total_size(&self) -> u64 {
+    pub(crate) fn total_size(&self) -> u64 {
         self.entries.iter().map(|e| e.size).sum()
     }
 
@@ -110,6 +124,7 @@ impl Manifest {
         text
     }
 
+    /// The SHA-256 of [`Manifest::text`]: the identity of the tree.
     pub fn digest(&self) -> ManifestDigest {
         ManifestDigest(hex::encode(&Sha256::digest(self.text().as_bytes())))
     }
@@ -134,6 +149,7 @@ pub fn check_path(path: &str) -> Result<(), ManifestError> {
 pub struct ManifestDigest(String);
 
 impl ManifestDigest {
+    /// Parses `sha256:<64 hex>`.
     pub fn parse(text: &str) -> Result<Self, ManifestError> {
         text.strip_prefix("sha256:")
             .and_then(|h| hex::check(h, 64))
@@ -146,6 +162,7 @@ impl ManifestDigest {
         hex::check(h, 64).map(Self)
     }
 
+    /// The 64 hex digits (the cache directory's name).
     pub fn hex(&self) -> &str {
         &self.0
     }

@@ -33,7 +33,9 @@ use crate::{
 #[derive(Debug, thiserror::Error)]
 #[error("statfs of the cache filesystem {}: {source}", root.display())]
 pub struct UsageError {
+    /// The cache root that was measured.
     pub root: PathBuf,
+    /// The statfs error.
     #[source]
     pub source: nix::Error,
 }
@@ -41,17 +43,24 @@ pub struct UsageError {
 /// Where an artifact's files come from, as one artifact UID describes it.
 #[derive(Debug, Clone)]
 pub struct Source {
+    /// The hub repository (`org/name`).
     pub repository: String,
+    /// The commit the files are listed at.
     pub commit: String,
+    /// Which of the repository's files belong to the tree.
     pub filter: FileFilter,
+    /// The artifact's hub token, when it names one.
     pub token: Option<HubToken>,
 }
 
 /// The node configuration the materializer acts on (from `NodeModelStore.spec`).
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
+    /// How to reach the hub.
     pub hub: HubSettings,
+    /// Collection's thresholds.
     pub watermarks: Watermarks,
+    /// Digests (`sha256:<hex>` or the hex) collection never removes.
     pub pinned: Vec<String>,
 }
 
@@ -71,18 +80,24 @@ impl Default for StoreConfig {
 /// Told how each attempt ended (the metrics): `result` is `published` or the failure's reason,
 /// `took` the attempt's wall time.
 pub trait OutcomeSink: Send + Sync {
+    /// Called once per attempt, when it ends.
     fn outcome(&self, result: &str, took: std::time::Duration);
 }
 
 /// How a mount's request for a digest stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ensure {
+    /// The tree is published at this path.
     Published(PathBuf),
     /// An attempt runs; the text is the mount's `Aborted` message.
     InProgress(String),
+    /// The last attempt failed; no new one starts before `retry_time`.
     BackingOff {
+        /// Why the last attempt failed.
         reason: Reason,
+        /// Its message, for the mount's error.
         message: String,
+        /// When the next attempt may start, when that is known.
         retry_time: Option<Timestamp>,
     },
 }
@@ -90,8 +105,11 @@ pub enum Ensure {
 /// A running attempt, as status and `/model/downloads` see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobView {
+    /// The tree being downloaded.
     pub digest: ManifestDigest,
+    /// The tree's size in bytes, once its files are listed.
     pub size_bytes: Option<u64>,
+    /// Bytes present and hashed so far.
     pub downloaded_bytes: u64,
 }
 
@@ -121,6 +139,7 @@ impl Job {
     }
 }
 
+/// Downloads and publishes trees on demand, one attempt per digest, and collects old ones.
 pub struct Materializer {
     store: Store,
     limits: Arc<DownloadLimits>,
@@ -146,6 +165,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Materializer {
+    /// A materializer over `store`, configured by `config`, downloading within `limits`.
     pub fn new(
         store: Store,
         limits: Arc<DownloadLimits>,
@@ -177,18 +197,22 @@ impl Materializer {
         *lock(&self.outcomes) = Some(sink);
     }
 
+    /// The on-disk cache.
     pub fn store(&self) -> &Store {
         &self.store
     }
 
+    /// Applies a new node configuration (from `NodeModelStore.spec`).
     pub fn set_config(&self, config: StoreConfig) {
         *lock(&self.config) = config;
     }
 
+    /// The node configuration in effect.
     pub fn config(&self) -> StoreConfig {
         lock(&self.config).clone()
     }
 
+    /// The attempts running now, sorted by digest.
     pub fn jobs(&self) -> Vec<JobView> {
         let mut v: Vec<JobView> = lock(&self.jobs)
             .values()

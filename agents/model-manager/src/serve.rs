@@ -24,31 +24,47 @@ use crate::{
 const IDLE_PASS: Duration = Duration::from_secs(60);
 const BUSY_PASS: Duration = Duration::from_secs(10);
 
+/// How `model-manager serve` runs on this node.
 pub struct Options {
+    /// This node's name: the CSI node id, and which `NodeModelStore` applies.
     pub node_name: String,
+    /// The kubelet's root directory; mount targets must be under it.
     pub kubelet_dir: PathBuf,
+    /// The cache root on the node (the store's layout).
     pub cache_root: PathBuf,
+    /// The CSI socket the kubelet dials.
     pub csi_socket: PathBuf,
+    /// The version the CSI identity service reports.
     pub version: String,
     /// The HTTPS port's address, and where its certificate pair lives (generated when `None`).
     pub bind: std::net::SocketAddr,
+    /// The certificate pair's directory (`tls.crt`, `tls.key`).
     pub cert_dir: Option<PathBuf>,
 }
 
+/// Why `serve` could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The cache root could not be opened.
     #[error("opening the cache: {0}")]
     Store(#[from] StoreError),
+    /// The HTTPS port could not be set up.
     #[error("serving HTTPS: {0}")]
     Http(#[from] crate::http::HttpError),
+    /// The HTTPS port could not bind.
     #[error("binding {addr}: {source}")]
     Bind {
+        /// The address asked for.
         addr: std::net::SocketAddr,
+        /// The bind error.
         source: std::io::Error,
     },
+    /// The CSI socket could not be served.
     #[error("serving the CSI socket {path}: {source}")]
     Socket {
+        /// The socket's path.
         path: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
 }
@@ -57,12 +73,17 @@ pub enum ServeError {
 /// and collection stop until it changes.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The spec itself is invalid.
     #[error(transparent)]
     Spec(#[from] InvalidNodeModelStoreSpec),
+    /// The CA bundle ConfigMap is missing or unusable.
     #[error("spec.hub.caBundleConfigMap {namespace}/{name}: {problem}")]
     CaBundle {
+        /// The ConfigMap's namespace.
         namespace: String,
+        /// The ConfigMap's name.
         name: String,
+        /// What is wrong with it.
         problem: String,
     },
 }
@@ -170,6 +191,8 @@ fn same_device(a: &std::path::Path, b: &std::path::Path) -> bool {
     }
 }
 
+/// Serves the CSI socket and the HTTPS port, and keeps status and the cache in step with the node's
+/// spec, until `shutdown`.
 pub async fn run(
     options: Options,
     client: kube::Client,

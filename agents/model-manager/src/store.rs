@@ -30,19 +30,33 @@ use crate::{
     manifest::{Manifest, ManifestDigest},
 };
 
+/// The `layout` file's contents; a root with any other layout is refused.
 pub const LAYOUT: &str = "gpustack-model-store v1";
+/// The format of a published tree's `manifest.json`, recorded in its marker.
 pub const MANIFEST_FORMAT: &str = "gpustack-manifest v1";
 
+/// Why a cache operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The cache root holds another layout than [`LAYOUT`].
     #[error("cache root {root} has layout {found:?}; this build only reads {LAYOUT:?}")]
-    ForeignLayout { root: PathBuf, found: String },
+    ForeignLayout {
+        /// The cache root.
+        root: PathBuf,
+        /// The layout its `layout` file names.
+        found: String,
+    },
+    /// A filesystem operation failed.
     #[error("{op} {path}: {source}")]
     Io {
+        /// What was being done (`creating`, `writing`, …).
         op: &'static str,
+        /// The path it was done to.
         path: PathBuf,
+        /// The OS error.
         source: io::Error,
     },
+    /// A volume id that cannot name a ref file.
     #[error("volume id {0:?} is not allowed: use 1 to 128 of A-Z a-z 0-9 . _ -")]
     BadVolumeId(String),
 }
@@ -64,12 +78,19 @@ fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StoreError
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Marker {
+    /// The manifest digest (`sha256:<hex>`).
     pub digest: String,
+    /// The attempt that published the tree.
     pub attempt: u64,
+    /// [`MANIFEST_FORMAT`] at publish time.
     pub manifest_format: String,
+    /// Bytes of the tree's files.
     pub size_bytes: u64,
+    /// Number of files.
     pub file_count: u64,
+    /// When the tree was published.
     pub published_time: Timestamp,
+    /// Where the files came from (`Hub`).
     pub source: String,
 }
 
@@ -77,14 +98,20 @@ pub struct Marker {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeRef {
+    /// The CSI volume id.
     #[serde(rename = "volumeID")]
     pub volume_id: String,
+    /// Where the tree is bind-mounted.
     pub target_path: PathBuf,
+    /// The mounted tree's digest hex.
     pub hex: String,
+    /// The mounting Pod's namespace (empty in refs written before it was recorded).
     #[serde(default)]
     pub pod_namespace: String,
+    /// The mounting Pod's name.
     #[serde(default)]
     pub pod_name: String,
+    /// The mounting Pod's UID.
     #[serde(default, rename = "podUID")]
     pub pod_uid: String,
 }
@@ -93,29 +120,35 @@ pub struct VolumeRef {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DigestRecord {
+    /// The last attempt number used (the next one is higher).
     #[serde(default)]
     pub last_attempt: u64,
+    /// When a mount last used the tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_used_time: Option<Timestamp>,
+    /// Consecutive failed attempts (drives the backoff).
     #[serde(default)]
     pub failures: u32,
+    /// The last failure's reason (a `Reason` name); empty when there is none.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// The last failure's message; empty when there is none.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// No attempt before this time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_time: Option<Timestamp>,
 }
 
 /// `manifest.json` beside a published tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PublishedManifest {
+pub(crate) struct PublishedManifest {
     pub digest: String,
     pub entries: Vec<PublishedEntry>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PublishedEntry {
+pub(crate) struct PublishedEntry {
     pub path: String,
     pub size: u64,
     pub digest: String,
@@ -178,6 +211,7 @@ impl Store {
         Ok(store)
     }
 
+    /// The cache root.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -212,14 +246,16 @@ impl Store {
         self.root.join("ledger/digests")
     }
 
-    pub fn published_dir(&self, digest: &ManifestDigest) -> PathBuf {
+    pub(crate) fn published_dir(&self, digest: &ManifestDigest) -> PathBuf {
         self.published_root().join(digest.hex())
     }
 
+    /// Where a digest's unpublished attempts live.
     pub fn partial_dir(&self, digest: &ManifestDigest) -> PathBuf {
         self.partial_root().join(digest.hex())
     }
 
+    /// Where one attempt's files are downloaded.
     pub fn attempt_dir(&self, digest: &ManifestDigest, attempt: u64) -> PathBuf {
         self.partial_dir(digest).join(attempt.to_string())
     }
@@ -365,6 +401,7 @@ impl Store {
         Ok(())
     }
 
+    /// The digest's record; the default when there is none.
     pub fn digest_record(&self, digest: &ManifestDigest) -> Result<DigestRecord, StoreError> {
         let path = self.digests_root().join(format!("{}.json", digest.hex()));
         read_json(&path)
@@ -372,6 +409,7 @@ impl Store {
             .map_err(io_err("reading", &path))
     }
 
+    /// Writes the digest's record durably.
     pub fn write_digest_record(
         &self,
         digest: &ManifestDigest,
@@ -381,6 +419,7 @@ impl Store {
         write_json(&path, record).map_err(io_err("writing", &path))
     }
 
+    /// Every digest record, with its digest.
     pub fn digest_records(&self) -> Result<Vec<(ManifestDigest, DigestRecord)>, StoreError> {
         let root = self.digests_root();
         let mut out = Vec::new();
@@ -401,10 +440,11 @@ impl Store {
         Ok(out)
     }
 
-    pub fn remove_digest_record(&self, digest: &ManifestDigest) -> Result<(), StoreError> {
+    pub(crate) fn remove_digest_record(&self, digest: &ManifestDigest) -> Result<(), StoreError> {
         remove_if_present(&self.digest_record_path(digest))
     }
 
+    /// `ledger/digests/<hex>.json`.
     pub fn digest_record_path(&self, digest: &ManifestDigest) -> PathBuf {
         self.digests_root().join(format!("{}.json", digest.hex()))
     }
@@ -414,18 +454,19 @@ impl Store {
         Ok(self.refs_root().join(format!("{volume_id}.json")))
     }
 
+    /// Writes the ref durably (the mount is recorded).
     pub fn write_ref(&self, r: &VolumeRef) -> Result<(), StoreError> {
         let path = self.ref_path(&r.volume_id)?;
         write_json(&path, r).map_err(io_err("writing", &path))
     }
 
-    pub fn remove_ref(&self, volume_id: &str) -> Result<(), StoreError> {
+    pub(crate) fn remove_ref(&self, volume_id: &str) -> Result<(), StoreError> {
         let path = self.ref_path(volume_id)?;
         remove_if_present(&path)?;
         sync_dir(&self.refs_root()).map_err(io_err("syncing", &self.refs_root()))
     }
 
-    pub fn refs(&self) -> Result<Vec<VolumeRef>, StoreError> {
+    pub(crate) fn refs(&self) -> Result<Vec<VolumeRef>, StoreError> {
         let root = self.refs_root();
         let mut out = Vec::new();
         for entry in fs::read_dir(&root).map_err(io_err("listing", &root))? {

@@ -9,11 +9,11 @@
 //! shim), [`amd`] (and Hygon's nodes, the same DRM layout), [`ascend`], [`thead`], [`others`]
 //! (Cambricon, MetaX, MThreads).
 
-pub mod amd;
-pub mod ascend;
+pub(crate) mod amd;
+pub(crate) mod ascend;
 pub mod nvidia;
-pub mod others;
-pub mod thead;
+pub(crate) mod others;
+pub(crate) mod thead;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,6 +47,7 @@ pub enum NvidiaStrategy {
 pub struct NodeFacts {
     /// Host directory holding the staged shims ([`DEFAULT_LIB_DIR`]).
     pub lib_dir: String,
+    /// How NVIDIA devices are named to the runtime on this node.
     pub nvidia_strategy: NvidiaStrategy,
 }
 
@@ -62,7 +63,9 @@ impl Default for NodeFacts {
 /// One accelerator granted to the container.
 #[derive(Clone, Copy, Debug)]
 pub struct Grant<'a> {
+    /// The accelerator's group (product, driver and runtime versions).
     pub group: &'a DevicesGroup,
+    /// The granted accelerator.
     pub accelerator: &'a Accelerator,
     /// Partitioned mode: the partition's own id (NVIDIA MIG UUID).
     pub partition_id: Option<&'a str>,
@@ -94,8 +97,11 @@ pub struct SliceLimits {
 /// Everything [`inject`] needs for one container.
 #[derive(Clone, Debug)]
 pub struct Request<'a> {
+    /// The granted accelerators' manufacturer; picks the vendor's injection.
     pub manufacturer: Manufacturer,
+    /// The mode the container was allocated in.
     pub mode: AllocationMode,
+    /// The accelerators granted to the container, at least one.
     pub grants: Vec<Grant<'a>>,
     /// Required for [`AllocationMode::Sliced`], ignored otherwise.
     pub slice: Option<SliceLimits>,
@@ -109,33 +115,46 @@ pub struct Request<'a> {
 /// A host path bind-mounted into the container.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Mount {
+    /// Absolute path on the host.
     pub host_path: String,
+    /// Absolute path in the container.
     pub container_path: String,
+    /// Mounted read-only.
     pub read_only: bool,
 }
 
 /// A host device node made available in the container; `permissions` as the kubelet takes them.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DeviceNode {
+    /// The device node on the host (`/dev/nvidia0`).
     pub host_path: String,
+    /// Where it appears in the container.
     pub container_path: String,
+    /// cgroup access: a combination of `r`, `w` and `m` (mknod).
     pub permissions: String,
 }
 
 /// A file the plugin writes on the host before answering (it is also one of the mounts).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RenderedFile {
+    /// Absolute path on the host, under the container's work directory.
     pub host_path: String,
+    /// The file's full contents.
     pub contents: String,
 }
 
 /// What one container receives.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Injection {
+    /// Environment variables set in the container.
     pub envs: BTreeMap<String, String>,
+    /// Bind mounts, sorted.
     pub mounts: Vec<Mount>,
+    /// Device nodes, sorted.
     pub devices: Vec<DeviceNode>,
+    /// Annotations on the container (CDI device names).
     pub annotations: BTreeMap<String, String>,
+    /// Files written on the host before the container starts.
     pub files: Vec<RenderedFile>,
     /// Host directories that must exist before the container starts (rw work mounts).
     pub work_dirs: Vec<String>,
@@ -144,30 +163,48 @@ pub struct Injection {
 /// Why no injection can be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum InjectionError {
+    /// The request grants no accelerator.
     #[error("no accelerator granted")]
     NoAccelerator,
+    /// The manufacturer has no injection for the requested mode.
     #[error("{manufacturer} has no {mode} injection")]
     Unsupported {
+        /// The granted accelerators' manufacturer.
         manufacturer: Manufacturer,
+        /// The mode asked for, as its lowercase name.
         mode: &'static str,
     },
+    /// A sliced grant came without its [`SliceLimits`].
     #[error("a sliced grant needs its limits (cores percentage and memory)")]
     MissingSliceLimits,
+    /// The slice's cores percentage is outside 1–100.
     #[error("slice cores percentage {0} is not within 1-100")]
     InvalidCoresPercentage(u32),
+    /// The manufacturer's slicing works on one accelerator per container.
     #[error("{manufacturer} slices one accelerator per container, {count} granted")]
     SingleAcceleratorOnly {
+        /// The manufacturer that slices one card per container.
         manufacturer: Manufacturer,
+        /// How many accelerators were granted.
         count: usize,
     },
+    /// The granted accelerators' runtime majors differ (listed), so no one shim fits them all.
     #[error("accelerators with different runtime majors ({0}) cannot share one slicing shim")]
     MixedRuntimeMajors(String),
+    /// The accelerator (by id) reports no runtime version to pick the slicing shim by.
     #[error("accelerator {0} has no runtime version to pick its slicing shim")]
     UnknownRuntimeMajor(String),
+    /// A partitioned grant on the accelerator (by id) names no partition.
     #[error("partitioned grant on accelerator {0} names no partition")]
     MissingPartitionId(String),
+    /// The accelerator `id` lacks the physical index that `what` is addressed by.
     #[error("accelerator {id} has no physical index for {what}")]
-    MissingPhysicalIndex { id: String, what: &'static str },
+    MissingPhysicalIndex {
+        /// The accelerator's id.
+        id: String,
+        /// What needed the index (a device node, a visibility variable).
+        what: &'static str,
+    },
 }
 
 /// Builds what the container gets for `request`'s grants on this node.

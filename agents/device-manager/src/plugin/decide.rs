@@ -99,6 +99,7 @@ pub struct Decision {
 }
 
 /// Checks `device_ids` for `mode` against `ledger` and prices them.
+#[cfg(test)]
 pub fn decide(
     groups: &[DevicesGroup],
     manufacturer: Manufacturer,

@@ -20,7 +20,9 @@ use crate::{
 /// One logical slice of one accelerator, as a container's limits would ask for it.
 #[derive(Clone, Copy, Debug)]
 pub struct SliceRequest<'a> {
+    /// The accelerator's group (product, driver and runtime versions).
     pub group: &'a DevicesGroup,
+    /// The accelerator the slice is on.
     pub accelerator: &'a Accelerator,
     /// `.sliced.cores-percentage`.
     pub cores_percentage: u32,
@@ -47,6 +49,7 @@ pub trait AllocatorInjection {
 /// sets no variables of its own, so every `*` default is injected.
 #[derive(Clone, Debug, Default)]
 pub struct NodeInjection {
+    /// The node's staged library directory and NVIDIA naming strategy.
     pub facts: NodeFacts,
 }
 

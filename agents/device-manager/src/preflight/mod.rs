@@ -10,15 +10,15 @@
 //! Pure parts: [`report`], [`runtime`] (over a host tree), [`detection`], [`rows`], [`probe`].
 //! IO: [`host`] (chroot, lock) and [`run`] here.
 
-pub mod detection;
-pub mod host;
+pub(crate) mod detection;
+pub(crate) mod host;
 pub mod injection;
-pub mod network;
-pub mod probe;
+pub(crate) mod network;
+pub(crate) mod probe;
 pub mod report;
-pub mod rows;
+pub(crate) mod rows;
 pub mod runtime;
-pub mod toggle;
+pub(crate) mod toggle;
 
 use std::{
     any::Any,
@@ -59,12 +59,19 @@ pub const HOST_WORK_DIR: &str = "/var/lib/gpustack/operator/preflight";
 /// What to check and how.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The manufacturers to check.
     pub manufacturers: Vec<Manufacturer>,
+    /// Skip the PCI scan (`--no-pci-check`).
     pub no_pci_check: bool,
+    /// Print the probes and change nothing on the host (`--dry-run`).
     pub dry_run: bool,
+    /// The probe image (`--probe-image`), else the manufacturer's own; without one, probes are only
+    /// printed.
     pub probe_image: Option<String>,
     /// Where the host's root is mounted (`--host-root`).
     pub host_root: PathBuf,
+    /// The container CLI to probe with (`--runtime`); `None` resolves it from the kubelet's CRI
+    /// endpoint.
     pub runtime: Option<Cli>,
     /// Where the container engine sees the host's root: `/` when the engine runs on the host
     /// (the DaemonSet case), elsewhere when the host root is a tree the engine reaches by
@@ -78,7 +85,9 @@ pub struct Options {
 
 /// The report, and what the operator should read on standard error beside it.
 pub struct Outcome {
+    /// The output document.
     pub report: PreflightReport,
+    /// Things the operator should know (detection warnings, skipped probes), for stderr.
     pub warnings: Vec<String>,
     /// The container runtime resolved and why, when the run got that far.
     pub runtime: Option<String>,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum State {
+    /// An allocation in this mode would be granted.
     Ok,
     /// Nothing to check: the node does not offer what the row is about.
     NotDeclared,
@@ -31,11 +32,17 @@ pub enum Depth {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
+    /// Whole cards, one container each.
     Exclusive,
+    /// Whole cards, time-shared by several containers.
     Shared,
+    /// Logical slices with cores and memory limits.
     Sliced,
+    /// Hardware partitions (NVIDIA MIG).
     Partitioned,
+    /// A sidecar that sees the cards without holding them.
     Visibility,
+    /// Preflight's own rows, about no allocation mode.
     Unnamed,
 }
 
@@ -44,17 +51,25 @@ pub enum Mode {
 pub struct PreflightReport {
     /// One group per manufacturer asked for, sorted.
     pub accelerators: Vec<PreflightGroup>,
+    /// RDMA interfaces and their links.
     pub network: NetworkSection,
+    /// The kubelet's topology manager policy.
     pub topology: TopologySection,
 }
 
+/// One manufacturer's detection and per-accelerator checks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PreflightGroup {
+    /// The manufacturer checked.
     pub manufacturer: Manufacturer,
+    /// When the group was checked (local time).
     pub timestamp: Timestamp,
+    /// Whether and how many accelerators were found.
     pub detection: Detection,
+    /// One row per accelerator and capability; empty when nothing was found.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<Check>,
+    /// Why the group reaches only part of the way, when it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -62,13 +77,19 @@ pub struct PreflightGroup {
 /// A verdict and a count: deliberately not a second ledger (that is `detect`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Detection {
+    /// Whether detection found accelerators.
     pub state: State,
+    /// How far detection was proven.
     pub depth: Depth,
+    /// How many accelerators the vendor library reported.
     pub accelerators: u32,
+    /// What was found, for the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Why the state is not `ok`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The host CLI's view, when the library found nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostCrossCheck>,
 }
@@ -77,12 +98,17 @@ pub struct Detection {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HostCrossCheck {
+    /// The vendor CLI run on the host (`nvidia-smi -L`).
     pub command: String,
+    /// How many accelerators it listed.
     pub accelerators: u32,
+    /// What it printed, for the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Why it could not be run or read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Host paths the library needs that are not mounted into the agent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing_mounts: Vec<String>,
 }
@@ -90,23 +116,32 @@ pub struct HostCrossCheck {
 /// One capability on one accelerator.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Check {
+    /// The accelerator's id (UUID or index).
     pub accelerator: String,
+    /// What was checked (`exclusive`, `sliced-memory`, …).
     pub capability: String,
+    /// The allocation mode the capability belongs to.
     pub mode: Mode,
+    /// Whether the mode would be granted.
     pub state: State,
+    /// How far the verdict was proven.
     pub depth: Depth,
+    /// What was found, for the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Why the state is not `ok`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The probe's command line, when one was run or printed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// What the probe read back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,
 }
 
 impl Check {
-    pub fn new(
+    pub(crate) fn new(
         accelerator: impl Into<String>,
         capability: &str,
         mode: Mode,
@@ -126,22 +161,22 @@ impl Check {
         }
     }
 
-    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+    pub(crate) fn detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = Some(detail.into());
         self
     }
 
-    pub fn reason(mut self, reason: impl Into<String>) -> Self {
+    pub(crate) fn reason(mut self, reason: impl Into<String>) -> Self {
         self.reason = Some(reason.into());
         self
     }
 
-    pub fn command(mut self, command: impl Into<String>) -> Self {
+    pub(crate) fn command(mut self, command: impl Into<String>) -> Self {
         self.command = Some(command.into());
         self
     }
 
-    pub fn evidence(mut self, evidence: impl Into<String>) -> Self {
+    pub(crate) fn evidence(mut self, evidence: impl Into<String>) -> Self {
         self.evidence = Some(evidence.into());
         self
     }
@@ -150,9 +185,12 @@ impl Check {
 /// RDMA interfaces. Never fails the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NetworkSection {
+    /// When the interfaces were read (local time).
     pub timestamp: Timestamp,
+    /// One row per port.
     #[serde(default)]
     pub checks: Vec<NetworkCheck>,
+    /// Why there are no rows, when there are none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -163,12 +201,18 @@ pub struct NetworkSection {
 pub struct NetworkCheck {
     /// The network interface (`ens1f0`), or `<interface>/<VF bus id>` for a virtual function.
     pub name: String,
+    /// The RDMA device behind it (`mlx5_0`).
     pub rdma_device: String,
+    /// The port number, from 1.
     pub port: u32,
+    /// `ok` when the link is active.
     pub state: State,
+    /// Always declared: read from sysfs.
     pub depth: Depth,
+    /// The port's state and rate, for the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Why the state is not `ok`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -176,9 +220,13 @@ pub struct NetworkCheck {
 /// The kubelet's topology manager policy, as its configuration declares it. Never fails the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TopologySection {
+    /// When the configuration was read (local time).
     pub timestamp: Timestamp,
+    /// The policy (`none`, `single-numa-node`, …), or `unknown`.
     pub policy: String,
+    /// Always declared: read from configuration.
     pub depth: Depth,
+    /// Where the policy came from, or why it is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }

@@ -17,7 +17,7 @@ use std::fmt;
 use crate::system_root::SystemRoot;
 
 /// The namespace containerd CLIs run probes in, apart from Kubernetes' own.
-pub const CONTAINERD_NAMESPACE: &str = "gpustack-preflight";
+pub(crate) const CONTAINERD_NAMESPACE: &str = "gpustack-preflight";
 
 /// containerd sockets tried, in order, when nothing names one.
 const CONTAINERD_SOCKETS: [&str; 3] = [
@@ -29,12 +29,16 @@ const CONTAINERD_SOCKETS: [&str; 3] = [
 /// A container CLI on the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cli {
+    /// `docker`.
     Docker,
+    /// `nerdctl`, against a containerd socket.
     Nerdctl,
+    /// `ctr`: recognized, but probes are printed for it, never run.
     Ctr,
 }
 
 impl Cli {
+    /// The executable's name, as `--runtime` takes it.
     pub fn name(self) -> &'static str {
         match self {
             Cli::Docker => "docker",
@@ -56,7 +60,7 @@ impl Cli {
 
 /// The CLI probes are written for: docker, or nerdctl against a containerd socket.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Engine {
+pub(crate) struct Engine {
     pub cli: Cli,
     /// containerd's socket (nerdctl only).
     pub address: Option<String>,
@@ -94,7 +98,7 @@ impl Engine {
 
 /// The outcome of resolution.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Resolution {
+pub(crate) struct Resolution {
     pub engine: Engine,
     /// `None`: probes run with `engine`. `Some(why)`: they are printed for it, never run.
     pub emit_only: Option<String>,
@@ -104,7 +108,7 @@ pub struct Resolution {
 
 /// What the kubelet configuration on the host says about the CRI endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Endpoint {
+pub(crate) enum Endpoint {
     Named {
         endpoint: String,
         source: String,
@@ -115,7 +119,7 @@ pub enum Endpoint {
 }
 
 /// The running kubelet's command line, if the host's `/proc` shows one.
-pub fn kubelet_cmdline(host: &SystemRoot) -> Option<Vec<String>> {
+pub(crate) fn kubelet_cmdline(host: &SystemRoot) -> Option<Vec<String>> {
     let pids = host.list_dir("/proc").ok()?;
     pids.iter()
         .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
@@ -132,7 +136,7 @@ pub fn kubelet_cmdline(host: &SystemRoot) -> Option<Vec<String>> {
 }
 
 /// The value of `--name=value` or `--name value` in `argv`; the last occurrence wins.
-pub fn flag_value(argv: &[String], name: &str) -> Option<String> {
+pub(crate) fn flag_value(argv: &[String], name: &str) -> Option<String> {
     let long = format!("--{name}");
     let mut found = None;
     let mut i = 0;
@@ -152,7 +156,7 @@ pub fn flag_value(argv: &[String], name: &str) -> Option<String> {
 }
 
 /// The value of a top-level `key: value` line in a kubelet configuration file.
-pub fn config_value(text: &str, key: &str) -> Option<String> {
+pub(crate) fn config_value(text: &str, key: &str) -> Option<String> {
     text.lines()
         .filter_map(|line| line.strip_prefix(key)?.trim_start().strip_prefix(':'))
         .map(|v| unquote(v.split(" #").next().unwrap_or(v).trim()))
@@ -190,7 +194,7 @@ fn drop_in_value(host: &SystemRoot, dir: &str, key: &str) -> Option<String> {
 
 /// Reads the kubelet's configuration on the host for `flag` (command-line name) / `key`
 /// (configuration-file name), through the sources in order.
-pub fn kubelet_setting(host: &SystemRoot, flag: &str, key: &str) -> Endpoint {
+pub(crate) fn kubelet_setting(host: &SystemRoot, flag: &str, key: &str) -> Endpoint {
     let cmdline = kubelet_cmdline(host);
     let own_config_dir = cmdline
         .as_deref()
@@ -273,7 +277,7 @@ fn default_containerd_socket(host: &SystemRoot) -> String {
 }
 
 /// Resolves the engine. `has_command` answers whether the host has a CLI on its `PATH`.
-pub fn resolve(
+pub(crate) fn resolve(
     flag: Option<Cli>,
     host: &SystemRoot,
     has_command: &dyn Fn(&str) -> bool,

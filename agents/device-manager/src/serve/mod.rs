@@ -12,14 +12,14 @@
 //!
 //! Dependencies (kube client, metrics registry, filesystem root, environment) are passed in.
 
-pub mod http;
-pub mod labels;
-pub mod metrics;
+pub(crate) mod http;
+pub(crate) mod labels;
+pub(crate) mod metrics;
 pub mod objects;
 pub mod plugins;
-pub mod reclaim;
-pub mod slices;
-pub mod status;
+pub(crate) mod reclaim;
+pub(crate) mod slices;
+pub(crate) mod status;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -57,15 +57,25 @@ pub use crate::host_env::Env;
 /// Everything `serve` is configured with.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// This node's name (`NODE_NAME`): the Devices object and plugin names derive from it.
     pub node_name: String,
+    /// The manufacturers to detect and serve plugins for.
     pub manufacturers: Vec<Manufacturer>,
+    /// Skip the PCI scan.
     pub no_pci_check: bool,
+    /// Publish an empty first pass instead of withholding it until an accelerator is found.
     pub no_fast_failed: bool,
+    /// Which allocation modes get a plugin.
     pub modes: plugins::ModeFlags,
+    /// How often the monitor samples the accelerators.
     pub monitor_period: Duration,
+    /// The kubelet's registration socket (`kubelet.sock`); plugin sockets go beside it.
     pub kube_socket: PathBuf,
+    /// The HTTPS listener (`/metrics`, `/monitor/snapshot`).
     pub bind: SocketAddr,
+    /// Serving certificate directory (`tls.crt`, `tls.key`); `None` generates a pair at start.
     pub cert_dir: Option<PathBuf>,
+    /// The node's injection facts (staged libraries, NVIDIA strategy).
     pub node: NodeFacts,
     /// Host directory of per-container work directories.
     pub pods_dir: String,
@@ -76,16 +86,22 @@ pub struct Config {
     pub system_namespace: String,
 }
 
+/// Why `serve` could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The serving certificate could not be loaded or made.
     #[error(transparent)]
     Tls(#[from] gpustack_serving::certs::ServingConfigError),
+    /// The HTTPS listener could not bind.
     #[error("listening on {addr}: {source}")]
     Bind {
+        /// The address asked for.
         addr: SocketAddr,
+        /// The bind error.
         #[source]
         source: std::io::Error,
     },
+    /// The agent's metrics could not be registered.
     #[error("registering metrics: {0}")]
     Metrics(#[from] prometheus::Error),
 }

@@ -29,13 +29,16 @@ use crate::plugin::{
 /// Which modes a manufacturer's plugins offer.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ModeFlags {
+    /// No `shared` plugin.
     pub no_shared: bool,
+    /// No `sliced` plugin.
     pub no_sliced: bool,
+    /// No `partitioned` plugin.
     pub no_partitioned: bool,
 }
 
 /// The modes served for a manufacturer (`has_partition_kind` from its resolved table entry).
-pub fn modes(flags: ModeFlags, has_partition_kind: bool) -> Vec<AllocationMode> {
+pub(crate) fn modes(flags: ModeFlags, has_partition_kind: bool) -> Vec<AllocationMode> {
     let mut out = vec![AllocationMode::Exclusive];
     if !flags.no_shared {
         out.push(AllocationMode::Shared);
@@ -51,7 +54,7 @@ pub fn modes(flags: ModeFlags, has_partition_kind: bool) -> Vec<AllocationMode> 
 }
 
 /// Every socket name this agent could ever create, for the stale-socket sweep at start.
-pub fn all_socket_names() -> Vec<String> {
+pub(crate) fn all_socket_names() -> Vec<String> {
     Manufacturer::ALL
         .iter()
         .flat_map(|m| {
@@ -112,7 +115,7 @@ async fn halt(mut r: Running) {
 
 /// One manufacturer's plugins.
 #[derive(Clone, Debug)]
-pub struct Planned {
+pub(crate) struct Planned {
     pub manufacturer: Manufacturer,
     /// The resource base (`nvidia.com/gpu`).
     pub base: String,
@@ -122,7 +125,7 @@ pub struct Planned {
 }
 
 /// What the supervisor needs.
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     pub shared: Arc<Shared>,
     pub kube_socket: PathBuf,
     pub plan: Vec<Planned>,

@@ -22,7 +22,7 @@ use gpustack_api::{
 };
 use serde::Serialize;
 
-pub use crate::card_usage::{CardRows, PartitionHold, PartitionMemory, ProcessRow, Reason};
+pub use crate::card_usage::{CardRows, PartitionHold, PartitionMemory, Reason};
 use crate::ledger::PodCharges;
 
 #[derive(Serialize, Clone, Debug, PartialEq, Eq)]
@@ -293,6 +293,7 @@ pub fn pod_of_cgroup(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::card_usage::ProcessRow;
 
     const UID_A: &str = "0a1b2c3d-0000-4000-8000-00000000000a";
     const UID_B: &str = "0a1b2c3d-0000-4000-8000-00000000000b";

@@ -37,19 +37,26 @@ use crate::{
 /// Sizes and timings of the downloader; tests shrink them.
 #[derive(Debug, Clone)]
 pub struct Tuning {
+    /// Bytes per ranged request.
     pub segment_bytes: u64,
     /// Segments fetched at once after the probe (so at most `window × segment` not yet hashed).
     pub window: usize,
+    /// A segment that receives nothing for this long is abandoned and retried.
     pub stall_timeout: Duration,
+    /// Failed requests retried before the attempt fails.
     pub retries: u32,
+    /// The first retry's delay; each later one adds another step.
     pub retry_step: Duration,
+    /// The longest delay between retries.
     pub retry_cap: Duration,
+    /// How many verified bytes a file's checkpoint is rewritten after.
     pub checkpoint_bytes: u64,
     /// Files of one attempt fetched at once.
     pub files_in_parallel: usize,
     /// An attempt that no mount has asked for in this long is cancelled (its partial is kept
     /// for a resume); checked every `idle_check`.
     pub idle_cancel: Duration,
+    /// How often idle attempts are looked for.
     pub idle_check: Duration,
 }
 

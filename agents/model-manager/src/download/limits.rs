@@ -21,6 +21,8 @@ struct State {
     refilled: Instant,
 }
 
+/// The node's download limits: at most `concurrency` requests to the hub at once, and a token
+/// bucket of `bytes_per_second` shared by every download (0: unlimited).
 #[derive(Debug)]
 pub struct DownloadLimits {
     state: Mutex<State>,
@@ -40,6 +42,7 @@ impl Drop for RequestPermit {
 }
 
 impl DownloadLimits {
+    /// Limits of `concurrency` requests at once (at least 1) and `bytes_per_second` (0: unlimited).
     pub fn new(concurrency: u32, bytes_per_second: u64) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
@@ -69,11 +72,12 @@ impl DownloadLimits {
         self.freed.notify_waiters();
     }
 
+    /// Requests holding a permit now.
     pub fn in_flight(&self) -> usize {
         self.lock().in_flight
     }
 
-    pub async fn request_permit(self: &Arc<Self>) -> RequestPermit {
+    pub(crate) async fn request_permit(self: &Arc<Self>) -> RequestPermit {
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);

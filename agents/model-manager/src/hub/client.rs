@@ -20,6 +20,7 @@ pub const MAX_REDIRECTS: usize = 10;
 pub struct HubToken(String);
 
 impl HubToken {
+    /// A token, trimmed; `None` when it is empty.
     pub fn new(token: impl Into<String>) -> Option<Self> {
         let t = token.into();
         (!t.trim().is_empty()).then(|| Self(t.trim().to_owned()))
@@ -35,8 +36,11 @@ impl fmt::Debug for HubToken {
 /// How this node reaches the hub (from `NodeModelStore.spec.hub`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HubSettings {
+    /// The hub's base URL; empty means [`DEFAULT_ENDPOINT`].
     pub endpoint: String,
+    /// Proxy for HTTPS requests; empty means none.
     pub https_proxy: String,
+    /// Hosts reached without the proxy (comma-separated, as `NO_PROXY`).
     pub no_proxy: String,
     /// Extra trusted CAs (PEM), from the CA bundle ConfigMap.
     pub ca_pem: Option<Vec<u8>>,
@@ -44,6 +48,7 @@ pub struct HubSettings {
 
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
+/// An HTTPS client for one hub endpoint (rustls, the settings' proxy and CAs).
 #[derive(Clone)]
 pub struct HubClient {
     http: reqwest::Client,
@@ -64,6 +69,7 @@ fn transport_failure(e: &reqwest::Error) -> Failure {
 }
 
 impl HubClient {
+    /// A client for `settings`; a bad endpoint, proxy or CA is an `InvalidRequest` failure.
     pub fn new(settings: &HubSettings) -> Result<Self, Failure> {
         let invalid = |what: &str| Failure::new(Reason::InvalidRequest, what.to_owned());
         let endpoint_text = if settings.endpoint.is_empty() {
@@ -102,6 +108,7 @@ impl HubClient {
         Ok(Self { http, endpoint })
     }
 
+    /// The hub's base URL.
     pub fn endpoint(&self) -> &Url {
         &self.endpoint
     }
