@@ -1,14 +1,18 @@
 //! Logging and tracing: klog-style flags mapped onto tracing-subscriber, to standard error, with
-//! OpenTelemetry export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+//! OpenTelemetry export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (and then W3C trace context
+//! propagated across hops: docs/observability.md).
 
 use std::io::Write;
 
 use anyhow::Context;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::{propagation::TraceContextPropagator, trace::SdkTracerProvider};
 use tracing::{Level, Subscriber};
 use tracing_subscriber::{
-    EnvFilter, Layer, filter::LevelFilter, layer::SubscriberExt, registry::LookupSpan,
+    EnvFilter, Layer,
+    filter::{FilterExt, LevelFilter, filter_fn},
+    layer::SubscriberExt,
+    registry::LookupSpan,
     util::SubscriberInitExt,
 };
 
@@ -64,9 +68,19 @@ impl Drop for LoggingGuard {
     }
 }
 
-/// Installs the global subscriber.
+/// Whether a callsite is one of this project's spans, which the exporter takes down to `debug`
+/// whatever `-v` says: a span per request, reconcile, admission review, gRPC call, mirror sync
+/// and store commit (dependencies' spans, a kube client's with its URL, are left out).
+fn exported_span(meta: &tracing::Metadata<'_>) -> bool {
+    meta.is_span() && *meta.level() <= Level::DEBUG && meta.target().starts_with("gpustack")
+}
+
+/// Installs the global subscriber. Each layer filters for itself: the log takes what `-v` and
+/// `--vmodule` say, the exporter that and this project's spans, so that with no exporter and no
+/// `-v` the spans are disabled at their callsites and cost nothing.
 pub fn init(flags: &GlobalFlags) -> anyhow::Result<LoggingGuard> {
-    let filter = EnvFilter::try_new(filter_directives(flags)).context("building the log filter")?;
+    let directives = filter_directives(flags);
+    let filter = || EnvFilter::try_new(&directives).context("building the log filter");
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false);
@@ -74,26 +88,36 @@ pub fn init(flags: &GlobalFlags) -> anyhow::Result<LoggingGuard> {
         fmt.without_time()
             .with_level(false)
             .with_target(false)
+            .with_filter(filter()?)
             .boxed()
     } else {
         fmt.with_file(flags.add_dir_header)
             .with_line_number(flags.add_dir_header)
+            .with_filter(filter()?)
             .boxed()
     };
+    let mut layers = vec![fmt];
     let tracer_provider = match std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT") {
         Ok(endpoint) if !endpoint.is_empty() => Some(otlp_provider()?),
         _ => None,
     };
-    let otel = tracer_provider.as_ref().map(|p| {
-        tracing_opentelemetry::layer()
-            .with_tracer(p.tracer("gpustack-operator"))
-            .boxed()
-    });
+    if let Some(p) = &tracer_provider {
+        // Requests carry W3C trace context in and out (gpustack_serving::trace_context) only
+        // while spans are exported: until then the global propagator is the no-op one.
+        opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+        let spans = filter_fn(exported_span).with_max_level_hint(Level::DEBUG);
+        layers.push(
+            tracing_opentelemetry::layer()
+                .with_tracer(p.tracer("gpustack-operator"))
+                .with_filter(filter()?.or(spans))
+                .boxed(),
+        );
+    }
+    if let Some(at) = flags.log_backtrace_at.clone() {
+        layers.push(BacktraceLayer(at).with_filter(filter()?).boxed());
+    }
     tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt)
-        .with(otel)
-        .with(flags.log_backtrace_at.clone().map(BacktraceLayer))
+        .with(layers)
         .try_init()
         .context("installing the log subscriber")?;
     if !flags.logtostderr {

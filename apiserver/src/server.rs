@@ -13,7 +13,7 @@ use std::{
 };
 
 use axum::Router;
-use gpustack_serving::serve;
+use gpustack_serving::{serve, trace_context::ServerSpans};
 
 /// Connection caps and deadlines of the listeners ([`ServerOptions::serving`]).
 pub use gpustack_serving::serve::Limits as ServingLimits;
@@ -35,6 +35,7 @@ use crate::{
         caller::TokenAccess,
         cluster_defaults::{self, ensure_object},
         clusters::ServedClusters,
+        pipeline,
         request_metrics::{self, RequestMetrics},
         resources,
         stored_kinds::StoredKinds,
@@ -418,6 +419,7 @@ impl Prepared {
                     metrics.clone(),
                     request_metrics::count_and_refuse_unknown_methods,
                 ))
+                .layer(ServerSpans::http(pipeline::route_template))
         };
         let unix_router = listener_router(ApiState {
             require_token: false,

@@ -9,6 +9,8 @@
 //! - [`listen`]: TCP listeners with a deep accept queue.
 //! - [`serve`]: HTTPS and unix-socket serving with connection caps, setup deadlines, accept
 //!   backoff and a bounded graceful drain.
+//! - [`trace_context`]: a server span per request (HTTP, gRPC) joined to the caller's W3C
+//!   `traceparent`, and the trace context written on outgoing requests.
 //! - [`connections`]: who holds a listener's connections (per-address shares, setup turns,
 //!   which idle connection gives way); [`in_flight`] tells it when requests are in flight.
 //!
@@ -21,3 +23,4 @@ pub mod connections;
 pub mod in_flight;
 pub mod listen;
 pub mod serve;
+pub mod trace_context;

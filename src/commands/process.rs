@@ -40,7 +40,10 @@ pub async fn kube_client(kubeconfig: &str) -> anyhow::Result<kube::Client> {
         kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
             .await?
     };
-    Ok(kube::Client::try_from(config)?)
+    // Requests carry the trace context of the span they are sent from (when spans export).
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&gpustack_serving::trace_context::InjectLayer)
+        .build())
 }
 
 /// Resolves at the first SIGTERM or SIGINT.

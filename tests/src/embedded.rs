@@ -169,6 +169,27 @@ impl GatewayProcess {
 
     /// Starts the gateway without waiting for it (see [`GatewayProcess::start_with_socket`]).
     pub fn spawn(data_dir: &Path, cluster: &str, port: u16, socket: &Path, args: &[&str]) -> Self {
+        Self::spawn_with_env(data_dir, cluster, port, socket, args, &[])
+    }
+
+    /// [`GatewayProcess::start`] with `env` set for the process (what [`crate::operator`]
+    /// clears, `OTEL_*` say).
+    pub fn start_with_env(data_dir: &Path, cluster: &str, env: &[(&str, &str)]) -> Self {
+        let serve = format!("--embedded-cluster={cluster}");
+        let (port, socket) = (free_port(), data_dir.with_extension("sock"));
+        let gw = Self::spawn_with_env(data_dir, cluster, port, &socket, &[&serve], env);
+        gw.wait_ready()
+    }
+
+    /// [`GatewayProcess::spawn`] with `env` set for the process.
+    pub fn spawn_with_env(
+        data_dir: &Path,
+        cluster: &str,
+        port: u16,
+        socket: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -183,6 +204,7 @@ impl GatewayProcess {
                 &format!("--bind-unix-path={}", socket.display()),
             ])
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -205,7 +227,13 @@ impl GatewayProcess {
         socket: &Path,
         args: &[&str],
     ) -> Self {
-        let mut gw = Self::spawn(data_dir, cluster, port, socket, args);
+        Self::spawn(data_dir, cluster, port, socket, args).wait_ready()
+    }
+
+    /// Waits until the spawned gateway wrote its kubeconfig and answers `/readyz`.
+    fn wait_ready(mut self) -> Self {
+        let port = self.port;
+        let gw = &mut self;
         // A gateway that exits (a taken port, a bad flag) fails the wait at once, with its log.
         let kubeconfig = gw.kubeconfig();
         let exited = wait_until(
@@ -230,7 +258,7 @@ impl GatewayProcess {
             (out.status.success() && text == "ok" && kubeconfig.contains(&format!(":{port}")))
                 .then_some(())
         });
-        gw
+        self
     }
 
     /// The plain-HTTP unix socket it serves on.

@@ -11,7 +11,10 @@ use std::{
     time::Duration,
 };
 
-use gpustack_serving::serve::{self, Endpoint, Limits, Listener};
+use gpustack_serving::{
+    serve::{self, Endpoint, Limits, Listener},
+    trace_context::ServerSpans,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use tokio::sync::watch;
@@ -338,13 +341,15 @@ pub async fn run(
             tcp,
             tls: TlsAcceptor::from(tls),
         },
-        router: api::router(server).merge(crate::admission::router(
-            webhooks,
-            crate::admission::Callers {
-                auth,
-                anonymous: config.allow_anonymous_reviews,
-            },
-        )),
+        router: api::router(server)
+            .merge(crate::admission::router(
+                webhooks,
+                crate::admission::Callers {
+                    auth,
+                    anonymous: config.allow_anonymous_reviews,
+                },
+            ))
+            .layer(ServerSpans::http(api::route_template)),
     };
     serve::serve(vec![endpoint], config.limits, stop, || {}).await;
     installer.abort();

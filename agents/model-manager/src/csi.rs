@@ -381,6 +381,7 @@ pub async fn serve(
     let listener = tokio::net::UnixListener::bind(path)?;
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
     tonic::transport::Server::builder()
+        .layer(gpustack_serving::trace_context::ServerSpans::grpc())
         .add_service(
             gpustack_proto::csi::v1::identity_server::IdentityServer::new(IdentityService(
                 Arc::clone(&plugin),

@@ -3,6 +3,7 @@
 //! the caller (with impersonation), answer the cluster's [`health`] checks, [`authorize`] with
 //! RBAC, and [`aggregate`] (forward what an APIService's backend serves). Each passes what it
 //! found on in the request's extensions ([`Target`], [`auth::UserInfo`]); the verbs read them.
+//! Around them all, each listener opens a request's span ([`route_template`] names it).
 
 use std::sync::Arc;
 
@@ -16,10 +17,19 @@ use super::{
     ApiState, aggregation, auth,
     caller::Caller,
     clusters::Served,
-    path::{Route, parse, split_cluster},
+    path::{self, Route, parse, split_cluster},
     request_metrics::ServedResource,
     status::ApiError,
 };
+
+/// The route of a path as its span names it: no cluster, namespace or object name, only what
+/// kind of thing is asked for (`/clusters/{cluster}/api/v1/namespaces/{namespace}/pods/{name}`).
+pub fn route_template(uri_path: &str) -> String {
+    match split_cluster(uri_path) {
+        (Some(_), rest) => format!("/clusters/{{cluster}}{}", path::template(rest)),
+        (None, rest) => path::template(rest),
+    }
+}
 
 /// The cluster a request is for, and what it asks of it.
 #[derive(Clone, Debug)]
@@ -197,4 +207,18 @@ pub async fn aggregate(State(st): State<Arc<ApiState>>, req: Request, next: Next
         body,
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::route_template;
+
+    #[test]
+    fn spans_name_no_cluster_and_no_object() {
+        assert_eq!(
+            route_template("/clusters/team-a/apis/apps/v1/namespaces/prod/deployments/web"),
+            "/clusters/{cluster}/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+        );
+        assert_eq!(route_template("/api/v1/nodes"), "/api/v1/nodes");
+    }
 }

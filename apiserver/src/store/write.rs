@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use sqlx::{Row, sqlite::SqliteConnection};
 use tokio::sync::{Mutex, broadcast, mpsc, oneshot};
+use tracing::Instrument;
 
 use super::{
     EventType, ObjectKey, Store, StoreError, StoredEvent,
@@ -160,7 +161,9 @@ pub(super) async fn run_writer(
             .into_iter()
             .map(|p| ((p.key, p.change), p.reply))
             .unzip();
-        match apply_batch(&mut conn, *last, work).await {
+        // A root span per batch: it commits the changes of many requests at once.
+        let span = tracing::debug_span!(parent: None, "store commit", batch.size = work.len());
+        match apply_batch(&mut conn, *last, work).instrument(span).await {
             Ok((new_last, results)) => {
                 *last = new_last;
                 // Full means a checkpoint is already due.

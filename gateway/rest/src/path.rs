@@ -101,6 +101,56 @@ pub fn parse(path: &str) -> Route {
     }
 }
 
+/// The route template of `path`, as a span names a request: the group, version, resource and
+/// subresource kept, what names objects (namespace, name) as `{namespace}` and `{name}`.
+pub fn template(path: &str) -> String {
+    let prefix = |group: &str, version: &str| {
+        if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        }
+    };
+    match parse(path) {
+        Route::Version => "/version".into(),
+        Route::Health => {
+            let mut segs = path.split('/').filter(|s| !s.is_empty());
+            let check = segs.next().unwrap_or_default();
+            match segs.next() {
+                Some(_) => format!("/{check}/{{check}}"),
+                None => format!("/{check}"),
+            }
+        }
+        Route::CoreVersions => "/api".into(),
+        Route::Groups => "/apis".into(),
+        Route::Group(g) => format!("/apis/{g}"),
+        Route::GroupVersion { group, version } => prefix(&group, &version),
+        Route::OpenApiV2 => "/openapi/v2".into(),
+        Route::OpenApiV3Root => "/openapi/v3".into(),
+        Route::OpenApiV3 { group, version } => format!("/openapi/v3{}", prefix(&group, &version)),
+        Route::Resource(p) => {
+            let mut t = prefix(&p.group, &p.version);
+            if p.watch {
+                t.push_str("/watch");
+            }
+            if p.namespace.is_some() {
+                t.push_str("/namespaces/{namespace}");
+            }
+            t.push('/');
+            t.push_str(&p.resource);
+            if p.name.is_some() {
+                t.push_str("/{name}");
+            }
+            if let Some(sub) = &p.subresource {
+                t.push('/');
+                t.push_str(sub);
+            }
+            t
+        }
+        Route::NotFound => "/{unmatched}".into(),
+    }
+}
+
 fn resource(group: String, version: &str, rest: &[&str]) -> Route {
     let (watch, rest) = match rest {
         ["watch", tail @ ..] => (true, tail),
@@ -145,6 +195,41 @@ mod tests {
         match parse(p) {
             Route::Resource(r) => r,
             other => panic!("{p}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn templates_keep_kinds_and_hide_names() {
+        let cases = [
+            ("/version", "/version"),
+            ("/readyz", "/readyz"),
+            ("/livez/ping", "/livez/{check}"),
+            ("/apis/a.b/v1", "/apis/a.b/v1"),
+            ("/openapi/v3/api/v1", "/openapi/v3/api/v1"),
+            (
+                "/api/v1/namespaces/secret-team/configmaps/x",
+                "/api/v1/namespaces/{namespace}/configmaps/{name}",
+            ),
+            (
+                "/api/v1/namespaces/secret-team",
+                "/api/v1/namespaces/{name}",
+            ),
+            (
+                "/apis/worker.gpustack.ai/v1/instancetypes/small/status",
+                "/apis/worker.gpustack.ai/v1/instancetypes/{name}/status",
+            ),
+            (
+                "/api/v1/watch/namespaces/a/pods",
+                "/api/v1/watch/namespaces/{namespace}/pods",
+            ),
+            (
+                "/api/v1/nodes/n1/proxy/logs/x",
+                "/api/v1/nodes/{name}/proxy",
+            ),
+            ("/some/thing/else", "/{unmatched}"),
+        ];
+        for (path, expected) in cases {
+            assert_eq!(template(path), expected, "{path}");
         }
     }
 

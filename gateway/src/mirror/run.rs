@@ -19,6 +19,7 @@ use kube::{
 };
 use serde_json::Value;
 use tokio::{sync::Notify, task::JoinSet};
+use tracing::Instrument;
 
 use super::{
     backoff::{Backoff, READINESS, WatchRetry},
@@ -419,49 +420,62 @@ impl Mirror {
         let mut live = Vec::new();
         let mut in_flight = None;
         while let Some(chunk) = events.next().await {
-            for event in chunk {
-                let event = match event {
-                    Ok(watcher::Event::Apply(obj)) => {
-                        live.push((obj, false));
-                        continue;
-                    }
-                    Ok(watcher::Event::Delete(obj)) => {
-                        live.push((obj, true));
-                        continue;
-                    }
-                    other => other,
-                };
-                // Changes before a (re)list are written before it.
+            // A root span per chunk of the upstream's events written here (a list page, a
+            // burst of changes).
+            let span = tracing::debug_span!(
+                parent: None,
+                "mirror sync",
+                upstream = %cluster,
+                kind = %label,
+                events = chunk.len(),
+            );
+            async {
+                for event in chunk {
+                    let event = match event {
+                        Ok(watcher::Event::Apply(obj)) => {
+                            live.push((obj, false));
+                            continue;
+                        }
+                        Ok(watcher::Event::Delete(obj)) => {
+                            live.push((obj, true));
+                            continue;
+                        }
+                        other => other,
+                    };
+                    // Changes before a (re)list are written before it.
+                    self.write_live(
+                        &resource,
+                        &label,
+                        &mut live,
+                        &mut in_flight,
+                        false,
+                        &progress,
+                    )
+                    .await;
+                    let outcome = match event {
+                        Ok(e) => {
+                            let step = (&mut list, &mut synced_before);
+                            self.relist_step(e, step, &resource, &label, &progress)
+                                .await
+                        }
+                        Err(e) => Err(MirrorFailure::watcher(&label, e)),
+                    };
+                    self.report(&label, outcome);
+                }
+                let more = next_ready(&mut events);
                 self.write_live(
                     &resource,
                     &label,
                     &mut live,
                     &mut in_flight,
-                    false,
+                    more,
                     &progress,
                 )
                 .await;
-                let outcome = match event {
-                    Ok(e) => {
-                        let step = (&mut list, &mut synced_before);
-                        self.relist_step(e, step, &resource, &label, &progress)
-                            .await
-                    }
-                    Err(e) => Err(MirrorFailure::watcher(&label, e)),
-                };
-                self.report(&label, outcome);
+                recount.notify_one();
             }
-            let more = next_ready(&mut events);
-            self.write_live(
-                &resource,
-                &label,
-                &mut live,
-                &mut in_flight,
-                more,
-                &progress,
-            )
+            .instrument(span)
             .await;
-            recount.notify_one();
         }
     }
 

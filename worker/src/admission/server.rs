@@ -537,7 +537,13 @@ impl Admission {
         }
     }
 
-    /// Answers one review.
+    /// Answers one review (in a span of its own, under the request's).
+    #[tracing::instrument(
+        level = "debug",
+        name = "admission review",
+        skip_all,
+        fields(webhook = hook.path(), result = tracing::field::Empty)
+    )]
     async fn answer(&self, hook: Hook, body: &[u8]) -> Response {
         let started = Instant::now();
         let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
@@ -595,6 +601,7 @@ impl Admission {
                 (metrics::Result::Denied, refusal.reason)
             }
         };
+        tracing::Span::current().record("result", result.as_str());
         self.metrics
             .observe(hook, result, reason, started.elapsed());
         match serde_json::to_vec(&review_json(response)) {

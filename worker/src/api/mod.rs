@@ -1,6 +1,7 @@
 //! The worker's aggregated API: discovery, OpenAPI, the `worker.gpustack.ai/v1` views and
 //! `gpustack.ai/v1` settings, behind delegated authentication and authorization, with
-//! `/livez`, `/readyz` and `/metrics`.
+//! `/livez`, `/readyz` and `/metrics`. Each request's span (opened around the listener, see
+//! [`route_template`]) joins the caller's trace, and the cluster requests it makes carry it on.
 
 pub mod cors;
 pub mod flavors;
@@ -114,6 +115,21 @@ fn readyz(server: &ApiServer, query: Option<&str>) -> Response {
         "readyz check failed".to_owned()
     });
     (status, lines.join("\n") + "\n").into_response()
+}
+
+/// The route of `path` as its span names it: a webhook's or `/metrics` as they are, anything
+/// else as a Kubernetes path with what names objects left out
+/// ([`gpustack_kube_rest::path::template`]).
+pub fn route_template(path: &str) -> String {
+    let fixed = path == "/metrics"
+        || crate::admission::hooks::Hook::ALL
+            .iter()
+            .any(|h| h.path() == path);
+    if fixed {
+        path.to_owned()
+    } else {
+        gpustack_kube_rest::path::template(path)
+    }
 }
 
 pub fn router(server: Arc<ApiServer>) -> Router {

@@ -420,6 +420,7 @@ async fn publish_features(
 }
 
 /// Brings one node's labels, its Devices' profile label and its capacity to what they should be.
+#[tracing::instrument(level = "debug", name = "reconcile", parent = None, skip_all, fields(controller = "nodes", object = name))]
 async fn reconcile_node(
     client: &kube::Client,
     stores: &Stores,
@@ -517,6 +518,7 @@ async fn reconcile_node(
 }
 
 /// The chain's plan from the stores, then its writes; returns how many writes it made.
+#[tracing::instrument(level = "debug", name = "reconcile", parent = None, skip_all, fields(controller = "chain"))]
 async fn reconcile_chain(
     client: &kube::Client,
     stores: &Stores,
@@ -582,6 +584,7 @@ async fn reconcile_chain(
 
 /// Answers the node-devices and the joint checks on every Workload that holds quota and awaits
 /// them.
+#[tracing::instrument(level = "debug", name = "reconcile", parent = None, skip_all, fields(controller = "workloads"))]
 async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &Resolve) -> usize {
     // Copied once, and only when a Workload awaits a verdict: every Devices change wakes this.
     let mut devices = None;

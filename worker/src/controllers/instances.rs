@@ -283,6 +283,7 @@ async fn take(ctx: &Ctx, r: &Reads, step: &Step) -> Result<Option<Action>, kube:
     Ok(None)
 }
 
+#[tracing::instrument(level = "debug", name = "reconcile", parent = None, skip_all, fields(controller = "instances", object = %ObjectRef::from_obj(inst.as_ref())))]
 async fn reconcile(inst: Arc<Instance>, ctx: Arc<Ctx>) -> Result<Action, InstanceError> {
     let ns = inst.namespace().unwrap_or_default();
     let name = inst.name_any();

@@ -14,6 +14,7 @@ use gpustack_api::{
     devices::{AllocationMode, DevicesGroup},
 };
 use gpustack_proto::deviceplugin::v1beta1::device_plugin_server::DevicePluginServer;
+use gpustack_serving::trace_context::ServerSpans;
 use tokio::{
     net::UnixListener,
     sync::{oneshot, watch},
@@ -81,6 +82,7 @@ fn start(plugin: Plugin, socket: PathBuf) -> std::io::Result<Running> {
     let name = socket.display().to_string();
     let task = tokio::spawn(async move {
         let served = tonic::transport::Server::builder()
+            .layer(ServerSpans::grpc())
             .add_service(service)
             .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
                 let _ = rx.await;

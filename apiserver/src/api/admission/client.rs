@@ -1,9 +1,11 @@
 //! Calling a webhook: HTTPS/1.1 POSTs over rustls (ring), trusting only the webhook's
 //! `caBundle`, on kept-alive connections ([`crate::api::kept_alive`]): one pool per CA bundle
-//! and endpoint, as kube-apiserver keeps one client per webhook client configuration.
+//! and endpoint, as kube-apiserver keeps one client per webhook client configuration. Each call
+//! carries the admitted request's trace context (W3C `traceparent`).
 
 use std::{sync::Arc, time::Duration};
 
+use gpustack_serving::trace_context;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 
@@ -135,11 +137,13 @@ impl Clients {
 
 /// POSTs `body` to the pool's endpoint and reads the whole answer.
 async fn exchange(pool: &Arc<Pool>, path: &str, body: Bytes) -> Result<Bytes, CallError> {
-    let request = hyper::Request::post(path)
+    let mut request = hyper::Request::post(path)
         .header(hyper::header::HOST, pool.endpoint().authority())
         .header(hyper::header::CONTENT_TYPE, "application/json")
         .header(hyper::header::ACCEPT, "application/json")
         .body(Full::new(body))?;
+    // The webhook's spans join the trace of the request it admits.
+    trace_context::inject(&tracing::Span::current(), request.headers_mut());
     let (response, lease) = pool.send(request).await?;
     let status = response.status();
     let bytes = Limited::new(response.into_body(), MAX_RESPONSE)

@@ -288,7 +288,18 @@ enum CallFailure {
 
 /// Calls `hook` (when its `matchConditions` hold): its verdict, `None` when it was skipped or
 /// the call failed and the webhook's failures are ignored, an error when it refused or failed
-/// otherwise.
+/// otherwise. Its span is the parent of the webhook's own (see [`client`]).
+#[tracing::instrument(
+    level = "debug",
+    name = "admission webhook",
+    skip_all,
+    fields(
+        otel.kind = "client",
+        webhook = %hook.name,
+        operation = ?a.operation,
+        resource = %a.resource,
+    )
+)]
 async fn call(
     st: &ApiState,
     ctx: &Ctx,

@@ -1,9 +1,9 @@
 //! API aggregation, as kube-aggregator does it: APIServices with a `spec.service` are served by
 //! their backends. Their groups and versions appear in the cluster's discovery ([`discovery`]),
 //! every request under `/apis/GROUP/VERSION` is forwarded to the backend with the caller's
-//! identity ([`proxy`]) over the cluster's front-proxy certificate ([`front_proxy`]), and a
-//! periodic check keeps each APIService's `Available` condition and its backend's kinds
-//! ([`availability`]).
+//! identity ([`proxy`]) and the caller's trace continued (W3C `traceparent`) over the cluster's
+//! front-proxy certificate ([`front_proxy`]), and a periodic check keeps each APIService's
+//! `Available` condition and its backend's kinds ([`availability`]).
 
 pub mod availability;
 pub mod discovery;
@@ -22,7 +22,9 @@ use axum::{
     http::request::Parts,
     response::{IntoResponse, Response},
 };
+use gpustack_serving::trace_context;
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::{
     auth::UserInfo,
@@ -285,12 +287,28 @@ pub(crate) async fn forward(
         Some(q) => format!("{path}?{q}"),
         None => path.to_owned(),
     };
-    let headers = proxy::forwarded_headers(&parts.headers, user);
+    // The backend's spans join the caller's trace under this one (until the answer's headers).
+    let span = tracing::debug_span!(
+        "aggregation proxy",
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        apiservice = %s.name,
+        http.response.status_code = tracing::field::Empty,
+    );
+    let mut headers = proxy::forwarded_headers(&parts.headers, user);
+    trace_context::inject(&span, &mut headers);
     let timeouts = st.aggregator.timeouts();
-    match proxy::send(&pool, parts.method, &target, headers, body, &timeouts).await {
-        Ok(r) => proxy::respond(r, timeouts.longest, slot),
+    let sent = proxy::send(&pool, parts.method, &target, headers, body, &timeouts)
+        .instrument(span.clone())
+        .await;
+    match sent {
+        Ok(r) => {
+            span.record("http.response.status_code", r.0.status().as_u16());
+            proxy::respond(r, timeouts.longest, slot)
+        }
         Err(e) => {
-            tracing::debug!(apiservice = %s.name, error = %chain(&e), "proxying failed");
+            span.record("otel.status_code", "ERROR");
+            tracing::debug!(parent: &span, apiservice = %s.name, error = %chain(&e), "proxying failed");
             unavailable(s, &format!("error trying to reach service: {}", chain(&e))).into_response()
         }
     }
