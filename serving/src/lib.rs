@@ -8,6 +8,8 @@
 //! - [`listen`]: TCP listeners with a deep accept queue.
 //! - [`serve`]: HTTPS and unix-socket serving with connection caps, setup deadlines, accept
 //!   backoff and a bounded graceful drain.
+//! - [`grpc_metrics`]: gRPC calls counted by method and code, a tower layer on tonic servers.
+//! - [`open_gauge`]: a gauge of answers still streaming (open watches).
 //! - [`connections`]: who holds a listener's connections (per-address shares, setup turns,
 //!   which idle connection gives way); [`in_flight`] tells it when requests are in flight.
 //!
@@ -17,6 +19,8 @@
 pub mod backoff;
 pub mod certs;
 pub mod connections;
+pub mod grpc_metrics;
 pub mod in_flight;
 pub mod listen;
+pub mod open_gauge;
 pub mod serve;

@@ -146,6 +146,7 @@ pub(super) async fn run_writer(
     fanout: broadcast::Sender<StoredEvent>,
     mut queue: mpsc::Receiver<Pending>,
     commits: mpsc::Sender<()>,
+    metrics: super::commit_metrics::CommitMetrics,
 ) {
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
@@ -160,8 +161,10 @@ pub(super) async fn run_writer(
             .into_iter()
             .map(|p| ((p.key, p.change), p.reply))
             .unzip();
+        let (changes, started) = (work.len(), std::time::Instant::now());
         match apply_batch(&mut conn, *last, work).await {
             Ok((new_last, results)) => {
+                metrics.observe(changes, started.elapsed());
                 *last = new_last;
                 // Full means a checkpoint is already due.
                 let _ = commits.try_send(());
