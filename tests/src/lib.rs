@@ -17,6 +17,7 @@ pub mod kubelet_pods;
 pub mod kueue;
 pub mod machines;
 pub mod module_graph;
+pub mod monitoring;
 pub mod postgres;
 pub mod preflight;
 pub mod prometheus;
