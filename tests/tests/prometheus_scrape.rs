@@ -7,7 +7,7 @@
 //! chart's dashboards returns data; and the worker's `/metrics` answers a token without `get` on
 //! it 403, never the series (Prometheus sees that target down).
 //!
-//! Needs `cargo build --bin gpustack-operator -p gpustack-fake-nvml`.
+//! Needs `cargo build --bin gpustack-operator && cargo build -p gpustack-fake-nvml`.
 
 // The model-manager tests' grpcio client (and the directories it needs).
 #[path = "../../agents/model-manager/tests/support/grpcio.rs"]
