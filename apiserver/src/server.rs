@@ -306,6 +306,7 @@ pub async fn prepare(
         None => None,
     };
     let store = Store::open(&opts.data_dir.join("gateway.db")).await?;
+    store.commit_metrics().register(metrics)?;
     let tls = match &opts.cert_dir {
         Some(dir) => tls::load_cert_dir(dir)?,
         None => tls::load_or_create(&opts.data_dir.join("tls"), opts.serving_cert_lifetime)?,

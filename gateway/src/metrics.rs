@@ -89,6 +89,7 @@ pub fn encode(families: &[MetricFamily]) -> Result<Vec<u8>, prometheus::Error> {
 struct UpstreamFamilies {
     phase: IntGaugeVec,
     last_sync: GaugeVec,
+    lag: GaugeVec,
     objects: IntGaugeVec,
     failures: IntCounterVec,
     relists: IntCounterVec,
@@ -109,6 +110,13 @@ impl UpstreamFamilies {
                 Opts::new(
                     "gpustack_gateway_upstream_last_sync_timestamp_seconds",
                     "When each upstream's mirror was last known to match it (Unix time).",
+                ),
+                &[CLUSTER],
+            )?,
+            lag: GaugeVec::new(
+                Opts::new(
+                    "gpustack_gateway_upstream_lag_seconds",
+                    "Seconds since each upstream's mirror was last known to match it, at the scrape (absent until it first did).",
                 ),
                 &[CLUSTER],
             )?,
@@ -143,10 +151,11 @@ impl UpstreamFamilies {
         })
     }
 
-    fn collectors(&self) -> [&dyn Collector; 6] {
+    fn collectors(&self) -> [&dyn Collector; 7] {
         [
             &self.phase,
             &self.last_sync,
+            &self.lag,
             &self.objects,
             &self.failures,
             &self.relists,
@@ -154,7 +163,7 @@ impl UpstreamFamilies {
         ]
     }
 
-    fn fill(&self, board: &StatusBoard) {
+    fn fill(&self, board: &StatusBoard, now: jiff::Timestamp) {
         for (c, s) in board.all() {
             for p in PHASES {
                 self.phase
@@ -165,6 +174,8 @@ impl UpstreamFamilies {
                 self.last_sync
                     .with_label_values(&[c.as_str()])
                     .set(t.as_second() as f64);
+                let lag = now.duration_since(t).as_secs_f64().max(0.0);
+                self.lag.with_label_values(&[c.as_str()]).set(lag);
             }
             for (kind, n) in &s.counts {
                 self.objects
@@ -216,7 +227,7 @@ impl Collector for UpstreamCollector {
         let Ok(families) = UpstreamFamilies::new() else {
             return Vec::new();
         };
-        families.fill(&self.board);
+        families.fill(&self.board, jiff::Timestamp::now());
         families
             .collectors()
             .iter()
@@ -280,6 +291,20 @@ mod tests {
                 "gpustack_gateway_upstream_last_sync_timestamp_seconds{cluster=\"east\"}"
             )
         );
+    }
+
+    #[test]
+    fn the_lag_is_the_time_since_the_last_sync() {
+        let board = StatusBoard::new(std::time::Duration::from_secs(1));
+        let synced = jiff::Timestamp::UNIX_EPOCH;
+        board.add("east", Some(synced), synced, None);
+        board.add("west", None, synced, None);
+        let families = UpstreamFamilies::new().unwrap();
+        families.fill(&board, synced + jiff::SignedDuration::from_secs(90));
+        assert_eq!(families.lag.with_label_values(&["east"]).get(), 90.0);
+        // Never synced: no lag at all, not 0.
+        let text = text(&families.lag.collect());
+        assert!(!text.contains("west"), "{text}");
     }
 
     #[test]

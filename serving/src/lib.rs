@@ -11,6 +11,8 @@
 //!   backoff and a bounded graceful drain.
 //! - [`trace_context`]: a server span per request (HTTP, gRPC) joined to the caller's W3C
 //!   `traceparent`, and the trace context written on outgoing requests.
+//! - [`grpc_metrics`]: gRPC calls counted by method and code, a tower layer on tonic servers.
+//! - [`open_gauge`]: a gauge of answers still streaming (open watches).
 //! - [`connections`]: who holds a listener's connections (per-address shares, setup turns,
 //!   which idle connection gives way); [`in_flight`] tells it when requests are in flight.
 //!
@@ -20,7 +22,9 @@
 pub mod backoff;
 pub mod certs;
 pub mod connections;
+pub mod grpc_metrics;
 pub mod in_flight;
 pub mod listen;
+pub mod open_gauge;
 pub mod serve;
 pub mod trace_context;

@@ -137,6 +137,11 @@ pub struct WorkerArgs {
     /// API server is not configured to authenticate to webhooks.
     #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, value_name = "BOOL")]
     pub allow_anonymous_reviews: bool,
+    /// Who may scrape /metrics: `delegated` asks the cluster (TokenReview, then
+    /// SubjectAccessReview of `get` on the non-resource URL /metrics, as kube-rbac-proxy does);
+    /// `none` serves it to anyone who reaches the port.
+    #[arg(long, default_value = "delegated", value_parser = ["delegated", "none"])]
+    pub metrics_auth: String,
     /// How long token review answers are cached (at least 10s).
     #[arg(long, default_value_t = GoDuration::secs(10), value_name = "DURATION", value_parser = at_least_10s)]
     pub authentication_token_webhook_cache_ttl: GoDuration,

@@ -28,6 +28,7 @@ fn config(args: &WorkerArgs) -> run::Config {
             .unwrap_or_else(|| names::SYSTEM_NAMESPACE.to_owned()),
         disable_auths: args.disable_auths,
         allow_anonymous_reviews: args.allow_anonymous_reviews,
+        metrics_auth_delegated: args.metrics_auth == "delegated",
         ttls: Ttls {
             authenticated: args.authentication_token_webhook_cache_ttl.0,
             allowed: args.authorization_webhook_cache_authorized_ttl.0,

@@ -18,6 +18,7 @@ pub mod kueue;
 pub mod machines;
 pub mod module_graph;
 pub mod otlp;
+pub mod monitoring;
 pub mod postgres;
 pub mod preflight;
 pub mod prometheus;

@@ -1,5 +1,5 @@
 //! A real Prometheus (Debian's `prometheus` package, installed on first use when missing)
-//! started on a loopback port, scraping one HTTPS target every second, queried through its
+//! started on a loopback port, scraping HTTPS targets every second, queried through its
 //! HTTP API; and the same package's `promtool`, which checks a service's exposition text.
 
 use std::{
@@ -25,6 +25,16 @@ fn installed() -> bool {
 impl Prometheus {
     /// Scrapes `https://<target>/metrics` (certificate not verified: the agent's is generated).
     pub fn start(dir: &Path, target: &str) -> Prometheus {
+        Self::start_with(
+            dir,
+            &format!(
+                "  - job_name: device-manager\n    scheme: https\n    tls_config:\n      insecure_skip_verify: true\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+    }
+
+    /// Scrapes what `scrape_configs` (the YAML list under `scrape_configs:`) says, every second.
+    pub fn start_with(dir: &Path, scrape_configs: &str) -> Prometheus {
         if !installed() {
             let status = Command::new("apt-get")
                 .args(["install", "-y", "prometheus"])
@@ -39,7 +49,7 @@ impl Prometheus {
         std::fs::write(
             &config,
             format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: device-manager\n    scheme: https\n    tls_config:\n      insecure_skip_verify: true\n    static_configs:\n      - targets: ['{target}']\n"
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{scrape_configs}"
             ),
         )
         .unwrap();
@@ -58,17 +68,30 @@ impl Prometheus {
         Prometheus { child, port }
     }
 
+    /// The active targets (`job`, `health`, `lastError`, ...), or `None` while Prometheus is
+    /// not answering.
+    pub fn targets(&self) -> Option<Vec<serde_json::Value>> {
+        let body = self.api("targets", &[])?;
+        body["data"]["activeTargets"].as_array().cloned()
+    }
+
     /// The instant-query result vector for `query` (empty until scraped), or `None` while
     /// Prometheus is not answering.
     pub fn query(&self, query: &str) -> Option<Vec<serde_json::Value>> {
-        let out = Command::new("curl")
-            .args(["-s", "--fail", "--max-time", "5", "--get"])
-            .arg(format!("http://127.0.0.1:{}/api/v1/query", self.port))
-            .args(["--data-urlencode", &format!("query={query}")])
-            .output()
-            .ok()?;
-        let body: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let body = self.api("query", &[("query", query)])?;
         body["data"]["result"].as_array().cloned()
+    }
+
+    /// GET `/api/v1/<endpoint>` with `params`, its JSON answer.
+    fn api(&self, endpoint: &str, params: &[(&str, &str)]) -> Option<serde_json::Value> {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-s", "--fail", "--max-time", "5", "--get"])
+            .arg(format!("http://127.0.0.1:{}/api/v1/{endpoint}", self.port));
+        for (k, v) in params {
+            cmd.args(["--data-urlencode", &format!("{k}={v}")]);
+        }
+        let out = cmd.output().ok()?;
+        serde_json::from_slice(&out.stdout).ok()
     }
 }
 

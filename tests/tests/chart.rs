@@ -491,34 +491,40 @@ fn bad_values_are_refused_with_their_path_and_nothing_is_installed() {
     }
 }
 
-#[test]
-fn service_monitors_where_the_cluster_serves_them() {
-    let (dir, gw) = cluster();
-    // Stands in for the Prometheus operator's CRD (its chart cannot be fetched here): the same
-    // group, version and kind, with an open schema.
+/// Serves `kind` of `monitoring.coreos.com/v1`, standing in for the Prometheus operator's CRD
+/// (its chart cannot be fetched here): the same group, version and kind, with an open schema.
+fn serve_monitoring_kind(gw: &GatewayProcess, dir: &Path, kind: &str) {
+    let singular = kind.to_lowercase();
+    let plural = format!("{singular}s");
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+        "metadata": {"name": format!("{plural}.monitoring.coreos.com")},
         "spec": {
             "group": "monitoring.coreos.com", "scope": "Namespaced",
-            "names": {"kind": "ServiceMonitor", "plural": "servicemonitors", "singular": "servicemonitor", "listKind": "ServiceMonitorList"},
+            "names": {"kind": kind, "plural": plural, "singular": singular, "listKind": format!("{kind}List")},
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
         }
     });
-    let path = dir.path().join("crd.json");
+    let path = dir.join(format!("{plural}-crd.json"));
     std::fs::write(&path, crd.to_string()).unwrap();
     gw.kubectl_ok(&["create", "-f", path.to_str().unwrap()]);
     gpustack_tests::wait::wait_until(
-        "the ServiceMonitor kind to be served",
+        &format!("the {kind} kind to be served"),
         gpustack_tests::embedded::DEADLINE,
         || {
-            gw.kubectl(&["get", "servicemonitors", "-A"])
+            gw.kubectl(&["get", &plural, "-A"])
                 .status
                 .success()
                 .then_some(())
         },
     );
+}
+
+#[test]
+fn service_monitors_where_the_cluster_serves_them() {
+    let (dir, gw) = cluster();
+    serve_monitoring_kind(&gw, dir.path(), "ServiceMonitor");
     let helm = Helm::new(&gw.kubeconfig(), NS);
     helm.install(RELEASE, &json!({})).expect("install");
     let monitors = items(&gw, &["servicemonitors", "-n", NS]);
@@ -552,6 +558,64 @@ fn service_monitors_where_the_cluster_serves_them() {
     helm.upgrade(RELEASE, &json!({"monitoring": {"serviceMonitors": false}}))
         .expect("upgrade");
     assert!(items(&gw, &["servicemonitors", "-n", NS]).is_empty());
+}
+
+#[test]
+fn alerts_and_dashboards_when_asked() {
+    let (dir, gw) = cluster();
+    serve_monitoring_kind(&gw, dir.path(), "PrometheusRule");
+    let helm = Helm::new(&gw.kubeconfig(), NS);
+    // auto: the cluster serves PrometheusRules, so the alerts come; dashboards are off by default.
+    helm.install(RELEASE, &json!({})).expect("install");
+    let rules = items(&gw, &["prometheusrules", "-n", NS]);
+    assert_eq!(names(&rules), ["gpustack-operator-alerts"]);
+    // The rule groups are files/alerts.yaml's, which promtool checks and tests as they are.
+    let text = std::fs::read_to_string(chart_dir().join("files/alerts.yaml")).unwrap();
+    let shipped: Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(rules[0]["spec"]["groups"], shipped["groups"]);
+    let dashboards =
+        |gw: &GatewayProcess| items(gw, &["configmaps", "-n", NS, "-l", "grafana_dashboard=1"]);
+    assert!(dashboards(&gw).is_empty(), "dashboards are off by default");
+
+    helm.upgrade(
+        RELEASE,
+        &json!({"monitoring": {"prometheusRules": false, "dashboards": {"enabled": true}}}),
+    )
+    .expect("upgrade");
+    assert!(items(&gw, &["prometheusrules", "-n", NS]).is_empty());
+    let maps = dashboards(&gw);
+    let mut files: Vec<String> = std::fs::read_dir(chart_dir().join("files/dashboards"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "cluster-accelerators.json",
+            "control-plane.json",
+            "fleet-overview.json"
+        ]
+    );
+    assert_eq!(maps.len(), files.len(), "{:?}", names(&maps));
+    for f in &files {
+        let name = format!(
+            "gpustack-operator-dashboard-{}",
+            f.trim_end_matches(".json")
+        );
+        let map = named(&maps, &name);
+        let shipped: Value = serde_json::from_str(
+            &std::fs::read_to_string(chart_dir().join("files/dashboards").join(f)).unwrap(),
+        )
+        .unwrap();
+        let data: Value = serde_json::from_str(map["data"][f.as_str()].as_str().unwrap())
+            .unwrap_or_else(|e| panic!("{name}'s {f} is not JSON: {e}"));
+        assert_eq!(data, shipped, "{name}");
+        assert!(
+            !data["panels"].as_array().unwrap().is_empty(),
+            "{f} has no panels"
+        );
+    }
 }
 
 /// The chart's values.yaml, parsed.

@@ -45,6 +45,8 @@ pub struct Config {
     /// Answer webhook reviews from unauthenticated callers (API servers that present no
     /// credentials to their webhooks).
     pub allow_anonymous_reviews: bool,
+    /// `/metrics` authorized by the cluster (`--metrics-auth=delegated`), else open.
+    pub metrics_auth_delegated: bool,
     pub ttls: Ttls,
     pub audit_log_path: String,
     pub cors_allowed_origins: Vec<String>,
@@ -100,6 +102,8 @@ pub enum WorkerError {
     Gateway(#[from] crate::fleet::gateway::ConnectError),
     #[error("the shipped unit resources table: {0}")]
     Presets(#[from] crate::controllers::unit_presets::PresetError),
+    #[error("registering the metrics: {0}")]
+    Metrics(#[source] prometheus::Error),
 }
 
 /// Whether the cluster is an embedded one (it names itself so in `/version`).
@@ -236,6 +240,7 @@ pub async fn run(
         audit,
         cors: Cors::new(&config.cors_allowed_origins),
         metrics: Metrics::new(plurals),
+        metrics_auth_delegated: config.metrics_auth_delegated,
         defs,
         ready: ready.clone(),
         fleet: fleet.clone(),
@@ -322,6 +327,10 @@ pub async fn run(
             tuning: config.controllers.tuning.clone(),
             counters: Default::default(),
             presets,
+            metrics: crate::controllers::reconcile_metrics::ReconcileMetrics::register(
+                server.metrics.registry(),
+            )
+            .map_err(WorkerError::Metrics)?,
         };
         tokio::spawn(crate::controllers::run(client.clone(), cfg, stop.clone()))
     };

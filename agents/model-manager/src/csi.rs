@@ -364,11 +364,26 @@ impl Node for NodeService {
     }
 }
 
+/// The Identity and Node services' methods, the only values of the gRPC series' `method` label.
+pub const METHODS: [&str; 10] = [
+    "/csi.v1.Identity/GetPluginInfo",
+    "/csi.v1.Identity/GetPluginCapabilities",
+    "/csi.v1.Identity/Probe",
+    "/csi.v1.Node/NodeStageVolume",
+    "/csi.v1.Node/NodeUnstageVolume",
+    "/csi.v1.Node/NodePublishVolume",
+    "/csi.v1.Node/NodeUnpublishVolume",
+    "/csi.v1.Node/NodeGetVolumeStats",
+    "/csi.v1.Node/NodeGetCapabilities",
+    "/csi.v1.Node/NodeGetInfo",
+];
+
 /// Serves Identity and Node on the unix socket at `path` (replacing a stale socket file) until
-/// `shutdown` resolves.
+/// `shutdown` resolves, each call counted in `grpc`.
 pub async fn serve(
     plugin: Arc<NodePlugin>,
     path: &Path,
+    grpc: gpustack_serving::grpc_metrics::GrpcMetrics,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), std::io::Error> {
     if let Some(dir) = path.parent() {
@@ -382,6 +397,7 @@ pub async fn serve(
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
     tonic::transport::Server::builder()
         .layer(gpustack_serving::trace_context::ServerSpans::grpc())
+        .layer(grpc)
         .add_service(
             gpustack_proto::csi::v1::identity_server::IdentityServer::new(IdentityService(
                 Arc::clone(&plugin),

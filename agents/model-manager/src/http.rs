@@ -44,6 +44,8 @@ pub struct Metrics {
     publish_duration: Histogram,
     stored_bytes: IntGauge,
     capacity_bytes: IntGauge,
+    used_bytes: IntGauge,
+    high_watermark_bytes: IntGauge,
     gc_removed: IntCounter,
     seen: Mutexed,
 }
@@ -88,6 +90,14 @@ impl Metrics {
         let stored_bytes = IntGauge::with_opts(name("stored_bytes", "Bytes of published trees."))?;
         let capacity_bytes =
             IntGauge::with_opts(name("capacity_bytes", "Size of the cache filesystem."))?;
+        let used_bytes = IntGauge::with_opts(name(
+            "used_bytes",
+            "Bytes in use on the cache filesystem (what the watermarks are measured against).",
+        ))?;
+        let high_watermark_bytes = IntGauge::with_opts(name(
+            "high_watermark_bytes",
+            "The high watermark in bytes: past it, downloads wait for collection.",
+        ))?;
         let gc_removed = IntCounter::with_opts(name(
             "gc_removed_bytes_total",
             "Bytes removed by collection.",
@@ -98,6 +108,8 @@ impl Metrics {
         registry.register(Box::new(publish_duration.clone()))?;
         registry.register(Box::new(stored_bytes.clone()))?;
         registry.register(Box::new(capacity_bytes.clone()))?;
+        registry.register(Box::new(used_bytes.clone()))?;
+        registry.register(Box::new(high_watermark_bytes.clone()))?;
         registry.register(Box::new(gc_removed.clone()))?;
         for r in MOUNT_RESULTS {
             mounts.with_label_values(&[r]);
@@ -112,6 +124,8 @@ impl Metrics {
             publish_duration,
             stored_bytes,
             capacity_bytes,
+            used_bytes,
+            high_watermark_bytes,
             gc_removed,
             seen: Mutexed::default(),
         })
@@ -146,6 +160,10 @@ impl Metrics {
         }
         if let Ok(usage) = materializer.usage() {
             self.capacity_bytes.set(usage.total_bytes as i64);
+            self.used_bytes.set(usage.used_bytes as i64);
+            let high = u128::from(materializer.config().watermarks.high_percent);
+            self.high_watermark_bytes
+                .set((u128::from(usage.total_bytes) * high / 100) as i64);
         }
     }
 }

@@ -225,7 +225,14 @@ pub async fn run(
             addr: options.bind,
             source,
         })?;
-    let metrics = Arc::new(crate::http::Metrics::new(prometheus::Registry::new())?);
+    let registry = prometheus::Registry::new();
+    let grpc = gpustack_serving::grpc_metrics::GrpcMetrics::register(
+        &registry,
+        "gpustack_model_manager",
+        &csi::METHODS,
+    )
+    .map_err(crate::http::HttpError::from)?;
+    let metrics = Arc::new(crate::http::Metrics::new(registry)?);
     materializer.set_outcome_sink(Arc::clone(&metrics) as _);
     let router = crate::http::router(crate::http::HttpState {
         metrics,
@@ -252,7 +259,7 @@ pub async fn run(
     ));
     let socket = options.csi_socket.clone();
     tracing::info!(socket = %socket.display(), "serving CSI");
-    let result = csi::serve(plugin, &socket, shutdown).await;
+    let result = csi::serve(plugin, &socket, grpc, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = reporter.await;
     let _ = https.await;

@@ -153,10 +153,17 @@ async fn kubelet_client_publishes_and_unpublishes() {
         Arc::new(FixedArtifacts(known)),
     );
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let registry = prometheus::Registry::new();
+    let grpc = gpustack_serving::grpc_metrics::GrpcMetrics::register(
+        &registry,
+        "gpustack_model_manager",
+        &gpustack_model_manager::csi::METHODS,
+    )
+    .unwrap();
     let server = tokio::spawn({
         let socket = socket.clone();
         async move {
-            gpustack_model_manager::csi::serve(plugin, &socket, async {
+            gpustack_model_manager::csi::serve(plugin, &socket, grpc, async {
                 let _ = stop_rx.await;
             })
             .await
@@ -228,6 +235,26 @@ async fn kubelet_client_publishes_and_unpublishes() {
         call("Node.NodePublishVolume", bad).await.code,
         "INVALID_ARGUMENT"
     );
+
+    // Every call above was counted by method and the code the client saw.
+    let text = {
+        let mut out = Vec::new();
+        prometheus::Encoder::encode(
+            &prometheus::TextEncoder::new(),
+            &registry.gather(),
+            &mut out,
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    for line in [
+        r#"gpustack_model_manager_grpc_calls_total{code="OK",method="/csi.v1.Identity/Probe"} 1"#,
+        r#"gpustack_model_manager_grpc_calls_total{code="Unimplemented",method="/csi.v1.Node/NodeStageVolume"} 1"#,
+        r#"gpustack_model_manager_grpc_calls_total{code="PermissionDenied",method="/csi.v1.Node/NodePublishVolume"} 1"#,
+        r#"gpustack_model_manager_grpc_calls_total{code="InvalidArgument",method="/csi.v1.Node/NodePublishVolume"} 1"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+    }
 
     if let Err(reason) = can_mount(work.path()) {
         eprintln!("skipping the mount half of this test: {reason}");

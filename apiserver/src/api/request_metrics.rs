@@ -1,7 +1,7 @@
 //! Requests answered, counted around everything a listener serves (the clusters and what the
 //! hub adds): by method and status code, and by verb, resource and code with their durations,
-//! as kube-apiserver's `apiserver_request_total` and `apiserver_request_duration_seconds`; and
-//! the refusal of methods HTTP does not define, before any of it is reached.
+//! as kube-apiserver's `apiserver_request_total` and `apiserver_request_duration_seconds`; the
+//! watches open by resource (as `apiserver_longrunning_requests`); and the refusal of methods HTTP does not define, before any of it is reached.
 //!
 //! Every label value comes from a bounded set: the methods HTTP defines (else `other`), the
 //! verbs, the resources the addressed cluster serves (else `other`), and status codes.
@@ -14,7 +14,7 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 use super::{
     auth::resource_verb,
@@ -54,6 +54,7 @@ pub struct RequestMetrics {
     by_method: IntCounterVec,
     by_resource: IntCounterVec,
     duration: HistogramVec,
+    watches: IntGaugeVec,
 }
 
 impl RequestMetrics {
@@ -80,6 +81,11 @@ impl RequestMetrics {
             .buckets(DURATION_BUCKETS.to_vec()),
             &["verb", "resource"],
         )?;
+        let watches = IntGaugeVec::new(
+            Opts::new("gpustack_gateway_api_watches", "Watches open, by resource."),
+            &["resource"],
+        )?;
+        registry.register(Box::new(watches.clone()))?;
         registry.register(Box::new(by_method.clone()))?;
         registry.register(Box::new(by_resource.clone()))?;
         registry.register(Box::new(duration.clone()))?;
@@ -87,6 +93,7 @@ impl RequestMetrics {
             by_method,
             by_resource,
             duration,
+            watches,
         })
     }
 
@@ -199,6 +206,10 @@ pub async fn count_and_refuse_unknown_methods(
         response.extensions().get::<ServedResource>(),
     );
     metrics.observe(&labels, response.status(), started.elapsed().as_secs_f64());
+    if labels.verb == "watch" && response.status().is_success() {
+        let gauge = metrics.watches.with_label_values(&[&labels.resource]);
+        return response.map(|body| gpustack_serving::open_gauge::counted_while_open(body, gauge));
+    }
     response
 }
 
@@ -288,7 +299,8 @@ mod tests {
                 "gpustack_gateway_api_request_duration_seconds",
                 "gpustack_gateway_api_requests_total",
                 "gpustack_gateway_http_requests_total",
-            ]
+            ],
+            "the watches gauge has no series until a watch opens"
         );
         let h = m.duration.with_label_values(&["list", "pods"]);
         assert_eq!(h.get_sample_count(), 1);

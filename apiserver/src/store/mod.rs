@@ -11,6 +11,7 @@ mod body;
 mod checkpointer;
 mod clusters;
 mod collection_queue;
+pub mod commit_metrics;
 pub mod compaction;
 mod credentials;
 mod expiry;
@@ -88,6 +89,8 @@ struct Inner {
     watch_epoch: watch::Sender<u64>,
     /// The clusters the fleet view is made of (see [`fleet`]), as stored in `fleet_members`.
     fleet_members: std::sync::RwLock<std::collections::BTreeSet<String>>,
+    /// The writer's batches, measured.
+    commits: commit_metrics::CommitMetrics,
 }
 
 /// Creates `path` readable by its owner only, or narrows an existing one to that: the store
@@ -170,6 +173,7 @@ impl Store {
                 source,
             })?;
         let (commits, committed) = mpsc::channel(1);
+        let commit_metrics = commit_metrics::CommitMetrics::new();
         tokio::spawn(checkpointer::run(pool.clone(), writer.clone(), committed));
         tokio::spawn(write::run_writer(
             writer_conn,
@@ -177,6 +181,7 @@ impl Store {
             fanout.clone(),
             pending,
             commits,
+            commit_metrics.clone(),
         ));
         Ok(Store {
             inner: Arc::new(Inner {
@@ -186,8 +191,14 @@ impl Store {
                 fanout,
                 watch_epoch,
                 fleet_members: std::sync::RwLock::new(members.into_iter().collect()),
+                commits: commit_metrics,
             }),
         })
+    }
+
+    /// The writer's commit series, for the server to register.
+    pub fn commit_metrics(&self) -> &commit_metrics::CommitMetrics {
+        &self.inner.commits
     }
 
     /// Receives every event committed from now on, in resourceVersion order.

@@ -147,6 +147,7 @@ pub(super) async fn run_writer(
     fanout: broadcast::Sender<StoredEvent>,
     mut queue: mpsc::Receiver<Pending>,
     commits: mpsc::Sender<()>,
+    metrics: super::commit_metrics::CommitMetrics,
 ) {
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
@@ -162,9 +163,11 @@ pub(super) async fn run_writer(
             .map(|p| ((p.key, p.change), p.reply))
             .unzip();
         // A root span per batch: it commits the changes of many requests at once.
-        let span = tracing::debug_span!(parent: None, "store commit", batch.size = work.len());
+        let (changes, started) = (work.len(), std::time::Instant::now());
+        let span = tracing::debug_span!(parent: None, "store commit", batch.size = changes);
         match apply_batch(&mut conn, *last, work).instrument(span).await {
             Ok((new_last, results)) => {
+                metrics.observe(changes, started.elapsed());
                 *last = new_last;
                 // Full means a checkpoint is already due.
                 let _ = commits.try_send(());

@@ -129,7 +129,17 @@ schema = {
                     "networkPolicy": obj({"enabled": BOOL, "scrapers": SCRAPERS}),
                 }
             ),
-            "monitoring": obj({"serviceMonitors": {"enum": ["auto", True, False, "true", "false"]}, "interval": DURATION}),
+            "monitoring": obj({
+                "serviceMonitors": {"enum": ["auto", True, False, "true", "false"]},
+                "interval": DURATION,
+                "prometheusRules": {"enum": ["auto", True, False, "true", "false"]},
+                "dashboards": obj({
+                    "enabled": BOOL,
+                    # A label key and value (Kubernetes' syntax) Grafana's sidecar selects on.
+                    "label": {"type": "string", "pattern": "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"},
+                    "labelValue": {"type": "string", "pattern": "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", "maxLength": 63},
+                }),
+            }),
             # The upstream charts' values are theirs to check; only `enabled` is ours.
             **{
                 dep: obj({"enabled": BOOL}, closed=False)

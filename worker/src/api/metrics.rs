@@ -1,13 +1,15 @@
-//! `/metrics`: requests served by verb, resource and code, and how long they took.
+//! `/metrics`: requests served by verb, resource and code, how long they took, and the watches
+//! open.
 
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::{
     http::{StatusCode, header},
     response::{IntoResponse, Response},
 };
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use crate::auth::identity::Attributes;
@@ -18,6 +20,7 @@ pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
     latency: HistogramVec,
+    watches: IntGaugeVec,
 }
 
 impl Metrics {
@@ -42,6 +45,17 @@ impl Metrics {
             &["verb", "resource"],
         )
         .expect("valid metric");
+        let watches = IntGaugeVec::new(
+            Opts::new(
+                "gpustack_worker_api_watches",
+                "Watches open on the worker's API, by resource.",
+            ),
+            &["resource"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(watches.clone()))
+            .expect("registered once");
         registry
             .register(Box::new(requests.clone()))
             .expect("registered once");
@@ -53,6 +67,7 @@ impl Metrics {
             registry,
             requests,
             latency,
+            watches,
         }
     }
 
@@ -61,15 +76,26 @@ impl Metrics {
         &self.registry
     }
 
-    pub fn observe(&self, attrs: &Attributes, code: u16, took: Duration) {
-        // Label values come from a fixed vocabulary: a non-resource path is not a label (it is
-        // whatever the client sent).
+    /// The `verb` and `resource` labels of a request. Label values come from a fixed
+    /// vocabulary: a non-resource path is not a label (it is whatever the client sent).
+    fn labels<'a>(&self, attrs: &'a Attributes) -> (&'a str, &'a str) {
         let (verb, resource) = match attrs {
             Attributes::Resource { verb, resource, .. } => (verb.as_str(), resource.as_str()),
             Attributes::NonResource { .. } => ("other", ""),
         };
         let known = self.known.iter().any(|k| k == resource);
-        let resource = if known { resource } else { "other" };
+        (verb, if known { resource } else { "other" })
+    }
+
+    /// A watch's answer, counted among the open ones until its body is dropped.
+    pub fn watching(&self, attrs: &Attributes, body: Body) -> Body {
+        let (_, resource) = self.labels(attrs);
+        let gauge = self.watches.with_label_values(&[resource]);
+        gpustack_serving::open_gauge::counted_while_open(body, gauge)
+    }
+
+    pub fn observe(&self, attrs: &Attributes, code: u16, took: Duration) {
+        let (verb, resource) = self.labels(attrs);
         self.requests
             .with_label_values(&[verb, resource, &code.to_string()])
             .inc();

@@ -55,6 +55,8 @@ pub struct ApiServer {
     pub audit: Option<Audit>,
     pub cors: cors::Cors,
     pub metrics: metrics::Metrics,
+    /// `/metrics` asks the cluster who may read it (else anyone may).
+    pub metrics_auth_delegated: bool,
     /// Turns true once the install pass has succeeded once.
     pub ready: Arc<AtomicBool>,
     /// `fleet.gpustack.ai/v1`, when a gateway is configured.
@@ -149,7 +151,7 @@ async fn handle(State(server): State<Arc<ApiServer>>, req: Request) -> Response 
     match path.as_str() {
         "/livez" | "/healthz" => return (StatusCode::OK, "ok").into_response(),
         "/readyz" => return readyz(&server, query.as_deref()),
-        "/metrics" => return server.metrics.render(),
+        "/metrics" => return scrape(&server, &parts).await,
         _ => {}
     }
     let route = parse(&path);
@@ -182,6 +184,9 @@ async fn handle(State(server): State<Arc<ApiServer>>, req: Request) -> Response 
         Err((u, e)) => (u, e.into_response()),
     };
     server.cors.decorate(origin.as_ref(), &mut response);
+    if watch && response.status().is_success() {
+        response = response.map(|body| server.metrics.watching(&attrs, body));
+    }
     let code = response.status().as_u16();
     server.metrics.observe(&attrs, code, started.elapsed());
     if let Some(audit) = &server.audit {
@@ -206,6 +211,18 @@ async fn handle(State(server): State<Arc<ApiServer>>, req: Request) -> Response 
         });
     }
     response
+}
+
+/// `/metrics`, to a caller the cluster allows `get` on it (unless `--metrics-auth=none`): a
+/// token without that access gets 403, never the series.
+async fn scrape(server: &ApiServer, parts: &axum::http::request::Parts) -> Response {
+    if server.metrics_auth_delegated {
+        let peer = parts.extensions.get::<PeerCertificates>();
+        if let Err(denied) = server.auth.check_metrics(peer, &parts.headers).await {
+            return denied.error.into_response();
+        }
+    }
+    server.metrics.render()
 }
 
 /// The group a discovery, OpenAPI or resource path is about.

@@ -64,6 +64,43 @@ impl Auth {
         if identity::always_allowed(path) {
             return Ok(User::default());
         }
+        self.check_delegated(reviews, trust, peer, headers, method, path, watch)
+            .await
+    }
+
+    /// Whether the caller may scrape `/metrics`: authenticated, then allowed `get` on the
+    /// non-resource URL (always, with `--disable-auths`). Both answers are cached for their TTLs.
+    pub async fn check_metrics(
+        &self,
+        peer: Option<&PeerCertificates>,
+        headers: &HeaderMap,
+    ) -> Result<User, Denied> {
+        let Auth::Delegated { reviews, trust } = self else {
+            return Ok(anonymous_admin());
+        };
+        self.check_delegated(
+            reviews,
+            trust,
+            peer,
+            headers,
+            &Method::GET,
+            "/metrics",
+            false,
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn check_delegated(
+        &self,
+        reviews: &Delegated,
+        trust: &RwLock<Option<Trust>>,
+        peer: Option<&PeerCertificates>,
+        headers: &HeaderMap,
+        method: &Method,
+        path: &str,
+        watch: bool,
+    ) -> Result<User, Denied> {
         let user = self.authenticate(reviews, trust, peer, headers).await?;
         // Impersonation is the cluster API server's to check and apply (the aggregator sends
         // the identity it settled on); asked of this server directly it is refused, never

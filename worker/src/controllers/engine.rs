@@ -7,7 +7,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     sync::Arc,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use futures::StreamExt;
@@ -41,6 +41,7 @@ use super::{
     node_devices, node_facts, node_labels,
     ownership::{MANAGER, owned_keys},
     queues::{self, JOINT_CHECK, JOINT_CONTROLLER, NODE_DEVICES_CHECK, NODE_DEVICES_CONTROLLER},
+    reconcile_metrics::{Loop, ReconcileMetrics},
     unit_presets::UnitPresets,
 };
 
@@ -525,7 +526,7 @@ async fn reconcile_chain(
     system_namespace: &str,
     settings: &ChainSettings,
     presets: &UnitPresets,
-) -> usize {
+) -> (usize, usize) {
     let sources = stores.sources();
     let nodes: Vec<node_facts::NodeFacts> = stores
         .nodes
@@ -569,26 +570,33 @@ async fn reconcile_chain(
         presets,
         now: &now,
     });
-    let mut done = 0;
+    let (mut done, mut failed) = (0, 0);
     for w in &writes {
         match execute(client, w).await {
             Ok(()) => {
                 tracing::debug!("{}", w.describe());
                 done += 1;
             }
-            Err(e) => tracing::warn!("{}: {e}", w.describe()),
+            Err(e) => {
+                failed += 1;
+                tracing::warn!("{}: {e}", w.describe())
+            }
         }
     }
-    done
+    (done, failed)
 }
 
 /// Answers the node-devices and the joint checks on every Workload that holds quota and awaits
 /// them.
 #[tracing::instrument(level = "debug", name = "reconcile", parent = None, skip_all, fields(controller = "workloads"))]
-async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &Resolve) -> usize {
+async fn reconcile_workloads(
+    client: &kube::Client,
+    stores: &Stores,
+    resolve: &Resolve,
+) -> (usize, usize) {
     // Copied once, and only when a Workload awaits a verdict: every Devices change wakes this.
     let mut devices = None;
-    let mut writes = 0;
+    let (mut writes, mut failed) = (0, 0);
     for wl in stores.workloads.state() {
         if !wl.quota_reserved() || wl.evicted() {
             continue;
@@ -635,15 +643,18 @@ async fn reconcile_workloads(client: &kube::Client, stores: &Stores, resolve: &R
                 .await
             {
                 Ok(_) => writes += 1,
-                Err(e) => tracing::warn!(
-                    "workload {}/{}: {e}",
-                    wl.namespace().unwrap_or_default(),
-                    wl.name_any()
-                ),
+                Err(e) => {
+                    failed += 1;
+                    tracing::warn!(
+                        "workload {}/{}: {e}",
+                        wl.namespace().unwrap_or_default(),
+                        wl.name_any()
+                    )
+                }
             }
         }
     }
-    writes
+    (writes, failed)
 }
 
 /// Everything the loops need that does not change while leading.
@@ -656,6 +667,7 @@ pub struct Context {
     pub tuning: Tuning,
     pub counters: Arc<Counters>,
     pub presets: Arc<UnitPresets>,
+    pub metrics: ReconcileMetrics,
 }
 
 /// Runs the controllers until the task is dropped (leadership lost) .
@@ -764,6 +776,8 @@ pub async fn run(ctx: Context) {
         // Gather what changed until the cluster is quiet for a moment (or the delay is used up).
         let deadline = first_change.map(|f| f + ctx.tuning.max_delay);
         let pending = !dirty_nodes.is_empty() || chain_due || workloads_due;
+        ctx.metrics
+            .set_depth(dirty_nodes.len(), chain_due, workloads_due);
         let quiet = tokio::time::sleep(if pending { ctx.tuning.quiet } else { IDLE });
         tokio::select! {
             Some(d) = rx.recv() => {
@@ -805,7 +819,9 @@ pub async fn run(ctx: Context) {
             .map(|name| {
                 let (stores, settings) = (&stores, &settings);
                 let (resolve, system_namespace) = (ctx.resolve.as_ref(), &ctx.system_namespace);
+                let metrics = &ctx.metrics;
                 async move {
+                    let started = Instant::now();
                     let done = reconcile_node(
                         client,
                         stores,
@@ -815,6 +831,7 @@ pub async fn run(ctx: Context) {
                         (nfd, system_namespace),
                     )
                     .await;
+                    metrics.observe(Loop::Node, done.is_ok(), started.elapsed());
                     (name, done)
                 }
             })
@@ -830,7 +847,8 @@ pub async fn run(ctx: Context) {
             ctx.counters
                 .plans
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            writes += reconcile_chain(
+            let started = Instant::now();
+            let (done, failed) = reconcile_chain(
                 client,
                 &stores,
                 &ctx.system_namespace,
@@ -838,9 +856,16 @@ pub async fn run(ctx: Context) {
                 &ctx.presets,
             )
             .await;
+            ctx.metrics
+                .observe(Loop::Chain, failed == 0, started.elapsed());
+            writes += done;
         }
         if std::mem::take(&mut workloads_due) {
-            writes += reconcile_workloads(client, &stores, ctx.resolve.as_ref()).await;
+            let started = Instant::now();
+            let (done, failed) = reconcile_workloads(client, &stores, ctx.resolve.as_ref()).await;
+            ctx.metrics
+                .observe(Loop::Workloads, failed == 0, started.elapsed());
+            writes += done;
         }
         ctx.counters
             .writes

@@ -33,6 +33,7 @@ pub mod node_labels;
 pub mod ownership;
 pub mod plan_check;
 pub mod queues;
+pub mod reconcile_metrics;
 pub mod topology;
 pub mod unit_presets;
 
@@ -58,6 +59,8 @@ pub struct Config {
     pub counters: Arc<engine::Counters>,
     /// The shipped unit resources table, parsed once at startup.
     pub presets: Arc<unit_presets::UnitPresets>,
+    /// The reconcile, work queue and leader series.
+    pub metrics: reconcile_metrics::ReconcileMetrics,
 }
 
 /// Follows the Settings Secret into `tx` until `stop`.
@@ -113,6 +116,7 @@ pub async fn run(client: kube::Client, config: Config, mut stop: watch::Receiver
             _ = stop.wait_for(|s| *s) => break,
             r = leading.wait_for(|l| *l) => if r.is_err() { break },
         }
+        config.metrics.set_leader(true);
         let ctx = engine::Context {
             client: client.clone(),
             system_namespace: config.system_namespace.clone(),
@@ -122,6 +126,7 @@ pub async fn run(client: kube::Client, config: Config, mut stop: watch::Receiver
             tuning: config.tuning.clone(),
             counters: config.counters.clone(),
             presets: config.presets.clone(),
+            metrics: config.metrics.clone(),
         };
         let task = tokio::spawn(engine::run(ctx));
         tokio::select! {
@@ -131,6 +136,7 @@ pub async fn run(client: kube::Client, config: Config, mut stop: watch::Receiver
                 task.abort();
             }
         }
+        config.metrics.set_leader(false);
     }
     // On a clean stop the elector hands the Lease over: returning before it has would let the
     // process exit first, and the next leader wait the lease out.

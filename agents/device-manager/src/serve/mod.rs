@@ -127,6 +127,7 @@ pub async fn run(
         }
     }
     let metrics = Arc::new(metrics::Metrics::register(&registry)?);
+    let plugin_metrics = plugins::PluginMetrics::register(&registry)?;
     let tls = http::tls_config(config.cert_dir.as_deref())?;
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -227,6 +228,7 @@ pub async fn run(
         shared,
         kube_socket: config.kube_socket.clone(),
         plan,
+        metrics: plugin_metrics,
     };
     tasks.push(tokio::spawn(supervisor.run(spec_rx, stop_rx)));
 

@@ -15,6 +15,8 @@ use gpustack_api::{
 };
 use gpustack_proto::deviceplugin::v1beta1::device_plugin_server::DevicePluginServer;
 use gpustack_serving::trace_context::ServerSpans;
+use gpustack_serving::grpc_metrics::GrpcMetrics;
+use prometheus::{IntGaugeVec, Opts, Registry};
 use tokio::{
     net::UnixListener,
     sync::{oneshot, watch},
@@ -74,15 +76,55 @@ struct Running {
     task: JoinHandle<()>,
 }
 
-fn start(plugin: Plugin, socket: PathBuf) -> std::io::Result<Running> {
+/// The device plugin's series: which resources the kubelet has accepted, and the calls served.
+#[derive(Clone)]
+pub struct PluginMetrics {
+    registered: IntGaugeVec,
+    grpc: GrpcMetrics,
+}
+
+/// The DevicePlugin service's methods, the only values of the gRPC series' `method` label.
+const METHODS: [&str; 5] = [
+    "/v1beta1.DevicePlugin/GetDevicePluginOptions",
+    "/v1beta1.DevicePlugin/ListAndWatch",
+    "/v1beta1.DevicePlugin/GetPreferredAllocation",
+    "/v1beta1.DevicePlugin/Allocate",
+    "/v1beta1.DevicePlugin/PreStartContainer",
+];
+
+impl PluginMetrics {
+    /// Registers the device plugin's series (registration state, gRPC calls) in `registry`.
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let registered = IntGaugeVec::new(
+            Opts::new(
+                "gpustack_device_manager_plugin_registered",
+                "1 while the kubelet holds the plugin of a resource registered, 0 while it does not (never registered, refused, or the kubelet restarted).",
+            ),
+            &["resource"],
+        )?;
+        registry.register(Box::new(registered.clone()))?;
+        let grpc = GrpcMetrics::register(registry, "gpustack_device_manager", &METHODS)?;
+        Ok(PluginMetrics { registered, grpc })
+    }
+
+    fn set_registered(&self, resource: &str, yes: bool) {
+        self.registered
+            .with_label_values(&[resource])
+            .set(i64::from(yes));
+    }
+}
+
+fn start(plugin: Plugin, socket: PathBuf, metrics: &PluginMetrics) -> std::io::Result<Running> {
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)?;
     let (tx, rx) = oneshot::channel::<()>();
     let service = DevicePluginServer::new(plugin.clone());
     let name = socket.display().to_string();
+    let grpc = metrics.grpc.clone();
     let task = tokio::spawn(async move {
         let served = tonic::transport::Server::builder()
             .layer(ServerSpans::grpc())
+            .layer(grpc)
             .add_service(service)
             .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
                 let _ = rx.await;
@@ -131,6 +173,7 @@ pub(crate) struct Supervisor {
     pub shared: Arc<Shared>,
     pub kube_socket: PathBuf,
     pub plan: Vec<Planned>,
+    pub metrics: PluginMetrics,
 }
 
 impl Supervisor {
@@ -180,7 +223,8 @@ impl Supervisor {
                         partition_kind: partition_kind.clone(),
                     };
                     let socket = self.dir().join(plugin.socket_name());
-                    match start(plugin, socket.clone()) {
+                    self.metrics.set_registered(&plugin.resource_name(), false);
+                    match start(plugin, socket.clone(), &self.metrics) {
                         Ok(r) => running.push(r),
                         Err(e) => {
                             tracing::error!(socket = %socket.display(), "serving the device plugin: {e}")
@@ -191,6 +235,13 @@ impl Supervisor {
                 pending = true;
             }
             let kubelet = register::socket_identity(&self.kube_socket);
+            if kubelet.is_none() {
+                // No kubelet: nothing is registered.
+                for r in &running {
+                    self.metrics
+                        .set_registered(&r.plugin.resource_name(), false);
+                }
+            }
             if kubelet.is_none() || running.is_empty() || (kubelet == registered_with && !pending) {
                 continue;
             }
@@ -217,8 +268,13 @@ impl Supervisor {
                     .map(|r| (r.plugin.clone(), r.socket.clone()))
                     .collect();
                 futures::future::join_all(gone.into_iter().map(halt)).await;
+                for r in &again {
+                    self.metrics
+                        .set_registered(&r.plugin.resource_name(), false);
+                }
                 for (plugin, socket) in restart {
-                    match start(plugin, socket.clone()) {
+                    self.metrics.set_registered(&plugin.resource_name(), false);
+                    match start(plugin, socket.clone(), &self.metrics) {
                         Ok(r) => again.push(r),
                         Err(e) => {
                             tracing::error!(socket = %socket.display(), "serving the device plugin again: {e}")
@@ -231,13 +287,13 @@ impl Supervisor {
             let mut all = true;
             for r in &running {
                 let endpoint = r.plugin.socket_name();
-                if let Err(e) =
-                    register::register(&self.kube_socket, &endpoint, &r.plugin.resource_name())
-                        .await
-                {
-                    tracing::warn!(resource = %r.plugin.resource_name(), "registering with the kubelet: {e}");
+                let resource = r.plugin.resource_name();
+                let done = register::register(&self.kube_socket, &endpoint, &resource).await;
+                if let Err(e) = &done {
+                    tracing::warn!(resource = %resource, "registering with the kubelet: {e}");
                     all = false;
                 }
+                self.metrics.set_registered(&resource, done.is_ok());
             }
             if all {
                 registered_with = kubelet;

@@ -150,7 +150,13 @@ pub fn child_main(args: &[String]) {
             })
             .await;
         };
-        gpustack_model_manager::csi::serve(plugin, &socket(work), stdin_closed)
+        let grpc = gpustack_serving::grpc_metrics::GrpcMetrics::register(
+            &prometheus::Registry::new(),
+            "gpustack_model_manager",
+            &gpustack_model_manager::csi::METHODS,
+        )
+        .expect("registering the gRPC series");
+        gpustack_model_manager::csi::serve(plugin, &socket(work), grpc, stdin_closed)
             .await
             .expect("serving CSI");
     });
