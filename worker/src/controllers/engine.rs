@@ -653,6 +653,7 @@ pub struct Context {
     pub tuning: Tuning,
     pub counters: Arc<Counters>,
     pub presets: Arc<UnitPresets>,
+    pub instances: Arc<super::instance_cache::InstanceCache>,
 }
 
 /// Runs the controllers until the task is dropped (leadership lost) .
@@ -714,6 +715,7 @@ pub async fn run(ctx: Context) {
         client.clone(),
         ctx.instance_settings.clone(),
         ctx.resolve.clone(),
+        ctx.instances.clone(),
     )));
     let _abort = AbortOnDrop(tasks);
     let stores = Stores {

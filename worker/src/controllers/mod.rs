@@ -15,6 +15,7 @@ pub mod chain_settings;
 pub mod conditions;
 pub mod engine;
 pub mod flavors;
+pub mod instance_cache;
 pub mod instance_pod;
 pub mod instance_settings;
 pub mod instance_status;
@@ -58,6 +59,8 @@ pub struct Config {
     pub counters: Arc<engine::Counters>,
     /// The shipped unit resources table, parsed once at startup.
     pub presets: Arc<unit_presets::UnitPresets>,
+    /// Instances and their Pods, cached once for the controller and the API.
+    pub instances: Arc<instance_cache::InstanceCache>,
 }
 
 /// Follows the Settings Secret into `tx` until `stop`.
@@ -122,6 +125,7 @@ pub async fn run(client: kube::Client, config: Config, mut stop: watch::Receiver
             tuning: config.tuning.clone(),
             counters: config.counters.clone(),
             presets: config.presets.clone(),
+            instances: config.instances.clone(),
         };
         let task = tokio::spawn(engine::run(ctx));
         tokio::select! {
