@@ -294,14 +294,12 @@ async fn pass(
     state: &Mutex<State>,
     refuse: &AtomicUsize,
 ) -> Result<(), kube::Error> {
-    let all = Api::<Pod>::all(c.clone())
-        .list(&ListParams::default())
-        .await?;
-    let mine: Vec<Pod> = all
-        .items
-        .into_iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-        .collect();
+    // Its own node's Pods only, as the kubelet asks: a list of every Pod from every node's
+    // stand-in, ten times a second, was most of what a fleet of them cost the cluster.
+    let mine: Vec<Pod> = Api::<Pod>::all(c.clone())
+        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .await?
+        .items;
     let live: BTreeSet<String> = mine.iter().filter_map(|p| p.uid()).collect();
     {
         // Gone Pods: their containers stop (dropping `Running` kills them).

@@ -84,6 +84,27 @@ fn assigned_node(wl: &Workload) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// What a reservation reads, listed once per pass (a read per Pod was most of a pass with
+/// hundreds queued).
+struct Catalog {
+    local_queues: Vec<LocalQueue>,
+    queues: Vec<ClusterQueue>,
+    flavors: Vec<ResourceFlavor>,
+    nodes: Vec<Node>,
+}
+
+impl Catalog {
+    async fn read(c: &kube::Client) -> Result<Self, kube::Error> {
+        let lp = ListParams::default();
+        Ok(Catalog {
+            local_queues: Api::<LocalQueue>::all(c.clone()).list(&lp).await?.items,
+            queues: Api::<ClusterQueue>::all(c.clone()).list(&lp).await?.items,
+            flavors: Api::<ResourceFlavor>::all(c.clone()).list(&lp).await?.items,
+            nodes: Api::<Node>::all(c.clone()).list(&lp).await?.items,
+        })
+    }
+}
+
 /// One look at every queued Pod.
 async fn pass(c: &kube::Client) -> Result<(), kube::Error> {
     let pods = Api::<Pod>::all(c.clone())
@@ -92,6 +113,7 @@ async fn pass(c: &kube::Client) -> Result<(), kube::Error> {
     // Workloads per node, so that each is placed on the least loaded node (as Kueue's
     // topology-aware scheduling spreads them by free capacity, which this does not count).
     let mut load: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    let mut by_name = std::collections::BTreeMap::new();
     for wl in Api::<Workload>::all(c.clone())
         .list(&ListParams::default())
         .await?
@@ -100,7 +122,9 @@ async fn pass(c: &kube::Client) -> Result<(), kube::Error> {
         if let Some(node) = assigned_node(&wl) {
             *load.entry(node).or_default() += 1;
         }
+        by_name.insert((wl.namespace().unwrap_or_default(), wl.name_any()), wl);
     }
+    let mut catalog = None;
     for pod in pods.items {
         let bound = pod
             .spec
@@ -113,16 +137,20 @@ async fn pass(c: &kube::Client) -> Result<(), kube::Error> {
         let ns = pod.namespace().unwrap_or_default();
         let workloads: Api<Workload> = Api::namespaced(c.clone(), &ns);
         let name = workload_name(&pod);
-        let Some(wl) = workloads.get_opt(&name).await? else {
+        let Some(wl) = by_name.get(&(ns, name.clone())) else {
             create_workload(&workloads, &pod, &name).await?;
             continue;
         };
-        if !condition_true(&wl, "QuotaReserved") {
-            reserve(c, &workloads, &wl, &mut load).await?;
-        } else if !condition_true(&wl, "Admitted") {
-            admit_when_checked(&workloads, &wl).await?;
+        if !condition_true(wl, "QuotaReserved") {
+            if catalog.is_none() {
+                catalog = Some(Catalog::read(c).await?);
+            }
+            let catalog = catalog.as_ref().expect("read above");
+            reserve(catalog, &workloads, wl, &mut load).await?;
+        } else if !condition_true(wl, "Admitted") {
+            admit_when_checked(&workloads, wl).await?;
         } else {
-            bind(c, &pod, &wl).await?;
+            bind(c, &pod, wl).await?;
         }
     }
     Ok(())
@@ -148,22 +176,24 @@ async fn create_workload(api: &Api<Workload>, pod: &Pod, name: &str) -> Result<(
 /// Reserves quota on the queue's first flavor, on the node that flavor selects with the fewest
 /// Workloads (`load`, counted on).
 async fn reserve(
-    c: &kube::Client,
+    catalog: &Catalog,
     api: &Api<Workload>,
     wl: &Workload,
     load: &mut std::collections::BTreeMap<String, usize>,
 ) -> Result<(), kube::Error> {
     let ns = wl.namespace().unwrap_or_default();
     let queue = wl.spec.queue_name.clone().unwrap_or_default();
-    let Some(lq) = Api::<LocalQueue>::namespaced(c.clone(), &ns)
-        .get_opt(&queue)
-        .await?
+    let Some(lq) = catalog
+        .local_queues
+        .iter()
+        .find(|q| q.namespace().as_deref() == Some(ns.as_str()) && q.name_any() == queue)
     else {
         return Ok(());
     };
-    let Some(cq) = Api::<ClusterQueue>::all(c.clone())
-        .get_opt(&lq.spec.cluster_queue)
-        .await?
+    let Some(cq) = catalog
+        .queues
+        .iter()
+        .find(|q| q.name_any() == lq.spec.cluster_queue)
     else {
         return Ok(());
     };
@@ -176,17 +206,11 @@ async fn reserve(
     let Some(flavor) = group.flavors.first() else {
         return Ok(());
     };
-    let Some(rf) = Api::<ResourceFlavor>::all(c.clone())
-        .get_opt(&flavor.name)
-        .await?
-    else {
+    let Some(rf) = catalog.flavors.iter().find(|f| f.name_any() == flavor.name) else {
         return Ok(());
     };
-    let nodes = Api::<Node>::all(c.clone())
-        .list(&ListParams::default())
-        .await?;
-    let Some(node) = nodes
-        .items
+    let Some(node) = catalog
+        .nodes
         .iter()
         .filter(|n| {
             rf.spec

@@ -223,6 +223,9 @@ pub async fn run(
     if let Some(f) = &fleet {
         plurals.extend(f.defs.iter().map(|d| d.plural.clone()));
     }
+    // Instances and their Pods, cached once: the API answers from it, the controller (while
+    // leading) reconciles from it.
+    let instances = crate::controllers::instance_cache::InstanceCache::start(&client);
     let server = Arc::new(ApiServer {
         client: client.clone(),
         views: resources::views(),
@@ -246,6 +249,7 @@ pub async fn run(
         fleet: fleet.clone(),
         applications: applications_health.clone(),
         node_stats: Default::default(),
+        instances: instances.clone(),
     });
     let follower = fleet
         .clone()
@@ -331,6 +335,7 @@ pub async fn run(
                 server.metrics.registry(),
             )
             .map_err(WorkerError::Metrics)?,
+            instances,
         };
         tokio::spawn(crate::controllers::run(client.clone(), cfg, stop.clone()))
     };

@@ -1,6 +1,6 @@
 //! `instances/<name>/events` (instances.md §5): the Events of the Instance's Pod, as one
 //! `InstanceEvents` (the Pod's metadata and the Events whose `involvedObject` is that Pod, by
-//! kind, name and UID). An Instance without a Pod (stopped, say) has none.
+//! kind, name and UID). An Instance without a Pod of its own (stopped, say) has none.
 
 use axum::{http::StatusCode, response::Response};
 use gpustack_kube_rest::{response::json_response, status::ApiError};
@@ -8,7 +8,11 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::{Api, api::ListParams};
 use serde_json::{Value, json};
 
-use super::resources::{SERVED_VERSION, WORKER_GROUP};
+use super::{
+    instance_lookup::{instance_and_pod, unavailable},
+    resources::{SERVED_VERSION, WORKER_GROUP},
+};
+use crate::controllers::instance_cache::InstanceCache;
 
 /// The field selector of the Events of Pod `name` with `uid`.
 pub fn selector(name: &str, uid: &str) -> String {
@@ -30,35 +34,14 @@ pub fn answer(namespace: &str, name: &str, pod: Option<&Pod>, events: Vec<Event>
     })
 }
 
-fn unavailable(e: kube::Error) -> ApiError {
-    ApiError::new(
-        503,
-        "ServiceUnavailable",
-        format!("reading the cluster: {e}"),
-    )
-}
-
 /// Serves `GET .../namespaces/<namespace>/instances/<name>/events`.
 pub async fn serve(
     client: &kube::Client,
+    cache: &InstanceCache,
     namespace: &str,
     name: &str,
 ) -> Result<Response, ApiError> {
-    let instance = Api::<gpustack_api::instance::Instance>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(unavailable)?;
-    if instance.is_none() {
-        return Err(ApiError::new(
-            404,
-            "NotFound",
-            format!("instances.{WORKER_GROUP} \"{name}\" not found"),
-        ));
-    }
-    let pod = Api::<Pod>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(unavailable)?;
+    let (_, pod) = instance_and_pod(client, cache, namespace, name).await?;
     let events = match pod.as_ref().and_then(|p| p.metadata.uid.as_deref()) {
         Some(uid) => {
             Api::<Event>::namespaced(client.clone(), namespace)
@@ -71,7 +54,7 @@ pub async fn serve(
     };
     Ok(json_response(
         StatusCode::OK,
-        &answer(namespace, name, pod.as_ref(), events),
+        &answer(namespace, name, pod.as_deref(), events),
     ))
 }
 

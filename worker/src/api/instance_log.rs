@@ -14,6 +14,7 @@ use gpustack_kube_rest::status::ApiError;
 use http_body_util::BodyExt;
 
 use super::instance_lookup::{instance_and_pod, unavailable};
+use crate::controllers::instance_cache::InstanceCache;
 
 /// The options passed on to `pods/log`.
 pub const OPTIONS: [&str; 6] = [
@@ -63,13 +64,14 @@ fn reason_of(code: u16) -> &'static str {
 /// Serves `GET .../namespaces/<namespace>/instances/<name>/log`.
 pub async fn serve(
     client: &kube::Client,
+    cache: &InstanceCache,
     namespace: &str,
     name: &str,
     query: Option<&str>,
 ) -> Result<Response, ApiError> {
     let path =
         pod_log_path(namespace, name, query).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let (instance, pod) = instance_and_pod(client, namespace, name).await?;
+    let (instance, pod) = instance_and_pod(client, cache, namespace, name).await?;
     if pod.is_none() {
         let phase = instance
             .status

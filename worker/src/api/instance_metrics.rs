@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 use super::instance_lookup::instance_and_pod;
 use super::resources::{SERVED_VERSION, WORKER_GROUP};
 use crate::admission::quantity::Quantity;
+use crate::controllers::instance_cache::InstanceCache;
 
 /// How long a node's stats summary is reused (kube's metrics default max age).
 pub const NODE_STATS_MAX_AGE: Duration = Duration::from_secs(15);
@@ -229,14 +230,15 @@ impl NodeStats {
 pub async fn serve(
     client: &kube::Client,
     stats: &NodeStats,
+    cache: &InstanceCache,
     namespace: &str,
     name: &str,
 ) -> Result<Response, ApiError> {
     let work = async {
-        let (instance, pod) = instance_and_pod(client, namespace, name).await?;
+        let (instance, pod) = instance_and_pod(client, cache, namespace, name).await?;
         let now = jiff::Timestamp::now();
         let Some(pod) = pod else {
-            let declared = serde_json::to_value(&instance).unwrap_or_default();
+            let declared = serde_json::to_value(instance.as_ref()).unwrap_or_default();
             return Ok(sample(
                 namespace,
                 name,
@@ -246,7 +248,7 @@ pub async fn serve(
                 Vec::new(),
             ));
         };
-        let pod_json = serde_json::to_value(&pod).unwrap_or_default();
+        let pod_json = serde_json::to_value(pod.as_ref()).unwrap_or_default();
         let totals = pod_totals(&pod_json);
         let used = match scheduled_node(&pod) {
             Some(node) => match stats.summary(client, &node).await {

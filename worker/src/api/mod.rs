@@ -65,6 +65,8 @@ pub struct ApiServer {
     pub applications: Arc<crate::applications::Health>,
     /// Nodes' kubelet stats, kept briefly for `instances/metrics`.
     pub node_stats: instance_metrics::NodeStats,
+    /// Instances and their Pods as the worker caches them, for the `instances/*` subresources.
+    pub instances: Arc<crate::controllers::instance_cache::InstanceCache>,
 }
 
 impl ApiServer {
@@ -299,7 +301,7 @@ async fn serve(
         if asked.method != axum::http::Method::GET {
             return Err(ApiError::method_not_allowed(asked.method.as_str()));
         }
-        return instance_events::serve(&server.client, ns, name).await;
+        return instance_events::serve(&server.client, &server.instances, ns, name).await;
     }
     if p.group == resources::WORKER_GROUP
         && p.version == resources::SERVED_VERSION
@@ -311,8 +313,15 @@ async fn serve(
             return Err(ApiError::method_not_allowed(asked.method.as_str()));
         }
         return match sub {
-            "log" => instance_log::serve(&server.client, ns, name, asked.query.as_deref()).await,
-            _ => instance_metrics::serve(&server.client, &server.node_stats, ns, name).await,
+            "log" => {
+                let cache = &server.instances;
+                instance_log::serve(&server.client, cache, ns, name, asked.query.as_deref()).await
+            }
+            _ => {
+                let (client, stats, cache) =
+                    (&server.client, &server.node_stats, &server.instances);
+                instance_metrics::serve(client, stats, cache, ns, name).await
+            }
         };
     }
     let view = server

@@ -668,6 +668,7 @@ pub struct Context {
     pub counters: Arc<Counters>,
     pub presets: Arc<UnitPresets>,
     pub metrics: ReconcileMetrics,
+    pub instances: Arc<super::instance_cache::InstanceCache>,
 }
 
 /// Runs the controllers until the task is dropped (leadership lost) .
@@ -729,6 +730,7 @@ pub async fn run(ctx: Context) {
         client.clone(),
         ctx.instance_settings.clone(),
         ctx.resolve.clone(),
+        ctx.instances.clone(),
     )));
     let _abort = AbortOnDrop(tasks);
     let stores = Stores {

@@ -125,6 +125,19 @@ fn age_gap(pod: &Pod, inst: &Instance) -> Option<Duration> {
     Duration::try_from(gap).ok()
 }
 
+/// Whether `o` is a new Instance that runs and has no Pod yet, on a pool that takes it.
+fn fresh_pod_due(o: &Observed) -> bool {
+    let inst = o.instance;
+    o.pod.is_none()
+        && inst.status.as_ref().is_none_or(|s| s.phase().is_empty())
+        && !inst.spec.stopped()
+        && pool_stops(o.instance_type, o.queue).is_none()
+        && o.instance_type
+            .and_then(|it| it.status.as_ref())
+            .and_then(|s| s.entrance.as_deref())
+            .is_some_and(|e| !e.is_empty())
+}
+
 /// The next step for `o`.
 pub fn next(o: &Observed) -> Step {
     let inst = o.instance;
@@ -138,7 +151,13 @@ pub fn next(o: &Observed) -> Step {
         };
     }
     if !locked {
-        return Step::AddFinalizer;
+        // A fresh Instance's Pod comes first: it is owned, so it goes with the Instance even
+        // before the lock, and each write before it is time a user waits for nothing.
+        return if fresh_pod_due(o) {
+            Step::CreatePod
+        } else {
+            Step::AddFinalizer
+        };
     }
     if inst.spec.stopped() {
         return match o.pod {
@@ -151,7 +170,7 @@ pub fn next(o: &Observed) -> Step {
         return Step::Stop(why);
     }
     let Some(pod) = o.pod else {
-        if matches!(current.phase(), "Stopping" | "Stopped" | "Ready" | "") {
+        if matches!(current.phase(), "Stopping" | "Stopped" | "Ready") {
             return Step::Status(phase("Starting", None));
         }
         let entrance = o
@@ -259,13 +278,21 @@ mod tests {
     #[test]
     fn from_creation_to_ready() {
         let it = pool(Some("gpustack-fnv64-0"), false);
+        // The Pod first, then the lock; no `Starting` written on the way.
         let fresh = inst(json!({"type": "h100"}), json!({}), false, false);
-        assert_eq!(step(&fresh, None, Some(&it), None), Step::AddFinalizer);
-        let locked = inst(json!({"type": "h100"}), json!({}), true, false);
+        assert_eq!(step(&fresh, None, Some(&it), None), Step::CreatePod);
+        let gated = pod(json!({"phase": "Pending"}), "u-1", RUN);
         assert_eq!(
-            step(&locked, None, Some(&it), None),
-            Step::Status(phase("Starting", None))
+            step(&fresh, Some(&gated), Some(&it), None),
+            Step::AddFinalizer
         );
+        let unpublished = pool(None, false);
+        assert_eq!(
+            step(&fresh, None, Some(&unpublished), None),
+            Step::AddFinalizer
+        );
+        let locked = inst(json!({"type": "h100"}), json!({}), true, false);
+        assert_eq!(step(&locked, None, Some(&it), None), Step::CreatePod);
         let starting = inst(
             json!({"type": "h100"}),
             json!({"phase": "Starting"}),
@@ -273,12 +300,10 @@ mod tests {
             false,
         );
         assert_eq!(step(&starting, None, Some(&it), None), Step::CreatePod);
-        let unpublished = pool(None, false);
         assert!(
             matches!(step(&starting, None, Some(&unpublished), None), Step::Status(s)
             if s.phase_message.as_deref() == Some("waiting for instance type h100 to publish its queue entrance"))
         );
-        let gated = pod(json!({"phase": "Pending"}), "u-1", RUN);
         assert!(
             matches!(step(&starting, Some(&gated), Some(&it), None), Step::Status(s) if s.phase.as_deref() == Some("Pending"))
         );

@@ -1,7 +1,9 @@
 //! The Instance controller's IO: a kube-runtime controller over Instances, woken by their Pods
 //! (owned), the Pods' Services, and their pools' InstanceTypes and ClusterQueues. Each pass
-//! reads what one Instance stands on, asks [`instance_steps::next`] what to do, does it, and asks
-//! again, until the answer is to wait.
+//! takes what one Instance stands on from the caches ([`InstanceCache`], shared with the API,
+//! and the controller's own stores), asks [`instance_steps::next`] what to do, does it, takes the
+//! answer of the write as the new view, and asks again, until the answer is to wait. A pass
+//! makes no read of the cluster but the rare one a missing pool needs.
 
 use std::{sync::Arc, time::Duration};
 
@@ -18,9 +20,9 @@ use kube::{
     Api, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams},
     runtime::{
-        Controller,
+        Controller, WatchStreamExt,
         controller::{Action, Config as ControllerConfig},
-        reflector::ObjectRef,
+        reflector::{self, ObjectRef, Store},
         watcher,
     },
 };
@@ -28,6 +30,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::{
+    instance_cache::{self, InstanceCache},
     instance_pod::{self, Accelerated, INSTANCES, PodInputs},
     instance_settings::InstanceSettings,
     instance_steps::{self, Observed, Step},
@@ -38,6 +41,10 @@ use super::{
 const STEPS_PER_PASS: usize = 12;
 /// Instances reconciled at once.
 const CONCURRENCY: u16 = 16;
+/// The longest a pass waits for the cache to show a Pod this controller made.
+const CACHE_LAG: Duration = Duration::from_secs(10);
+/// How soon a write refused for an older version than the cluster's is decided again.
+const CONFLICT_AGAIN: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstanceError {
@@ -54,6 +61,72 @@ struct Ctx {
     client: kube::Client,
     settings: watch::Receiver<InstanceSettings>,
     resolve: Arc<Resolve>,
+    cache: Arc<InstanceCache>,
+    services: Store<Service>,
+    types: Store<InstanceType>,
+    queues: Store<ClusterQueue>,
+    nodes: Store<Node>,
+    ahead: Ahead,
+}
+
+/// What this controller wrote that the caches may not show yet, by Instance UID: the
+/// Instance versions its writes replaced, and whether it made the Pod. A pass woken by one of
+/// its own earlier writes would otherwise judge the older copy and write again (a second
+/// status, a Pod create refused as a conflict after the webhooks ran).
+#[derive(Default)]
+struct Ahead(std::sync::Mutex<std::collections::HashMap<String, Wrote>>);
+
+#[derive(Default)]
+struct Wrote {
+    replaced: Vec<String>,
+    /// When it made the Pod; waited for [`CACHE_LAG`] at most.
+    pod: Option<std::time::Instant>,
+}
+
+impl Ahead {
+    fn with<T>(&self, f: impl FnOnce(&mut std::collections::HashMap<String, Wrote>) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Whether the caches are behind this controller's writes for `inst` (the change that
+    /// catches them up wakes it again); forgets what they have caught up with.
+    fn behind(&self, inst: &Instance, pod_cached: bool) -> bool {
+        let uid = inst.uid().unwrap_or_default();
+        let rv = inst.resource_version().unwrap_or_default();
+        self.with(|m| {
+            let Some(w) = m.get_mut(&uid) else {
+                return false;
+            };
+            let stale = w.replaced.contains(&rv);
+            if !stale {
+                w.replaced.clear();
+            }
+            if pod_cached || w.pod.is_some_and(|at| at.elapsed() > CACHE_LAG) {
+                w.pod = None;
+            }
+            let behind = stale || w.pod.is_some();
+            if !behind {
+                m.remove(&uid);
+            }
+            behind
+        })
+    }
+
+    fn replaced(&self, inst: &Instance) {
+        let uid = inst.uid().unwrap_or_default();
+        let rv = inst.resource_version().unwrap_or_default();
+        self.with(|m| m.entry(uid).or_default().replaced.push(rv));
+    }
+
+    fn made_pod(&self, inst: &Instance) {
+        let at = Some(std::time::Instant::now());
+        self.with(|m| m.entry(inst.uid().unwrap_or_default()).or_default().pod = at);
+    }
+
+    /// An Instance that is going: nothing of it is awaited.
+    fn forget(&self, inst: &Instance) {
+        self.with(|m| m.remove(&inst.uid().unwrap_or_default()));
+    }
 }
 
 fn not_found<T>(r: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {
@@ -64,64 +137,61 @@ fn not_found<T>(r: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {
     }
 }
 
-/// Everything one Instance stands on, read fresh.
+/// Everything one Instance stands on, as the caches hold it; a write this pass makes replaces
+/// what it wrote with the answer, so the next step is decided on what the cluster now holds.
 struct Reads {
-    instance: Instance,
-    pod: Option<Pod>,
-    service: Option<Service>,
-    instance_type: Option<InstanceType>,
-    queue: Option<ClusterQueue>,
-    node: Option<Node>,
+    instance: Arc<Instance>,
+    pod: Option<Arc<Pod>>,
+    service: Option<Arc<Service>>,
+    instance_type: Option<Arc<InstanceType>>,
+    queue: Option<Arc<ClusterQueue>>,
+    node: Option<Arc<Node>>,
 }
 
-async fn read(c: &kube::Client, ns: &str, name: &str) -> Result<Option<Reads>, kube::Error> {
-    let Some(instance) = Api::<Instance>::namespaced(c.clone(), ns)
-        .get_opt(name)
-        .await?
-    else {
-        return Ok(None);
-    };
-    let pod = Api::<Pod>::namespaced(c.clone(), ns).get_opt(name).await?;
-    let service = match &pod {
-        Some(_) => {
-            Api::<Service>::namespaced(c.clone(), ns)
-                .get_opt(name)
-                .await?
-        }
-        None => None,
-    };
-    let pool = &instance.spec.instance_type;
+impl Reads {
+    /// The Pod's node, once the Pod is bound to one.
+    fn node_of(ctx: &Ctx, pod: Option<&Arc<Pod>>) -> Option<Arc<Node>> {
+        let name = pod?.spec.as_ref()?.node_name.as_deref()?;
+        ctx.nodes.get(&ObjectRef::new(name))
+    }
+
+    fn set_pod(&mut self, ctx: &Ctx, pod: Option<Pod>) {
+        self.pod = pod.map(Arc::new);
+        self.node = Self::node_of(ctx, self.pod.as_ref());
+    }
+}
+
+/// What `instance` stands on, from the caches. Only a pool missing from the cache is asked of
+/// the cluster: that answer stops the Instance, so it is never one the cache has not seen yet.
+async fn read(ctx: &Ctx, instance: Arc<Instance>) -> Result<Reads, kube::Error> {
+    let ns = instance.namespace().unwrap_or_default();
+    let name = instance.name_any();
+    let pod = ctx.cache.pod(&ns, &name);
+    let service = pod
+        .as_ref()
+        .and_then(|_| ctx.services.get(&ObjectRef::new(&name).within(&ns)));
+    let pool = instance.spec.instance_type.clone();
     let (instance_type, queue) = if instance.spec.stopped() || pool.is_empty() {
         (None, None)
     } else {
-        (
-            Api::<InstanceType>::all(c.clone()).get_opt(pool).await?,
-            Api::<ClusterQueue>::all(c.clone())
-                .get_opt(pool)
-                .await
-                .or_else(|e| match e {
-                    // Kueue's kinds not served (yet): no queue to drain.
-                    kube::Error::Api(s) if s.code == 404 => Ok(None),
-                    e => Err(e),
-                })?,
-        )
+        let it = match ctx.types.get(&ObjectRef::new(&pool)) {
+            Some(it) => Some(it),
+            None => Api::<InstanceType>::all(ctx.client.clone())
+                .get_opt(&pool)
+                .await?
+                .map(Arc::new),
+        };
+        (it, ctx.queues.get(&ObjectRef::new(&pool)))
     };
-    let node_name = pod
-        .as_ref()
-        .and_then(|p| p.spec.as_ref())
-        .and_then(|s| s.node_name.clone());
-    let node = match node_name {
-        Some(n) => Api::<Node>::all(c.clone()).get_opt(&n).await?,
-        None => None,
-    };
-    Ok(Some(Reads {
+    let node = Reads::node_of(ctx, pod.as_ref());
+    Ok(Reads {
         instance,
         pod,
         service,
         instance_type,
         queue,
         node,
-    }))
+    })
 }
 
 /// The status as a merge patch that replaces it: every field it leaves out is cleared.
@@ -157,9 +227,11 @@ fn manufacturer(it: &InstanceType) -> Option<Manufacturer> {
     named.parse().ok()
 }
 
-async fn create_pod(ctx: &Ctx, r: &Reads) -> Result<(), kube::Error> {
+/// Creates the Instance's Pod; the Pod the cluster then holds (the one already there when
+/// another pass made it first).
+async fn create_pod(ctx: &Ctx, r: &Reads) -> Result<Option<Pod>, kube::Error> {
     let Some(it) = &r.instance_type else {
-        return Ok(());
+        return Ok(None);
     };
     let entrance = it
         .status
@@ -179,10 +251,16 @@ async fn create_pod(ctx: &Ctx, r: &Reads) -> Result<(), kube::Error> {
         .and_then(|s| s.accelerator_sliced.as_ref())
         .is_some_and(|v| v.capacity > 0);
     let pinned = match r.instance.spec.node_name.as_deref() {
-        Some(n) if !n.is_empty() => Api::<Node>::all(ctx.client.clone())
-            .get_opt(n)
-            .await?
-            .and_then(|node| node.labels().get(gpustack_api::labels::HOSTNAME).cloned()),
+        Some(n) if !n.is_empty() => {
+            let node = match ctx.nodes.get(&ObjectRef::new(n)) {
+                Some(node) => Some(node),
+                None => Api::<Node>::all(ctx.client.clone())
+                    .get_opt(n)
+                    .await?
+                    .map(Arc::new),
+            };
+            node.and_then(|node| node.labels().get(gpustack_api::labels::HOSTNAME).cloned())
+        }
         _ => None,
     };
     let settings = ctx.settings.borrow().clone();
@@ -198,22 +276,20 @@ async fn create_pod(ctx: &Ctx, r: &Reads) -> Result<(), kube::Error> {
         pinned_hostname: pinned.as_deref(),
     });
     let ns = r.instance.namespace().unwrap_or_default();
-    match Api::<Pod>::namespaced(ctx.client.clone(), &ns)
-        .create(&PostParams::default(), &pod)
-        .await
-    {
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        r => r.map(drop),
+    let pods = Api::<Pod>::namespaced(ctx.client.clone(), &ns);
+    match pods.create(&PostParams::default(), &pod).await {
+        Err(kube::Error::Api(s)) if s.code == 409 => pods.get_opt(&r.instance.name_any()).await,
+        r => r.map(Some),
     }
 }
 
-/// Does `step` for `r`; what the controller does after.
-async fn take(ctx: &Ctx, r: &Reads, step: &Step) -> Result<Option<Action>, kube::Error> {
-    let inst = &r.instance;
+/// Does `step` for `r`, taking what it wrote into `r`; what the controller does after.
+async fn take(ctx: &Ctx, r: &mut Reads, step: &Step) -> Result<Option<Action>, kube::Error> {
+    let inst = r.instance.clone();
     let ns = inst.namespace().unwrap_or_default();
     let name = inst.name_any();
     let instances = Api::<Instance>::namespaced(ctx.client.clone(), &ns);
-    match step {
+    let written = match step {
         Step::Idle => return Ok(Some(Action::await_change())),
         Step::Wait(d) => return Ok(Some(Action::requeue(*d))),
         Step::AddFinalizer | Step::RemoveFinalizer => {
@@ -232,11 +308,11 @@ async fn take(ctx: &Ctx, r: &Reads, step: &Step) -> Result<Option<Action>, kube:
                 instances
                     .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                     .await,
-            )?;
+            )?
         }
         Step::Status(status) => {
             let was = inst.status.as_ref().map(|s| s.phase()).unwrap_or("");
-            not_found(
+            let written = not_found(
                 instances
                     .patch_status(
                         &name,
@@ -248,6 +324,7 @@ async fn take(ctx: &Ctx, r: &Reads, step: &Step) -> Result<Option<Action>, kube:
             if status.phase() == "Ready" && was != "Ready" {
                 tracing::info!(instance = format!("{ns}/{name}"), "instance started");
             }
+            written
         }
         Step::DeletePod => {
             not_found(
@@ -255,6 +332,9 @@ async fn take(ctx: &Ctx, r: &Reads, step: &Step) -> Result<Option<Action>, kube:
                     .delete(&name, &DeleteParams::default())
                     .await,
             )?;
+            // The next step is judged once the cache has seen the Pod go: the API answers
+            // from the same cache, so no `Stopped` Instance shows a Pod there.
+            return Ok(Some(Action::requeue(instance_steps::AGAIN)));
         }
         Step::Stop(why) => {
             tracing::info!(instance = format!("{ns}/{name}"), "stop instance as {why}");
@@ -263,22 +343,39 @@ async fn take(ctx: &Ctx, r: &Reads, step: &Step) -> Result<Option<Action>, kube:
                 instances
                     .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                     .await,
-            )?;
+            )?
         }
-        Step::CreatePod => create_pod(ctx, r).await?,
-        Step::CreateService => {
-            if let Some(svc) = r.pod.as_ref().and_then(instance_pod::service) {
-                match Api::<Service>::namespaced(ctx.client.clone(), &ns)
-                    .create(&PostParams::default(), &svc)
-                    .await
-                {
-                    Err(kube::Error::Api(s)) if s.code == 409 => {}
-                    r => {
-                        r?;
-                    }
-                }
+        Step::CreatePod => {
+            let pod = create_pod(ctx, r).await?;
+            if pod.is_some() {
+                ctx.ahead.made_pod(&r.instance);
             }
+            r.set_pod(ctx, pod);
+            return Ok(None);
         }
+        Step::CreateService => {
+            if let Some(svc) = r.pod.as_ref().and_then(|p| instance_pod::service(p)) {
+                let services = Api::<Service>::namespaced(ctx.client.clone(), &ns);
+                r.service = match services.create(&PostParams::default(), &svc).await {
+                    Err(kube::Error::Api(s)) if s.code == 409 => services.get_opt(&name).await?,
+                    r => Some(r?),
+                }
+                .map(Arc::new);
+            }
+            return Ok(None);
+        }
+    };
+    match written {
+        Some(_) if *step == Step::RemoveFinalizer => {
+            ctx.ahead.forget(&r.instance);
+            return Ok(Some(Action::await_change()));
+        }
+        Some(i) => {
+            ctx.ahead.replaced(&r.instance);
+            r.instance = Arc::new(i);
+        }
+        // Gone meanwhile: its deletion is the next change.
+        None => return Ok(Some(Action::await_change())),
     }
     Ok(None)
 }
@@ -292,25 +389,41 @@ async fn reconcile(inst: Arc<Instance>, ctx: Arc<Ctx>) -> Result<Action, Instanc
         name: name.clone(),
         source,
     };
+    // Nothing is judged against a cache still listing: a pool or Pod not listed yet would
+    // read as gone.
+    let _ = tokio::join!(
+        ctx.cache.pods().wait_until_ready(),
+        ctx.services.wait_until_ready(),
+        ctx.types.wait_until_ready(),
+        ctx.nodes.wait_until_ready(),
+    );
+    let pod_cached = ctx.cache.pod(&ns, &name).is_some();
+    if ctx.ahead.behind(&inst, pod_cached) {
+        return Ok(Action::requeue(instance_steps::AGAIN));
+    }
+    let mut r = read(&ctx, inst).await.map_err(fail)?;
     for _ in 0..STEPS_PER_PASS {
-        let Some(r) = read(&ctx.client, &ns, &name).await.map_err(fail)? else {
-            return Ok(Action::await_change());
-        };
+        // The Pod may have moved on while a write was out (Running, say): its newest copy
+        // saves a pass; one this pass made and the cache has not shown yet is kept.
+        if let Some(newer) = ctx.cache.pod(&ns, &name) {
+            r.pod = Some(newer);
+            r.node = Reads::node_of(&ctx, r.pod.as_ref());
+        }
         let settings = ctx.settings.borrow().clone();
         let step = instance_steps::next(&Observed {
             instance: &r.instance,
-            pod: r.pod.as_ref(),
-            service: r.service.as_ref(),
-            instance_type: r.instance_type.as_ref(),
-            queue: r.queue.as_ref(),
-            node: r.node.as_ref(),
+            pod: r.pod.as_deref(),
+            service: r.service.as_deref(),
+            instance_type: r.instance_type.as_deref(),
+            queue: r.queue.as_deref(),
+            node: r.node.as_deref(),
             access: (
                 &settings.access_static_address,
                 &settings.access_wildcard_dns,
             ),
         });
         tracing::debug!(instance = format!("{ns}/{name}"), "{step:?}");
-        if let Some(action) = take(&ctx, &r, &step).await.map_err(fail)? {
+        if let Some(action) = take(&ctx, &mut r, &step).await.map_err(fail)? {
             return Ok(action);
         }
     }
@@ -318,15 +431,23 @@ async fn reconcile(inst: Arc<Instance>, ctx: Arc<Ctx>) -> Result<Action, Instanc
 }
 
 fn error_policy(_: Arc<Instance>, e: &InstanceError, _: Arc<Ctx>) -> Action {
-    tracing::warn!("{e}");
-    Action::requeue(instance_steps::AGAIN)
+    let InstanceError::Kube { source, .. } = e;
+    match source {
+        // A write raced a newer version than the cache had: that version's change is on its
+        // way, and the next pass reads it.
+        kube::Error::Api(s) if s.code == 409 => {
+            tracing::debug!("{e}");
+            Action::requeue(CONFLICT_AGAIN)
+        }
+        _ => {
+            tracing::warn!("{e}");
+            Action::requeue(instance_steps::AGAIN)
+        }
+    }
 }
 
 /// The Instances of pool `pool`.
-fn of_pool(
-    store: &kube::runtime::reflector::Store<Instance>,
-    pool: &str,
-) -> Vec<ObjectRef<Instance>> {
+fn of_pool(store: &Store<Instance>, pool: &str) -> Vec<ObjectRef<Instance>> {
     store
         .state()
         .iter()
@@ -335,45 +456,98 @@ fn of_pool(
         .collect()
 }
 
+/// A Node as the controller reads it: its addresses and labels, not its image list.
+fn trim_node(n: &mut Node) {
+    instance_cache::trim(n);
+    if let Some(s) = n.status.as_mut() {
+        s.images = None;
+    }
+}
+
+/// A cached view of every `K` that `config` selects, and the stream that keeps it (the
+/// objects it yields are already in the view).
+fn follow<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(trim)
+        .reflect(writer)
+        .touched_objects();
+    (store, stream)
+}
+
 /// Runs the controller until the task is dropped (the controllers' leadership ends).
 pub async fn run(
     client: kube::Client,
     settings: watch::Receiver<InstanceSettings>,
     resolve: Arc<Resolve>,
+    cache: Arc<InstanceCache>,
 ) {
     let ours = watcher::Config::default().labels(&format!("{RESOURCE_TYPE}={INSTANCES}"));
-    let controller = Controller::new(
-        Api::<Instance>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(ControllerConfig::default().concurrency(CONCURRENCY));
-    let store = controller.store();
-    let (by_type, by_queue) = (store.clone(), store);
+    let all = watcher::Config::default;
+    let (services, service_changes) = follow(
+        Api::<Service>::all(client.clone()),
+        ours,
+        instance_cache::trim,
+    );
+    let (types, type_changes) = follow(
+        Api::<InstanceType>::all(client.clone()),
+        all(),
+        instance_cache::trim,
+    );
+    let (queues, queue_changes) = follow(
+        Api::<ClusterQueue>::all(client.clone()),
+        all(),
+        instance_cache::trim,
+    );
+    let (nodes, node_changes) = follow(Api::<Node>::all(client.clone()), all(), trim_node);
+    let (by_type, by_queue) = (cache.instances().clone(), cache.instances().clone());
     // A change of the settings (the access addresses, say) is a look at every Instance.
     let resettle = tokio_stream::wrappers::WatchStream::from_changes(settings.clone()).map(|_| ());
     let ctx = Arc::new(Ctx {
-        client: client.clone(),
+        client,
         settings,
         resolve,
+        cache: cache.clone(),
+        services,
+        types,
+        queues,
+        nodes,
+        ahead: Ahead::default(),
     });
-    controller
+    Controller::for_shared_stream(cache.instance_changes(), cache.instances().clone())
+        .with_config(ControllerConfig::default().concurrency(CONCURRENCY))
         .reconcile_all_on(resettle)
-        .owns(Api::<Pod>::all(client.clone()), ours.clone())
-        .watches(Api::<Service>::all(client.clone()), ours, |s: Service| {
+        .owns_shared_stream(cache.pod_changes())
+        .watches_stream(service_changes, |s: Service| {
             // A Service is owned by its Pod, which shares the Instance's name.
             s.namespace()
                 .map(|ns| ObjectRef::new(&s.name_any()).within(&ns))
         })
-        .watches(
-            Api::<InstanceType>::all(client.clone()),
-            watcher::Config::default(),
-            move |it: InstanceType| of_pool(&by_type, &it.name_any()),
-        )
-        .watches(
-            Api::<ClusterQueue>::all(client),
-            watcher::Config::default(),
-            move |q: ClusterQueue| of_pool(&by_queue, &q.name_any()),
-        )
+        .watches_stream(type_changes, move |it: InstanceType| {
+            of_pool(&by_type, &it.name_any())
+        })
+        .watches_stream(queue_changes, move |q: ClusterQueue| {
+            of_pool(&by_queue, &q.name_any())
+        })
+        // Kept for the addresses a running Instance shows; a Node's own change wakes none.
+        .watches_stream(node_changes, |_: Node| None::<ObjectRef<Instance>>)
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
             if let Err(e) = r {

@@ -15,6 +15,7 @@ pub mod chain_settings;
 pub mod conditions;
 pub mod engine;
 pub mod flavors;
+pub mod instance_cache;
 pub mod instance_pod;
 pub mod instance_settings;
 pub mod instance_status;
@@ -61,6 +62,8 @@ pub struct Config {
     pub presets: Arc<unit_presets::UnitPresets>,
     /// The reconcile, work queue and leader series.
     pub metrics: reconcile_metrics::ReconcileMetrics,
+    /// Instances and their Pods, cached once for the controller and the API.
+    pub instances: Arc<instance_cache::InstanceCache>,
 }
 
 /// Follows the Settings Secret into `tx` until `stop`.
@@ -127,6 +130,7 @@ pub async fn run(client: kube::Client, config: Config, mut stop: watch::Receiver
             counters: config.counters.clone(),
             presets: config.presets.clone(),
             metrics: config.metrics.clone(),
+            instances: config.instances.clone(),
         };
         let task = tokio::spawn(engine::run(ctx));
         tokio::select! {
