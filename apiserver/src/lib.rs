@@ -20,6 +20,13 @@
 //! - [`registry`]: the kinds each cluster serves; [`hosting`]: which clusters are served, with
 //!   their tokens and kubeconfigs.
 //!
+//! Every write runs one fixed pipeline whatever its kind (create, update, patch, apply, delete
+//! and the garbage collector, in `api::handlers`); what is special about a kind (a namespace's
+//! lifecycle, a pod's phase, a Service's node ports, a Secret's `stringData`, a CRD's
+//! registration, a CSR's requester, the stored form of `events.k8s.io` Events, a
+//! ServiceAccount's token subresource) is its strategy's, one file per special kind under
+//! `api/kinds/`, with hooks the pipelines call at fixed points.
+//!
 //! Admission webhooks are called on writes to embedded clusters ([`api::admission`]). Requests
 //! pass the [`api::pipeline`]'s tower layers in order before the verbs: the cluster is found,
 //! the caller authenticated (the admin token, ServiceAccount tokens from TokenRequest) and

@@ -167,6 +167,10 @@ pub async fn ensure_object(
     }
     let mut obj = objects::prepare_create(
         &def,
+        // The server's own objects, valid by their kinds' rules: only that each name is a path
+        // segment is checked (the RBAC objects' names are not DNS names), and none is written
+        // in a form to fold.
+        &objects::Names::PathSegment,
         &def.versions[0],
         namespace,
         body,

@@ -1,63 +1,27 @@
-//! Kinds served in one form and stored in another. Today: `events.k8s.io/v1` `Event`, stored as
-//! the core `v1` `Event` (as Kubernetes does), so events recorded through either API show up in
-//! both, and in `kubectl describe`.
+//! Kinds served in one form and stored in another: the stored form is at the storage version,
+//! and the kind's strategy renames what the forms name differently (`events.k8s.io/v1`
+//! `Event`, stored as the core `v1` `Event`: see [`super::kinds`]).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use super::kinds::KindStrategy;
 use crate::registry::ResourceDef;
 
-/// Field renames between `events.k8s.io/v1` (left) and core `v1` (right).
-const EVENT_FIELDS: &[(&str, &str)] = &[
-    ("regarding", "involvedObject"),
-    ("note", "message"),
-    ("deprecatedSource", "source"),
-    ("deprecatedFirstTimestamp", "firstTimestamp"),
-    ("deprecatedLastTimestamp", "lastTimestamp"),
-    ("deprecatedCount", "count"),
-    ("reportingController", "reportingComponent"),
-];
-
-fn is_events_v1(def: &ResourceDef) -> bool {
-    def.group == "events.k8s.io" && def.kind == "Event"
-}
-
-fn rename(obj: &mut Map<String, Value>, from_left: bool) {
-    for (left, right) in EVENT_FIELDS {
-        let (from, to) = if from_left {
-            (left, right)
-        } else {
-            (right, left)
-        };
-        if let Some(v) = obj.remove(*from) {
-            obj.insert((*to).to_owned(), v);
-        }
-    }
-}
-
 /// The stored form of an object given in `def`'s form (at its storage version).
-pub fn to_storage(def: &ResourceDef, mut obj: Value) -> Value {
-    if let Some(m) = obj.as_object_mut()
-        && let Some(storage) = def.versions.first()
-    {
-        m.insert("apiVersion".into(), json!(def.api_version(storage)));
-    }
-    if is_events_v1(def)
-        && let Some(m) = obj.as_object_mut()
-    {
-        // `series` is the same field in both forms (core v1 Events have one too).
-        rename(m, true);
-        m.insert("apiVersion".into(), json!("v1"));
+pub(crate) fn to_storage(def: &ResourceDef, kind: &dyn KindStrategy, mut obj: Value) -> Value {
+    if let Some(m) = obj.as_object_mut() {
+        if let Some(storage) = def.versions.first() {
+            m.insert("apiVersion".into(), json!(def.api_version(storage)));
+        }
+        kind.storage_form(m);
     }
     obj
 }
 
 /// `def`'s form of a stored object.
-pub fn from_storage(def: &ResourceDef, mut obj: Value) -> Value {
-    if is_events_v1(def)
-        && let Some(m) = obj.as_object_mut()
-    {
-        rename(m, false);
-        m.insert("apiVersion".into(), json!("events.k8s.io/v1"));
+pub(crate) fn from_storage(kind: &dyn KindStrategy, mut obj: Value) -> Value {
+    if let Some(m) = obj.as_object_mut() {
+        kind.served_form(m);
     }
     obj
 }
@@ -65,7 +29,7 @@ pub fn from_storage(def: &ResourceDef, mut obj: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::builtins;
+    use crate::{api::kinds, registry::builtins};
 
     #[test]
     fn events_round_trip_between_forms() {
@@ -79,7 +43,7 @@ mod tests {
         let given = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"},
             "regarding": {"kind": "Pod", "name": "p"}, "note": "hello", "reason": "Started", "reportingController": "me",
             "series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:05.000000Z"}, "deprecatedCount": 2});
-        let stored = to_storage(v1, given.clone());
+        let stored = to_storage(v1, kinds::of(v1), given.clone());
         assert_eq!(stored["involvedObject"]["name"], "p");
         assert_eq!(stored["message"], "hello");
         assert_eq!(stored["reportingComponent"], "me");
@@ -89,7 +53,7 @@ mod tests {
             "kept as the core form's series"
         );
         assert_eq!(stored["count"], 2);
-        assert_eq!(from_storage(v1, stored.clone()), given);
-        assert_eq!(from_storage(core, stored.clone()), stored);
+        assert_eq!(from_storage(kinds::of(v1), stored.clone()), given);
+        assert_eq!(from_storage(kinds::of(core), stored.clone()), stored);
     }
 }

@@ -144,36 +144,55 @@ pub fn check_type(def: &ResourceDef, version: &str, obj: &mut Value) -> Result<(
     Ok(())
 }
 
-/// A Secret's `stringData` folded into `data` (base64), as Kubernetes does on every write:
-/// `stringData` is write-only and wins over `data` for the same key.
-fn fold_string_data(def: &ResourceDef, obj: &mut Value) {
-    use base64::Engine;
-    if !def.group.is_empty() || def.kind != "Secret" {
-        return;
-    }
-    let Some(Value::Object(strings)) = obj.as_object_mut().and_then(|o| o.remove("stringData"))
-    else {
-        return;
-    };
-    let data = obj
-        .as_object_mut()
-        .map(|o| o.entry("data").or_insert_with(|| json!({})));
-    if let Some(Value::Object(data)) = data {
-        for (k, v) in strings {
-            let text = v.as_str().unwrap_or_default();
-            data.insert(
-                k,
-                json!(base64::engine::general_purpose::STANDARD.encode(text)),
-            );
+/// The rule names of a kind follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Names {
+    /// A DNS-1123 subdomain (most kinds).
+    Subdomain,
+    /// A DNS-1123 label (namespaces).
+    Label,
+    /// A path segment (the RBAC kinds).
+    PathSegment,
+}
+
+impl Names {
+    /// Refuses `name` when it breaks this rule.
+    pub fn check(self, name: &str) -> Result<(), InvalidName> {
+        match self {
+            Names::Subdomain => validate_name(name, false),
+            Names::Label => validate_name(name, true),
+            Names::PathSegment => validate_path_segment(name),
         }
     }
+}
+
+/// Objects named by this rule and written in their canonical form already (the server's own).
+impl KindRules for Names {
+    fn names(&self) -> Names {
+        *self
+    }
+}
+
+/// The rules of a kind that the server's filling in of an object follows: how its objects are
+/// named, and the canonical form of what a client wrote (a Secret's `stringData` folded into
+/// `data`). Each kind's strategy (`crate::api::kinds`) sets them; the defaults are most kinds'.
+pub trait KindRules {
+    /// How objects of the kind are named.
+    fn names(&self) -> Names {
+        Names::Subdomain
+    }
+
+    /// `obj` (as written, its type checked) in its canonical form, before anything is compared.
+    fn canonicalize(&self, _obj: &mut Value) {}
 }
 
 /// Everything a new object gets: name (from `generateName` if needed), namespace, uid,
 /// creationTimestamp, generation 1. Status is dropped for custom kinds with a status
 /// subresource.
+#[allow(clippy::too_many_arguments)]
 pub fn prepare_create(
     def: &ResourceDef,
+    rules: &dyn KindRules,
     version: &str,
     namespace: Option<&str>,
     mut obj: Value,
@@ -182,7 +201,7 @@ pub fn prepare_create(
     now: jiff::Timestamp,
 ) -> Result<Value, ApiError> {
     check_type(def, version, &mut obj)?;
-    fold_string_data(def, &mut obj);
+    rules.canonicalize(&mut obj);
     let kind = def.kind.clone();
     let meta = meta_mut(&mut obj);
     if def.namespaced {
@@ -213,12 +232,10 @@ pub fn prepare_create(
             }
         },
     };
-    if def.group == "rbac.authorization.k8s.io" {
-        validate_path_segment(&name)
-    } else {
-        validate_name(&name, def.kind == "Namespace")
-    }
-    .map_err(|m| ApiError::invalid(&kind, &name, m))?;
+    rules
+        .names()
+        .check(&name)
+        .map_err(|m| ApiError::invalid(&kind, &name, m))?;
     meta.insert("name".into(), json!(name));
     drop_empty_collections(meta);
     meta.insert("uid".into(), json!(uid));
@@ -282,13 +299,14 @@ fn without(obj: &Value, keys: &[&str]) -> Value {
 /// moves when anything outside metadata (and status, with the subresource) changed.
 pub fn prepare_update(
     def: &ResourceDef,
+    rules: &dyn KindRules,
     version: &str,
     current: &Value,
     mut new: Value,
     status_endpoint: bool,
 ) -> Result<Value, ApiError> {
     check_type(def, version, &mut new)?;
-    fold_string_data(def, &mut new);
+    rules.canonicalize(&mut new);
     let name = name_of(current).to_owned();
     let new_name = name_of(&new).to_owned();
     if !new_name.is_empty() && new_name != name {
@@ -373,30 +391,6 @@ pub fn mark_deleting(obj: &mut Value, now: jiff::Timestamp) {
     }
 }
 
-/// The status a CRD gets when its kind is registered.
-pub fn established_crd_status(crd: &Value, now: jiff::Timestamp) -> Value {
-    let names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
-    let versions: Vec<Value> = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .map(|vs| {
-            vs.iter()
-                .filter(|v| v["storage"] == json!(true))
-                .map(|v| v["name"].clone())
-                .collect()
-        })
-        .unwrap_or_default();
-    let t = rfc3339(now);
-    json!({
-        "acceptedNames": names,
-        "conditions": [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": t},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": t},
-        ],
-        "storedVersions": versions,
-    })
-}
-
 /// A random (version 4) UID.
 pub fn new_uid() -> String {
     let b: [u8; 16] = rand::rng().random();
@@ -450,6 +444,10 @@ mod tests {
     use super::*;
     use crate::registry::{builtins, from_crd};
 
+    /// A kind with the usual rules.
+    struct Plain;
+    impl KindRules for Plain {}
+
     fn now() -> jiff::Timestamp {
         "2026-01-01T00:00:00.5Z".parse().unwrap()
     }
@@ -472,6 +470,7 @@ mod tests {
     fn create_fills_server_fields() {
         let o = prepare_create(
             &cm(),
+            &Plain,
             "v1",
             Some("ns"),
             json!({"metadata": {"generateName": "x-", "resourceVersion": "5"}}),
@@ -493,6 +492,7 @@ mod tests {
     fn create_rejects_mismatches_and_bad_names() {
         let e = prepare_create(
             &cm(),
+            &Plain,
             "v1",
             Some("ns"),
             json!({"kind": "Secret", "metadata": {"name": "a"}}),
@@ -504,6 +504,7 @@ mod tests {
         assert_eq!(e.code, 400);
         let e = prepare_create(
             &cm(),
+            &Plain,
             "v1",
             Some("ns"),
             json!({"apiVersion": "apps/v1", "metadata": {"name": "a"}}),
@@ -515,6 +516,7 @@ mod tests {
         assert!(e.message.contains("apps/v1"));
         let e = prepare_create(
             &cm(),
+            &Plain,
             "v1",
             Some("ns"),
             json!({"metadata": {"name": "a", "namespace": "other"}}),
@@ -526,6 +528,7 @@ mod tests {
         assert_eq!(e.code, 400);
         let e = prepare_create(
             &cm(),
+            &Plain,
             "v1",
             Some("ns"),
             json!({"metadata": {"name": "Bad_Name"}}),
@@ -538,6 +541,7 @@ mod tests {
         assert!(e.message.contains("metadata.name"));
         let e = prepare_create(
             &cm(),
+            &Plain,
             "v1",
             Some("ns"),
             json!({"metadata": {}}),
@@ -554,6 +558,7 @@ mod tests {
         let d = widget();
         let created = prepare_create(
             &d,
+            &Plain,
             "v1",
             None,
             json!({"metadata": {"name": "w"}, "spec": {"a": 1}, "status": {"s": 1}}),
@@ -566,13 +571,14 @@ mod tests {
         let mut current = created.clone();
         current["status"] = json!({"s": 0});
         // Main endpoint: status change ignored, generation unchanged.
-        let u = prepare_update(&d, "v1", &current, json!({"metadata": {"name": "w", "labels": {"l": "1"}}, "spec": {"a": 1}, "status": {"s": 9}}), false).unwrap();
+        let u = prepare_update(&d, &Plain, "v1", &current, json!({"metadata": {"name": "w", "labels": {"l": "1"}}, "spec": {"a": 1}, "status": {"s": 9}}), false).unwrap();
         assert_eq!(u["status"], json!({"s": 0}));
         assert_eq!(u["metadata"]["generation"], 1);
         assert_eq!(u["metadata"]["uid"], "u");
         // Spec change bumps generation.
         let u = prepare_update(
             &d,
+            &Plain,
             "v1",
             &current,
             json!({"metadata": {"name": "w"}, "spec": {"a": 2}}),
@@ -583,6 +589,7 @@ mod tests {
         // Status endpoint: only status changes.
         let u = prepare_update(
             &d,
+            &Plain,
             "v1",
             &current,
             json!({"metadata": {"name": "w"}, "spec": {"a": 5}, "status": {"s": 3}}),
@@ -595,6 +602,7 @@ mod tests {
         assert!(
             prepare_update(
                 &d,
+                &Plain,
                 "v1",
                 &current,
                 json!({"metadata": {"name": "other"}}),
@@ -602,19 +610,6 @@ mod tests {
             )
             .is_err()
         );
-    }
-
-    #[test]
-    fn secret_string_data_is_folded_into_data() {
-        let def = builtins()
-            .into_iter()
-            .find(|d| d.plural == "secrets")
-            .unwrap();
-        let obj = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
-            "data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "new"}});
-        let made = prepare_create(&def, "v1", Some("default"), obj, "u", "x", now()).unwrap();
-        assert_eq!(made["data"], json!({"a": "eA==", "b": "bmV3"}));
-        assert!(made.get("stringData").is_none());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use serde_json::{Map, Number, Value, json};
 
 pub use super::field_errors::{FieldError, MAX_CAUSES, Problem, invalid};
 use super::field_errors::{number, quote};
+use super::kinds::KindStrategy;
 use super::status::ApiError;
 use crate::registry::ResourceDef;
 
@@ -528,30 +529,14 @@ fn decodes(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
     }
 }
 
-/// A Secret's `type` is fixed at creation (unset reads as `Opaque`).
-fn secret_type_kept(obj: &Value, old: Option<&Value>) -> Option<FieldError> {
-    let type_of = |o: &Value| {
-        o.get("type")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-            .unwrap_or("Opaque")
-            .to_owned()
-    };
-    let (new, old) = (type_of(obj), type_of(old?));
-    (new != old).then(|| FieldError {
-        problem: Problem::Invalid,
-        field: "type".into(),
-        value: Some(Value::String(new)),
-        detail: "field is immutable".into(),
-    })
-}
-
-/// `obj` when its metadata follows the rules every kind's does, its built-in kind decodes and
+/// `obj` when its metadata follows the rules every kind's does, its kind's own rules
+/// ([`KindStrategy::validate`], reported with the metadata's), its built-in kind decodes and
 /// it satisfies its custom kind's schema, else the 400 or 422 error; `old` is the object an
 /// update replaces.
-pub fn validated(
+pub(crate) fn validated(
     patterns: &Patterns,
     def: &ResourceDef,
+    kind: &dyn KindStrategy,
     obj: Value,
     old: Option<&Value>,
 ) -> Result<Value, ApiError> {
@@ -564,39 +549,9 @@ pub fn validated(
             .to_owned()
     };
     let mut problems = super::metadata_rules::problems(&obj);
-    if def.group.is_empty() && def.kind == "Secret" {
-        problems.extend(secret_type_kept(&obj, old));
-    }
+    problems.extend(kind.validate(&obj, old));
     if !problems.is_empty() {
         return Err(invalid(&def.kind, &def.group, &name_of(&obj), &problems));
-    }
-    if def.group.is_empty() && def.kind == "Pod" {
-        let mut problems = super::pod_resources::problems(&obj);
-        if let Some(old) = old {
-            problems.extend(super::pod_update::problems(old, &obj));
-        }
-        if !problems.is_empty() {
-            return Err(invalid("Pod", "", &name_of(&obj), &problems));
-        }
-    }
-    // What runs later must be bounded now: CRDs' rules and webhooks' conditions.
-    let rule_problems = match (def.group.as_str(), def.kind.as_str()) {
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            super::cel_rules_crd::crd_problems(&obj, old)
-        }
-        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")
-        | ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
-            super::admission::conditions::configuration_problems(&obj)
-        }
-        _ => Vec::new(),
-    };
-    if !rule_problems.is_empty() {
-        return Err(invalid(
-            &def.kind,
-            &def.group,
-            &name_of(&obj),
-            &rule_problems,
-        ));
     }
     let Some(schema) = def.custom_schema() else {
         return Ok(obj);

@@ -148,8 +148,10 @@ pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respon
     .min(st.options.max_watch_timeout);
     let bookmarks = ctx.flag("allowWatchBookmarks");
     let send_initial = ctx.flag("sendInitialEvents");
-    let (def, version, events) = (t.def.clone(), t.version.clone(), framer.clone());
-    let line = move |kind: &str, obj: Value| events.event(kind, at_version(&def, &version, obj));
+    let (def, strategy, version, events) =
+        (t.def.clone(), t.kind, t.version.clone(), framer.clone());
+    let line =
+        move |kind: &str, obj: Value| events.event(kind, at_version(&def, strategy, &version, obj));
 
     // Subscribe before reading so nothing committed in between is missed; duplicates are
     // dropped by resourceVersion.

@@ -1,11 +1,12 @@
 //! Where every write ends: the read-modify-write of one object (admission of a client's update
-//! included) and the removal of one object with what follows from it (a CRD's objects, an
-//! emptied namespace, owners and dependents handed to the collector). Create, update, patch,
+//! included) and the removal of one object with what follows from it (its kind's
+//! [`crate::api::kinds::KindStrategy::after_commit`], an emptied namespace, owners and
+//! dependents handed to the collector). Create, update, patch,
 //! apply, the subresources, deletes and the collector's own writes all commit here.
 
 use super::collector;
 use super::target::*;
-use crate::api::cluster_defaults;
+use crate::api::kinds::namespace;
 
 /// Whose update it is: a client's (an update, a patch, an apply, a `status`, `scale` or
 /// `approval` write), which the admission webhooks see, or the server's own (the collector
@@ -37,7 +38,7 @@ where
         let (rv, current) = t.stored(st, &ctx.cluster, name).await?;
         // `mutate` sees and returns the served form; the store keeps the stored one.
         // Shared with the validation rules' thread, which reads it as `oldSelf`.
-        let served = std::sync::Arc::new(at_version(&t.def, &t.version, current.clone()));
+        let served = std::sync::Arc::new(t.served(current.clone()));
         let new = mutate(&served)?;
         let new = if by == By::Client {
             let new =
@@ -47,19 +48,10 @@ where
         } else {
             new
         };
-        let mut new = conversion::to_storage(&t.def, new);
-        // A CRD's kind changes only once its new definition is committed.
-        let mut crd = None;
-        if is_crd(&t.def) {
-            let def = resources::from_crd(&new)
-                .map_err(|m| ApiError::invalid("CustomResourceDefinition", name, m.0))?;
-            if !t.status && current.get("status").is_some() {
-                new["status"] = current["status"].clone();
-            }
-            crd = Some(def);
-        }
+        let mut new = t.to_storage(new);
+        t.kind.prepare_for_update(&current, &mut new, t.status)?;
         if objects::same_content(&new, &current) || dry {
-            return Ok(at_version(&t.def, &t.version, new));
+            return Ok(t.served(new));
         }
         match st
             .store
@@ -67,16 +59,16 @@ where
             .await
         {
             Ok(ev) => {
-                if let Some(def) = crd {
-                    st.registry.register(&ctx.cluster, name, def);
-                }
                 let body = (*ev.body).clone();
                 if is_deleting(&body) && finalizers_of(&body) == 0 {
                     finish_delete(st, ctx, t, &key, ev.rv, body.clone()).await?;
                 } else {
-                    restore_namespace_defaults(st, ctx, t, &key).await?;
+                    let hooks = t.write(st, ctx, jiff::Timestamp::now());
+                    t.kind
+                        .after_commit(&hooks, &key, Committed::Updated(&body))
+                        .await?;
                 }
-                return Ok(at_version(&t.def, &t.version, body));
+                return Ok(t.served(body));
             }
             Err(StoreError::Conflict { .. }) => continue,
             Err(StoreError::NotFound) => {
@@ -113,7 +105,7 @@ async fn admit_update(
     );
     if admission::mutate(st, ctx, &a, &mut new, Some(current)).await? {
         apply_schema(ctx, t, &mut new, Some(current))?;
-        new = crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))?;
+        new = crate::api::validation::validated(&st.patterns, &t.def, t.kind, new, Some(current))?;
         let old = std::sync::Arc::new(current.clone());
         new = crate::api::cel_rules::check(&st.cel_slots, &t.def, new, Some(old)).await?;
     }
@@ -130,7 +122,8 @@ async fn admit_update(
     Ok(new)
 }
 
-/// Removes an object for good, with what that implies for namespaces and CRDs.
+/// Removes an object for good, with what follows for its kind, its owners and dependents, and
+/// its namespace. An object that holds others (a namespace) waits until it is empty.
 pub(super) async fn finish_delete(
     st: &ApiState,
     ctx: &Ctx,
@@ -139,7 +132,7 @@ pub(super) async fn finish_delete(
     rv: u64,
     body: Value,
 ) -> Result<Value, ApiError> {
-    if is_namespace(&t.def) && !namespace_is_empty(st, ctx, &key.name).await? {
+    if t.kind.holds_objects() && !namespace::is_empty(st, &ctx.cluster, &key.name).await? {
         // The collector empties it first, then lets it go.
         collector::sweep(st, &ctx.cluster);
         return Ok(body);
@@ -155,17 +148,8 @@ pub(super) async fn finish_delete(
             }
             e => store_error(e),
         })?;
-    restore_namespace_defaults(st, ctx, t, key).await?;
-    if is_crd(&t.def)
-        && let Some(def) = st
-            .registry
-            .all(&ctx.cluster)
-            .into_iter()
-            .find(|d| d.custom && format!("{}.{}", d.plural, d.group) == key.name)
-    {
-        st.registry.unregister(&ctx.cluster, &key.name);
-        delete_all_of(st, ctx, &def, None).await?;
-    }
+    let hooks = t.write(st, ctx, jiff::Timestamp::now());
+    t.kind.after_commit(&hooks, key, Committed::Deleted).await?;
     // Background propagation: whatever still names this object as its owner goes too. The
     // commit queued it for the collector, which works the queue in a task of its own, so the
     // work neither holds up this answer nor stops when its client goes away.
@@ -174,141 +158,7 @@ pub(super) async fn finish_delete(
     collector::wake_owners(st, ctx, &ev.body).await?;
     // The last object of a terminating namespace lets the namespace go.
     if t.def.namespaced && !key.namespace.is_empty() {
-        finish_namespace_if_empty(st, ctx, &key.namespace).await?;
+        namespace::finish_if_empty(st, &ctx.cluster, &key.namespace).await?;
     }
     Ok((*ev.body).clone())
-}
-
-pub(super) fn is_namespace(def: &ResourceDef) -> bool {
-    def.group.is_empty() && def.plural == "namespaces"
-}
-
-/// The namespaced resources, once per stored collection.
-pub(super) fn namespaced_collections(st: &ApiState, ctx: &Ctx) -> Vec<ResourceDef> {
-    st.registry
-        .all(&ctx.cluster)
-        .into_iter()
-        .filter(|d| d.namespaced && d.storage_group == d.group)
-        .collect()
-}
-
-async fn namespace_is_empty(st: &ApiState, ctx: &Ctx, ns: &str) -> Result<bool, ApiError> {
-    for def in namespaced_collections(st, ctx) {
-        let page = st
-            .store
-            .list_raw(
-                &ctx.cluster,
-                &def.storage_group,
-                &def.plural,
-                Some(ns),
-                None,
-                1,
-            )
-            .await
-            .map_err(store_error)?;
-        if !page.items.is_empty() {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Removes namespace `ns` if it is terminating, has no finalizers and holds nothing any more.
-pub(super) async fn finish_namespace_if_empty(
-    st: &ApiState,
-    ctx: &Ctx,
-    ns: &str,
-) -> Result<(), ApiError> {
-    let key = namespace_key(&ctx.cluster, ns);
-    let Some((rv, namespace)) = st.store.get(&key).await.map_err(store_error)? else {
-        return Ok(());
-    };
-    if !is_deleting(&namespace)
-        || finalizers_of(&namespace) > 0
-        || !namespace_is_empty(st, ctx, ns).await?
-    {
-        return Ok(());
-    }
-    match st
-        .store
-        .commit(&key, Precondition::At(rv), WriteOp::Delete(namespace))
-        .await
-    {
-        Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => Ok(()),
-        Err(e) => Err(store_error(e)),
-    }
-}
-
-/// Deletes (or marks, when they have finalizers) every object of `def` (in `namespace`).
-pub(super) async fn delete_all_of(
-    st: &ApiState,
-    ctx: &Ctx,
-    def: &ResourceDef,
-    namespace: Option<&str>,
-) -> Result<(), ApiError> {
-    let page = st
-        .store
-        .list(
-            &ctx.cluster,
-            &def.storage_group,
-            &def.plural,
-            namespace,
-            None,
-            0,
-        )
-        .await
-        .map_err(store_error)?;
-    for obj in page.items {
-        let ns = obj
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .map(String::from);
-        let t = Target {
-            def: def.clone(),
-            version: def.versions[0].clone(),
-            namespace: ns,
-            name: None,
-            status: false,
-        };
-        // Force: objects of a removed kind go regardless of finalizers.
-        let key = t.key(&ctx.cluster, name_of(&obj));
-        let rv: u64 = rv_of(&obj).and_then(|r| r.parse().ok()).unwrap_or(0);
-        match st
-            .store
-            .commit(&key, Precondition::At(rv), WriteOp::Delete(obj.clone()))
-            .await
-        {
-            Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => {}
-            Err(e) => return Err(store_error(e)),
-        }
-    }
-    Ok(())
-}
-
-/// Puts back at once what a real cluster's controllers restore: a namespace's `default`
-/// ServiceAccount once deleted, its `kube-root-ca.crt` once deleted or holding another CA
-/// (nothing in a namespace on its way out).
-async fn restore_namespace_defaults(
-    st: &ApiState,
-    ctx: &Ctx,
-    t: &Target,
-    key: &ObjectKey,
-) -> Result<(), ApiError> {
-    if !t.def.group.is_empty()
-        || !cluster_defaults::kept_in_every_namespace(&t.def.plural, &key.name)
-    {
-        return Ok(());
-    }
-    match st
-        .store
-        .get(&namespace_key(&ctx.cluster, &key.namespace))
-        .await
-        .map_err(store_error)?
-    {
-        Some((_, ns)) if !is_deleting(&ns) => {}
-        _ => return Ok(()),
-    }
-    cluster_defaults::seed_namespace(&st.store, &ctx.cluster, &key.namespace, &st.root_ca_pem)
-        .await
-        .map_err(store_error)
 }

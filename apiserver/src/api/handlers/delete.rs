@@ -4,12 +4,11 @@
 //! [`super::commit::finish_delete`].
 
 use super::collector;
-use super::commit::{
-    finish_delete, finish_namespace_if_empty, is_namespace, namespaced_collections,
-};
+use super::commit::finish_delete;
 use super::owners::{FOREGROUND, ORPHAN, Owner, add_finalizer};
 use super::read::collect;
 use super::target::*;
+use crate::api::kinds::namespace;
 
 /// The options of a delete the server makes itself: dependents and namespace contents go in
 /// the background, whatever policy the request that set it off asked for.
@@ -17,45 +16,43 @@ fn background() -> Value {
     json!({"propagationPolicy": "Background"})
 }
 
-/// Deleting a namespace: it turns `Terminating`, its objects are deleted (those with
-/// finalizers only marked), and it goes once it is empty and has no finalizers of its own.
-async fn delete_namespace(
+/// Deleting an object that holds others (a namespace): it turns terminating, the objects in
+/// it are deleted (those with finalizers only marked), and it goes once it is empty and has
+/// no finalizers of its own.
+async fn delete_holder(
     st: &ApiState,
     ctx: &Ctx,
     t: &Target,
     name: &str,
 ) -> Result<(StatusCode, Value), ApiError> {
     let key = t.key(&ctx.cluster, name);
-    let (rv, mut current) = st
-        .store
-        .get(&key)
-        .await
-        .map_err(store_error)?
-        .ok_or_else(|| ApiError::not_found("", "namespaces", name))?;
+    let (rv, mut current) = t.stored(st, &ctx.cluster, name).await?;
     if dry_run(ctx)? {
-        return Ok((StatusCode::OK, at_version(&t.def, &t.version, current)));
+        return Ok((StatusCode::OK, t.served(current)));
     }
     if !is_deleting(&current) {
         objects::mark_deleting(&mut current, jiff::Timestamp::now());
-        current["status"] = json!({"phase": "Terminating"});
+        t.kind.terminating(&mut current);
         let ev = st
             .store
             .commit(&key, Precondition::At(rv), WriteOp::Put(current))
             .await
             .map_err(|e| match e {
-                StoreError::Conflict { .. } => ApiError::conflict("", "namespaces", name),
-                StoreError::NotFound => ApiError::not_found("", "namespaces", name),
+                StoreError::Conflict { .. } => {
+                    ApiError::conflict(&t.def.group, &t.def.plural, name)
+                }
+                StoreError::NotFound => ApiError::not_found(&t.def.group, &t.def.plural, name),
                 e => store_error(e),
             })?;
         current = (*ev.body).clone();
     }
-    // An empty namespace goes at once; the collector empties the others (and resumes that
-    // after a restart: it looks for terminating namespaces).
-    finish_namespace_if_empty(st, ctx, name).await?;
+    // An empty one goes at once; the collector empties the others (and resumes that after a
+    // restart: it looks for terminating namespaces).
+    namespace::finish_if_empty(st, &ctx.cluster, name).await?;
     collector::sweep(st, &ctx.cluster);
     match st.store.get(&key).await.map_err(store_error)? {
-        Some((_, still)) => Ok((StatusCode::OK, at_version(&t.def, &t.version, still))),
-        None => Ok((StatusCode::OK, at_version(&t.def, &t.version, current))),
+        Some((_, still)) => Ok((StatusCode::OK, t.served(still))),
+        None => Ok((StatusCode::OK, t.served(current))),
     }
 }
 
@@ -111,14 +108,8 @@ pub(super) async fn delete_namespace_contents(
     ctx: &Ctx,
     ns: &str,
 ) -> Result<(), ApiError> {
-    for def in namespaced_collections(st, ctx) {
-        let t = Target {
-            def: def.clone(),
-            version: def.versions[0].clone(),
-            namespace: Some(ns.to_owned()),
-            name: None,
-            status: false,
-        };
+    for def in namespace::namespaced_collections(st, &ctx.cluster) {
+        let t = Target::stored_form(&def, Some(ns.to_owned()));
         let mut after: Option<String> = None;
         loop {
             let page = st
@@ -182,8 +173,8 @@ pub(super) async fn delete_one(
     name: &str,
     options: &Value,
 ) -> Result<(StatusCode, Value), ApiError> {
-    if is_namespace(&t.def) {
-        return delete_namespace(st, ctx, t, name).await;
+    if t.kind.holds_objects() {
+        return delete_holder(st, ctx, t, name).await;
     }
     let key = t.key(&ctx.cluster, name);
     let dry = dry_run(ctx)?;
@@ -199,7 +190,7 @@ pub(super) async fn delete_one(
             let unchanged = is_deleting(&current) && !added;
             objects::mark_deleting(&mut marked, jiff::Timestamp::now());
             if dry || unchanged {
-                return Ok((StatusCode::OK, at_version(&t.def, &t.version, marked)));
+                return Ok((StatusCode::OK, t.served(marked)));
             }
             match st
                 .store
@@ -216,7 +207,7 @@ pub(super) async fn delete_one(
                         // references gone once the delete returns.
                         Propagation::Orphan => collector::orphan_now(st, owner).await?,
                     }
-                    return Ok((StatusCode::OK, at_version(&t.def, &t.version, body)));
+                    return Ok((StatusCode::OK, t.served(body)));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(StoreError::NotFound) => {
@@ -226,10 +217,10 @@ pub(super) async fn delete_one(
             }
         }
         if dry {
-            return Ok((StatusCode::OK, at_version(&t.def, &t.version, current)));
+            return Ok((StatusCode::OK, t.served(current)));
         }
         match finish_delete(st, ctx, t, &key, rv, current).await {
-            Ok(body) => return Ok((StatusCode::OK, at_version(&t.def, &t.version, body))),
+            Ok(body) => return Ok((StatusCode::OK, t.served(body))),
             Err(e) if e.reason == "Conflict" => continue,
             Err(e) => return Err(e),
         }
@@ -276,7 +267,7 @@ async fn admit_delete(
     else {
         return Ok(());
     };
-    let old = at_version(&t.def, &t.version, current);
+    let old = t.served(current);
     let mut options = options.clone();
     if let Some(m) = options.as_object_mut() {
         m.insert("apiVersion".into(), json!("meta.k8s.io/v1"));
@@ -327,13 +318,7 @@ pub(super) async fn delete_collection(
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .map(String::from);
-        let one = Target {
-            def: t.def.clone(),
-            version: t.version.clone(),
-            namespace: ns,
-            name: None,
-            status: false,
-        };
+        let one = Target::new(t.def.clone(), t.version.clone(), ns, None, false);
         admit_delete(st, ctx, &one, name_of(&obj), &options).await?;
         match delete_one(st, ctx, &one, name_of(&obj), &options).await {
             Ok((_, body)) => deleted.push(body),

@@ -7,13 +7,14 @@
 use std::sync::Arc;
 
 use super::collector::{Job, PassFuture};
-use super::commit::{By, finish_namespace_if_empty, guaranteed_update};
+use super::commit::{By, guaranteed_update};
 use super::delete::{delete_namespace_contents, delete_one};
 use super::owners::{
     FOREGROUND, ORPHAN, Owner, another_owner_remains, blocks, dependents, has_finalizer, uid_of,
     without_finalizer,
 };
 use super::target::*;
+use crate::api::kinds::namespace;
 
 /// One pass over `job`: what the collector ([`super::collector::Collector`]) runs.
 pub(super) fn pass(st: ApiState, job: Arc<Job>) -> PassFuture {
@@ -49,46 +50,11 @@ async fn sweep_pass(st: &ApiState, ctx: &Ctx) -> Result<(), ApiError> {
                 .map_err(store_error)?;
         }
     }
-    for ns in terminating_namespaces(st, ctx).await? {
+    for ns in namespace::terminating(st, &ctx.cluster).await? {
         delete_namespace_contents(st, ctx, &ns).await?;
-        finish_namespace_if_empty(st, ctx, &ns).await?;
+        namespace::finish_if_empty(st, &ctx.cluster, &ns).await?;
     }
     Ok(())
-}
-
-/// How many stored namespaces are read at a time when looking for terminating ones.
-const NAMESPACE_PAGE: usize = 500;
-
-/// The namespaces of `ctx.cluster` marked for deletion.
-async fn terminating_namespaces(st: &ApiState, ctx: &Ctx) -> Result<Vec<String>, ApiError> {
-    let mut names = Vec::new();
-    let mut after: Option<(String, String)> = None;
-    loop {
-        let page = st
-            .store
-            .list_raw(
-                &ctx.cluster,
-                "",
-                "namespaces",
-                None,
-                after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
-                NAMESPACE_PAGE,
-            )
-            .await
-            .map_err(store_error)?;
-        for raw in &page.items {
-            // Only namespaces that say they are being deleted are parsed.
-            if raw.body.contains("deletionTimestamp")
-                && serde_json::from_str::<Value>(&raw.body).is_ok_and(|ns| is_deleting(&ns))
-            {
-                names.push(raw.name.clone());
-            }
-        }
-        match page.items.last() {
-            Some(last) if page.more => after = Some((last.namespace.clone(), last.name.clone())),
-            _ => return Ok(names),
-        }
-    }
 }
 
 /// Deals with each dependent of the deleted owner `owner_uid`: one that still has another

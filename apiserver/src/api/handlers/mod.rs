@@ -82,15 +82,17 @@ async fn dispatch(
     if !def.namespaced && p.namespace.is_some() {
         return Err(ApiError::not_found_path());
     }
-    // TokenRequest: `serviceaccounts/NAME/token`.
-    if def.group.is_empty()
-        && def.plural == "serviceaccounts"
-        && p.subresource.as_deref() == Some("token")
+    let kind = crate::api::kinds::of(&def);
+    // A create answered by a subresource of the object (TokenRequest: `serviceaccounts/NAME/token`).
+    if let Some(create) = p
+        .subresource
+        .as_deref()
+        .and_then(|s| kind.subresource_create(s))
     {
         return match (&ctx.method, &p.namespace, &p.name) {
             (&Method::POST, Some(ns), Some(name)) => {
                 let body = write::object_body(ctx).await?;
-                auth::tokens::token_request(st, ctx, ns, name, body).await
+                create(st, ctx, ns, name, body).await
             }
             (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
         };
@@ -112,6 +114,7 @@ async fn dispatch(
     }
     let t = Target {
         def,
+        kind,
         version: p.version,
         namespace: p.namespace,
         name: p.name,

@@ -36,13 +36,7 @@ impl Owner {
     }
 
     pub(super) fn target(&self) -> Target {
-        Target {
-            def: self.def.clone(),
-            version: self.def.versions[0].clone(),
-            namespace: self.namespace.clone(),
-            name: None,
-            status: false,
-        }
+        Target::stored_form(&self.def, self.namespace.clone())
     }
 }
 
@@ -124,13 +118,7 @@ pub(super) async fn referenced_owner(
     ) else {
         return Ok(None);
     };
-    let t = Target {
-        version: def.versions[0].clone(),
-        namespace: namespace.filter(|_| def.namespaced).map(String::from),
-        def,
-        name: None,
-        status: false,
-    };
+    let t = Target::stored_form(&def, namespace.filter(|_| def.namespaced).map(String::from));
     let owner = st
         .store
         .get(&t.key(&ctx.cluster, name))
@@ -183,18 +171,8 @@ pub(super) async fn dependents(
             let def = st
                 .registry
                 .find_stored(&ctx.cluster, &key.group, &key.resource)?;
-            let version = def.versions[0].clone();
             let namespace = (!key.namespace.is_empty()).then_some(key.namespace);
-            Some((
-                Target {
-                    def,
-                    version,
-                    namespace,
-                    name: None,
-                    status: false,
-                },
-                key.name,
-            ))
+            Some((Target::stored_form(&def, namespace), key.name))
         })
         .collect())
 }

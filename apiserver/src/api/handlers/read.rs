@@ -15,7 +15,7 @@ pub(super) async fn get(
     }
     let representation = representation(ctx)?;
     let (_, obj) = t.stored(st, &ctx.cluster, name).await?;
-    let obj = at_version(&t.def, &t.version, obj);
+    let obj = t.served(obj);
     answer(ctx, t, representation, StatusCode::OK, obj)
 }
 
@@ -98,7 +98,7 @@ pub(crate) async fn collect(
                 name_of(&obj).to_owned(),
             );
             if filter.matches(&obj) {
-                out.push(at_version(&t.def, &t.version, obj));
+                out.push(t.served(obj));
                 if limit != 0 && out.len() == limit {
                     let more = page.more || i + 1 < n;
                     let next = more.then_some(Continue {

@@ -78,7 +78,7 @@ async fn scale_paths(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<ScalePaths,
 async fn get_scale(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Response, ApiError> {
     let paths = scale_paths(st, ctx, t).await?;
     let (_, obj) = t.stored(st, &ctx.cluster, name).await?;
-    let served = at_version(&t.def, &t.version, obj);
+    let served = t.served(obj);
     Ok(json_response(
         StatusCode::OK,
         &scale::scale_of(&served, &paths),
@@ -130,9 +130,9 @@ async fn write_scale(
         let replicas = scale::requested_replicas(&wanted)
             .map_err(|e| ApiError::invalid("Scale", name, e.to_string()))?;
         let new = scale::with_replicas(current, &paths, replicas);
-        let mut new =
-            objects::prepare_update(&t.def, &t.version, current, new, false).and_then(|new| {
-                crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))
+        let mut new = objects::prepare_update(&t.def, t.kind, &t.version, current, new, false)
+            .and_then(|new| {
+                crate::api::validation::validated(&st.patterns, &t.def, t.kind, new, Some(current))
             })?;
         apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
         Ok(new)
@@ -156,13 +156,7 @@ fn other_target(
         .registry
         .find_stored(&ctx.cluster, group, plural)
         .ok_or_else(|| ApiError::internal(format!("{plural}.{group} is not served")))?;
-    Ok(Target {
-        version: def.versions[0].clone(),
-        def,
-        namespace: Some(namespace.to_owned()),
-        name: None,
-        status: false,
-    })
+    Ok(Target::stored_form(&def, Some(namespace.to_owned())))
 }
 
 /// How often an eviction is tried again when its budget changed under it.
@@ -309,7 +303,7 @@ async fn bind(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Respon
         for (k, v) in annotations.iter().filter_map(Value::as_object).flatten() {
             new["metadata"]["annotations"][k] = v.clone();
         }
-        let mut new = objects::prepare_update(&t.def, &t.version, current, new, false)?;
+        let mut new = objects::prepare_update(&t.def, t.kind, &t.version, current, new, false)?;
         // The scheduler's condition; the main endpoint would keep the current status.
         let scheduled = json!({"type": "PodScheduled", "status": "True",
             "lastTransitionTime": objects::rfc3339(jiff::Timestamp::now())});
@@ -346,7 +340,7 @@ async fn approve(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Res
         let now = objects::rfc3339(jiff::Timestamp::now());
         let new = csr::approved(current, &wanted, &now)
             .map_err(|e| ApiError::invalid(&t.def.kind, name, e.to_string()))?;
-        let mut new = objects::prepare_update(&t.def, &t.version, current, new, true)?;
+        let mut new = objects::prepare_update(&t.def, t.kind, &t.version, current, new, true)?;
         apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
         Ok(new)
     })
@@ -373,10 +367,10 @@ async fn add_ephemeral(
         pinned_rv_matches(t, name, rv_of(&wanted), current)?;
         let new = ephemeral_containers::updated(current, &wanted)
             .map_err(|e| crate::api::field_errors::invalid("Pod", "", name, &e))?;
-        let new = objects::prepare_update(&t.def, &t.version, current, new, false)?;
+        let new = objects::prepare_update(&t.def, t.kind, &t.version, current, new, false)?;
         // Validated as a new Pod would be: the update rules of the main endpoint forbid
         // exactly the change this subresource exists to make.
-        let mut new = crate::api::validation::validated(&st.patterns, &t.def, new, None)?;
+        let mut new = crate::api::validation::validated(&st.patterns, &t.def, t.kind, new, None)?;
         apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
         Ok(new)
     })

@@ -10,7 +10,9 @@ pub(super) use axum::{
 pub(super) use serde_json::{Value, json};
 
 pub(super) use crate::api::{
-    ApiState, Ctx, apply, conversion, json_response, negotiate,
+    ApiState, Ctx, apply, conversion, json_response,
+    kinds::{self, Committed, KindStrategy},
+    negotiate,
     negotiate::Representation,
     objects::{self, finalizers_of, is_deleting, name_of, name_suffix, new_uid, rv_of},
     pagination::Continue,
@@ -20,7 +22,7 @@ pub(super) use crate::api::{
     status::ApiError,
     table::{self, IncludeObject},
 };
-pub(super) use crate::registry::{self as resources, ResourceDef};
+pub(super) use crate::registry::ResourceDef;
 pub(super) use crate::store::{ObjectKey, Precondition, StoreError, WriteOp};
 use gpustack_kube_rest::builtin_schemas;
 
@@ -30,6 +32,8 @@ pub(super) const WRITE_ATTEMPTS: usize = 16;
 /// A resolved resource request.
 pub(crate) struct Target {
     pub def: ResourceDef,
+    /// What is special about the kind, resolved with the target.
+    pub kind: &'static dyn KindStrategy,
     pub version: String,
     pub namespace: Option<String>,
     pub name: Option<String>,
@@ -37,6 +41,55 @@ pub(crate) struct Target {
 }
 
 impl Target {
+    /// The target `name` (or the collection) of `def` at `version` in `namespace`, its
+    /// `/status` when `status`.
+    pub(crate) fn new(
+        def: ResourceDef,
+        version: String,
+        namespace: Option<String>,
+        name: Option<String>,
+        status: bool,
+    ) -> Self {
+        Target {
+            kind: kinds::of(&def),
+            def,
+            version,
+            namespace,
+            name,
+            status,
+        }
+    }
+
+    /// The target of every object of `def` in `namespace`, at its storage version.
+    pub(super) fn stored_form(def: &ResourceDef, namespace: Option<String>) -> Self {
+        Target::new(def.clone(), def.versions[0].clone(), namespace, None, false)
+    }
+
+    /// How a hook sees a write to this target by `ctx`.
+    pub(super) fn write<'a>(
+        &'a self,
+        st: &'a ApiState,
+        ctx: &'a Ctx,
+        now: jiff::Timestamp,
+    ) -> kinds::Write<'a> {
+        kinds::Write {
+            st,
+            ctx,
+            def: &self.def,
+            now,
+        }
+    }
+
+    /// The served form of stored `obj`, at this target's version.
+    pub(crate) fn served(&self, obj: Value) -> Value {
+        at_version(&self.def, self.kind, &self.version, obj)
+    }
+
+    /// The stored form of `obj`, given in this target's form.
+    pub(super) fn to_storage(&self, obj: Value) -> Value {
+        conversion::to_storage(&self.def, self.kind, obj)
+    }
+
     pub(super) fn key(&self, cluster: &str, name: &str) -> ObjectKey {
         ObjectKey {
             cluster: cluster.to_owned(),
@@ -63,28 +116,17 @@ impl Target {
     }
 }
 
-/// The key of namespace `ns` of `cluster`.
-pub(super) fn namespace_key(cluster: &str, ns: &str) -> ObjectKey {
-    ObjectKey {
-        cluster: cluster.into(),
-        group: String::new(),
-        resource: "namespaces".into(),
-        namespace: String::new(),
-        name: ns.into(),
-    }
-}
-
-pub(crate) fn store_error(e: StoreError) -> ApiError {
-    match e {
-        e @ StoreError::TooDeep { .. } => ApiError::bad_request(e.to_string()),
-        e => ApiError::internal(format!("storage error: {e}")),
-    }
-}
+pub(crate) use crate::api::store_error::store_error;
 
 /// Sets the `apiVersion` a client asked for (objects are stored once per group and resource),
 /// with the defaults a custom kind's schema gained since the object was stored.
-pub(crate) fn at_version(def: &ResourceDef, version: &str, obj: Value) -> Value {
-    let mut obj = conversion::from_storage(def, obj);
+pub(crate) fn at_version(
+    def: &ResourceDef,
+    kind: &dyn KindStrategy,
+    version: &str,
+    obj: Value,
+) -> Value {
+    let mut obj = conversion::from_storage(kind, obj);
     if let Some(s) = def.custom_schema() {
         schema::apply_defaults(s, &mut obj);
     }
@@ -202,17 +244,13 @@ pub(super) fn apply_schema(
     }
 }
 
-pub(super) fn is_crd(def: &ResourceDef) -> bool {
-    def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions"
-}
-
 /// Namespace and selectors of a list or watch.
 pub(crate) struct Filter {
     pub namespace: Option<String>,
     pub labels: LabelSelector,
     pub fields: FieldSelector,
     /// Set when objects are stored in another form: field selectors apply to the served form.
-    pub served_as: Option<ResourceDef>,
+    pub served_as: Option<&'static dyn KindStrategy>,
 }
 
 impl Filter {
@@ -224,7 +262,7 @@ impl Filter {
             &t.def.selectable_fields,
         )
         .map_err(ApiError::bad_request)?;
-        let served_as = (t.def.storage_group != t.def.group).then(|| t.def.clone());
+        let served_as = (t.def.storage_group != t.def.group).then_some(t.kind);
         Ok(Filter {
             namespace: t.namespace.clone(),
             labels,
@@ -243,9 +281,9 @@ impl Filter {
             return false;
         }
         match &self.served_as {
-            Some(def) => self
+            Some(kind) => self
                 .fields
-                .matches(&conversion::from_storage(def, obj.clone())),
+                .matches(&conversion::from_storage(*kind, obj.clone())),
             None => self.fields.matches(obj),
         }
     }

@@ -1,10 +1,14 @@
-//! Writes: create (with `generateName`, namespace checks, CRD registration), update, patch
-//! and server-side apply, the updates all through [`super::commit::guaranteed_update`].
+//! Writes: create (with `generateName` and the namespace lifecycle), update, patch and
+//! server-side apply, the updates all through [`super::commit::guaranteed_update`]. What a kind
+//! adds is its strategy's ([`crate::api::kinds`]).
 
 use super::commit::{By, guaranteed_update};
 use super::target::*;
 
-/// Creates `body` in `t`'s collection, owned as `op` says; the response object.
+/// Creates `body` in `t`'s collection, owned as `op` says; the response object. One fixed
+/// pipeline whatever the kind: the server's fields, the mutating webhooks, the kind's
+/// preparation, schema, validation and rules, ownership, the validating webhooks, one commit,
+/// then what follows it for the kind.
 pub(crate) async fn create_object(
     st: &ApiState,
     ctx: &Ctx,
@@ -17,28 +21,12 @@ pub(crate) async fn create_object(
             .namespace
             .as_deref()
             .ok_or_else(ApiError::not_found_path)?;
-        match st
-            .store
-            .get(&namespace_key(&ctx.cluster, ns))
-            .await
-            .map_err(store_error)?
-        {
-            None => return Err(ApiError::not_found("", "namespaces", ns)),
-            Some((_, n)) if is_deleting(&n) => {
-                return Err(ApiError::new(
-                    403,
-                    "Forbidden",
-                    format!(
-                        "unable to create new content in namespace {ns} because it is being terminated"
-                    ),
-                ));
-            }
-            Some(_) => {}
-        }
+        kinds::namespace::accepts_content(st, &ctx.cluster, ns).await?;
     }
     let now = jiff::Timestamp::now();
     let mut obj = objects::prepare_create(
         &t.def,
+        t.kind,
         &t.version,
         t.namespace.as_deref(),
         body,
@@ -58,32 +46,10 @@ pub(crate) async fn create_object(
         None,
     );
     crate::api::admission::mutate(st, ctx, &admission, &mut obj, None).await?;
-    let crd = if is_crd(&t.def) {
-        let def = resources::from_crd(&obj)
-            .map_err(|m| ApiError::invalid("CustomResourceDefinition", name_of(&obj), m.0))?;
-        obj["status"] = objects::established_crd_status(&obj, now);
-        Some(def)
-    } else {
-        None
-    };
-    if t.def.kind == "Namespace" && t.def.group.is_empty() {
-        obj["status"] = json!({"phase": "Active"});
-    }
-    // As kube-apiserver does: a new pod is Pending until a kubelet reports on it. A phase
-    // given on create is kept (kube-apiserver drops it; clients here may seed one).
-    if t.def.kind == "Pod" && t.def.group.is_empty() && obj.pointer("/status/phase").is_none() {
-        obj["status"]["phase"] = json!("Pending");
-    }
-    if t.def.kind == "Service" && t.def.group.is_empty() {
-        crate::api::node_ports::allocate(&st.store, &ctx.cluster, &mut obj).await?;
-    }
-    if crate::api::csr::is_csr(&t.def.group, &t.def.plural) {
-        let requested = name_of(&obj).to_owned();
-        obj = crate::api::csr::prepared(obj, &ctx.user)
-            .map_err(|e| ApiError::invalid(&t.def.kind, &requested, e.to_string()))?;
-    }
+    let hooks = t.write(st, ctx, now);
+    t.kind.prepare_for_create(&hooks, &mut obj).await?;
     apply_schema(ctx, t, &mut obj, None)?;
-    let obj = crate::api::validation::validated(&st.patterns, &t.def, obj, None)?;
+    let obj = crate::api::validation::validated(&st.patterns, &t.def, t.kind, obj, None)?;
     let mut obj = crate::api::cel_rules::check(&st.cel_slots, &t.def, obj, None).await?;
     crate::api::auth::refuse_escalation(
         st,
@@ -109,14 +75,10 @@ pub(crate) async fn create_object(
     if dry_run(ctx)? {
         return Ok(obj);
     }
-    let obj = conversion::to_storage(&t.def, obj);
+    let key = t.key(&ctx.cluster, &name);
     let ev = st
         .store
-        .commit(
-            &t.key(&ctx.cluster, &name),
-            Precondition::Absent,
-            WriteOp::Put(obj),
-        )
+        .commit(&key, Precondition::Absent, WriteOp::Put(t.to_storage(obj)))
         .await
         .map_err(|e| match e {
             StoreError::AlreadyExists => {
@@ -124,25 +86,11 @@ pub(crate) async fn create_object(
             }
             e => store_error(e),
         })?;
-    if let Some(def) = crd {
-        st.registry.register(&ctx.cluster, &name, def);
-    }
-    if t.def.kind == "Namespace" && t.def.group.is_empty() {
-        crate::api::cluster_defaults::seed_namespace(
-            &st.store,
-            &ctx.cluster,
-            &name,
-            &st.root_ca_pem,
-        )
-        .await
-        .map_err(store_error)?;
-    }
+    t.kind
+        .after_commit(&hooks, &key, Committed::Created(&ev.body))
+        .await?;
     // The event is the writer's to share; without a watcher holding it, no copy is needed.
-    Ok(at_version(
-        &t.def,
-        &t.version,
-        std::sync::Arc::unwrap_or_clone(ev.body),
-    ))
+    Ok(t.served(std::sync::Arc::unwrap_or_clone(ev.body)))
 }
 
 /// Bodies from this size on are decoded on the blocking pool, not on an async worker: a
@@ -306,9 +254,9 @@ pub(super) async fn update(
     let w = writer(ctx, t);
     let obj = guaranteed_update(st, ctx, t, name, By::Client, |current| {
         pinned_rv_matches(t, name, given.as_deref(), current)?;
-        objects::prepare_update(&t.def, &t.version, current, body.clone(), t.status)
+        objects::prepare_update(&t.def, t.kind, &t.version, current, body.clone(), t.status)
             .and_then(|new| {
-                crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))
+                crate::api::validation::validated(&st.patterns, &t.def, t.kind, new, Some(current))
             })
             .map(|mut new| {
                 apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
@@ -393,10 +341,17 @@ pub(super) async fn patch(
         let mut patched = patched;
         // Pruned before generation is worked out: an unknown field is no change.
         apply_schema(ctx, t, &mut patched, Some(current))?;
-        let mut new = objects::prepare_update(&t.def, &t.version, current, patched, t.status)
-            .and_then(|new| {
-                crate::api::validation::validated(&st.patterns, &t.def, new, Some(current))
-            })?;
+        let mut new =
+            objects::prepare_update(&t.def, t.kind, &t.version, current, patched, t.status)
+                .and_then(|new| {
+                    crate::api::validation::validated(
+                        &st.patterns,
+                        &t.def,
+                        t.kind,
+                        new,
+                        Some(current),
+                    )
+                })?;
         // Ownership is settled on what will be stored: an apply may conflict here.
         let now = jiff::Timestamp::now();
         match &applied {
