@@ -14,8 +14,8 @@ use gpustack_api::{
     devices::{AllocationMode, DevicesGroup},
 };
 use gpustack_proto::deviceplugin::v1beta1::device_plugin_server::DevicePluginServer;
-use gpustack_serving::trace_context::ServerSpans;
 use gpustack_serving::grpc_metrics::GrpcMetrics;
+use gpustack_serving::trace_context::ServerSpans;
 use prometheus::{IntGaugeVec, Opts, Registry};
 use tokio::{
     net::UnixListener,
