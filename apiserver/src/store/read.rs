@@ -142,6 +142,32 @@ impl Store {
         Ok(page(items, to_u64(rv), limit))
     }
 
+    /// Shows `visit` every stored object of a cluster-wide collection, `page` objects per
+    /// short read, for the scans that look for the few objects of many that need them.
+    pub async fn scan_raw(
+        &self,
+        cluster: &str,
+        group: &str,
+        resource: &str,
+        page: usize,
+        mut visit: impl FnMut(&RawObject),
+    ) -> Result<(), StoreError> {
+        let mut after: Option<(String, String)> = None;
+        loop {
+            let at = after.as_ref().map(|(a, b)| (a.as_str(), b.as_str()));
+            let read = self
+                .list_raw(cluster, group, resource, None, at, page)
+                .await?;
+            read.items.iter().for_each(&mut visit);
+            match read.items.last() {
+                Some(last) if read.more => {
+                    after = Some((last.namespace.clone(), last.name.clone()));
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
     /// The rows of a page of `c` after `after`, at most `limit` + 1 of them (0: all), for
     /// any cluster: the fleet view's come from its members.
     async fn rows(

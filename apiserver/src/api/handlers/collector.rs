@@ -275,41 +275,29 @@ async fn resume(st: &ApiState, cluster: &str) -> Result<(), ApiError> {
         .into_iter()
         .filter(|d| d.storage_group == d.group && !d.is_review());
     for def in collections {
-        let mut after: Option<(String, String)> = None;
-        loop {
-            let page = st
-                .store
-                .list_raw(
-                    cluster,
-                    &def.storage_group,
-                    &def.plural,
-                    None,
-                    after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
-                    RESUME_PAGE,
-                )
-                .await
-                .map_err(store_error)?;
-            for raw in &page.items {
-                // Only the few objects naming a collector's finalizer are parsed.
-                if !(raw.body.contains(FOREGROUND) || raw.body.contains("\"orphan\"")) {
-                    continue;
-                }
-                let Ok(obj) = serde_json::from_str::<Value>(&raw.body) else {
-                    continue;
-                };
-                if is_deleting(&obj)
-                    && (has_finalizer(&obj, FOREGROUND) || has_finalizer(&obj, ORPHAN))
-                {
-                    schedule(st, Owner::of(cluster, &def, &obj));
-                }
-            }
-            match page.items.last() {
-                Some(last) if page.more => {
-                    after = Some((last.namespace.clone(), last.name.clone()));
-                }
-                _ => break,
-            }
-        }
+        st.store
+            .scan_raw(
+                cluster,
+                &def.storage_group,
+                &def.plural,
+                RESUME_PAGE,
+                |raw| {
+                    // Only the few objects naming a collector's finalizer are parsed.
+                    if !(raw.body.contains(FOREGROUND) || raw.body.contains("\"orphan\"")) {
+                        return;
+                    }
+                    let Ok(obj) = serde_json::from_str::<Value>(&raw.body) else {
+                        return;
+                    };
+                    if is_deleting(&obj)
+                        && (has_finalizer(&obj, FOREGROUND) || has_finalizer(&obj, ORPHAN))
+                    {
+                        schedule(st, Owner::of(cluster, &def, &obj));
+                    }
+                },
+            )
+            .await
+            .map_err(store_error)?;
     }
     Ok(())
 }

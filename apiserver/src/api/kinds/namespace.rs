@@ -157,33 +157,18 @@ const PAGE: usize = 500;
 /// The namespaces of `cluster` marked for deletion.
 pub(crate) async fn terminating(st: &ApiState, cluster: &str) -> Result<Vec<String>, ApiError> {
     let mut names = Vec::new();
-    let mut after: Option<(String, String)> = None;
-    loop {
-        let page = st
-            .store
-            .list_raw(
-                cluster,
-                "",
-                RESOURCE,
-                None,
-                after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
-                PAGE,
-            )
-            .await
-            .map_err(store_error)?;
-        for raw in &page.items {
+    st.store
+        .scan_raw(cluster, "", RESOURCE, PAGE, |raw| {
             // Only namespaces that say they are being deleted are parsed.
             if raw.body.contains("deletionTimestamp")
                 && serde_json::from_str::<Value>(&raw.body).is_ok_and(|ns| is_deleting(&ns))
             {
                 names.push(raw.name.clone());
             }
-        }
-        match page.items.last() {
-            Some(last) if page.more => after = Some((last.namespace.clone(), last.name.clone())),
-            _ => return Ok(names),
-        }
-    }
+        })
+        .await
+        .map_err(store_error)?;
+    Ok(names)
 }
 
 /// A kind of which every namespace holds an object (its `default` ServiceAccount, its
