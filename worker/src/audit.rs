@@ -11,26 +11,37 @@ use serde_json::{Value, json};
 
 use crate::auth::identity::{Attributes, User};
 
+/// The audit log: one JSON line per finished request.
 pub struct Audit {
     out: Mutex<Box<dyn Write + Send>>,
 }
 
+/// The audit log could not be opened.
 #[derive(Debug, thiserror::Error)]
 #[error("opening the audit log {path}: {source}")]
 pub struct AuditError {
+    /// The path given.
     pub path: String,
+    /// The cause.
     #[source]
     pub source: std::io::Error,
 }
 
 /// One finished request.
 pub struct Entry<'a> {
+    /// Who asked.
     pub user: &'a User,
+    /// What was asked.
     pub attrs: &'a Attributes,
+    /// The request's path and query.
     pub request_uri: &'a str,
+    /// The client's address, when known.
     pub source_ip: Option<String>,
+    /// The client's `User-Agent`.
     pub user_agent: &'a str,
+    /// The status code answered.
     pub code: u16,
+    /// When the request arrived.
     pub received: jiff::Timestamp,
 }
 
@@ -57,6 +68,7 @@ impl Audit {
         })
     }
 
+    /// Appends one line for `e` (a failed write is logged, never fatal).
     pub fn record(&self, e: &Entry<'_>) {
         let mut line = event(e).to_string();
         line.push('\n');

@@ -18,20 +18,30 @@ use crate::names;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reach {
     /// A real cluster: the Service selects the worker's Pods; port 443 → the secure port.
-    Pods { secure_port: u16 },
+    Pods {
+        /// The worker's HTTPS port in its Pods.
+        secure_port: u16,
+    },
     /// An embedded cluster on this machine: the Service points at loopback.
-    Loopback { secure_port: u16 },
+    Loopback {
+        /// The worker's HTTPS port on this machine.
+        secure_port: u16,
+    },
 }
 
 /// One object the worker keeps present.
 #[derive(Clone, Debug)]
 pub struct Desired {
+    /// The object's resource.
     pub resource: ApiResource,
+    /// Its namespace (none for cluster-scoped objects).
     pub namespace: Option<String>,
+    /// The object.
     pub object: Value,
 }
 
 impl Desired {
+    /// The object's name.
     pub fn name(&self) -> &str {
         self.object["metadata"]["name"].as_str().unwrap_or("")
     }
@@ -181,17 +191,23 @@ pub fn contains(have: &Value, want: &Value) -> bool {
 /// What one pass did to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// Already as wanted.
     Present,
+    /// Created.
     Created,
+    /// Present and repaired.
     Aligned,
     /// Being deleted: left alone until it is gone.
     Terminating,
 }
 
+/// Installing one object failed.
 #[derive(Debug, thiserror::Error)]
 #[error("{object}: {source}")]
 pub struct InstallError {
+    /// The object (`kind/name`).
     pub object: String,
+    /// The cause.
     #[source]
     pub source: kube::Error,
 }

@@ -9,10 +9,15 @@ use serde_json::{Value, json};
 /// What the Node says about the machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Machine {
+    /// The host name.
     pub hostname: String,
+    /// The operating system (`linux`).
     pub os: String,
+    /// The architecture (`amd64`).
     pub arch: String,
+    /// Logical CPUs.
     pub cpus: u32,
+    /// Memory in KiB.
     pub memory_kib: u64,
     /// What the kubelet reports in `nodeInfo` (empty where this machine does not say).
     pub info: MachineInfo,
@@ -23,10 +28,15 @@ pub struct Machine {
 /// The identity the kubelet reads from the host for `status.nodeInfo`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MachineInfo {
+    /// The kernel's release.
     pub kernel_version: String,
+    /// The distribution's pretty name.
     pub os_image: String,
+    /// `/etc/machine-id`.
     pub machine_id: String,
+    /// The firmware's system UUID.
     pub system_uuid: String,
+    /// This boot's id.
     pub boot_id: String,
 }
 

@@ -6,7 +6,9 @@ pub const SYSTEM_NAMESPACE: &str = "gpustack-system";
 pub const SERVICE: &str = "gpustack-operator-worker";
 /// The Secret holding the serving CA and certificate, shared by replicas and restarts.
 pub const SERVING_SECRET: &str = "gpustack-operator-worker-serving";
+/// The group of the worker's custom resources and views.
 pub const WORKER_GROUP: &str = "worker.gpustack.ai";
+/// The group of the settings.
 pub const SETTINGS_GROUP: &str = "gpustack.ai";
 
 /// Prefix of every object the worker derives from the cluster's hardware.

@@ -38,21 +38,29 @@ const REINSTALL_EVERY: Duration = Duration::from_secs(30);
 /// What the binary decides from flags and environment.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// The address the API listens on.
     pub bind: SocketAddr,
+    /// Where the serving certificate is read from; `None` generates one.
     pub cert_dir: Option<PathBuf>,
+    /// The worker's namespace.
     pub system_namespace: String,
+    /// `--disable-auths`: every request allowed.
     pub disable_auths: bool,
     /// Answer webhook reviews from unauthenticated callers (API servers that present no
     /// credentials to their webhooks).
     pub allow_anonymous_reviews: bool,
     /// `/metrics` authorized by the cluster (`--metrics-auth=delegated`), else open.
     pub metrics_auth_delegated: bool,
+    /// How long review answers are cached.
     pub ttls: Ttls,
+    /// `--audit-log-path`; empty writes none.
     pub audit_log_path: String,
+    /// `--cors-allowed-origins`: regular expressions.
     pub cors_allowed_origins: Vec<String>,
     /// How the aggregator reaches this process; `None` decides from the cluster (an embedded
     /// cluster reaches it on loopback, a real one through its Pods).
     pub reach: Option<Reach>,
+    /// Connection, size and time bounds of the API.
     pub limits: Limits,
     /// How the controllers run: election, tuning.
     pub controllers: ControllersConfig,
@@ -73,35 +81,50 @@ pub struct Config {
 pub struct ControllersConfig {
     /// `None` runs them without leader election.
     pub election: Option<crate::controllers::leader::LeaseConfig>,
+    /// Pacing and batch sizes.
     pub tuning: crate::controllers::engine::Tuning,
 }
 
+/// Why the worker stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    /// A setting from the environment is invalid.
     #[error("settings from the environment: {0}")]
     Settings(#[from] settings::store::StoreError),
+    /// The serving certificate.
     #[error(transparent)]
     Cert(#[from] serving_cert::CertError),
+    /// Installing into the cluster failed.
     #[error("{0}")]
     Install(String),
+    /// The TLS configuration.
     #[error("serving certificate: {0}")]
     Tls(#[from] gpustack_serving::certs::ConfigError),
+    /// The API's address could not be bound.
     #[error("listening on {addr}: {source}")]
     Listen {
+        /// The address.
         addr: SocketAddr,
+        /// The cause.
         #[source]
         source: std::io::Error,
     },
+    /// The audit log.
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
+    /// The webhooks.
     #[error(transparent)]
     Admission(#[from] crate::admission::server::StartError),
+    /// The cluster did not answer its version.
     #[error("asking the cluster its version: {0}")]
     Version(#[source] kube::Error),
+    /// The hub's gateway.
     #[error("the gateway: {0}")]
     Gateway(#[from] crate::fleet::gateway::ConnectError),
+    /// The unit resources table.
     #[error("the shipped unit resources table: {0}")]
     Presets(#[from] crate::controllers::unit_presets::PresetError),
+    /// The metrics could not be registered.
     #[error("registering the metrics: {0}")]
     Metrics(#[source] prometheus::Error),
 }

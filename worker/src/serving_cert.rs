@@ -14,32 +14,45 @@ use crate::names;
 pub struct Material {
     /// What clients (the APIServices' `caBundle`) trust.
     pub ca_pem: String,
+    /// The certificate (PEM).
     pub cert_pem: String,
+    /// Its private key (PEM).
     pub key_pem: String,
 }
 
+/// Why there is no serving certificate.
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
+    /// A file could not be read.
     #[error("reading {path}: {source}")]
     Read {
+        /// The file.
         path: String,
+        /// The cause.
         #[source]
         source: std::io::Error,
     },
+    /// A certificate could not be generated.
     #[error("generating the serving certificate: {0}")]
     Generate(#[from] rcgen::Error),
+    /// The Secret could not be read or written.
     #[error("secret {namespace}/{}: {source}", names::SERVING_SECRET)]
     Kube {
+        /// The Secret's namespace.
         namespace: String,
+        /// The cause.
         #[source]
         source: kube::Error,
     },
+    /// The Secret lacks a key.
     #[error(
         "secret {namespace}/{}: key {key} is missing or not text",
         names::SERVING_SECRET
     )]
     Incomplete {
+        /// The Secret's namespace.
         namespace: String,
+        /// The key.
         key: &'static str,
     },
 }

@@ -3,19 +3,29 @@
 
 use serde_json::{Value, json};
 
+/// One webhook the worker serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Hook {
+    /// Completes a Pod's accelerator requests (units, credits) before Kueue reads them.
     PodMutate,
+    /// Refuses Pods whose accelerator requests break the family rules.
     PodValidate,
+    /// Completes an InstanceType's defaults.
     InstanceTypeMutate,
+    /// Refuses invalid InstanceTypes and changes to immutable fields.
     InstanceTypeValidate,
+    /// Completes an Instance's defaults from its type (host CPU and memory, storage).
     InstanceMutate,
+    /// Refuses invalid Instances and changes not allowed while running.
     InstanceValidate,
+    /// Pins a Kueue Workload's fit to the flavors its Pod can use.
     WorkloadMutate,
+    /// Lets only the model manager of a node write that node's NodeModelStore status.
     ModelStoreStatus,
 }
 
 impl Hook {
+    /// Every webhook, in the order they are registered.
     pub const ALL: [Hook; 8] = [
         Hook::PodMutate,
         Hook::PodValidate,
@@ -27,6 +37,7 @@ impl Hook {
         Hook::ModelStoreStatus,
     ];
 
+    /// The URL path the webhook is served on (and registered with).
     pub fn path(self) -> &'static str {
         match self {
             Hook::PodMutate => "/mutate-gpustack-worker-core-v1-pod",
@@ -54,6 +65,7 @@ impl Hook {
         }
     }
 
+    /// Whether the webhook is registered as mutating (else validating).
     pub fn mutating(self) -> bool {
         matches!(
             self,
@@ -151,6 +163,7 @@ impl Hook {
         w
     }
 
+    /// The webhook served on `path`, if any.
     pub fn from_path(path: &str) -> Option<Hook> {
         Hook::ALL.into_iter().find(|h| h.path() == path)
     }
@@ -159,6 +172,7 @@ impl Hook {
 /// The two configurations. Their names sort before Kueue's (`kueue-…`), so that a Pod's
 /// credits are computed before Kueue's own Pod webhook reads them.
 pub const MUTATION: &str = "gpustack-worker-mutation";
+/// The name of the ValidatingWebhookConfiguration.
 pub const VALIDATION: &str = "gpustack-worker-validation";
 
 /// `(kind, plural, object)` of each configuration.

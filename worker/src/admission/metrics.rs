@@ -11,12 +11,16 @@ use super::{hooks::Hook, reasons::Reason};
 /// What became of a review.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Result {
+    /// Allowed unchanged.
     Allowed,
+    /// Allowed with a patch.
     Patched,
+    /// Refused.
     Denied,
 }
 
 impl Result {
+    /// The `result` label value.
     pub fn as_str(self) -> &'static str {
         match self {
             Result::Allowed => "allowed",
@@ -26,6 +30,7 @@ impl Result {
     }
 }
 
+/// The webhooks' decision counts and latencies, by webhook, result and reason.
 #[derive(Clone)]
 pub struct AdmissionMetrics {
     total: IntCounterVec,
@@ -33,6 +38,7 @@ pub struct AdmissionMetrics {
 }
 
 impl AdmissionMetrics {
+    /// Registers the series in `registry`.
     pub fn new(registry: &Registry) -> std::result::Result<Self, prometheus::Error> {
         let total = IntCounterVec::new(
             Opts::new(
@@ -56,6 +62,7 @@ impl AdmissionMetrics {
         Ok(AdmissionMetrics { total, duration })
     }
 
+    /// Records one review's outcome and how long it took.
     pub fn observe(&self, hook: Hook, result: Result, reason: Reason, took: Duration) {
         self.total
             .with_label_values(&[hook.name(), result.as_str(), reason.as_str()])

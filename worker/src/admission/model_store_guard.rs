@@ -9,13 +9,17 @@ use super::{reasons::Reason, verdict::Refusal};
 
 /// The `extra` keys of a pod-bound service account token.
 pub const POD_NAME: &str = "authentication.kubernetes.io/pod-name";
+/// The `extra` key a pod-bound token carries its node's name under.
 pub const NODE_NAME: &str = "authentication.kubernetes.io/node-name";
 
 /// The writer, as the review names it.
 #[derive(Clone, Debug, Default)]
 pub struct Writer {
+    /// The user name.
     pub username: String,
+    /// The groups.
     pub groups: Vec<String>,
+    /// The extra attributes (a pod-bound token's pod and node names).
     pub extra: BTreeMap<String, Vec<String>>,
 }
 

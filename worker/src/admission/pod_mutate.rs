@@ -21,6 +21,7 @@ pub const PERCENT_UNITS: i64 = CARD_UNITS / 100;
 /// What the mutation needs to know of the pool behind the Pod's queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pool {
+    /// The InstanceType behind the queue.
     pub instance_type: String,
     /// `<manufacturer>-<groupID>`.
     pub accelerator_group: Option<String>,
@@ -31,6 +32,7 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// What the mutation needs of `it`.
     pub fn of(it: &InstanceType) -> Self {
         let detail = it.status.as_ref().and_then(|s| s.detail.as_ref());
         Pool {

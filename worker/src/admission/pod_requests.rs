@@ -12,8 +12,11 @@ use super::quantity::Quantity;
 /// the app; native sidecars (`restartPolicy: Always` init containers) run beside it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Group {
+    /// An init container.
     Init,
+    /// An app container.
     App,
+    /// A native sidecar.
     Sidecar,
 }
 
@@ -30,9 +33,13 @@ impl Group {
 /// The four ways to ask for an accelerator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Family {
+    /// Whole cards, one Pod each (`<base>`).
     Exclusive,
+    /// Whole cards shared by Pods (`<base>.shared`).
     Shared,
+    /// Logical slices of a card (`<base>.sliced`).
     Sliced,
+    /// Hardware partitions of a card (`<base>.partitioned`).
     Partitioned,
 }
 
@@ -48,8 +55,11 @@ impl Family {
 pub enum Part {
     /// `<base>`, `<base>.shared`, `<base>.sliced` or `<base>.partitioned`.
     Head,
+    /// `.memory-percentage`: a share of one card's memory.
     MemoryPercentage,
+    /// `.memory-mib`: memory of one card in MiB.
     MemoryMib,
+    /// `.cores-percentage`: a share of one card's cores.
     CoresPercentage,
     /// `.sliced.units` / `.partitioned.units`: written by the mutating webhook, never trusted.
     Units,
@@ -60,8 +70,11 @@ pub enum Part {
 /// A resource key read as a family member.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
+    /// The resource base (`nvidia.com/gpu`).
     pub base: String,
+    /// The family the key belongs to.
     pub family: Family,
+    /// Which key of the family.
     pub part: Part,
 }
 
@@ -99,6 +112,7 @@ pub fn family_key(base: &str, family: Family) -> String {
 /// partition kind (for the example in messages).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bases {
+    /// The bases, as resource names (`nvidia.com/gpu`).
     pub names: Vec<String>,
     kinds: std::collections::BTreeMap<String, String>,
 }
@@ -171,13 +185,17 @@ pub fn classify(name: &str, bases: &[String]) -> Option<Key> {
 /// One accelerator key of one container.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Claim {
+    /// The container group it sits in.
     pub group: Group,
     /// The container's index in its list (`spec.containers` or `spec.initContainers`).
     pub index: usize,
+    /// The container's name.
     pub container: String,
+    /// The key, read as a family member.
     pub key: Key,
     /// The value as written.
     pub value: String,
+    /// The value as a quantity, when it parses.
     pub amount: Option<Quantity>,
     /// Read from `limits` (else from `requests`).
     pub in_limits: bool,

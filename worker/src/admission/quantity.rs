@@ -10,11 +10,13 @@ pub struct Quantity {
     nanos: i128,
 }
 
+/// A text that is not a Kubernetes quantity (it holds the text).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0:?} is not a quantity")]
 pub struct QuantityError(pub String);
 
 impl Quantity {
+    /// Reads a Kubernetes quantity (`1`, `500m`, `2Gi`, `1e3`).
     pub fn parse(text: &str) -> Result<Self, QuantityError> {
         let bad = || QuantityError(text.to_owned());
         let s = text.trim();

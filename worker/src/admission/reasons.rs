@@ -5,12 +5,19 @@
 
 macro_rules! reasons {
     ($($variant:ident),* $(,)?) => {
+        /// The rule behind an admission answer.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[allow(
+            missing_docs,
+            reason = "a variant's name is its spelling on the wire; the list below groups them by rule"
+        )]
         pub enum Reason { $($variant),* }
 
         impl Reason {
+            /// Every reason, for the metric's label set.
             pub const ALL: &[Reason] = &[$(Reason::$variant),*];
 
+            /// The reason as spelled in events, refusals and metrics.
             pub fn as_str(self) -> &'static str {
                 match self { $(Reason::$variant => stringify!($variant)),* }
             }

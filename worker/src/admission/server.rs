@@ -64,6 +64,7 @@ const MAX_REVIEW: usize = 8 << 20;
 /// What the binary decides for the webhooks.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The namespace the worker runs in.
     pub system_namespace: String,
     /// `--model-manager-service-account`: a name in the system namespace, or a full
     /// `system:serviceaccount:<ns>:<name>`.
@@ -81,12 +82,15 @@ impl Options {
     }
 }
 
+/// Why the webhooks could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The metrics could not be registered.
     #[error("registering the admission metrics: {0}")]
     Metrics(#[from] prometheus::Error),
 }
 
+/// The webhooks' shared state: the cluster, the pools and the settings they judge against.
 pub struct Admission {
     client: kube::Client,
     bases: Bases,
@@ -688,6 +692,7 @@ fn spawn_until(mut stop: watch::Receiver<bool>, work: impl Future<Output = ()> +
 
 /// Who may send reviews.
 pub struct Callers {
+    /// Who is asking.
     pub auth: Arc<Auth>,
     /// `--allow-anonymous-reviews`: for API servers not configured to authenticate to their
     /// webhooks (kube-apiserver without an admission kubeconfig).

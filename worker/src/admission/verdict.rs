@@ -10,23 +10,31 @@ use super::reasons::Reason;
 /// The `causes[].reason` of a field error, as Kubernetes names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CauseKind {
+    /// The value is not allowed.
     Invalid,
+    /// A value is missing.
     Required,
+    /// The change is not permitted.
     Forbidden,
 }
 
 /// One thing wrong with one field.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldError {
+    /// The field's path (`spec.containers[0].resources.limits`).
     pub field: String,
+    /// How it is wrong.
     pub kind: CauseKind,
     /// The offending value, for `Invalid`.
     pub value: Option<String>,
+    /// What is wrong, for people.
     pub detail: String,
+    /// The rule that found it.
     pub reason: Reason,
 }
 
 impl FieldError {
+    /// An invalid value of `field`.
     pub fn invalid(
         field: impl Into<String>,
         value: &str,
@@ -42,6 +50,7 @@ impl FieldError {
         }
     }
 
+    /// A missing value of `field`.
     pub fn required(field: impl Into<String>, detail: impl Into<String>, reason: Reason) -> Self {
         FieldError {
             field: field.into(),
@@ -52,6 +61,7 @@ impl FieldError {
         }
     }
 
+    /// A forbidden change of `field`.
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>, reason: Reason) -> Self {
         FieldError {
             field: field.into(),
@@ -90,13 +100,19 @@ impl std::fmt::Display for FieldError {
 /// A refused request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
+    /// The HTTP status code.
     pub code: u16,
     /// The `Status` reason (`Invalid`, `Forbidden`, `ServiceUnavailable`).
     pub status_reason: &'static str,
+    /// The rule that refused it.
     pub reason: Reason,
+    /// The message shown to the client.
     pub message: String,
+    /// The kind of the object refused.
     pub kind: String,
+    /// The name of the object refused.
     pub name: String,
+    /// Each field at fault.
     pub causes: Vec<FieldError>,
 }
 
@@ -138,14 +154,17 @@ impl Refusal {
         Self::plain(503, "ServiceUnavailable", reason, message.into())
     }
 
+    /// A 403 refusal.
     pub fn forbidden(reason: Reason, message: impl Into<String>) -> Self {
         Self::plain(403, "Forbidden", reason, message.into())
     }
 
+    /// A 400 refusal.
     pub fn bad_request(reason: Reason, message: impl Into<String>) -> Self {
         Self::plain(400, "BadRequest", reason, message.into())
     }
 
+    /// The refusal as a Kubernetes `Status`.
     pub fn status(&self) -> Status {
         let mut status = Status::failure(&self.message, self.status_reason).with_code(self.code);
         if !self.causes.is_empty() || !self.kind.is_empty() {

@@ -7,6 +7,7 @@ use axum::{
 };
 use regex::Regex;
 
+/// The CORS policy of `--cors-allowed-origins`.
 pub struct Cors {
     origins: Vec<Regex>,
 }

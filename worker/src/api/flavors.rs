@@ -94,10 +94,14 @@ pub fn compute(
         .collect()
 }
 
+/// The `flavors` resource: served from the cluster's ResourceFlavors.
 #[derive(Clone)]
 pub struct Flavors {
+    /// The cluster client.
     pub client: kube::Client,
+    /// The worker's namespace.
     pub namespace: String,
+    /// The resource's description.
     pub def: ResourceDef,
 }
 
@@ -127,6 +131,7 @@ impl Flavors {
         Ok((compute(&list.items, self.aware().await, &rv), rv))
     }
 
+    /// Answers one request for flavors.
     pub async fn handle(&self, p: &ResourcePath, asked: Asked) -> Result<Response, ApiError> {
         let accept = asked.accept();
         let representation = negotiate::for_resource(accept, asked.method == Method::GET)

@@ -14,6 +14,7 @@ use prometheus::{
 
 use crate::auth::identity::Attributes;
 
+/// The worker API's request metrics and its registry.
 pub struct Metrics {
     /// The resources served: the only values the `resource` label takes besides `other`.
     known: Vec<String>,
@@ -24,6 +25,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Series for the resources `known` (other names count as `other`).
     pub fn new(known: Vec<String>) -> Self {
         let registry = Registry::new();
         let requests = IntCounterVec::new(
@@ -94,6 +96,7 @@ impl Metrics {
         gpustack_serving::open_gauge::counted_while_open(body, gauge)
     }
 
+    /// Records one answered request.
     pub fn observe(&self, attrs: &Attributes, code: u16, took: Duration) {
         let (verb, resource) = self.labels(attrs);
         self.requests
@@ -104,6 +107,7 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// The `/metrics` answer.
     pub fn render(&self) -> Response {
         let mut out = Vec::new();
         if TextEncoder::new()

@@ -45,15 +45,23 @@ use views::{Asked, View};
 
 /// Everything a request needs.
 pub struct ApiServer {
+    /// The cluster client.
     pub client: kube::Client,
     /// Everything served, described once (building the views' schemas is not free).
     pub defs: Vec<gpustack_kube_rest::resource::ResourceDef>,
+    /// The served views of the custom resources.
     pub views: Vec<View>,
+    /// The settings resource.
     pub settings: settings::Settings,
+    /// The flavors resource.
     pub flavors: flavors::Flavors,
+    /// Authentication and authorization.
     pub auth: Arc<Auth>,
+    /// The audit log, when one is configured.
     pub audit: Option<Audit>,
+    /// The CORS policy.
     pub cors: cors::Cors,
+    /// The request metrics.
     pub metrics: metrics::Metrics,
     /// `/metrics` asks the cluster who may read it (else anyone may).
     pub metrics_auth_delegated: bool,
@@ -136,6 +144,7 @@ pub fn route_template(path: &str) -> String {
     }
 }
 
+/// The HTTP routes of the worker API.
 pub fn router(server: Arc<ApiServer>) -> Router {
     Router::new().fallback(handle).with_state(server)
 }

@@ -7,9 +7,10 @@ use serde_json::json;
 
 use super::views::View;
 
-pub const WORKER_GROUP: &str = "worker.gpustack.ai";
-pub const SETTINGS_GROUP: &str = "gpustack.ai";
+pub use crate::names::{SETTINGS_GROUP, WORKER_GROUP};
+/// The served version.
 pub const SERVED_VERSION: &str = "v1";
+/// The version the custom resources are stored as.
 pub const STORAGE_VERSION: &str = "v1alpha1";
 
 fn from_api_crd(plural: &str) -> ResourceDef {

@@ -30,7 +30,9 @@ use crate::settings::{
 /// Where the settings live, and how they are reached.
 #[derive(Clone)]
 pub struct Settings {
+    /// The cluster client.
     pub client: kube::Client,
+    /// The worker's namespace, where the settings Secret lives.
     pub namespace: String,
     /// The `settings` description (see [`super::resources::settings`]).
     pub def: gpustack_kube_rest::resource::ResourceDef,
@@ -55,6 +57,7 @@ fn store_error(e: StoreError) -> ApiError {
 }
 
 impl Settings {
+    /// Answers one request for settings.
     pub async fn handle(
         &self,
         p: &ResourcePath,

@@ -34,9 +34,13 @@ const MAX_EVENT: usize = 16 * 1024 * 1024;
 /// stored as.
 #[derive(Clone, Debug)]
 pub struct View {
+    /// The view's description at the served version.
     pub def: ResourceDef,
+    /// The served version.
     pub served: String,
+    /// The stored version.
     pub storage: String,
+    /// The stored group.
     pub storage_group: String,
 }
 
@@ -73,10 +77,15 @@ pub fn convert(v: &mut Value, from: &str, to: &str) {
 
 /// What the client asked for, from the request alone.
 pub struct Asked {
+    /// The HTTP method.
     pub method: Method,
+    /// The request path.
     pub path: String,
+    /// The query string, if any.
     pub query: Option<String>,
+    /// The request headers.
     pub headers: HeaderMap,
+    /// Whether it is a watch.
     pub watch: bool,
 }
 

@@ -32,29 +32,42 @@ use super::{
 };
 use crate::{controllers::leader, install::Desired};
 
+/// Why one object of a pass failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PassError {
+    /// Creating or repairing an object failed.
     #[error("applying {object}: {source}")]
     Apply {
+        /// The object (`kind/name`).
         object: String,
+        /// The cause.
         #[source]
         source: kube::Error,
     },
+    /// Reading an object failed.
     #[error("reading {object}: {source}")]
     Read {
+        /// The object (`kind/name`).
         object: String,
+        /// The cause.
         #[source]
         source: kube::Error,
     },
+    /// Listing objects failed.
     #[error("listing {what}: {source}")]
     List {
+        /// What was listed.
         what: String,
+        /// The cause.
         #[source]
         source: kube::Error,
     },
+    /// Deleting an object failed.
     #[error("deleting {object}: {source}")]
     Delete {
+        /// The object (`kind/name`).
         object: String,
+        /// The cause.
         #[source]
         source: kube::Error,
     },
@@ -67,7 +80,9 @@ pub struct Outcome {
     pub applied: Vec<String>,
     /// Objects a Helm release owns, left alone.
     pub left_to_helm: Vec<String>,
+    /// Objects deleted because no application wants them any more.
     pub pruned: Vec<String>,
+    /// What failed.
     pub errors: Vec<PassError>,
 }
 

@@ -47,10 +47,12 @@ pub struct Health {
 }
 
 impl Health {
+    /// Records what is missing after a pass.
     pub fn set_missing(&self, missing: Vec<upstream::Missing>) {
         *self.missing.write().unwrap_or_else(|p| p.into_inner()) = missing;
     }
 
+    /// What the last pass found missing.
     pub fn missing(&self) -> Vec<upstream::Missing> {
         self.missing
             .read()

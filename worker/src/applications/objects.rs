@@ -26,11 +26,17 @@ pub const MANUFACTURER_LABEL: &str = "gpustack.ai/manufacturer";
 /// The device manager's settings (the chart's `deviceManager` values).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceManagerInput {
+    /// The device manager's HTTPS port (metrics and monitor).
     pub secure_port: u16,
+    /// How often the device manager samples utilization (`15s`).
     pub monitor_period: String,
+    /// The kubelet's directory on the nodes.
     pub kubelet_dir: String,
+    /// Whether logical slices are advertised.
     pub sliced: bool,
+    /// Whether hardware partitions are advertised.
     pub partitioned: bool,
+    /// Whether shared cards are advertised.
     pub shared: bool,
 }
 
@@ -50,8 +56,11 @@ impl Default for DeviceManagerInput {
 /// The model manager's settings (the chart's `modelManager` values).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelManagerInput {
+    /// The model manager's HTTPS port (metrics).
     pub secure_port: u16,
+    /// The kubelet's directory on the nodes.
     pub kubelet_dir: String,
+    /// Where the model files are kept on each node.
     pub root_path: String,
     /// The `node-driver-registrar` sidecar's image.
     pub registrar_image: String,
@@ -71,11 +80,15 @@ impl Default for ModelManagerInput {
 /// What the objects are built from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Input {
+    /// The namespace the agents run in.
     pub namespace: String,
     /// The operator image every agent runs (the worker's own).
     pub image: String,
+    /// The image pull policy.
     pub pull_policy: String,
+    /// The device manager's settings.
     pub device_manager: DeviceManagerInput,
+    /// The model manager's settings.
     pub model_manager: ModelManagerInput,
 }
 
@@ -120,14 +133,17 @@ pub fn nfd_pci_label(m: Manufacturer) -> String {
     )
 }
 
+/// The device manager's ServiceAccount and RBAC name.
 pub fn device_manager_name() -> String {
     format!("{FULLNAME}-device-manager")
 }
 
+/// The device manager DaemonSet of one manufacturer.
 pub fn device_manager_daemonset_name(m: Manufacturer) -> String {
     format!("{FULLNAME}-device-manager-{m}")
 }
 
+/// The model manager's DaemonSet, ServiceAccount and RBAC name.
 pub fn model_manager_name() -> String {
     format!("{FULLNAME}-model-manager")
 }
@@ -136,12 +152,15 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
+/// `apps/v1` DaemonSets.
 pub fn daemonset_resource() -> ApiResource {
     resource("apps", "v1", "DaemonSet", "daemonsets")
 }
+/// `v1` ServiceAccounts.
 pub fn service_account_resource() -> ApiResource {
     resource("", "v1", "ServiceAccount", "serviceaccounts")
 }
+/// `rbac.authorization.k8s.io/v1` ClusterRoles.
 pub fn cluster_role_resource() -> ApiResource {
     resource(
         "rbac.authorization.k8s.io",
@@ -150,6 +169,7 @@ pub fn cluster_role_resource() -> ApiResource {
         "clusterroles",
     )
 }
+/// `rbac.authorization.k8s.io/v1` ClusterRoleBindings.
 pub fn cluster_role_binding_resource() -> ApiResource {
     resource(
         "rbac.authorization.k8s.io",
@@ -158,9 +178,11 @@ pub fn cluster_role_binding_resource() -> ApiResource {
         "clusterrolebindings",
     )
 }
+/// `rbac.authorization.k8s.io/v1` Roles.
 pub fn role_resource() -> ApiResource {
     resource("rbac.authorization.k8s.io", "v1", "Role", "roles")
 }
+/// `rbac.authorization.k8s.io/v1` RoleBindings.
 pub fn role_binding_resource() -> ApiResource {
     resource(
         "rbac.authorization.k8s.io",
@@ -169,6 +191,7 @@ pub fn role_binding_resource() -> ApiResource {
         "rolebindings",
     )
 }
+/// `storage.k8s.io/v1` CSIDrivers.
 pub fn csi_driver_resource() -> ApiResource {
     resource("storage.k8s.io", "v1", "CSIDriver", "csidrivers")
 }

@@ -14,15 +14,22 @@ use crate::install::Desired;
 /// The applications `--disable-applications` names (the reference's seven less `*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Application {
+    /// Kueue, the queueing and admission of workloads.
     Kueue,
+    /// Node Feature Discovery, the nodes' CPU labels.
     NodeFeatureDiscovery,
+    /// The NFS CSI driver, for model stores on NFS.
     CsiDriverNfs,
+    /// The S3 CSI driver, for model stores on S3.
     CsiDriverS3,
+    /// The device manager, this binary's per-node accelerator agent.
     DeviceManager,
+    /// The model manager, this binary's per-node model CSI plugin.
     ModelManager,
 }
 
 impl Application {
+    /// Every application.
     pub const ALL: [Application; 6] = [
         Application::Kueue,
         Application::NodeFeatureDiscovery,
@@ -32,6 +39,7 @@ impl Application {
         Application::ModelManager,
     ];
 
+    /// The name `--disable-applications` takes.
     pub fn name(self) -> &'static str {
         match self {
             Application::Kueue => "kueue",
@@ -130,7 +138,9 @@ pub fn applied_by_worker(meta: &ObjectMeta) -> bool {
 /// An object found in the cluster: its kind, namespace and metadata.
 #[derive(Clone, Debug)]
 pub struct Found {
+    /// The object's kind.
     pub kind: String,
+    /// The object's metadata.
     pub meta: ObjectMeta,
 }
 

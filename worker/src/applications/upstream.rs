@@ -19,13 +19,20 @@ use serde_json::Value;
 
 use super::plan::Application;
 
+/// The Kueue release the worker expects.
 pub const KUEUE_VERSION: &str = "0.18.10";
+/// The Node Feature Discovery release the worker expects.
 pub const NFD_VERSION: &str = "0.19.0";
+/// The NFS CSI driver release the worker expects.
 pub const CSI_NFS_VERSION: &str = "4.13.4";
+/// The S3 CSI driver release the worker expects.
 pub const CSI_S3_VERSION: &str = "0.43.7";
 
+/// The CRD whose presence shows Node Feature Discovery is installed.
 pub const NFD_CRD: &str = "nodefeatures.nfd.k8s-sigs.io";
+/// CSIDriver names that show an NFS driver is installed.
 pub const NFS_DRIVERS: [&str; 2] = ["nfs.csi.gpustack.ai", "nfs.csi.k8s.io"];
+/// CSIDriver names that show an S3 driver is installed.
 pub const S3_DRIVERS: [&str; 2] = ["s3.csi.gpustack.ai", "ru.yandex.s3.csi"];
 
 /// The applications from upstream charts.
@@ -41,6 +48,7 @@ pub const UPSTREAM: [Application; 4] = [
 pub struct Observed {
     /// Some webhook configuration serves Kueue's ClusterQueues.
     pub kueue_webhook: bool,
+    /// Node Feature Discovery's CRD is present.
     pub nfd_crd: bool,
     /// The names of the cluster's CSIDrivers.
     pub csi_drivers: BTreeSet<String>,
@@ -68,6 +76,7 @@ pub fn serves_kueue(configurations: &[Value]) -> bool {
 /// One enabled application that the cluster lacks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Missing {
+    /// The application missing.
     pub application: Application,
     /// What was looked for and not found.
     pub looked_for: String,

@@ -18,26 +18,37 @@ use serde_json::Value;
 
 use super::identity::HeaderNames;
 
+/// The namespace of the cluster's authentication ConfigMap.
 pub const CONFIGMAP_NAMESPACE: &str = "kube-system";
+/// The cluster's authentication ConfigMap, which names the front proxy's CA and headers.
 pub const CONFIGMAP_NAME: &str = "extension-apiserver-authentication";
 
 /// What the ConfigMap says about the front proxy.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Trust {
+    /// The CA the front proxy's client certificates are signed by (PEM).
     pub ca_pem: String,
     /// Common names the proxy's certificate may carry; empty allows any the CA signed.
     pub allowed_names: Vec<String>,
+    /// The headers the proxy names the user in.
     pub headers: HeaderNames,
 }
 
+/// Why the front proxy's settings could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
+    /// The ConfigMap names no CA.
     #[error("{CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME} has no requestheader-client-ca-file")]
     NoCa,
+    /// The CA does not parse (the cause).
     #[error("{CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}: requestheader-client-ca-file: {0}")]
     BadCa(String),
+    /// A list setting is not a JSON list of strings.
     #[error("{CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}: {key} is not a JSON list of strings")]
-    BadList { key: &'static str },
+    BadList {
+        /// The ConfigMap's key.
+        key: &'static str,
+    },
 }
 
 fn list(data: &Value, key: &'static str) -> Result<Option<Vec<String>>, TrustError> {
@@ -102,6 +113,7 @@ pub struct Verifier {
 }
 
 impl Verifier {
+    /// A verifier that accepts no client certificate until a trust is set.
     pub fn new(provider: Arc<CryptoProvider>) -> Self {
         Verifier {
             provider,

@@ -8,13 +8,18 @@ use gpustack_kube_rest::path::{Route, parse};
 /// An authenticated user.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct User {
+    /// The user name.
     pub name: String,
+    /// The user's uid.
     pub uid: String,
+    /// The groups.
     pub groups: Vec<String>,
+    /// The extra attributes.
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl User {
+    /// Whether the user is in `system:masters` (allowed everything).
     pub fn is_master(&self) -> bool {
         self.groups.iter().any(|g| g == "system:masters")
     }
@@ -23,17 +28,28 @@ impl User {
 /// What a request does, in SubjectAccessReview terms.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Attributes {
+    /// A request on a resource.
     Resource {
+        /// The RBAC verb (`get`, `list`, `watch`, ...).
         verb: String,
+        /// The API group.
         group: String,
+        /// The API version.
         version: String,
+        /// The resource (plural).
         resource: String,
+        /// The subresource, or empty.
         subresource: String,
+        /// The namespace, or empty.
         namespace: String,
+        /// The object's name, or empty.
         name: String,
     },
+    /// A request on a path that is no resource (`/metrics`, `/healthz`).
     NonResource {
+        /// The RBAC verb (the HTTP method, lowercased).
         verb: String,
+        /// The path.
         path: String,
     },
 }
@@ -127,8 +143,11 @@ pub fn from_request_headers(headers: &HeaderMap, names: &HeaderNames) -> Option<
 /// `extension-apiserver-authentication` ConfigMap).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeaderNames {
+    /// Headers naming the user.
     pub username: Vec<String>,
+    /// Headers naming the groups.
     pub group: Vec<String>,
+    /// Prefixes of headers naming extra attributes.
     pub extra_prefix: Vec<String>,
 }
 

@@ -19,9 +19,13 @@ use identity::{Attributes, User};
 
 /// The authenticator and authorizer, or nothing (`--disable-auths`).
 pub enum Auth {
+    /// Everything is allowed (`--disable-auths`).
     Disabled,
+    /// The cluster decides: TokenReview and SubjectAccessReview, and the front proxy's headers.
     Delegated {
+        /// The review client.
         reviews: Box<Delegated>,
+        /// The front proxy's trust, once read from the cluster.
         trust: Arc<RwLock<Option<Trust>>>,
     },
 }
@@ -38,7 +42,9 @@ fn anonymous_admin() -> User {
 /// A refused request: the error to answer, and who asked when that is known (for the audit).
 #[derive(Debug)]
 pub struct Denied {
+    /// Who asked, when authentication got that far.
     pub user: Option<User>,
+    /// The answer to send.
     pub error: ApiError,
 }
 

@@ -39,20 +39,31 @@ const RESERVED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-
 
 /// What the chain observes.
 pub struct Snapshot<'a> {
+    /// The nodes' facts.
     pub nodes: &'a [NodeFacts],
+    /// Each node's Devices ledger.
     pub devices: &'a ledger::DevicesByNode,
+    /// The ResourceFlavors, by name.
     pub flavors: &'a BTreeMap<String, ResourceFlavor>,
+    /// The InstanceTypes, by name.
     pub instance_types: &'a BTreeMap<String, InstanceType>,
+    /// The ClusterQueues, by name.
     pub queues: &'a BTreeMap<String, ClusterQueue>,
     /// `(namespace, name)` of every LocalQueue.
     pub local_queues: &'a BTreeSet<(String, String)>,
+    /// The namespaces (each gets LocalQueues unless reserved).
     pub namespaces: &'a [Namespace],
+    /// The Topologies, by name.
     pub topologies: &'a BTreeMap<String, Topology>,
+    /// The TopologySources.
     pub topology_sources: &'a [TopologySource],
     /// Per ClusterQueue, the flavors Workloads hold quota on there.
     pub held: &'a BTreeMap<String, BTreeSet<String>>,
+    /// Whether the node-devices admission check is active.
     pub node_devices_active: bool,
+    /// The worker's namespace.
     pub system_namespace: &'a str,
+    /// The chain's settings.
     pub settings: &'a ChainSettings,
     /// The shipped unit resources table.
     pub presets: &'a UnitPresets,
@@ -63,18 +74,31 @@ pub struct Snapshot<'a> {
 /// One write of the plan.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
+    /// Create or update a ResourceFlavor.
     ApplyFlavor(ResourceFlavor),
+    /// Create an InstanceType derived from the nodes.
     CreateInstanceType(Box<InstanceType>),
+    /// Add the finalizer to the named InstanceType.
     AddFinalizer(String),
+    /// Create or update a ClusterQueue.
     ApplyQueue(Box<ClusterQueue>),
+    /// Set one condition on the named ClusterQueue.
     ApplyQueueCondition(String, Box<Condition>),
+    /// Delete the named ClusterQueue.
     DeleteQueue(String),
+    /// Remove the finalizer from the named InstanceType.
     RemoveFinalizer(String),
+    /// Write the named InstanceType's status.
     ApplyStatus(String, Box<InstanceTypeStatus>),
+    /// Create a LocalQueue.
     CreateLocalQueue(LocalQueue),
+    /// Create a Topology.
     ApplyTopology(Topology),
+    /// Delete the named Topology.
     DeleteTopology(String),
+    /// Delete the named ResourceFlavor.
     DeleteFlavor(String),
+    /// Write the named TopologySource's status.
     ApplySourceStatus(String, Box<TopologySourceStatus>),
 }
 
@@ -251,6 +275,7 @@ fn pool_nodes<'a>(
     (members, lost)
 }
 
+/// The writes that bring the cluster to what `s` calls for (pure).
 pub fn plan(s: &Snapshot) -> Vec<Write> {
     let settings = s.settings;
     let desired = flavors::desired_flavors(s.nodes, settings);

@@ -10,6 +10,7 @@ use crate::settings::catalog::CATALOG;
 /// The setting holding an admin's unit resources table.
 pub const UNIT_PRESETS: &str = "instance-type-unit-resources-preset";
 
+/// The settings the chain controller reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChainSettings {
     /// Nodes are onboarded by hand (`gpustack.ai/managed` is not written).
@@ -36,6 +37,7 @@ impl Default for ChainSettings {
 }
 
 impl ChainSettings {
+    /// The settings from the Secret's values, defaults where absent or invalid.
     pub fn from_values(values: &BTreeMap<String, String>) -> Self {
         let flag = |name: &str| {
             let default = CATALOG

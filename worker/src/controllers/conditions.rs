@@ -7,10 +7,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 /// What a condition should say.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Wanted {
+    /// The condition type.
     pub type_: &'static str,
+    /// Whether it is `True`.
     pub ok: bool,
+    /// The reason (CamelCase).
     pub reason: String,
+    /// The message, for people.
     pub message: String,
+    /// The generation it was judged on.
     pub observed_generation: Option<i64>,
 }
 

@@ -88,7 +88,9 @@ impl Default for Tuning {
 /// Counts of what the loops wrote, for logs and benchmarks.
 #[derive(Default, Debug)]
 pub struct Counters {
+    /// Plans computed.
     pub plans: std::sync::atomic::AtomicU64,
+    /// Writes made.
     pub writes: std::sync::atomic::AtomicU64,
 }
 
@@ -659,15 +661,25 @@ async fn reconcile_workloads(
 
 /// Everything the loops need that does not change while leading.
 pub struct Context {
+    /// The cluster client.
     pub client: kube::Client,
+    /// The worker's namespace.
     pub system_namespace: String,
+    /// The chain's settings, as they change.
     pub settings: watch::Receiver<ChainSettings>,
+    /// The Instance controller's settings, as they change.
     pub instance_settings: watch::Receiver<super::instance_settings::InstanceSettings>,
+    /// The manufacturers' facts.
     pub resolve: Arc<Resolve>,
+    /// Pacing and batch sizes.
     pub tuning: Tuning,
+    /// What the loops wrote.
     pub counters: Arc<Counters>,
+    /// The unit resources table.
     pub presets: Arc<UnitPresets>,
+    /// Reconcile metrics.
     pub metrics: ReconcileMetrics,
+    /// Instances and their Pods, shared with the API.
     pub instances: Arc<super::instance_cache::InstanceCache>,
 }
 

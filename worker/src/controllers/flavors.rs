@@ -31,7 +31,9 @@ use crate::names::{DERIVED_PREFIX, local_queue_name};
 /// A flavor the nodes call for, and which nodes make it up.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DesiredFlavor {
+    /// The flavor.
     pub flavor: ResourceFlavor,
+    /// The nodes it selects.
     pub nodes: Vec<String>,
 }
 

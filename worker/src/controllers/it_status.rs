@@ -27,12 +27,15 @@ const PERCENT: u64 = UNITS_PER_ACCELERATOR / 100;
 
 /// The pool as the status sees it.
 pub struct Pool<'a> {
+    /// The InstanceType.
     pub it: &'a InstanceType,
+    /// The pool's flavors.
     pub flavors: Vec<&'a ResourceFlavor>,
     /// Nodes counted in the pool's flavors.
     pub nodes: Vec<&'a NodeFacts>,
     /// Nodes that carry the pool's hardware but count in no flavor (cordoned, not ready).
     pub lost_nodes: Vec<&'a NodeFacts>,
+    /// Each node's Devices ledger.
     pub devices: &'a ledger::DevicesByNode,
     /// The pool's queue as this pass leaves it.
     pub queue: &'a ClusterQueue,
@@ -160,6 +163,7 @@ fn losses(views: &Views, lost: &[&NodeFacts]) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// The InstanceType's status for `pool` (pure).
 pub fn status(pool: &Pool) -> InstanceTypeStatus {
     let name = pool.it.metadata.name.clone().unwrap_or_default();
     let mut views = Views::default();

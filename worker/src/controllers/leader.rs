@@ -12,9 +12,12 @@ use k8s_openapi::{
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
 
+/// Where the Lease is and how it is kept.
 #[derive(Clone, Debug)]
 pub struct LeaseConfig {
+    /// The Lease's namespace.
     pub namespace: String,
+    /// The Lease's name.
     pub name: String,
     /// Who this replica is (unique per process).
     pub identity: String,
@@ -32,7 +35,10 @@ pub enum Decision {
     /// We hold it: renew.
     Renew,
     /// Nobody holds it (or the holder let it expire): take it.
-    Take { transitions: i32 },
+    Take {
+        /// The Lease's `leaseTransitions` after taking it.
+        transitions: i32,
+    },
     /// Someone else holds it.
     Wait,
 }
@@ -59,6 +65,7 @@ pub fn decide(lease: Option<&LeaseSpec>, identity: &str, now: jiff::Timestamp) -
     }
 }
 
+/// Reading or writing the Lease failed.
 #[derive(Debug, thiserror::Error)]
 #[error("lease {namespace}/{name}: {source}")]
 pub struct LeaseError {

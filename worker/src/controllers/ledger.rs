@@ -15,8 +15,11 @@ pub type DevicesByNode = BTreeMap<String, Arc<Devices>>;
 
 /// One card and its holdings.
 pub struct Card<'a> {
+    /// The card's group.
     pub group: &'a DevicesGroup,
+    /// The card.
     pub card: &'a Accelerator,
+    /// How the card is allocated (whole, shared, sliced, partitioned).
     pub mode: AllocationMode,
     /// Units not held.
     pub remaining: u64,
@@ -32,10 +35,12 @@ impl Card<'_> {
         format!("{}-{}", self.group.manufacturer.as_str(), self.group.id)
     }
 
+    /// Whether the device manager reports the card unhealthy.
     pub fn unhealthy(&self) -> bool {
         self.card.status.unhealthy
     }
 
+    /// Whether the card is split into hardware partitions.
     pub fn partitioned(&self) -> bool {
         self.card.status.physical_sliced.is_some()
     }

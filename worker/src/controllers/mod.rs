@@ -50,13 +50,18 @@ use self::{
 
 pub use manufacturers::Resolve;
 
+/// What the controllers are started with.
 #[derive(Clone)]
 pub struct Config {
+    /// The worker's namespace.
     pub system_namespace: String,
     /// `None` runs the controllers without election (`--kube-leader-election=false`).
     pub election: Option<LeaseConfig>,
+    /// The manufacturers' facts.
     pub resolve: Arc<Resolve>,
+    /// Pacing and batch sizes.
     pub tuning: Tuning,
+    /// What the loops wrote.
     pub counters: Arc<engine::Counters>,
     /// The shipped unit resources table, parsed once at startup.
     pub presets: Arc<unit_presets::UnitPresets>,

@@ -15,26 +15,40 @@ use k8s_openapi::api::core::v1::PodSpec;
 
 use super::{capacity::profile_spelling, ledger, manufacturers::Resolve};
 
+/// The check state of a Workload that fits its nodes' devices.
 pub const READY: &str = "Ready";
+/// The check state of a Workload to be evicted and requeued.
 pub const RETRY: &str = "Retry";
 
 /// What one Pod of a PodSet asks of one manufacturer's cards.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Demand {
+    /// Whole cards, one Pod each.
     Whole {
+        /// Whose cards.
         manufacturer: Manufacturer,
+        /// How many.
         cards: u64,
     },
+    /// A share of whole cards.
     Shared {
+        /// Whose cards.
         manufacturer: Manufacturer,
+        /// How many.
         cards: u64,
     },
+    /// A logical slice of one card.
     Sliced {
+        /// Whose card.
         manufacturer: Manufacturer,
+        /// The slice's size in units.
         units: u64,
     },
+    /// One hardware partition.
     Partition {
+        /// Whose card.
         manufacturer: Manufacturer,
+        /// The partition profile.
         profile: String,
     },
 }
@@ -157,28 +171,42 @@ fn take_cards(
 /// Why a node's free devices cannot meet one demand.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Shortfall {
+    /// Not enough free whole cards.
     #[error("wants {wanted} whole {manufacturer} card(s), {free} free")]
     Whole {
+        /// Whose cards.
         manufacturer: Manufacturer,
+        /// How many were wanted.
         wanted: u64,
+        /// How many are free.
         free: usize,
     },
+    /// Not enough cards with room for a share.
     #[error("wants a share of {wanted} {manufacturer} card(s), {free} have one free")]
     Shared {
+        /// Whose cards.
         manufacturer: Manufacturer,
+        /// How many were wanted.
         wanted: u64,
+        /// How many have a share free.
         free: usize,
     },
+    /// No card has the slice free.
     #[error(
         "wants a {manufacturer} slice of {units} units, no card has that much free with a free slot"
     )]
     Slice {
+        /// Whose card.
         manufacturer: Manufacturer,
+        /// The slice's size in units.
         units: u64,
     },
+    /// No partition of the profile is free.
     #[error("wants a {manufacturer} {profile} partition, none is free")]
     Partition {
+        /// Whose card.
         manufacturer: Manufacturer,
+        /// The partition profile.
         profile: String,
     },
 }
@@ -186,14 +214,28 @@ pub enum Shortfall {
 /// Why a PodSet's assignment does not fit its nodes' devices.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Misfit {
+    /// Topology-aware scheduling assigned the PodSet no node.
     #[error("podset {set}: no node assigned by topology-aware scheduling")]
-    Unplaced { set: String },
+    Unplaced {
+        /// The PodSet.
+        set: String,
+    },
+    /// An assigned node has no Devices ledger.
     #[error("podset {set}: node {node} has no Devices ledger")]
-    NoLedger { set: String, node: String },
+    NoLedger {
+        /// The PodSet.
+        set: String,
+        /// The node.
+        node: String,
+    },
+    /// An assigned node lacks free devices.
     #[error("podset {set}: node {node} has not enough free devices: {why}")]
     Short {
+        /// The PodSet.
         set: String,
+        /// The node.
         node: String,
+        /// What is short.
         why: Shortfall,
     },
 }

@@ -17,6 +17,7 @@ use crate::names::topology_profile;
 /// NFD's CPU labels and the annotation an NFD rule writes with the CPU's marketing name.
 const NFD_VENDOR: &str = "feature.node.kubernetes.io/cpu-model.vendor_id";
 const NFD_FAMILY: &str = "feature.node.kubernetes.io/cpu-model.family";
+/// The annotation holding the CPU's marketing name.
 pub const CPU_NAME_ANNOTATION: &str = "feature.gpustack.ai/cpu-name";
 /// The CPU key when the CPU is not known.
 pub const GENERIC: &str = "generic";
@@ -26,24 +27,34 @@ pub const GENERIC: &str = "generic";
 pub struct AcceleratorFacts {
     /// `<manufacturer>-<group id>`.
     pub key: String,
+    /// The manufacturer.
     pub manufacturer: Manufacturer,
     /// Healthy cards.
     pub count: u32,
+    /// The product name.
     pub product: String,
     /// Per-card VRAM as the label gives it (`80Gi`).
     pub memory: String,
+    /// Cores per card, as the label gives it.
     pub cores: String,
+    /// The product family.
     pub family: String,
 }
 
+/// What the chain reads of one Node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeFacts {
+    /// The Node's name.
     pub name: String,
+    /// The Node's labels.
     pub labels: BTreeMap<String, String>,
+    /// Onboarded: labelled `gpustack.ai/managed`.
     pub managed: bool,
     /// Cordoned (`spec.unschedulable`) or not Ready: contributes no quota.
     pub unavailable: Option<&'static str>,
+    /// The operating system (`linux`).
     pub os: String,
+    /// The architecture (`amd64`).
     pub arch: String,
     /// The CPU key (`amd-epyc-7r32`) or `generic`.
     pub cpu_key: String,
@@ -54,11 +65,14 @@ pub struct NodeFacts {
     /// The node's topology hierarchy, outermost first, ending with the hostname, and its
     /// profile (the hash of the levels).
     pub topology_levels: Vec<String>,
+    /// The hash of the levels.
     pub topology_profile: String,
+    /// The accelerator products on it.
     pub accelerators: Vec<AcceleratorFacts>,
 }
 
 impl NodeFacts {
+    /// Whether the node counts for quota (neither cordoned nor not Ready).
     pub fn available(&self) -> bool {
         self.unavailable.is_none()
     }

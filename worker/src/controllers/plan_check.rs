@@ -18,7 +18,9 @@ pub enum TopologyState {
     Missing,
     /// Present with other levels: never patched (Topologies are immutable), only reported.
     Drifted {
+        /// The levels it has.
         have: Vec<String>,
+        /// The levels the nodes call for.
         want: Vec<String>,
     },
 }
@@ -26,33 +28,63 @@ pub enum TopologyState {
 /// Why a plan was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    /// The plan names more flavors than a ClusterQueue may hold.
     #[error("the plan names {count} flavors, more than {MAX_FLAVORS}; over the limit: {}", over.join(", "))]
-    TooManyFlavors { count: usize, over: Vec<String> },
+    TooManyFlavors {
+        /// How many flavors the plan names.
+        count: usize,
+        /// The flavors past the limit.
+        over: Vec<String>,
+    },
+    /// Something is covered twice.
     #[error("the plan covers {what} more than once")]
-    RepeatedCoverage { what: String },
+    RepeatedCoverage {
+        /// What is covered twice.
+        what: String,
+    },
+    /// Two flavors select one node.
     #[error("flavors {first} and {second} both select node {node}")]
     OverlappingSelectors {
+        /// One flavor.
         first: String,
+        /// The other flavor.
         second: String,
+        /// The node both select.
         node: String,
     },
+    /// A flavor names a Topology that does not exist.
     #[error("flavor {flavor} names Topology {topology}, which is missing")]
-    MissingTopology { flavor: String, topology: String },
+    MissingTopology {
+        /// The flavor.
+        flavor: String,
+        /// The Topology it names.
+        topology: String,
+    },
+    /// A flavor's Topology has other levels than its nodes.
     #[error(
         "flavor {flavor} names Topology {topology} whose levels {have:?} are not {want:?}; \
          Topologies are never patched: delete it to have it recreated"
     )]
     TopologyDrift {
+        /// The flavor.
         flavor: String,
+        /// The Topology.
         topology: String,
+        /// The levels it has.
         have: Vec<String>,
+        /// The levels the nodes call for.
         want: Vec<String>,
     },
+    /// A pool's quota differs from its nodes' capacity.
     #[error("the plan's {resource} quota {planned} is not the pool's capacity {capacity} (flavors {})", flavors.join(", "))]
     QuotaNotConserved {
+        /// The resource.
         resource: String,
+        /// The quota planned.
         planned: u64,
+        /// The nodes' capacity.
         capacity: u64,
+        /// The pool's flavors.
         flavors: Vec<String>,
     },
 }

@@ -21,14 +21,20 @@ use kube::api::ObjectMeta;
 
 use super::{chain_settings::ChainSettings, flavors::pool_labels, label_match::matches};
 
+/// The AdmissionCheck that holds Workloads until their nodes' devices fit.
 pub const NODE_DEVICES_CHECK: &str = "gpustack-node-devices";
+/// The controller name of that check.
 pub const NODE_DEVICES_CONTROLLER: &str = "worker.gpustack.ai/node-devices";
+/// The AdmissionCheck for model deployments spanning several Pods.
 pub const JOINT_CHECK: &str = "gpustack-model-deployment-joint";
+/// The controller name of that check.
 pub const JOINT_CONTROLLER: &str = "worker.gpustack.ai/model-deployment-joint";
 
 /// Kueue's stop policies.
 pub const NONE: &str = "None";
+/// Stop admitting, keep what runs.
 pub const HOLD: &str = "Hold";
+/// Stop admitting and evict what runs.
 pub const HOLD_AND_DRAIN: &str = "HoldAndDrain";
 
 /// The flavors of `flavors` that belong to the InstanceType's pool, smallest per-node count

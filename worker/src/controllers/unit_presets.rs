@@ -14,6 +14,7 @@ pub const BUILTIN: &str = include_str!("unit_resources_preset.yaml");
 
 /// When no entry matches: per card of an accelerated pool, and for CPU-only pools.
 pub const ACCELERATED_FALLBACK: (&str, &str) = ("4", "16Gi");
+/// Per CPU-only pool when no entry matches.
 pub const CPU_ONLY: (&str, &str) = ("1", "2Gi");
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -52,22 +53,32 @@ pub struct UnitPresets {
     by_manufacturer: BTreeMap<Manufacturer, Vec<Entry>>,
 }
 
+/// Why a unit resources table was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PresetError {
+    /// Not YAML of the expected shape.
     #[error(
         "the unit resources table is not valid YAML of manufacturer → product → {{cpu, ram}}: {0}"
     )]
     Shape(#[from] serde_yaml_ng::Error),
+    /// A manufacturer the worker does not know.
     #[error("unknown manufacturer {0:?}")]
     Manufacturer(String),
+    /// A value that is not a quantity of its kind.
     #[error("{manufacturer} {product:?}: {field} {value:?} is not a {what}")]
     Quantity {
+        /// The entry's manufacturer.
         manufacturer: String,
+        /// The entry's product key.
         product: String,
+        /// The field (`cpu`, `ram`).
         field: &'static str,
+        /// The value given.
         value: String,
+        /// What it should be.
         what: &'static str,
     },
+    /// A product key without words (the key, its manufacturer).
     #[error("{manufacturer}: product key {0:?} has no words", manufacturer = .1)]
     EmptyKey(String, String),
 }

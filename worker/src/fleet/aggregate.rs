@@ -20,9 +20,11 @@ use super::resources::{FLEET_GROUP, FLEET_VERSION};
 /// One cluster's InstanceType.
 #[derive(Clone, Debug)]
 pub struct Member {
+    /// The cluster it belongs to.
     pub cluster: String,
     /// Its name in its cluster.
     pub name: String,
+    /// The InstanceType.
     pub it: InstanceType,
 }
 

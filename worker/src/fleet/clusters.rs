@@ -77,23 +77,31 @@ pub fn phases(clusters: &BTreeMap<String, Value>) -> BTreeMap<String, String> {
 #[derive(Debug, Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterSpec {
+    /// `kubeconfig` (default) or `gpustack-api`.
     #[serde(default)]
     pub mode: Option<String>,
+    /// The Secret holding the credential.
     #[serde(default)]
     pub secret_ref: Option<SecretRef>,
+    /// The kubeconfig context to use; its current context when absent.
     #[serde(default)]
     pub context: Option<String>,
+    /// Kinds mirrored besides the default ones.
     #[serde(default)]
     pub extra_kinds: Vec<String>,
 }
 
+/// Where a `Cluster`'s credential is kept.
 #[derive(Debug, Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SecretRef {
+    /// The Secret's namespace; the system namespace when absent.
     #[serde(default)]
     pub namespace: Option<String>,
+    /// The Secret's name.
     #[serde(default)]
     pub name: String,
+    /// The key holding the credential; the mode's default when absent.
     #[serde(default)]
     pub key: Option<String>,
 }
@@ -101,19 +109,28 @@ pub struct SecretRef {
 /// How the gateway is to reach the new cluster.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Mode {
+    /// A kubeconfig.
     Kubeconfig,
+    /// A GPUStack server's API token.
     GpustackApi,
 }
 
 /// A checked create request: the name, the mode and where the credential is.
 #[derive(Debug)]
 pub struct Checked {
+    /// The cluster's name.
     pub name: String,
+    /// How the gateway reaches it.
     pub mode: Mode,
+    /// The Secret's namespace.
     pub namespace: String,
+    /// The Secret's name.
     pub secret: String,
+    /// The Secret's key.
     pub key: String,
+    /// The kubeconfig context, if one is named.
     pub context: Option<String>,
+    /// Kinds mirrored besides the default ones.
     pub extra_kinds: Vec<String>,
 }
 
@@ -308,10 +325,12 @@ pub fn secret_forbidden(c: &Checked, user: &str) -> ApiError {
     )
 }
 
+/// The 404 for a `Cluster` that does not exist.
 pub fn not_found(name: &str) -> ApiError {
     ApiError::not_found(FLEET_GROUP, PLURAL, name)
 }
 
+/// The 409 for a `Cluster` that exists already.
 pub fn already_exists(name: &str) -> ApiError {
     ApiError::already_exists(FLEET_GROUP, PLURAL, name)
 }

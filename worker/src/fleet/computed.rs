@@ -38,12 +38,15 @@ const DEFAULT_WATCH: Duration = Duration::from_secs(1800);
 /// The objects of one kind at one version.
 #[derive(Debug, Default)]
 pub struct Snapshot {
+    /// The version this snapshot was taken at.
     pub version: u64,
+    /// The objects, by name.
     pub objects: BTreeMap<String, Value>,
 }
 
 /// One computed kind: what it serves and its recent snapshots.
 pub struct Computed {
+    /// What the kind serves.
     pub def: ResourceDef,
     history: Mutex<VecDeque<Arc<Snapshot>>>,
     current: signal::Sender<Arc<Snapshot>>,
@@ -62,6 +65,7 @@ fn same_content(a: &Value, b: &Value) -> bool {
 }
 
 impl Computed {
+    /// A kind with no objects yet.
     pub fn new(def: ResourceDef) -> Self {
         let (current, _) = signal::channel(Arc::new(Snapshot::default()));
         Computed {
@@ -291,6 +295,7 @@ impl Filter {
 pub struct Query(Vec<(String, String)>);
 
 impl Query {
+    /// Decodes `query` (an undecodable one reads as empty).
     pub fn parse(query: Option<&str>) -> Self {
         let pairs = query
             .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
@@ -298,6 +303,7 @@ impl Query {
         Query(pairs)
     }
 
+    /// The first value of `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0
             .iter()

@@ -33,16 +33,22 @@ impl std::fmt::Display for Address {
     }
 }
 
+/// Why the gateway cannot be reached.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
+    /// The gateway's kubeconfig could not be read.
     #[error("reading the gateway kubeconfig {path}: {source}")]
     Kubeconfig {
+        /// The kubeconfig's path.
         path: PathBuf,
+        /// The cause.
         #[source]
         source: kube::config::KubeconfigError,
     },
+    /// The gateway's address is not a URL (the address).
     #[error("the gateway address {0} is not a valid URL")]
     Url(String),
+    /// The client could not be built.
     #[error("building the gateway client: {0}")]
     Client(#[source] kube::Error),
 }

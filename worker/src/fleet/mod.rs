@@ -57,20 +57,27 @@ const IT_STORAGE_VERSION: &str = "v1alpha1";
 pub enum Health {
     /// Not asked yet.
     Unknown,
+    /// It answered the last probe.
     Answering,
+    /// The last probe failed (why).
     Unreachable(String),
 }
 
 /// The fleet API's state, shared by the requests and the task that follows the gateway.
 pub struct Fleet {
+    /// Where the hub's gateway is.
     pub address: gateway::Address,
+    /// Clients of the gateway.
     pub clients: gateway::Clients,
     /// The worker's own cluster, where the Secrets `clusters` name are read.
     pub local: kube::Client,
     /// Where an unqualified `secretRef` of a `Cluster` is looked up.
     pub system_namespace: String,
+    /// The `clusters` kind, computed from the gateway's members.
     pub clusters: Computed,
+    /// The fleet's InstanceTypes, aggregated across clusters.
     pub instance_types: Computed,
+    /// The fleet's flavors, aggregated across clusters.
     pub flavors: Computed,
     /// Everything the group serves, for discovery and OpenAPI.
     pub defs: Vec<gpustack_kube_rest::resource::ResourceDef>,
@@ -84,6 +91,7 @@ pub struct Fleet {
 }
 
 impl Fleet {
+    /// The fleet API over the gateway at `address`; its versions start from the clock.
     pub fn new(
         address: gateway::Address,
         clients: gateway::Clients,
@@ -121,6 +129,7 @@ impl Fleet {
         }
     }
 
+    /// Whether the gateway answered last time it was asked.
     pub fn health(&self) -> Health {
         self.health
             .read()
@@ -382,7 +391,9 @@ impl Fleet {
 /// Who asks, and how to check what else they may do.
 #[derive(Clone, Copy)]
 pub struct Caller<'a> {
+    /// How requests are checked.
     pub auth: &'a Auth,
+    /// Who asks.
     pub user: &'a User,
 }
 

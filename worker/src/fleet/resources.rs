@@ -6,7 +6,9 @@
 use gpustack_kube_rest::resource::{PrinterColumn, ResourceDef};
 use serde_json::{Value, json};
 
+/// The fleet's API group.
 pub const FLEET_GROUP: &str = "fleet.gpustack.ai";
+/// The fleet's served version.
 pub const FLEET_VERSION: &str = "v1";
 /// The label naming an object's cluster in the gateway's fleet view.
 pub const CLUSTER_LABEL: &str = "gpustack.ai/cluster";

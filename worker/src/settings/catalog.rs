@@ -4,6 +4,7 @@
 /// What a setting's value must be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rule {
+    /// `true` or `false`.
     Bool,
     /// Any text without control characters (blank allowed).
     Text,
@@ -30,9 +31,13 @@ pub enum Rule {
 /// One setting of the catalog.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Definition {
+    /// The setting's name.
     pub name: &'static str,
+    /// Its default value.
     pub default: &'static str,
+    /// What it does, for people.
     pub description: &'static str,
+    /// What a value must be.
     pub rule: Rule,
     /// Sensitive values read back as `(sensitive)`.
     pub sensitive: bool,

@@ -15,13 +15,23 @@ use super::view::SecretMeta;
 /// The Secret's name.
 pub const SECRET_NAME: &str = "gpustack-settings";
 
+/// Why the settings could not be read or seeded.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// An environment variable seeds an invalid value.
     #[error("{var}: {refused}")]
-    BadEnvironment { var: String, refused: Refused },
+    BadEnvironment {
+        /// The variable.
+        var: String,
+        /// Why its value was refused.
+        refused: Refused,
+    },
+    /// The Secret could not be read or written.
     #[error("secret {namespace}/{SECRET_NAME}: {source}")]
     Kube {
+        /// The Secret's namespace.
         namespace: String,
+        /// The cause.
         #[source]
         source: kube::Error,
     },

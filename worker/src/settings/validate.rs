@@ -9,7 +9,9 @@ pub const MAX_VALUE_LEN: usize = 4096;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("setting \"{setting}\" {reason}")]
 pub struct Refused {
+    /// The setting.
     pub setting: &'static str,
+    /// What is allowed, as a sentence's end.
     pub reason: String,
 }
 

@@ -14,7 +14,9 @@ pub const MASKED: &str = "(sensitive)";
 /// The Secret's identity and version, which every setting shares.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SecretMeta {
+    /// The Secret's resourceVersion.
     pub resource_version: String,
+    /// The Secret's creationTimestamp.
     pub creation_timestamp: Option<String>,
 }
 
@@ -62,12 +64,16 @@ pub fn value_of<'a>(values: &'a BTreeMap<String, String>, def: &'a Definition) -
 /// Why a change was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChangeError {
+    /// The setting may not be changed through the API.
     #[error("setting \"{0}\" is not editable")]
     NotEditable(&'static str),
+    /// The value is not allowed.
     #[error("spec.value: Invalid value: {0}")]
     Invalid(#[from] Refused),
+    /// The value is not a string.
     #[error("spec.value: Invalid value: must be a string")]
     NotAString,
+    /// The patch does not apply (the cause).
     #[error("the patch does not apply: {0}")]
     Patch(String),
 }
