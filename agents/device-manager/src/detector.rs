@@ -33,6 +33,12 @@ pub struct DetectContext<'a> {
 }
 
 impl DetectContext<'_> {
+    /// `GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY`: whether a group's id carries its cards' memory,
+    /// so that cards of one product with different memory form different groups.
+    pub fn group_id_with_memory(&self) -> bool {
+        (self.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY").is_some_and(|v| v == "true" || v == "1")
+    }
+
     /// Logs `message` and keeps it for the operator's warnings.
     pub fn warn(&mut self, message: impl Into<String>) {
         let message = message.into();

@@ -82,8 +82,7 @@ impl Detector for AmdgpuFamily {
         let toolkit = self.toolkit_home(ctx.env);
         let runtime_version = toolkit_version(root, &toolkit);
         let names = product_names(root, &toolkit);
-        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
-            .is_some_and(|v| v == "true" || v == "1");
+        let with_memory = ctx.group_id_with_memory();
         let slicing = self.manufacturer.spec().logical_slicing;
 
         let mut detected = Vec::new();

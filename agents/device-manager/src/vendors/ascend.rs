@@ -236,8 +236,7 @@ impl Detector for Dcmi {
         let driver_version = session.dcmi.driver_version().unwrap_or_default();
         let runtime_version = toolkit_version(ctx.root, ctx.env);
         let cann_major = runtime_version.as_deref().and_then(facts::cann_major);
-        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
-            .is_some_and(|v| v == "true" || v == "1");
+        let with_memory = ctx.group_id_with_memory();
 
         let mut detected = Vec::new();
         for (index, npu) in session.npus(ctx)?.iter().enumerate() {

@@ -221,8 +221,7 @@ impl Detector for Cndev {
         let cards = session.cards(ctx)?;
         let driver_version = session.driver_version(&cards).unwrap_or_default();
         let runtime_version = toolkit_version(ctx.root, ctx.env).unwrap_or_default();
-        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
-            .is_some_and(|v| v == "true" || v == "1");
+        let with_memory = ctx.group_id_with_memory();
 
         let mut detected = Vec::new();
         for card in &cards {

@@ -49,23 +49,26 @@ use ixml::{Device, IxmlLib};
 /// The Iluvatar detector.
 pub struct Ixml;
 
-const MIB: u64 = 1024 * 1024;
-
 const HINTS: Hints = Hints {
     locate: "is the CoreX SDK installed, or the container started with the iluvatar runtime?",
     install: "is the CoreX SDK installed?",
     driver: "is the CoreX kernel driver loaded?",
 };
 
+/// How messages name the cards and calls.
+const NAMES: Names = Names {
+    card: "Iluvatar GPU",
+    count_call: "nvmlDeviceGetCount",
+    handle_call: "nvmlDeviceGetHandleByIndex",
+    uuid_call: "nvmlDeviceGetUUID",
+    name_call: "nvmlDeviceGetName",
+    memory_call: "nvmlDeviceGetMemoryInfo",
+};
+
 impl Bound for IxmlLib {
     type BoundCard<'a> = Device<'a>;
 
-    const NAMES: Names = Names {
-        card: "Iluvatar GPU",
-        count_call: "nvmlDeviceGetCount",
-        handle_call: "nvmlDeviceGetHandleByIndex",
-        uuid_call: "nvmlDeviceGetUUID",
-    };
+    const NAMES: Names = NAMES;
 
     fn shared(&self) -> &NvmlShapedLibrary {
         self.lib()
@@ -101,31 +104,17 @@ impl Detector for Ixml {
             .ok()
             .and_then(facts::cuda_version)
             .unwrap_or_default();
-        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
-            .is_some_and(|v| v == "true" || v == "1");
+        let with_memory = ctx.group_id_with_memory();
 
         let mut detected = Vec::new();
         for (index, device) in session.cards(ctx)? {
             let Some(who) = nvml_shaped::identity::<IxmlLib>(index, &device, ctx) else {
                 continue;
             };
-            let name = match device.name() {
-                Ok(n) => n,
-                Err(e) => {
-                    ctx.warn(format!(
-                        "Iluvatar GPU {index}: nvmlDeviceGetName failed ({e}); left out"
-                    ));
-                    continue;
-                }
-            };
-            let memory_mib = match device.memory() {
-                Ok(m) => m.total / MIB,
-                Err(e) => {
-                    ctx.warn(format!(
-                        "Iluvatar GPU {index}: nvmlDeviceGetMemoryInfo failed ({e}); left out"
-                    ));
-                    continue;
-                }
+            let Some((name, memory_mib)) =
+                nvml_shaped::name_and_memory(&NAMES, ctx, index, &device)
+            else {
+                continue;
             };
             let mut group = DevicesGroup::new(Manufacturer::Iluvatar, "", "", 0);
             group.driver_version = driver_version.clone();

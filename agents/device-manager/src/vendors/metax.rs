@@ -150,8 +150,7 @@ impl Detector for Mxsml {
             return Ok(Vec::new());
         };
         let runtime_version = mxsml.maca_version().unwrap_or_default();
-        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
-            .is_some_and(|v| v == "true" || v == "1");
+        let with_memory = ctx.group_id_with_memory();
         let slicing = Manufacturer::Metax.spec().logical_slicing;
 
         let mut detected = Vec::new();

@@ -139,8 +139,7 @@ impl Detector for Mtml {
             return Ok(Vec::new());
         };
         let driver_version = session.driver_version().unwrap_or_default();
-        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
-            .is_some_and(|v| v == "true" || v == "1");
+        let with_memory = ctx.group_id_with_memory();
         let slicing = Manufacturer::Mthreads.spec().logical_slicing;
 
         let mut detected = Vec::new();

@@ -74,6 +74,8 @@ impl NvmlShaped for nvml_wrapper::Nvml {
         count_call: "nvmlDeviceGetCount_v2",
         handle_call: "nvmlDeviceGetHandleByIndex_v2",
         uuid_call: "nvmlDeviceGetUUID",
+        name_call: "nvmlDeviceGetName",
+        memory_call: "nvmlDeviceGetMemoryInfo_v2",
     };
 
     fn count(&self) -> Result<u32, NvmlError> {
@@ -255,36 +257,26 @@ impl Detector for Nvml {
             .ok()
             .and_then(facts::cuda_version)
             .unwrap_or_default();
-        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
-            .is_some_and(|v| v == "true" || v == "1");
+        let with_memory = ctx.group_id_with_memory();
 
         let mut detected = Vec::new();
         for (index, device) in session.cards(ctx)? {
             let Some(who) = nvml_shaped::identity::<nvml_wrapper::Nvml>(index, &device, ctx) else {
                 continue;
             };
-            let name = match device.name() {
-                Ok(n) => n,
-                Err(e) => {
-                    ctx.warn(format!(
-                        "NVIDIA GPU {index}: nvmlDeviceGetName failed ({e}); left out"
-                    ));
-                    continue;
-                }
+            let names = &<nvml_wrapper::Nvml as NvmlShaped>::NAMES;
+            let Some(name) = names.required(ctx, index, names.name_call, device.name()) else {
+                continue;
             };
-            let memory_mib = match device.memory_info() {
-                Ok(m) => facts::memory_mib(
-                    m.total,
-                    device.is_ecc_enabled().ok().map(|e| e.currently_enabled),
-                    device.memory_bus_width().ok(),
-                ),
-                Err(e) => {
-                    ctx.warn(format!(
-                        "NVIDIA GPU {index}: nvmlDeviceGetMemoryInfo_v2 failed ({e}); left out"
-                    ));
-                    continue;
-                }
+            let Some(memory) = names.required(ctx, index, names.memory_call, device.memory_info())
+            else {
+                continue;
             };
+            let memory_mib = facts::memory_mib(
+                memory.total,
+                device.is_ecc_enabled().ok().map(|e| e.currently_enabled),
+                device.memory_bus_width().ok(),
+            );
             let cc = device.cuda_compute_capability().ok();
             let mut group = DevicesGroup::new(Manufacturer::Nvidia, "", "", 0);
             group.cores = device.num_cores().ok();

@@ -65,6 +65,33 @@ pub struct Names {
     pub handle_call: &'static str,
     /// The UUID call.
     pub uuid_call: &'static str,
+    /// The product-name call.
+    pub name_call: &'static str,
+    /// The memory call a detection reads the card's size from.
+    pub memory_call: &'static str,
+}
+
+impl Names {
+    /// The answer of a call a card cannot be listed without; `None`, with a warning naming
+    /// the card and the call, when the call failed.
+    pub fn required<T, E: Display>(
+        &self,
+        ctx: &mut DetectContext<'_>,
+        index: u32,
+        call: &str,
+        answer: Result<T, E>,
+    ) -> Option<T> {
+        match answer {
+            Ok(value) => Some(value),
+            Err(e) => {
+                ctx.warn(format!(
+                    "{} {index}: {call} failed ({e}); left out",
+                    self.card
+                ));
+                None
+            }
+        }
+    }
 }
 
 /// A library bound through [`binding`] (IXML, HGML): the shared calls are the binding's, so its
@@ -203,13 +230,10 @@ impl<L: NvmlShaped> Session<L> {
         })?;
         let mut cards = Vec::with_capacity(count as usize);
         for index in 0..count {
-            match self.lib.card(index) {
-                Ok(card) => cards.push((index, card)),
-                Err(e) => ctx.warn(format!(
-                    "{} {index}: {} failed ({e}); left out",
-                    L::NAMES.card,
-                    L::NAMES.handle_call
-                )),
+            let names = &L::NAMES;
+            if let Some(card) = names.required(ctx, index, names.handle_call, self.lib.card(index))
+            {
+                cards.push((index, card));
             }
         }
         Ok(cards)
@@ -257,28 +281,32 @@ pub fn identity<L: NvmlShaped>(
     card: &L::Card<'_>,
     ctx: &mut DetectContext<'_>,
 ) -> Option<Identity> {
-    match card.accelerator_id() {
-        Ok(id) if !id.is_empty() => Some(Identity {
-            id,
-            unhealthy: card.is_unhealthy(),
-        }),
-        Ok(_) => {
-            ctx.warn(format!(
-                "{} {index}: {} answered an empty id; left out",
-                L::NAMES.card,
-                L::NAMES.uuid_call
-            ));
-            None
-        }
-        Err(e) => {
-            ctx.warn(format!(
-                "{} {index}: {} failed ({e}); left out",
-                L::NAMES.card,
-                L::NAMES.uuid_call
-            ));
-            None
-        }
+    let names = &L::NAMES;
+    let id = names.required(ctx, index, names.uuid_call, card.accelerator_id())?;
+    if id.is_empty() {
+        ctx.warn(format!(
+            "{} {index}: {} answered an empty id; left out",
+            names.card, names.uuid_call
+        ));
+        return None;
     }
+    Some(Identity {
+        id,
+        unhealthy: card.is_unhealthy(),
+    })
+}
+
+/// A [`Bound`] library's card's product name and memory in MiB, which a detection cannot do
+/// without; `None` (with a warning naming the call) when either call failed.
+pub fn name_and_memory<'a>(
+    names: &Names,
+    ctx: &mut DetectContext<'_>,
+    index: u32,
+    card: &impl BoundCard<'a>,
+) -> Option<(String, u64)> {
+    let name = names.required(ctx, index, names.name_call, card.name())?;
+    let memory = names.required(ctx, index, names.memory_call, card.memory_figures())?;
+    Some((name, memory.total / MIB))
 }
 
 /// Whole watts from milliwatts, rounded down as the reference does.

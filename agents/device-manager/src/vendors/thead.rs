@@ -56,23 +56,26 @@ use hgml::{Device, HgmlLib};
 /// The T-Head detector.
 pub struct Hgml;
 
-const MIB: u64 = 1024 * 1024;
-
 const HINTS: Hints = Hints {
     locate: "is the PPU SDK installed or mounted?",
     install: "is the PPU SDK installed or mounted?",
     driver: "is the PPU kernel driver loaded?",
 };
 
+/// How messages name the cards and calls.
+const NAMES: Names = Names {
+    card: "T-Head PPU",
+    count_call: "hgmlDeviceGetCount",
+    handle_call: "hgmlDeviceGetHandleByIndex",
+    uuid_call: "hgmlDeviceGetUUID",
+    name_call: "hgmlDeviceGetName",
+    memory_call: "hgmlDeviceGetMemoryInfo",
+};
+
 impl Bound for HgmlLib {
     type BoundCard<'a> = Device<'a>;
 
-    const NAMES: Names = Names {
-        card: "T-Head PPU",
-        count_call: "hgmlDeviceGetCount",
-        handle_call: "hgmlDeviceGetHandleByIndex",
-        uuid_call: "hgmlDeviceGetUUID",
-    };
+    const NAMES: Names = NAMES;
 
     fn shared(&self) -> &NvmlShapedLibrary {
         self.lib()
@@ -200,31 +203,17 @@ impl Detector for Hgml {
             .ok()
             .and_then(facts::runtime_version)
             .unwrap_or_default();
-        let with_memory = (ctx.env)("GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY")
-            .is_some_and(|v| v == "true" || v == "1");
+        let with_memory = ctx.group_id_with_memory();
 
         let mut detected = Vec::new();
         for (index, device) in session.cards(ctx)? {
             let Some(who) = nvml_shaped::identity::<HgmlLib>(index, &device, ctx) else {
                 continue;
             };
-            let name = match device.name() {
-                Ok(n) => n,
-                Err(e) => {
-                    ctx.warn(format!(
-                        "T-Head PPU {index}: hgmlDeviceGetName failed ({e}); left out"
-                    ));
-                    continue;
-                }
-            };
-            let memory_mib = match device.memory() {
-                Ok(m) => m.total / MIB,
-                Err(e) => {
-                    ctx.warn(format!(
-                        "T-Head PPU {index}: hgmlDeviceGetMemoryInfo failed ({e}); left out"
-                    ));
-                    continue;
-                }
+            let Some((name, memory_mib)) =
+                nvml_shaped::name_and_memory(&NAMES, ctx, index, &device)
+            else {
+                continue;
             };
             let mut group = DevicesGroup::new(Manufacturer::Thead, "", "", 0);
             group.cores = device.num_cores().ok().filter(|&c| c > 0);
