@@ -5,38 +5,7 @@ use std::collections::BTreeMap;
 use axum::http::{HeaderMap, Method};
 use gpustack_kube_rest::path::{Route, parse};
 
-/// An authenticated user.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct User {
-    pub name: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-    pub extra: BTreeMap<String, Vec<String>>,
-}
-
-impl User {
-    pub fn is_master(&self) -> bool {
-        self.groups.iter().any(|g| g == "system:masters")
-    }
-}
-
-/// What a request does, in SubjectAccessReview terms.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Attributes {
-    Resource {
-        verb: String,
-        group: String,
-        version: String,
-        resource: String,
-        subresource: String,
-        namespace: String,
-        name: String,
-    },
-    NonResource {
-        verb: String,
-        path: String,
-    },
-}
+pub use gpustack_delegated_auth::identity::{Attributes, User};
 
 /// Paths every caller may reach, authenticated or not: health, metrics and the OpenAPI
 /// documents (the aggregator fetches them). The admission webhooks are not among them: a
