@@ -361,7 +361,7 @@ pub async fn prepare(
         watches: Default::default(),
         kinds: StoredKinds::new(store.clone()),
         aggregator: aggregator.clone(),
-        admission: Default::default(),
+        admission: crate::api::admission::Admission::with_metrics(metrics)?,
         collector: std::sync::Arc::new(crate::api::handlers::new_collector()),
         patterns: Default::default(),
         cel_slots: Default::default(),

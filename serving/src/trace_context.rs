@@ -186,9 +186,11 @@ impl ServerSpans {
         span
     }
 
-    fn close<B>(&self, span: &Span, response: &Response<B>) {
+    /// Records the answer's status on `span`; whether the span must wait for the body's
+    /// trailers (a gRPC answer whose status is not in its headers: a success's never is).
+    fn close<B>(&self, span: &Span, response: &Response<B>) -> bool {
         if span.is_disabled() {
-            return;
+            return false;
         }
         let status = response.status();
         match self.protocol {
@@ -200,23 +202,36 @@ impl ServerSpans {
             }
             Protocol::Grpc => {
                 // Known here when the answer is trailers-only (how an error is sent); a
-                // success's status comes in the trailers, after the span.
-                let code = response
-                    .headers()
-                    .get("grpc-status")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<i64>().ok());
-                if let Some(code) = code {
-                    span.record("rpc.grpc.status_code", code);
-                    if code != 0 {
-                        span.record("otel.status_code", "ERROR");
-                    }
-                } else if !status.is_success() {
-                    span.record("otel.status_code", "ERROR");
+                // success's status comes in the trailers, read by the body (TracedBody).
+                if record_grpc_status(span, response.headers()) {
+                    return false;
                 }
+                if !status.is_success() {
+                    span.record("otel.status_code", "ERROR");
+                    return false;
+                }
+                return true;
             }
         }
+        false
     }
+}
+
+/// Records the `grpc-status` of `headers` (an answer's headers or trailers) on `span`; whether
+/// there was one.
+fn record_grpc_status(span: &Span, headers: &HeaderMap) -> bool {
+    let Some(code) = headers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i64>().ok())
+    else {
+        return false;
+    };
+    span.record("rpc.grpc.status_code", code);
+    if code != 0 {
+        span.record("otel.status_code", "ERROR");
+    }
+    true
 }
 
 impl<S> tower::Layer<S> for ServerSpans {
@@ -241,7 +256,7 @@ impl<S, B, R> tower::Service<Request<B>> for Traced<S>
 where
     S: tower::Service<Request<B>, Response = Response<R>>,
 {
-    type Response = Response<R>;
+    type Response = Response<TracedBody<R>>;
     type Error = S::Error;
     type Future = TracedFuture<S::Future>;
 
@@ -277,16 +292,69 @@ impl<F, R, E> Future for TracedFuture<F>
 where
     F: Future<Output = Result<Response<R>, E>>,
 {
-    type Output = F::Output;
+    type Output = Result<Response<TracedBody<R>>, E>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let _entered = this.span.enter();
         let answer = std::task::ready!(this.inner.poll(cx));
-        if let Ok(response) = &answer {
-            this.spans.close(this.span, response);
+        let trailers = match &answer {
+            Ok(response) => this.spans.close(this.span, response),
+            Err(_) => false,
+        };
+        Poll::Ready(answer.map(|response| {
+            response.map(|inner| TracedBody {
+                inner,
+                span: trailers.then(|| this.span.clone()),
+            })
+        }))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An answer's body. A gRPC answer's keeps the call's span open until its trailers,
+    /// whose `grpc-status` it records (the span ends with the call, as OpenTelemetry's gRPC
+    /// instrumentation has it); any other passes through untouched.
+    pub struct TracedBody<B> {
+        #[pin]
+        inner: B,
+        span: Option<Span>,
+    }
+}
+
+impl<B: http_body::Body> http_body::Body for TracedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        let frame = std::task::ready!(this.inner.poll_frame(cx));
+        let ended = match &frame {
+            Some(Ok(f)) => match (f.trailers_ref(), this.span.as_ref()) {
+                (Some(trailers), Some(span)) => {
+                    record_grpc_status(span, trailers);
+                    true
+                }
+                _ => false,
+            },
+            // An error or the end without trailers: the span ends as it is.
+            Some(Err(_)) | None => true,
+        };
+        if ended {
+            *this.span = None;
         }
-        Poll::Ready(answer)
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -369,6 +437,63 @@ mod tests {
                 span.span_context.span_id()
             )
         );
+    }
+
+    /// A body of the frames given, one per poll.
+    struct Frames(std::collections::VecDeque<http_body::Frame<hyper::body::Bytes>>);
+
+    impl http_body::Body for Frames {
+        type Data = hyper::body::Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+            Poll::Ready(self.0.pop_front().map(Ok))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_grpc_success_records_the_status_its_trailers_carry() {
+        use http_body_util::BodyExt;
+        let (exporter, provider, dispatch) = exporting();
+        let _default = tracing::dispatcher::set_default(&dispatch);
+        let mut service = ServerSpans::grpc().layer(tower::service_fn(|_: Request<()>| async {
+            let mut trailers = HeaderMap::new();
+            trailers.insert("grpc-status", HeaderValue::from_static("0"));
+            let frames = [
+                http_body::Frame::data(hyper::body::Bytes::from_static(b"\0\0\0\0\0")),
+                http_body::Frame::trailers(trailers),
+            ];
+            Ok::<_, ()>(Response::new(Frames(frames.into())))
+        }));
+        let req = Request::post("/v1beta1.DevicePlugin/GetDevicePluginOptions")
+            .header(TRACEPARENT, CALLER)
+            .body(())
+            .unwrap();
+        let response = service.ready().await.unwrap().call(req).await.unwrap();
+        provider.force_flush().unwrap();
+        assert!(
+            exporter.get_finished_spans().unwrap().is_empty(),
+            "the call's span waits for its trailers"
+        );
+        let body = response.into_body().collect().await.unwrap();
+        assert!(body.trailers().is_some());
+        drop(_default);
+        provider.force_flush().unwrap();
+        let spans = exporter.get_finished_spans().unwrap();
+        let [span] = spans.as_slice() else {
+            panic!("{spans:?}")
+        };
+        assert_eq!(span.name, "v1beta1.DevicePlugin/GetDevicePluginOptions");
+        assert_eq!(span.parent_span_id.to_string(), "b7ad6b7169203331");
+        let status = span
+            .attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == "rpc.grpc.status_code")
+            .map(|kv| kv.value.to_string());
+        assert_eq!(status.as_deref(), Some("0"));
     }
 
     #[tokio::test]

@@ -363,6 +363,11 @@ pub struct DeviceManagerServeArgs {
     /// HTTPS port of /metrics, /monitor/snapshot and the health endpoints.
     #[arg(long, default_value_t = 32443, value_parser = clap::value_parser!(u16).range(1..))]
     pub secure_port: u16,
+    /// Who may scrape /metrics: `delegated` asks the cluster (TokenReview, then
+    /// SubjectAccessReview of `get` on the non-resource URL /metrics, as kube-rbac-proxy does);
+    /// `none` serves it to anyone who reaches the port.
+    #[arg(long, default_value = "delegated", value_parser = ["delegated", "none"])]
+    pub metrics_auth: String,
     #[command(flatten)]
     pub serving: ServingFlags,
     #[command(flatten)]
@@ -410,6 +415,11 @@ pub struct ModelManagerArgs {
     /// HTTPS port of /metrics, the health endpoints and peer sync.
     #[arg(long, default_value_t = 32444, value_parser = clap::value_parser!(u16).range(1..))]
     pub secure_port: u16,
+    /// Who may scrape /metrics: `delegated` asks the cluster (TokenReview, then
+    /// SubjectAccessReview of `get` on the non-resource URL /metrics, as kube-rbac-proxy does);
+    /// `none` serves it to anyone who reaches the port.
+    #[arg(long, default_value = "delegated", value_parser = ["delegated", "none"])]
+    pub metrics_auth: String,
     #[command(flatten)]
     pub serving: ServingFlags,
     #[command(flatten)]

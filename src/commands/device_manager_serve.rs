@@ -61,6 +61,7 @@ pub fn run(args: DeviceManagerServeArgs) -> ExitCode {
         bind: SocketAddr::new(args.serving.bind_address, args.secure_port),
         cert_dir: (!args.serving.cert_dir.is_empty())
             .then(|| PathBuf::from(&args.serving.cert_dir)),
+        metrics_auth_delegated: args.metrics_auth == "delegated",
         node: NodeFacts {
             lib_dir: env_var("GPUSTACK_OPERATOR_LIB_DIR")
                 .unwrap_or_else(|| DEFAULT_LIB_DIR.to_owned()),

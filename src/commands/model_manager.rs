@@ -18,6 +18,7 @@ pub fn run(args: ModelManagerArgs) -> ExitCode {
         bind: std::net::SocketAddr::new(args.serving.bind_address, args.secure_port),
         cert_dir: (!args.serving.cert_dir.is_empty())
             .then(|| std::path::PathBuf::from(&args.serving.cert_dir)),
+        metrics_auth_delegated: args.metrics_auth == "delegated",
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -19,8 +19,8 @@ use std::{
 use gpustack_proto::{
     deviceplugin::v1beta1::{
         AllocateRequest, AllocateResponse, ContainerAllocateRequest,
-        ContainerPreferredAllocationRequest, Device, Empty, PreferredAllocationRequest,
-        RegisterRequest,
+        ContainerPreferredAllocationRequest, Device, DevicePluginOptions, Empty,
+        PreferredAllocationRequest, RegisterRequest,
         device_plugin_client::DevicePluginClient,
         registration_server::{Registration, RegistrationServer},
     },
@@ -258,6 +258,23 @@ impl Kubelet {
             )
             .expect("connecting to a plugin socket");
         DevicePluginClient::new(channel)
+    }
+
+    /// `GetDevicePluginOptions` sent with a W3C `traceparent`, as a traced caller sends it.
+    pub fn options_traced(
+        &self,
+        socket: &str,
+        traceparent: &str,
+    ) -> Result<DevicePluginOptions, Status> {
+        let mut client = self.client(socket);
+        let mut request = Request::new(Empty {});
+        request.metadata_mut().insert(
+            "traceparent",
+            traceparent.parse().expect("an ASCII traceparent"),
+        );
+        self.runtime
+            .block_on(client.get_device_plugin_options(request))
+            .map(Response::into_inner)
     }
 
     /// `Allocate` for one container, as the kubelet calls it.

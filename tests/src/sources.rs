@@ -10,6 +10,7 @@ pub const LIBRARY_CRATES: &[&str] = &[
     "gateway/src",
     "gateway/rest/src",
     "serving/src",
+    "serving/delegated-auth/src",
     "worker/src",
     "agents/device-manager/src",
     "agents/model-manager/src",

@@ -577,6 +577,46 @@ fn alerts_and_dashboards_when_asked() {
         |gw: &GatewayProcess| items(gw, &["configmaps", "-n", NS, "-l", "grafana_dashboard=1"]);
     assert!(dashboards(&gw).is_empty(), "dashboards are off by default");
 
+    // Thresholds from the values: an alert's `for` and the number its expression ends with.
+    helm.upgrade(
+        RELEASE,
+        &json!({"monitoring": {"alerts": {
+            "GpustackMirrorStale": {"for": "15m", "threshold": 1800},
+            "GpustackModelCacheNearHighWatermark": {"threshold": 0.9},
+            "GpustackWorkerWithoutLeader": {"for": "1m"},
+        }}}),
+    )
+    .expect("upgrade with thresholds");
+    let rules = items(&gw, &["prometheusrules", "-n", NS]);
+    let rule = |name: &str| -> Value {
+        rules[0]["spec"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().unwrap().iter())
+            .find(|r| r["alert"] == name)
+            .unwrap_or_else(|| panic!("{name}"))
+            .clone()
+    };
+    let stale = rule("GpustackMirrorStale");
+    assert_eq!(
+        stale["expr"],
+        "gpustack_gateway_upstream_lag_seconds > 1800"
+    );
+    assert_eq!(stale["for"], "15m");
+    let cache = rule("GpustackModelCacheNearHighWatermark");
+    assert!(
+        cache["expr"].as_str().unwrap().ends_with("> 0.9"),
+        "{cache}"
+    );
+    assert_eq!(cache["for"], "15m", "the default stays");
+    assert_eq!(rule("GpustackWorkerWithoutLeader")["for"], "1m");
+    assert_eq!(
+        rule("GpustackUpstreamErroring"),
+        shipped["groups"][0]["rules"][1],
+        "an alert not set is the file's"
+    );
+
     helm.upgrade(
         RELEASE,
         &json!({"monitoring": {"prometheusRules": false, "dashboards": {"enabled": true}}}),

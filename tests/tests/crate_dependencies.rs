@@ -5,6 +5,8 @@
 //! - the serving crate (certificates, listeners) holds nothing of the API servers;
 //! - the node agents serve with the serving crate alone: nothing of the API servers (toolkit,
 //!   store, embedded API server, hub) is in their graph;
+//! - the delegated-auth crate (the reviews and the `/metrics` guard the agents share with the
+//!   worker) holds a kube client and nothing of the API servers;
 //! - the embedded API server holds nothing of the hub built on it.
 
 use std::process::Command;
@@ -85,6 +87,13 @@ fn the_serving_crate_holds_nothing_of_the_api_servers() {
     let mut banned = STORE_AND_CLIENT.to_vec();
     banned.extend(API_SERVERS);
     assert_free_of("gpustack-serving", "rustls", &banned);
+}
+
+#[test]
+fn the_delegated_auth_crate_holds_nothing_of_the_api_servers() {
+    let mut banned = vec!["sqlx", "sqlx-core", "libsqlite3-sys", "gpustack-serving"];
+    banned.extend(API_SERVERS);
+    assert_free_of("gpustack-delegated-auth", "kube-client", &banned);
 }
 
 #[test]

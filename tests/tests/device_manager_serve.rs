@@ -67,6 +67,8 @@ impl Agent {
             &format!("--secure-port={port}"),
             &format!("--kube-socket={}", kubelet.kube_socket().display()),
             &format!("--kubeconfig={}", gw.kubeconfig().display()),
+            // These tests read /metrics without a token (prometheus_scrape.rs scrapes with one).
+            "--metrics-auth=none",
         ])
         .args(extra)
         .env("GPUSTACK_SYSTEM_ROOT", root)

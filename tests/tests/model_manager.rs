@@ -131,6 +131,8 @@ impl Plugin {
             .arg(format!("--cache-root={}", work.join("cache").display()))
             .arg(format!("--csi-socket={}", socket(work).display()))
             .arg(format!("--secure-port={port}"))
+            // Read without a token here; prometheus_scrape.rs scrapes with one.
+            .arg("--metrics-auth=none")
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()

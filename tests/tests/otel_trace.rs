@@ -2,12 +2,18 @@
 //! cluster) takes it, its aggregation proxy forwards it to the real `worker`'s aggregated API,
 //! whose write of the stored object goes back to the cluster, whose admission chain calls the
 //! worker's webhooks. Both processes export over OTLP/HTTP to a receiver here that decodes the
-//! protobuf exports; the spans of every hop share the trace, each parent among them.
+//! protobuf exports; the spans of every hop share the trace, each parent among them. And a
+//! device plugin call carrying a caller's `traceparent` is a server span under the caller's,
+//! with the gRPC status its trailers carried.
 
 use std::collections::BTreeSet;
 
 use gpustack_tests::{
-    embedded::{DEADLINE, GatewayProcess},
+    embedded::{DEADLINE, GatewayProcess, free_port},
+    hub::crds_dir,
+    kubelet::Kubelet,
+    machines::nvidia,
+    operator,
     otlp::{OtlpReceiver, ReceivedSpan},
     wait::wait_until,
     worker::WorkerProcess,
@@ -153,4 +159,87 @@ fn a_kubectl_write_through_aggregation_and_admission_is_one_trace() {
         assert!(!route(s).contains(NAME), "{s:?}");
         assert!(!s.name.contains(NAME), "{s:?}");
     }
+}
+
+/// A process killed (and reaped) on drop.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_device_plugin_call_is_a_server_span_under_its_callers() {
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const CALLER: &str = "00f067aa0ba902b7";
+    let receiver = OtlpReceiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&dir.path().join("gw"), "grpc");
+    gw.kubectl_ok(&["apply", "-f", crds_dir().to_str().unwrap()]);
+    gw.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/devices.worker.gpustack.ai",
+        "--timeout=30s",
+    ]);
+    let node = dir.path().join("node.yaml");
+    std::fs::write(
+        &node,
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: gpu-node-1\n",
+    )
+    .unwrap();
+    gw.kubectl_ok(&["apply", "-f", node.to_str().unwrap()]);
+    let host = nvidia::hgx_h100_node(&dir.path().join("host"));
+    let kubelet = Kubelet::start(&dir.path().join("kubelet"));
+    let mut dm = operator();
+    dm.args([
+        "device-manager",
+        "serve",
+        "--manufacturer=nvidia",
+        "--monitor-period=1s",
+        "--bind-address=127.0.0.1",
+        &format!("--secure-port={}", free_port()),
+        &format!("--kube-socket={}", kubelet.kube_socket().display()),
+        &format!("--kubeconfig={}", gw.kubeconfig().display()),
+    ])
+    .env("GPUSTACK_SYSTEM_ROOT", &host.root)
+    .env(nvidia::FIXTURE_ENV, &host.nvml_fixture)
+    .env("KUBERNETES_NODE_NAME", "gpu-node-1")
+    .env_remove("LD_LIBRARY_PATH")
+    .env_remove("KUBECONFIG")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::fs::File::create(dir.path().join("dm.log")).unwrap());
+    for (k, v) in receiver.env() {
+        dm.env(k, v);
+    }
+    let _dm = Running(dm.spawn().expect("starting device-manager serve"));
+    wait_until("the sliced plugin to register", DEADLINE, || {
+        kubelet
+            .registered_resources()
+            .iter()
+            .any(|r| r == "nvidia.com/gpu.sliced")
+            .then_some(())
+    });
+    kubelet
+        .options_traced("nvidia.sliced.sock", &format!("00-{TRACE}-{CALLER}-01"))
+        .expect("GetDevicePluginOptions");
+    let span = wait_until("the call's span", DEADLINE, || {
+        receiver
+            .spans()
+            .into_iter()
+            .find(|s| s.trace_id == TRACE && s.parent_span_id == CALLER)
+    });
+    let method = "v1beta1.DevicePlugin/GetDevicePluginOptions";
+    assert_eq!(span.name, method, "{span:?}");
+    assert_eq!(span.attribute("rpc.system"), Some("grpc"));
+    assert_eq!(span.attribute("rpc.method"), Some(method));
+    // A success's status comes in the trailers, after the answer's headers.
+    assert_eq!(
+        span.attribute("rpc.grpc.status_code"),
+        Some("0"),
+        "{span:?}"
+    );
 }

@@ -4,8 +4,11 @@
 //! `device-manager serve` on the H100 fixture node with the kubelet stand-in, and
 //! `model-manager` with grpcio as the kubelet. Every target comes up; every metric the services'
 //! docs list (their `## Metrics` tables) is scraped from its service; every panel query of the
-//! chart's dashboards returns data; and the worker's `/metrics` answers a token without `get` on
-//! it 403, never the series (Prometheus sees that target down).
+//! chart's dashboards returns data; and every component's `/metrics` (the worker's, the node
+//! agents') answers no token or an unknown one 401 and a token without `get` on it 403, never
+//! the series (Prometheus sees those targets down). The agents are scraped with a
+//! ServiceAccount's token allowed `get` on `/metrics` (not an admin's), so their
+//! SubjectAccessReview is asked and answered.
 //!
 //! Needs `cargo build --bin gpustack-operator && cargo build -p gpustack-fake-nvml`.
 
@@ -92,8 +95,8 @@ fn job(name: &str, target: &str, token_file: &Path) -> String {
     )
 }
 
-/// `curl` of the worker's `/metrics` with `token`: the status code and the body.
-fn worker_metrics_as(port: u16, token: Option<&str>) -> (u16, String) {
+/// `curl` of a component's `/metrics` on `port` with `token`: the status code and the body.
+fn metrics_as(port: u16, token: Option<&str>) -> (u16, String) {
     let mut cmd = Command::new("curl");
     cmd.args(["-sk", "--max-time", "10", "-w", "\n%{http_code}"]);
     if let Some(t) = token {
@@ -245,10 +248,38 @@ fn prometheus_scrapes_every_component_and_every_documented_metric_and_panel_has_
     // Admitted or refused, the review is counted.
     let _ = gw.kubectl(&["apply", "-f", queued.to_str().unwrap()]);
 
-    // A token the cluster authenticates but allows nothing: 403 from the worker, never the series.
+    // A token the cluster authenticates but allows nothing: 403 from every component, never
+    // the series. And a scraper allowed `get` on /metrics, as the chart's metrics-reader role.
     gw.kubectl_ok(&["create", "serviceaccount", "nobody"]);
     let nobody = gw.kubectl_ok(&["create", "token", "nobody"]);
     let nobody_token = write(root, "nobody-token", &nobody);
+    gw.kubectl_ok(&["create", "serviceaccount", "scraper"]);
+    gw.kubectl_ok(&[
+        "create",
+        "clusterrole",
+        "metrics-reader",
+        "--verb=get",
+        "--non-resource-url=/metrics",
+    ]);
+    gw.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "scraper",
+        "--clusterrole=metrics-reader",
+        "--serviceaccount=default:scraper",
+    ]);
+    let scraper = gw.kubectl_ok(&["create", "token", "scraper"]);
+    let scraper_token = write(root, "scraper-token", &scraper);
+    for (agent, port) in [("device-manager", dm_port), ("model-manager", mm_port)] {
+        for token in [None, Some("not-a-token")] {
+            let (code, body) = metrics_as(port, token);
+            assert_eq!(code, 401, "{agent} with {token:?}: {body}");
+            assert!(!body.contains("gpustack_"), "{agent}: {body}");
+        }
+        let (code, body) = metrics_as(port, Some(nobody.trim()));
+        assert_eq!(code, 403, "{agent} with a token without access: {body}");
+        assert!(!body.contains("gpustack_"), "{agent}: {body}");
+    }
 
     let jobs = [
         job(
@@ -264,16 +295,26 @@ fn prometheus_scrapes_every_component_and_every_documented_metric_and_panel_has_
         job(
             "device-manager",
             &format!("127.0.0.1:{dm_port}"),
-            &worker_token,
+            &scraper_token,
         ),
         job(
             "model-manager",
             &format!("127.0.0.1:{mm_port}"),
-            &worker_token,
+            &scraper_token,
         ),
         job(
             "worker-forbidden",
             &format!("127.0.0.1:{}", worker.port),
+            &nobody_token,
+        ),
+        job(
+            "device-manager-forbidden",
+            &format!("127.0.0.1:{dm_port}"),
+            &nobody_token,
+        ),
+        job(
+            "model-manager-forbidden",
+            &format!("127.0.0.1:{mm_port}"),
             &nobody_token,
         ),
     ];
@@ -295,7 +336,8 @@ fn prometheus_scrapes_every_component_and_every_documented_metric_and_panel_has_
                 )
             })
             .collect();
-        (by_job.len() == 5 && by_job.values().all(|(h, _)| h != "unknown")).then_some(by_job)
+        (by_job.len() == jobs.len() && by_job.values().all(|(h, _)| h != "unknown"))
+            .then_some(by_job)
     });
     for job in [
         "worker",
@@ -306,15 +348,21 @@ fn prometheus_scrapes_every_component_and_every_documented_metric_and_panel_has_
         let (h, error) = &health[job];
         assert_eq!(h, "up", "{job}: {error}");
     }
-    let (h, error) = &health["worker-forbidden"];
-    assert_eq!(h, "down");
-    assert!(error.contains("403"), "{error}");
-    assert!(
-        prom.query(r#"{job="worker-forbidden",__name__=~"gpustack_.+"}"#)
-            .unwrap_or_default()
-            .is_empty(),
-        "a forbidden scrape stored series"
-    );
+    for job in [
+        "worker-forbidden",
+        "device-manager-forbidden",
+        "model-manager-forbidden",
+    ] {
+        let (h, error) = &health[job];
+        assert_eq!(h, "down", "{job}");
+        assert!(error.contains("403"), "{job}: {error}");
+        assert!(
+            prom.query(&format!(r#"{{job="{job}",__name__=~"gpustack_.+"}}"#))
+                .unwrap_or_default()
+                .is_empty(),
+            "{job}: a forbidden scrape stored series"
+        );
+    }
 
     // Every documented metric, from its own service.
     let job_of: BTreeMap<&str, &str> = BTreeMap::from([
@@ -368,16 +416,16 @@ fn the_workers_metrics_need_get_on_the_metrics_url() {
     let nobody = gw.kubectl_ok(&["create", "token", "nobody"]);
     let scraper = gw.kubectl_ok(&["create", "token", "scraper"]);
 
-    let (code, body) = worker_metrics_as(worker.port, None);
+    let (code, body) = metrics_as(worker.port, None);
     assert_eq!(code, 401, "{body}");
-    let (code, body) = worker_metrics_as(worker.port, Some("not-a-token"));
+    let (code, body) = metrics_as(worker.port, Some("not-a-token"));
     assert_eq!(code, 401, "{body}");
-    let (code, body) = worker_metrics_as(worker.port, Some(nobody.trim()));
+    let (code, body) = metrics_as(worker.port, Some(nobody.trim()));
     assert_eq!(code, 403, "{body}");
     assert!(!body.contains("gpustack_"), "{body}");
     let status: Value = serde_json::from_str(&body).expect("a Status body");
     assert_eq!(status["reason"], "Forbidden");
-    let (code, body) = worker_metrics_as(worker.port, Some(scraper.trim()));
+    let (code, body) = metrics_as(worker.port, Some(scraper.trim()));
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("gpustack_worker_leader"), "{body}");
     gpustack_tests::prometheus::check_metrics("worker", &body);
@@ -385,7 +433,7 @@ fn the_workers_metrics_need_get_on_the_metrics_url() {
 
     // --metrics-auth=none: open to anyone who reaches the port.
     let open = WorkerProcess::start(&gw, &dir.path().join("open"), &["--metrics-auth=none"], &[]);
-    let (code, body) = worker_metrics_as(open.port, None);
+    let (code, body) = metrics_as(open.port, None);
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("gpustack_worker_reconcile_total"), "{body}");
 }

@@ -11,7 +11,14 @@ use std::{
     },
 };
 
-use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
+use axum::{
+    Router,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::IntoResponse,
+    routing::get,
+};
+use gpustack_delegated_auth::metrics_access::MetricsAccess;
 use gpustack_serving::certs;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
@@ -182,6 +189,8 @@ impl OutcomeSink for Metrics {
 pub struct HttpState {
     /// The plugin's metrics, refreshed on each scrape.
     pub metrics: Arc<Metrics>,
+    /// Who may read them.
+    pub metrics_access: Arc<MetricsAccess>,
     /// The CSI plugin (its mount counters, the lookup's readiness).
     pub plugin: Arc<NodePlugin>,
     /// The cache (downloads in progress, the store's layout).
@@ -198,7 +207,10 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
+async fn metrics(State(s): State<HttpState>, headers: HeaderMap) -> impl IntoResponse {
+    if let Err(refused) = s.metrics_access.check(&headers).await {
+        return (refused.status(), refused.to_string()).into_response();
+    }
     s.metrics.refresh(&s.plugin, &s.materializer);
     let mut body = Vec::new();
     match TextEncoder::new().encode(&s.metrics.registry.gather(), &mut body) {

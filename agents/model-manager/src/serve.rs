@@ -5,6 +5,10 @@
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use gpustack_api::model_store::{InvalidNodeModelStoreSpec, NodeModelStore, NodeModelStoreSpec};
+use gpustack_delegated_auth::{
+    metrics_access::MetricsAccess,
+    reviews::{Delegated, Ttls},
+};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, api::PatchParams};
@@ -40,6 +44,9 @@ pub struct Options {
     pub bind: std::net::SocketAddr,
     /// The certificate pair's directory (`tls.crt`, `tls.key`).
     pub cert_dir: Option<PathBuf>,
+    /// `/metrics` only to callers the cluster allows `get` on it (`--metrics-auth=delegated`),
+    /// else to anyone who reaches the port.
+    pub metrics_auth_delegated: bool,
 }
 
 /// Why `serve` could not start or stopped.
@@ -234,8 +241,14 @@ pub async fn run(
     .map_err(crate::http::HttpError::from)?;
     let metrics = Arc::new(crate::http::Metrics::new(registry)?);
     materializer.set_outcome_sink(Arc::clone(&metrics) as _);
+    let metrics_access = if options.metrics_auth_delegated {
+        MetricsAccess::Delegated(Box::new(Delegated::new(client.clone(), Ttls::default())))
+    } else {
+        MetricsAccess::Open
+    };
     let router = crate::http::router(crate::http::HttpState {
         metrics,
+        metrics_access: Arc::new(metrics_access),
         plugin: Arc::clone(&plugin),
         materializer: Arc::clone(&materializer),
     });

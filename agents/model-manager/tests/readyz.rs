@@ -11,6 +11,7 @@ use std::{
 };
 
 use gpustack_api::model_artifact::ModelArtifact;
+use gpustack_delegated_auth::metrics_access::MetricsAccess;
 use gpustack_model_manager::{
     csi::{ArtifactLookup, LookupError, NodePlugin},
     download::{DownloadLimits, Tuning},
@@ -49,6 +50,7 @@ fn router(work: &std::path::Path, synced: &Arc<AtomicBool>) -> axum::Router {
     );
     http::router(HttpState {
         metrics: Arc::new(Metrics::new(prometheus::Registry::new()).unwrap()),
+        metrics_access: Arc::new(MetricsAccess::Open),
         plugin,
         materializer: m,
     })

@@ -24,6 +24,19 @@ PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
 ANY_OBJ = {"type": "object"}
 LIST = {"type": "array"}
 ABS_PATH = {"type": "string", "pattern": "^/"}
+# Prometheus' durations (a rule's `for`): whole units, no fractions.
+ALERT_FOR = {"type": "string", "pattern": "^([0-9]+(ms|s|m|h|d|w|y))+$"}
+# The alerts of files/alerts.yaml, and whether each has a threshold set from the values.
+ALERTS = {
+    "GpustackMirrorStale": True,
+    "GpustackUpstreamErroring": False,
+    "GpustackWebhookErrors": False,
+    "GpustackWebhookUnreachable": False,
+    "GpustackWorkerWithoutLeader": False,
+    "GpustackDevicePluginUnregistered": False,
+    "GpustackAcceleratorUnhealthy": False,
+    "GpustackModelCacheNearHighWatermark": True,
+}
 DURATION = {"type": "string", "pattern": "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"}
 PULL_POLICY = {"type": "string", "enum": ["", "Always", "IfNotPresent", "Never"]}
 RESOURCES = obj({"requests": ANY_OBJ, "limits": ANY_OBJ})
@@ -132,7 +145,20 @@ schema = {
             "monitoring": obj({
                 "serviceMonitors": {"enum": ["auto", True, False, "true", "false"]},
                 "interval": DURATION,
+                "metricsReaders": {
+                    "type": "array",
+                    "items": obj(
+                        {"name": {"type": "string", "minLength": 1}, "namespace": {"type": "string", "minLength": 1}},
+                        required=["name", "namespace"],
+                    ),
+                },
                 "prometheusRules": {"enum": ["auto", True, False, "true", "false"]},
+                "alerts": obj(
+                    {
+                        name: obj({"for": ALERT_FOR, **({"threshold": {"type": "number", "exclusiveMinimum": 0}} if threshold else {})})
+                        for name, threshold in ALERTS.items()
+                    }
+                ),
                 "dashboards": obj({
                     "enabled": BOOL,
                     # A label key and value (Kubernetes' syntax) Grafana's sidecar selects on.

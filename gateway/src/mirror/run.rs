@@ -916,9 +916,14 @@ pub async fn connect(u: &Upstream) -> Result<Client, MirrorError> {
             config
         }
     };
-    // Every response is bounded: a peer's answer costs the hub a known amount of memory.
+    // Every response is bounded: a peer's answer costs the hub a known amount of memory; every
+    // request carries the trace context of the span it is sent from (the mirror sync's), so an
+    // upstream that traces joins the hub's trace.
     let builder = kube::client::ClientBuilder::try_from(config)?;
-    Ok(builder.with_layer(&super::bounded::BoundLayer).build())
+    Ok(builder
+        .with_layer(&super::bounded::BoundLayer)
+        .with_layer(&gpustack_serving::trace_context::InjectLayer)
+        .build())
 }
 
 /// The client configuration of a checked kubeconfig, in `context` (else its current one).

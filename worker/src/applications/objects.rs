@@ -453,6 +453,13 @@ pub fn device_manager_rbac(input: &Input) -> Vec<Desired> {
         rule(&[""], &["nodes"], &["get", "list", "watch", "patch"]),
         rule(&[""], &["pods"], &["get", "list", "watch", "patch"]),
         rule(&[""], &["events"], &["create", "patch"]),
+        // Its /metrics is delegated to the cluster.
+        rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+        rule(
+            &["authorization.k8s.io"],
+            &["subjectaccessreviews"],
+            &["create"]
+        ),
     ]);
     let mut out = vec![
         service_account(&input.namespace, &name),
@@ -592,6 +599,9 @@ pub fn model_manager_rbac(input: &Input) -> Vec<Desired> {
     let rules = json!([
         {"apiGroups": ["worker.gpustack.ai"], "resources": ["modelartifacts", "nodemodelstores"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["worker.gpustack.ai"], "resources": ["nodemodelstores/status"], "verbs": ["get", "patch", "update"]},
+        // Its /metrics is delegated to the cluster.
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
     ]);
     let mut out = vec![
         service_account(ns, &name),

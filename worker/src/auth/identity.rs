@@ -5,54 +5,7 @@ use std::collections::BTreeMap;
 use axum::http::{HeaderMap, Method};
 use gpustack_kube_rest::path::{Route, parse};
 
-/// An authenticated user.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct User {
-    /// The user name.
-    pub name: String,
-    /// The user's uid.
-    pub uid: String,
-    /// The groups.
-    pub groups: Vec<String>,
-    /// The extra attributes.
-    pub extra: BTreeMap<String, Vec<String>>,
-}
-
-impl User {
-    /// Whether the user is in `system:masters` (allowed everything).
-    pub fn is_master(&self) -> bool {
-        self.groups.iter().any(|g| g == "system:masters")
-    }
-}
-
-/// What a request does, in SubjectAccessReview terms.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Attributes {
-    /// A request on a resource.
-    Resource {
-        /// The RBAC verb (`get`, `list`, `watch`, ...).
-        verb: String,
-        /// The API group.
-        group: String,
-        /// The API version.
-        version: String,
-        /// The resource (plural).
-        resource: String,
-        /// The subresource, or empty.
-        subresource: String,
-        /// The namespace, or empty.
-        namespace: String,
-        /// The object's name, or empty.
-        name: String,
-    },
-    /// A request on a path that is no resource (`/metrics`, `/healthz`).
-    NonResource {
-        /// The RBAC verb (the HTTP method, lowercased).
-        verb: String,
-        /// The path.
-        path: String,
-    },
-}
+pub use gpustack_delegated_auth::identity::{Attributes, User};
 
 /// Paths every caller may reach, authenticated or not: health, metrics and the OpenAPI
 /// documents (the aggregator fetches them). The admission webhooks are not among them: a

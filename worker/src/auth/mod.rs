@@ -9,7 +9,7 @@ pub mod identity;
 
 use std::sync::{Arc, RwLock};
 
-use axum::http::{HeaderMap, Method, header};
+use axum::http::{HeaderMap, Method};
 use gpustack_kube_rest::status::ApiError;
 pub use gpustack_serving::serve::PeerCertificates;
 
@@ -203,12 +203,7 @@ impl Auth {
         {
             return Ok(user);
         }
-        let token = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
+        let token = gpustack_delegated_auth::identity::bearer_token(headers)
             .ok_or_else(ApiError::unauthorized)?;
         match reviews.authenticate(token).await {
             Ok(Some(user)) => Ok(user),

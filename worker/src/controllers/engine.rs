@@ -737,12 +737,14 @@ pub async fn run(ctx: Context) {
     // Its own watches and field manager: see the module.
     tasks.push(tokio::spawn(super::model_manager_nodes::run(
         client.clone(),
+        ctx.metrics.clone(),
     )));
     tasks.push(tokio::spawn(super::instances::run(
         client.clone(),
         ctx.instance_settings.clone(),
         ctx.resolve.clone(),
         ctx.instances.clone(),
+        ctx.metrics.clone(),
     )));
     let _abort = AbortOnDrop(tasks);
     let stores = Stores {

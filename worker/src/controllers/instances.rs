@@ -35,6 +35,7 @@ use super::{
     instance_settings::InstanceSettings,
     instance_steps::{self, Observed, Step},
     manufacturers::Resolve,
+    reconcile_metrics::{Loop, ReconcileMetrics},
 };
 
 /// Steps one pass takes at most before it yields to other Instances (and comes back).
@@ -498,6 +499,7 @@ pub async fn run(
     settings: watch::Receiver<InstanceSettings>,
     resolve: Arc<Resolve>,
     cache: Arc<InstanceCache>,
+    metrics: ReconcileMetrics,
 ) {
     let ours = watcher::Config::default().labels(&format!("{RESOURCE_TYPE}={INSTANCES}"));
     let all = watcher::Config::default;
@@ -548,7 +550,19 @@ pub async fn run(
         })
         // Kept for the addresses a running Instance shows; a Node's own change wakes none.
         .watches_stream(node_changes, |_: Node| None::<ObjectRef<Instance>>)
-        .run(reconcile, error_policy, ctx)
+        .run(
+            move |inst, ctx| {
+                let metrics = metrics.clone();
+                async move {
+                    let started = std::time::Instant::now();
+                    let done = reconcile(inst, ctx).await;
+                    metrics.observe(Loop::Instances, done.is_ok(), started.elapsed());
+                    done
+                }
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!("instance controller: {e}");

@@ -6,7 +6,7 @@
 //!
 //! [`plan`] is the pure decision; [`run`] watches Nodes and CSINodes and applies it.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, time::Instant};
 
 use futures::StreamExt;
 use gpustack_api::labels::{MODEL_CSI_DRIVER, MODEL_CSI_REGISTERED};
@@ -19,7 +19,10 @@ use kube::{
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::ownership::owned_keys;
+use super::{
+    ownership::owned_keys,
+    reconcile_metrics::{Loop, ReconcileMetrics},
+};
 
 /// The field manager of this label alone. Not the worker's main one: a server-side apply drops
 /// the fields its manager applied before and omits now, so the node-label loop's applies and
@@ -83,7 +86,7 @@ where
 }
 
 /// Keeps the label until the task is dropped (the controllers' leadership ends).
-pub async fn run(client: kube::Client) {
+pub async fn run(client: kube::Client, metrics: ReconcileMetrics) {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (nodes, node_writer) = reflector::store::<Node>();
     let (csi_nodes, csi_writer) = reflector::store::<CSINode>();
@@ -106,18 +109,28 @@ pub async fn run(client: kube::Client) {
         while let Ok(n) = rx.try_recv() {
             names.insert(n);
         }
+        let mut pending = names.len();
         for name in names {
+            metrics.set_model_manager_nodes_depth(pending);
+            pending -= 1;
             let Some(node) = nodes.get(&ObjectRef::new(&name)) else {
                 continue;
             };
+            let started = Instant::now();
             let csi = csi_nodes.get(&ObjectRef::new(&name));
+            let mut ok = true;
             if let Some(body) = plan(&node, csi.as_deref()) {
                 match api.patch(&name, &params, &Patch::Apply(body)).await {
                     Ok(_) => tracing::debug!(node = name, "model-manager registration label"),
-                    Err(e) => tracing::warn!(node = name, "model-manager registration label: {e}"),
+                    Err(e) => {
+                        ok = false;
+                        tracing::warn!(node = name, "model-manager registration label: {e}")
+                    }
                 }
             }
+            metrics.observe(Loop::ModelManagerNodes, ok, started.elapsed());
         }
+        metrics.set_model_manager_nodes_depth(0);
     }
 }
 

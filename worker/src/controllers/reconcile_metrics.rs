@@ -18,17 +18,35 @@ pub enum Loop {
     Chain,
     /// The admission checks' verdicts on Workloads.
     Workloads,
+    /// One Instance: its Pod, Service and status.
+    Instances,
+    /// One node's model-manager registration label.
+    ModelManagerNodes,
 }
 
 impl Loop {
-    pub const ALL: [Loop; 3] = [Loop::Node, Loop::Chain, Loop::Workloads];
+    pub const ALL: [Loop; 5] = [
+        Loop::Node,
+        Loop::Chain,
+        Loop::Workloads,
+        Loop::Instances,
+        Loop::ModelManagerNodes,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Loop::Node => "node",
             Loop::Chain => "chain",
             Loop::Workloads => "workloads",
+            Loop::Instances => "instances",
+            Loop::ModelManagerNodes => "model-manager-nodes",
         }
+    }
+
+    /// Whether the loop's waiting work is measured (kube-runtime's controller, behind the
+    /// Instances, does not tell its queue's length: no depth series rather than a false 0).
+    fn depth_measured(self) -> bool {
+        self != Loop::Instances
     }
 }
 
@@ -85,7 +103,9 @@ impl ReconcileMetrics {
             for result in ["success", "error"] {
                 m.total.with_label_values(&[l.as_str(), result]);
             }
-            m.depth.with_label_values(&[l.as_str()]);
+            if l.depth_measured() {
+                m.depth.with_label_values(&[l.as_str()]);
+            }
         }
         Ok(m)
     }
@@ -108,6 +128,13 @@ impl ReconcileMetrics {
         set(Loop::Workloads, i64::from(workloads));
     }
 
+    /// The nodes a model-manager registration pass still has to look at.
+    pub fn set_model_manager_nodes_depth(&self, pending: usize) {
+        self.depth
+            .with_label_values(&[Loop::ModelManagerNodes.as_str()])
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
     }
@@ -128,12 +155,26 @@ mod tests {
         );
         m.observe(Loop::Chain, false, Duration::from_millis(3));
         m.observe(Loop::Node, true, Duration::from_millis(1));
+        m.observe(Loop::Instances, true, Duration::from_millis(2));
         m.set_depth(4, true, false);
+        m.set_model_manager_nodes_depth(2);
         m.set_leader(true);
         assert_eq!(m.total.with_label_values(&["chain", "error"]).get(), 1);
         assert_eq!(m.total.with_label_values(&["node", "success"]).get(), 1);
         assert_eq!(m.depth.with_label_values(&["node"]).get(), 4);
         assert_eq!(m.depth.with_label_values(&["chain"]).get(), 1);
+        assert_eq!(
+            m.total.with_label_values(&["instances", "success"]).get(),
+            1
+        );
+        assert_eq!(
+            m.total
+                .with_label_values(&["model-manager-nodes", "error"])
+                .get(),
+            0,
+            "every controller's counters are present from the start"
+        );
+        assert_eq!(m.depth.with_label_values(&["model-manager-nodes"]).get(), 2);
         assert_eq!(m.leader.get(), 1);
         let names: Vec<String> = registry
             .gather()

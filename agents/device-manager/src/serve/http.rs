@@ -1,5 +1,5 @@
 //! The HTTPS endpoints: `/metrics` (the registry passed in), `/monitor/snapshot` (the latest
-//! sample as JSON), `/livez`, `/readyz`. TLS from `--cert-dir` (`tls.crt`, `tls.key`) or a
+//! sample as JSON), `/livez`, `/readyz`. `/metrics` is guarded by [`MetricsAccess`]. TLS from `--cert-dir` (`tls.crt`, `tls.key`) or a
 //! certificate generated at start; rustls with the ring provider.
 
 use std::{
@@ -7,8 +7,15 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
+use axum::{
+    Router,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::IntoResponse,
+    routing::get,
+};
 use gpustack_api::{monitor::MetricsGroup, time::Timestamp};
+use gpustack_delegated_auth::metrics_access::MetricsAccess;
 use gpustack_serving::certs;
 use prometheus::{Encoder, Registry, TextEncoder};
 use serde::Serialize;
@@ -30,6 +37,7 @@ pub struct MonitorSnapshot {
 #[derive(Clone)]
 pub struct HttpState {
     pub registry: Registry,
+    pub metrics_access: Arc<MetricsAccess>,
     pub snapshot: Arc<RwLock<Option<MonitorSnapshot>>>,
     pub ready: watch::Receiver<bool>,
 }
@@ -57,7 +65,10 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
+async fn metrics(State(s): State<HttpState>, headers: HeaderMap) -> impl IntoResponse {
+    if let Err(refused) = s.metrics_access.check(&headers).await {
+        return (refused.status(), refused.to_string()).into_response();
+    }
     let mut body = Vec::new();
     match TextEncoder::new().encode(&s.registry.gather(), &mut body) {
         Ok(()) => (

@@ -32,6 +32,10 @@ use std::{
 
 use futures::StreamExt;
 use gpustack_api::{Manufacturer, devices::DevicesGroup, time::Timestamp};
+use gpustack_delegated_auth::{
+    metrics_access::MetricsAccess,
+    reviews::{Delegated, Ttls},
+};
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Client,
@@ -75,6 +79,9 @@ pub struct Config {
     pub bind: SocketAddr,
     /// Serving certificate directory (`tls.crt`, `tls.key`); `None` generates a pair at start.
     pub cert_dir: Option<PathBuf>,
+    /// `/metrics` only to callers the cluster allows `get` on it (`--metrics-auth=delegated`),
+    /// else to anyone who reaches the port.
+    pub metrics_auth_delegated: bool,
     /// The node's injection facts (staged libraries, NVIDIA strategy).
     pub node: NodeFacts,
     /// Host directory of per-container work directories.
@@ -174,8 +181,14 @@ pub async fn run(
         status_rx,
         stop_rx.clone(),
     ))];
+    let metrics_access = if config.metrics_auth_delegated {
+        MetricsAccess::Delegated(Box::new(Delegated::new(client.clone(), Ttls::default())))
+    } else {
+        MetricsAccess::Open
+    };
     let router = http::router(http::HttpState {
         registry,
+        metrics_access: Arc::new(metrics_access),
         snapshot: snapshot.clone(),
         ready: ready_rx,
     });

@@ -15,6 +15,7 @@
 //! through their `caBundle` only: no system roots are loaded, so a webhook without one fails
 //! (as its `failurePolicy` says).
 
+pub mod call_metrics;
 pub mod client;
 pub mod conditions;
 pub mod matching;
@@ -52,11 +53,23 @@ struct Loaded {
     clients: client::Clients,
 }
 
-/// The admission caller's state: the webhooks of each cluster and their connections. Held by
-/// the API state (cheap to clone; clones share it).
+/// The admission caller's state: the webhooks of each cluster and their connections, and the
+/// calls' series when a registry was given. Held by the API state (cheap to clone; clones share
+/// it).
 #[derive(Clone, Default)]
 pub struct Admission {
     clusters: Arc<Mutex<HashMap<String, Arc<Loaded>>>>,
+    metrics: Option<call_metrics::CallMetrics>,
+}
+
+impl Admission {
+    /// The caller, its calls counted in `registry`.
+    pub fn with_metrics(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
+        Ok(Admission {
+            clusters: Arc::default(),
+            metrics: Some(call_metrics::CallMetrics::register(registry)?),
+        })
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -351,7 +364,19 @@ async fn call(
             hook.name
         )));
     }
-    let verdict = match exchange(st, ctx, clients, hook, &uid, &review).await {
+    let started = std::time::Instant::now();
+    let exchanged = exchange(st, ctx, clients, hook, &uid, &review).await;
+    if let Some(m) = &st.admission.metrics {
+        let result = match &exchanged {
+            Ok(v) if !v.allowed => call_metrics::CallResult::Denied,
+            Ok(v) if v.patch.is_some() && hook.mutating => call_metrics::CallResult::Patched,
+            Ok(_) => call_metrics::CallResult::Allowed,
+            Err(_) if hook.ignore_failures => call_metrics::CallResult::Ignored,
+            Err(_) => call_metrics::CallResult::Error,
+        };
+        m.observe(&hook.name, hook.mutating, result, started.elapsed());
+    }
+    let verdict = match exchanged {
         Ok(v) => v,
         Err(e) if hook.ignore_failures => {
             tracing::warn!(webhook = %hook.name, error = %e, "failed calling webhook, ignoring it (failurePolicy Ignore)");
