@@ -25,7 +25,7 @@ use std::{
 use k8s_openapi::api::core::v1::{Container, Event, Pod};
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{DeleteParams, Patch, PatchParams},
 };
 use serde_json::json;
 
@@ -201,10 +201,17 @@ impl PodRunner {
             refuse.clone(),
         );
         let task = tokio::spawn(async move {
+            // Its own node's Pods only, as the kubelet asks, through a watch: listing them on
+            // every pass, from every node's stand-in, was most of what a fleet of them cost.
+            let mine = crate::watched::Watched::start(
+                Api::<Pod>::all(client.clone()),
+                kube::runtime::watcher::Config::default().fields(&format!("spec.nodeName={n}")),
+            );
             let mut tick = tokio::time::interval(PERIOD);
             loop {
                 tick.tick().await;
-                if let Err(e) = pass(&client, &n, &d, &images, &s, &r).await {
+                let pods = mine.state();
+                if let Err(e) = pass(&client, &pods, &n, &d, &images, &s, &r).await {
                     eprintln!("kubelet stand-in {n}: {e}");
                 }
             }
@@ -288,18 +295,13 @@ async fn record(
 
 async fn pass(
     c: &kube::Client,
+    mine: &[Arc<Pod>],
     node: &str,
     dir: &Path,
     images: &BTreeSet<String>,
     state: &Mutex<State>,
     refuse: &AtomicUsize,
 ) -> Result<(), kube::Error> {
-    // Its own node's Pods only, as the kubelet asks: a list of every Pod from every node's
-    // stand-in, ten times a second, was most of what a fleet of them cost the cluster.
-    let mine: Vec<Pod> = Api::<Pod>::all(c.clone())
-        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
-        .await?
-        .items;
     let live: BTreeSet<String> = mine.iter().filter_map(|p| p.uid()).collect();
     {
         // Gone Pods: their containers stop (dropping `Running` kills them).
@@ -308,6 +310,7 @@ async fn pass(
         st.settled.retain(|uid| live.contains(uid));
     }
     for pod in mine {
+        let pod = pod.as_ref();
         let uid = pod.uid().unwrap_or_default();
         let ns = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
@@ -386,7 +389,12 @@ async fn pass(
                 "name": c.name, "image": c.image, "imageID": format!("local://{}", c.image.as_deref().unwrap_or_default()),
                 "containerID": format!("stand-in://{uid}/{}", c.name),
                 "ready": true, "restartCount": 0, "started": true, "state": {"running": {"startedAt": started}}})).collect();
-            let ip = format!("10.88.{}.{}", count / 250, count % 250 + 2);
+            // A Pod on the host's network has the host's address, as the kubelet reports it.
+            let ip = if spec.host_network == Some(true) {
+                "127.0.0.1".to_owned()
+            } else {
+                format!("10.88.{}.{}", count / 250, count % 250 + 2)
+            };
             json!({"phase": "Running", "startTime": started, "hostIP": "127.0.0.1",
                 "hostIPs": [{"ip": "127.0.0.1"}], "podIP": ip, "podIPs": [{"ip": ip}],
                 "conditions": [cond("PodScheduled", true, None), cond("Initialized", true, None),
@@ -402,7 +410,7 @@ async fn pass(
         if status["phase"] == "Running" {
             for container in &spec.containers {
                 let message = format!("Started container {}", container.name);
-                record(c, &pod, node, "Started", &message).await?;
+                record(c, pod, node, "Started", &message).await?;
             }
         }
     }

@@ -11,15 +11,27 @@
 //!
 //! Quota amounts are not counted: the tests that use this create far fewer Pods than a queue
 //! holds, and the worker's node-devices check is what they exercise.
+//!
+//! It reads through watches ([`crate::watched`]) and writes each pass's steps concurrently, so
+//! that with a thousand Pods queued it is not what a benchmark measures; each step is taken once
+//! (what the watch has not caught up with yet is not done again).
 
-use std::time::Duration;
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use kube::runtime::watcher;
 
 use kube::{
     Api, ResourceExt,
-    api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    api::{DynamicObject, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 
+use crate::watched::Watched;
 use gpustack_api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
@@ -34,16 +46,46 @@ pub struct Kueue {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// Writes in flight at once.
+const PARALLEL: usize = 32;
+
+/// What the stand-in watches.
+struct Views {
+    pods: Watched<Pod>,
+    workloads: Watched<Workload>,
+    local_queues: Watched<LocalQueue>,
+    queues: Watched<ClusterQueue>,
+    flavors: Watched<ResourceFlavor>,
+    nodes: Watched<Node>,
+}
+
+impl Views {
+    fn start(c: &kube::Client) -> Self {
+        let all = watcher::Config::default;
+        Views {
+            pods: Watched::start(Api::all(c.clone()), all().labels(QUEUE_NAME)),
+            workloads: Watched::start(Api::all(c.clone()), all()),
+            local_queues: Watched::start(Api::all(c.clone()), all()),
+            queues: Watched::start(Api::all(c.clone()), all()),
+            flavors: Watched::start(Api::all(c.clone()), all()),
+            nodes: Watched::start(Api::all(c.clone()), all()),
+        }
+    }
+}
+
+/// A step taken for one queued Pod (the kind of step, the Pod's uid): taken once.
+type Step = (&'static str, String);
+
 impl Kueue {
     /// Starts it on the current tokio runtime.
     pub fn start(client: kube::Client) -> Self {
         let task = tokio::spawn(async move {
+            let views = Views::start(&client);
+            let taken: Mutex<HashMap<Step, Option<String>>> = Mutex::default();
             let mut tick = tokio::time::interval(PERIOD);
             loop {
                 tick.tick().await;
-                if let Err(e) = pass(&client).await {
-                    eprintln!("kueue stand-in: {e}");
-                }
+                pass(&client, &views, &taken).await;
             }
         });
         Kueue { task }
@@ -84,48 +126,45 @@ fn assigned_node(wl: &Workload) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// What a reservation reads, listed once per pass (a read per Pod was most of a pass with
-/// hundreds queued).
+/// What a reservation reads.
 struct Catalog {
-    local_queues: Vec<LocalQueue>,
-    queues: Vec<ClusterQueue>,
-    flavors: Vec<ResourceFlavor>,
-    nodes: Vec<Node>,
+    local_queues: Vec<Arc<LocalQueue>>,
+    queues: Vec<Arc<ClusterQueue>>,
+    flavors: Vec<Arc<ResourceFlavor>>,
+    nodes: Vec<Arc<Node>>,
 }
 
-impl Catalog {
-    async fn read(c: &kube::Client) -> Result<Self, kube::Error> {
-        let lp = ListParams::default();
-        Ok(Catalog {
-            local_queues: Api::<LocalQueue>::all(c.clone()).list(&lp).await?.items,
-            queues: Api::<ClusterQueue>::all(c.clone()).list(&lp).await?.items,
-            flavors: Api::<ResourceFlavor>::all(c.clone()).list(&lp).await?.items,
-            nodes: Api::<Node>::all(c.clone()).list(&lp).await?.items,
-        })
-    }
-}
-
-/// One look at every queued Pod.
-async fn pass(c: &kube::Client) -> Result<(), kube::Error> {
-    let pods = Api::<Pod>::all(c.clone())
-        .list(&ListParams::default().labels(QUEUE_NAME))
-        .await?;
+/// One look at every queued Pod; the steps it finds are written concurrently.
+async fn pass(c: &kube::Client, views: &Views, taken: &Mutex<HashMap<Step, Option<String>>>) {
+    let catalog = Catalog {
+        local_queues: views.local_queues.state(),
+        queues: views.queues.state(),
+        flavors: views.flavors.state(),
+        nodes: views.nodes.state(),
+    };
     // Workloads per node, so that each is placed on the least loaded node (as Kueue's
-    // topology-aware scheduling spreads them by free capacity, which this does not count).
-    let mut load: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
-    let mut by_name = std::collections::BTreeMap::new();
-    for wl in Api::<Workload>::all(c.clone())
-        .list(&ListParams::default())
-        .await?
-        .items
-    {
-        if let Some(node) = assigned_node(&wl) {
-            *load.entry(node).or_default() += 1;
+    // topology-aware scheduling spreads them by free capacity, which this does not count);
+    // reservations the watch has not shown yet count where they were made.
+    let mut load: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_name = BTreeMap::new();
+    for wl in views.workloads.state() {
+        let key = (wl.namespace().unwrap_or_default(), wl.name_any());
+        match assigned_node(&wl) {
+            Some(node) => *load.entry(node).or_default() += 1,
+            None => {
+                let pod_uid = wl.owner_references().first().map(|o| o.uid.clone());
+                let step = ("reserve", pod_uid.unwrap_or_default());
+                if let Some(Some(node)) = taken.lock().unwrap().get(&step) {
+                    *load.entry(node.clone()).or_default() += 1;
+                }
+            }
         }
-        by_name.insert((wl.namespace().unwrap_or_default(), wl.name_any()), wl);
+        by_name.insert(key, wl);
     }
-    let mut catalog = None;
-    for pod in pods.items {
+    let mut queued = BTreeSet::new();
+    let mut writes: Vec<futures::future::BoxFuture<'_, (Step, Result<(), kube::Error>)>> =
+        Vec::new();
+    for pod in views.pods.state() {
         let bound = pod
             .spec
             .as_ref()
@@ -137,23 +176,78 @@ async fn pass(c: &kube::Client) -> Result<(), kube::Error> {
         let ns = pod.namespace().unwrap_or_default();
         let workloads: Api<Workload> = Api::namespaced(c.clone(), &ns);
         let name = workload_name(&pod);
-        let Some(wl) = by_name.get(&(ns, name.clone())) else {
-            create_workload(&workloads, &pod, &name).await?;
+        let pod_uid = pod.uid().unwrap_or_default();
+        queued.insert(pod_uid.clone());
+        let first = |step: Step, node: Option<String>| {
+            let mut t = taken.lock().unwrap();
+            if t.contains_key(&step) {
+                return false;
+            }
+            t.insert(step, node);
+            true
+        };
+        let Some(wl) = by_name.get(&(ns.clone(), name.clone())).cloned() else {
+            let step = ("create", pod_uid);
+            if first(step.clone(), None) {
+                let pod = pod.clone();
+                writes.push(Box::pin(async move {
+                    (step, create_workload(&workloads, &pod, &name).await)
+                }));
+            }
             continue;
         };
-        if !condition_true(wl, "QuotaReserved") {
-            if catalog.is_none() {
-                catalog = Some(Catalog::read(c).await?);
+        if !condition_true(&wl, "QuotaReserved") {
+            let Some((node, status)) = reservation(&catalog, &wl, &load) else {
+                continue;
+            };
+            let step = ("reserve", pod_uid);
+            if first(step.clone(), Some(node.clone())) {
+                *load.entry(node).or_default() += 1;
+                writes.push(Box::pin(async move {
+                    let r = workloads
+                        .patch_status(
+                            &wl.name_any(),
+                            &PatchParams::apply(MANAGER).force(),
+                            &Patch::Apply(status),
+                        )
+                        .await
+                        .map(drop);
+                    (step, r)
+                }));
             }
-            let catalog = catalog.as_ref().expect("read above");
-            reserve(catalog, &workloads, wl, &mut load).await?;
-        } else if !condition_true(wl, "Admitted") {
-            admit_when_checked(&workloads, wl).await?;
+        } else if !condition_true(&wl, "Admitted") {
+            // Taken only once the checks are Ready (the step is not noted before).
+            let ready = wl
+                .status
+                .as_ref()
+                .is_some_and(|s| s.admission_checks.iter().all(|c| c.state == "Ready"));
+            let step = ("admit", pod_uid);
+            if ready && first(step.clone(), None) {
+                writes.push(Box::pin(async move {
+                    (step, admit_when_checked(&workloads, &wl).await)
+                }));
+            }
         } else {
-            bind(c, &pod, wl).await?;
+            let step = ("bind", pod_uid);
+            if first(step.clone(), None) {
+                let c = c.clone();
+                writes.push(Box::pin(async move { (step, bind(&c, &pod, &wl).await) }));
+            }
         }
     }
-    Ok(())
+    let mut done = futures::stream::iter(writes).buffer_unordered(PARALLEL);
+    while let Some((step, result)) = done.next().await {
+        if let Err(e) = result {
+            // Not taken after all: the next pass tries again.
+            eprintln!("kueue stand-in: {} of Pod {}: {e}", step.0, step.1);
+            taken.lock().unwrap().remove(&step);
+        }
+    }
+    // The steps of Pods bound or gone are forgotten, so that the notes follow the queue.
+    taken
+        .lock()
+        .unwrap()
+        .retain(|(_, uid), _| queued.contains(uid));
 }
 
 async fn create_workload(api: &Api<Workload>, pod: &Pod, name: &str) -> Result<(), kube::Error> {
@@ -173,43 +267,33 @@ async fn create_workload(api: &Api<Workload>, pod: &Pod, name: &str) -> Result<(
     }
 }
 
-/// Reserves quota on the queue's first flavor, on the node that flavor selects with the fewest
-/// Workloads (`load`, counted on).
-async fn reserve(
+/// The quota reservation of `wl`: on the queue's first flavor, on the node that flavor selects
+/// with the fewest Workloads (`load`); none while the queue is stopped or not known yet.
+fn reservation(
     catalog: &Catalog,
-    api: &Api<Workload>,
     wl: &Workload,
-    load: &mut std::collections::BTreeMap<String, usize>,
-) -> Result<(), kube::Error> {
+    load: &BTreeMap<String, usize>,
+) -> Option<(String, Value)> {
     let ns = wl.namespace().unwrap_or_default();
     let queue = wl.spec.queue_name.clone().unwrap_or_default();
-    let Some(lq) = catalog
+    let lq = catalog
         .local_queues
         .iter()
-        .find(|q| q.namespace().as_deref() == Some(ns.as_str()) && q.name_any() == queue)
-    else {
-        return Ok(());
-    };
-    let Some(cq) = catalog
+        .find(|q| q.namespace().as_deref() == Some(ns.as_str()) && q.name_any() == queue)?;
+    let cq = catalog
         .queues
         .iter()
-        .find(|q| q.name_any() == lq.spec.cluster_queue)
-    else {
-        return Ok(());
-    };
+        .find(|q| q.name_any() == lq.spec.cluster_queue)?;
     if cq.spec.stop_policy.as_deref().is_some_and(|p| p != "None") {
-        return Ok(());
+        return None;
     }
-    let Some(group) = cq.spec.resource_groups.first() else {
-        return Ok(());
-    };
-    let Some(flavor) = group.flavors.first() else {
-        return Ok(());
-    };
-    let Some(rf) = catalog.flavors.iter().find(|f| f.name_any() == flavor.name) else {
-        return Ok(());
-    };
-    let Some(node) = catalog
+    let group = cq.spec.resource_groups.first()?;
+    let flavor = group.flavors.first()?;
+    let rf = catalog
+        .flavors
+        .iter()
+        .find(|f| f.name_any() == flavor.name)?;
+    let node = catalog
         .nodes
         .iter()
         .filter(|n| {
@@ -218,11 +302,7 @@ async fn reserve(
                 .iter()
                 .all(|(k, v)| n.labels().get(k) == Some(v))
         })
-        .min_by_key(|n| load.get(&n.name_any()).copied().unwrap_or(0))
-    else {
-        return Ok(());
-    };
-    *load.entry(node.name_any()).or_default() += 1;
+        .min_by_key(|n| load.get(&n.name_any()).copied().unwrap_or(0))?;
     let flavors: serde_json::Map<String, Value> = group
         .covered_resources
         .iter()
@@ -249,13 +329,7 @@ async fn reserve(
             "admissionChecks": checks,
         },
     });
-    api.patch_status(
-        &wl.name_any(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(status),
-    )
-    .await
-    .map(drop)
+    Some((node.name_any(), status))
 }
 
 async fn admit_when_checked(api: &Api<Workload>, wl: &Workload) -> Result<(), kube::Error> {

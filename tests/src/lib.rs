@@ -30,6 +30,7 @@ pub mod string_errors;
 pub mod sysfs;
 pub mod wait;
 pub mod watchdog;
+pub mod watched;
 pub mod worker;
 
 use std::{

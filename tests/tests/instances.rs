@@ -461,3 +461,188 @@ async fn an_instance_is_queued_runs_stops_starts_and_goes() {
     })
     .await;
 }
+
+/// The image the node's device manager Pod names; the kubelet stand-in has it "pulled" and
+/// runs the real binary for it.
+const OPERATOR_IMAGE: &str = "gpustack/gpustack-operator:test";
+
+/// `device-manager serve` on the HGX H100 fixture (NVML stand-in) as the chart's DaemonSet Pod
+/// for node `node` (labels, port `https`), on the host's network so that it is reached at the
+/// node's loopback: the kubelet stand-in runs it.
+fn device_manager_pod(
+    node: &str,
+    host: &gpustack_tests::machines::nvidia::NvidiaNode,
+    kubeconfig: &std::path::Path,
+    kube_socket: &std::path::Path,
+    port: u16,
+) -> Pod {
+    let env = [
+        ("GPUSTACK_SYSTEM_ROOT", host.root.display().to_string()),
+        (
+            gpustack_tests::machines::nvidia::FIXTURE_ENV,
+            host.nvml_fixture.display().to_string(),
+        ),
+        ("KUBERNETES_NODE_NAME", node.to_owned()),
+        ("RUST_LOG", "info".to_owned()),
+    ];
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("gpustack-device-manager-nvidia-{node}"),
+            "namespace": "gpustack-system",
+            "labels": {"app.kubernetes.io/component": "device-manager",
+                "gpustack.ai/manufacturer": "nvidia"}},
+        "spec": {"nodeName": node, "hostNetwork": true, "containers": [{
+            "name": "main", "image": OPERATOR_IMAGE,
+            "command": [gpustack_tests::binary().display().to_string(), "device-manager", "serve",
+                "--manufacturer=nvidia", "--bind-address=127.0.0.1",
+                format!("--secure-port={port}"),
+                format!("--kube-socket={}", kube_socket.display()),
+                format!("--kubeconfig={}", kubeconfig.display())],
+            "env": env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
+            "ports": [{"name": "https", "containerPort": port}]}]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_instances_accelerators_come_from_its_nodes_device_manager() {
+    use gpustack_tests::machines::nvidia::{H100_GPUS, hgx_h100_node};
+    let tmp = tempfile::tempdir().unwrap();
+    let gw = GatewayProcess::start(&tmp.path().join("gw"), "one");
+    let w = WorkerProcess::start(&gw, &tmp.path().join("worker"), &["--disable-auths"], &[]);
+    let c = kube_client(&gw.kubeconfig()).await;
+    publish(&c, &Machine::gpu("gpu-a", H100, 8)).await.unwrap();
+    let _kueue = Kueue::start(c.clone());
+    let kubelet = PodRunner::start(
+        c.clone(),
+        "gpu-a",
+        &tmp.path().join("kubelet"),
+        &[IMAGE, OPERATOR_IMAGE],
+    );
+    let _kubelet_http = KubeletHttp::start(&c, &kubelet).await;
+    let its: Api<InstanceType> = Api::all(c.clone());
+    eventually("the H100 pool to be sliceable", &w, || async {
+        let it = its.get(POOL).await.map_err(|e| e.to_string())?;
+        let s = it.status.clone().unwrap_or_default();
+        (s.entrance.is_some()
+            && s.accelerator_sliced
+                .as_ref()
+                .is_some_and(|v| v.capacity > 0))
+        .then_some(())
+        .ok_or_else(|| format!("{s:?}"))
+    })
+    .await;
+    let api: Api<Instance> = Api::namespaced(c.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    api.create(
+        &PostParams::default(),
+        &instance("box", IMAGE, json!({"ports": []})),
+    )
+    .await
+    .unwrap();
+    phase_is(&w, &api, "box", |i| phase(i) == "Ready").await;
+
+    // The node's device manager, and the card the device plugin granted the Instance's main
+    // container: a fifth of GPU 0, recorded on the Pod as its Allocate records it.
+    let host = hgx_h100_node(&tmp.path().join("host"));
+    let port = gpustack_tests::embedded::free_port();
+    let sockets = tmp.path().join("device-plugins");
+    std::fs::create_dir_all(&sockets).unwrap();
+    let dm = device_manager_pod(
+        "gpu-a",
+        &host,
+        &gw.kubeconfig(),
+        &sockets.join("kubelet.sock"),
+        port,
+    );
+    let managers: Api<Pod> = Api::namespaced(c.clone(), "gpustack-system");
+    managers.create(&PostParams::default(), &dm).await.unwrap();
+    let card = &H100_GPUS[0];
+    let grant = json!({"main": {"devices": {"groups": [{"id": "h100-80gb-hbm3",
+        "manufacturer": "nvidia", "accelerators": [
+            {"id": card.uuid, "index": 0, "mode": 3, "allocated": 320000}]}]}}});
+    pods.patch(
+        "box",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {
+            "device.gpustack.ai/accelerator.allocated": grant.to_string()}}})),
+    )
+    .await
+    .unwrap();
+
+    // What the device manager sampled of that card, asked of it directly.
+    let snapshot_url = format!("https://127.0.0.1:{port}/monitor/snapshot");
+    let sampled = eventually("the device manager's first sample", &w, || async {
+        let out = std::process::Command::new("curl")
+            .args(["-sk", "--fail", "--max-time", "5", &snapshot_url])
+            .output()
+            .map_err(|e| e.to_string())?;
+        let snap: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+        snap["groups"][0]["accelerators"]
+            .as_array()
+            .and_then(|cards| cards.iter().find(|a| a["id"] == card.uuid).cloned())
+            .ok_or_else(|| snap.to_string())
+    })
+    .await;
+
+    // instances/metrics: the granted card alone, its share of the card's memory, the card's
+    // temperature, power and health; what the slice uses is not measured here, so absent.
+    let metrics_path = "/apis/worker.gpustack.ai/v1/namespaces/default/instances/box/metrics";
+    let metrics = eventually("the accelerator figures", &w, || async {
+        let m: Value = serde_json::from_str(&w.kubectl_ok(&["get", "--raw", metrics_path]))
+            .map_err(|e| e.to_string())?;
+        m["accelerators"]
+            .is_array()
+            .then_some(m.clone())
+            .ok_or_else(|| m.to_string())
+    })
+    .await;
+    let cards = metrics["accelerators"].as_array().unwrap();
+    assert_eq!(cards.len(), 1, "{metrics}");
+    let got = &cards[0];
+    assert_eq!(got["id"], card.uuid, "{metrics}");
+    assert_eq!(got["mode"], "Sliced", "{metrics}");
+    let memory = sampled["memory"].as_u64().expect("the card's memory");
+    assert_eq!(
+        got["memoryTotalMiB"].as_u64(),
+        Some((memory * 320_000).div_ceil(1_600_000)),
+        "{metrics} {sampled}"
+    );
+    for (ours, theirs) in [
+        ("temperatureCelsius", "temperature"),
+        ("powerUsageWatts", "powerUsage"),
+        ("unhealthy", "unhealthy"),
+    ] {
+        assert_eq!(
+            got.get(ours),
+            sampled.get(theirs),
+            "{ours}: {metrics} {sampled}"
+        );
+    }
+    for absent in [
+        "memoryUsedMiB",
+        "memoryUtilizationPercent",
+        "coresUtilizationPercent",
+    ] {
+        assert!(got.get(absent).is_none(), "{absent}: {metrics}");
+    }
+    assert!(metrics["memoryUsedMiB"].is_number(), "{metrics}");
+
+    // The device manager gone: no accelerator figures once the kept snapshot is old, rather
+    // than zeros; the rest of the sample stays.
+    managers
+        .delete(&dm.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+    let without = eventually("the accelerator figures to go", &w, || async {
+        let m: Value = serde_json::from_str(&w.kubectl_ok(&["get", "--raw", metrics_path]))
+            .map_err(|e| e.to_string())?;
+        m.get("accelerators")
+            .is_none()
+            .then_some(m.clone())
+            .ok_or_else(|| m.to_string())
+    })
+    .await;
+    assert!(without["cpuTotalMilliCores"].is_number(), "{without}");
+    assert!(w.log().contains("no accelerator figures"), "{}", w.log());
+}

@@ -272,6 +272,7 @@ pub async fn run(
         fleet: fleet.clone(),
         applications: applications_health.clone(),
         node_stats: Default::default(),
+        device_snapshots: crate::api::instance_device_snapshots::DeviceSnapshots::new(&ns),
         instances: instances.clone(),
     });
     let follower = fleet

@@ -1,7 +1,8 @@
 //! `instances/<name>/metrics` (instances.md §5): one current `InstanceMetrics` sample, nothing
 //! stored. Totals are the Pod's container limits (the Instance's declared resources when it
 //! has no Pod); CPU, memory and storage in use come from its node's kubelet stats summary,
-//! read through the cluster's node proxy and kept per node for [`NODE_STATS_MAX_AGE`]. A figure
+//! read through the cluster's node proxy and kept per node for [`NODE_STATS_MAX_AGE`]; its
+//! accelerators' from the node's device managers ([`super::instance_accelerators`]). A figure
 //! that was not measured is absent, never 0: a stopped Instance answers with its totals alone.
 
 use std::{
@@ -16,10 +17,14 @@ use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Map, Value, json};
 
+use super::instance_accelerators::{Snapshot, entries, fresh};
+use super::instance_device_snapshots::DeviceSnapshots;
 use super::instance_lookup::instance_and_pod;
 use super::resources::{SERVED_VERSION, WORKER_GROUP};
 use crate::admission::quantity::Quantity;
-use crate::controllers::instance_cache::InstanceCache;
+use crate::controllers::{
+    instance_cache::InstanceCache, instance_pod::MAIN, instance_status::allocations,
+};
 
 /// How long a node's stats summary is reused (kube's metrics default max age).
 pub const NODE_STATS_MAX_AGE: Duration = Duration::from_secs(15);
@@ -226,14 +231,30 @@ impl NodeStats {
     }
 }
 
+/// Where a sample's figures are read: the kubelets' stats and the device managers' snapshots.
+pub struct Sources<'a> {
+    /// The cluster, for the node proxy and the lookups.
+    pub client: &'a kube::Client,
+    /// The nodes' stats summaries.
+    pub stats: &'a NodeStats,
+    /// The nodes' device manager snapshots.
+    pub devices: &'a DeviceSnapshots,
+    /// The Instances and their Pods.
+    pub cache: &'a InstanceCache,
+}
+
 /// Serves `GET .../namespaces/<namespace>/instances/<name>/metrics`.
 pub async fn serve(
-    client: &kube::Client,
-    stats: &NodeStats,
-    cache: &InstanceCache,
+    sources: Sources<'_>,
     namespace: &str,
     name: &str,
 ) -> Result<Response, ApiError> {
+    let Sources {
+        client,
+        stats,
+        devices,
+        cache,
+    } = sources;
     let work = async {
         let (instance, pod) = instance_and_pod(client, cache, namespace, name).await?;
         let now = jiff::Timestamp::now();
@@ -250,20 +271,43 @@ pub async fn serve(
         };
         let pod_json = serde_json::to_value(pod.as_ref()).unwrap_or_default();
         let totals = pod_totals(&pod_json);
-        let used = match scheduled_node(&pod) {
-            Some(node) => match stats.summary(client, &node).await {
-                Ok(summary) => summary_usage(&summary, pod.metadata.uid.as_deref().unwrap_or("")),
-                Err(e) => {
-                    return Err(ApiError::new(
-                        503,
-                        "ServiceUnavailable",
-                        format!("the stats of node {node:?}: {e}"),
-                    ));
-                }
-            },
-            None => Figures::default(),
+        let Some(node) = scheduled_node(&pod) else {
+            return Ok(sample(
+                namespace,
+                name,
+                now,
+                &totals,
+                &Figures::default(),
+                Vec::new(),
+            ));
         };
-        Ok(sample(namespace, name, now, &totals, &used, Vec::new()))
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let granted = allocations(&pod);
+        let mut manufacturers: Vec<_> = granted.iter().map(|g| g.manufacturer).collect();
+        manufacturers.sort();
+        manufacturers.dedup();
+        // The two reads are independent: asked together.
+        let (summary, snapshots) = tokio::join!(
+            stats.summary(client, &node),
+            devices.of_node(client, &node, &manufacturers)
+        );
+        let used = match summary {
+            Ok(summary) => summary_usage(&summary, uid),
+            Err(e) => {
+                return Err(ApiError::new(
+                    503,
+                    "ServiceUnavailable",
+                    format!("the stats of node {node:?}: {e}"),
+                ));
+            }
+        };
+        let current: Vec<&Snapshot> = snapshots
+            .iter()
+            .map(|s| s.as_ref())
+            .filter(|s| fresh(s, now))
+            .collect();
+        let accelerators = entries(&granted, &current, uid, MAIN);
+        Ok(sample(namespace, name, now, &totals, &used, accelerators))
     };
     let doc = tokio::time::timeout(REQUEST_TIMEOUT, work)
         .await

@@ -5,6 +5,8 @@
 
 pub mod cors;
 pub mod flavors;
+pub mod instance_accelerators;
+pub mod instance_device_snapshots;
 pub mod instance_events;
 pub mod instance_log;
 pub mod instance_lookup;
@@ -73,6 +75,8 @@ pub struct ApiServer {
     pub applications: Arc<crate::applications::Health>,
     /// Nodes' kubelet stats, kept briefly for `instances/metrics`.
     pub node_stats: instance_metrics::NodeStats,
+    /// Nodes' device manager snapshots, kept briefly for `instances/metrics`.
+    pub device_snapshots: instance_device_snapshots::DeviceSnapshots,
     /// Instances and their Pods as the worker caches them, for the `instances/*` subresources.
     pub instances: Arc<crate::controllers::instance_cache::InstanceCache>,
 }
@@ -327,9 +331,13 @@ async fn serve(
                 instance_log::serve(&server.client, cache, ns, name, asked.query.as_deref()).await
             }
             _ => {
-                let (client, stats, cache) =
-                    (&server.client, &server.node_stats, &server.instances);
-                instance_metrics::serve(client, stats, cache, ns, name).await
+                let sources = instance_metrics::Sources {
+                    client: &server.client,
+                    stats: &server.node_stats,
+                    devices: &server.device_snapshots,
+                    cache: &server.instances,
+                };
+                instance_metrics::serve(sources, ns, name).await
             }
         };
     }
