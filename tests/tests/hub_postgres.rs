@@ -223,7 +223,7 @@ fn text_of(v: &serde_json::Value) -> String {
 
 /// `upstream`'s Devices as it serves them: fleet name → (uid, resourceVersion).
 fn upstream_devices(upstream: &GatewayProcess) -> BTreeMap<String, (String, String)> {
-    let list = upstream.get_json(&["get", "devices.worker.gpustack.ai"]);
+    let list = upstream.get_json(&["devices.worker.gpustack.ai"]);
     list["items"]
         .as_array()
         .expect("items")
