@@ -6,7 +6,7 @@
 use super::{
     RawObject, RawPage, Store, StoreError,
     fleet::FLEET,
-    pg_mirror::{Collection, PgMirror},
+    pg_mirror::{Collection, PgMirror, Wakeup},
 };
 
 impl Store {
@@ -14,7 +14,16 @@ impl Store {
     /// PostgreSQL database behind `pool` (its schema migrated) from now on; this replica's
     /// watchers are sent what any replica commits there. Called once, before mirroring.
     pub async fn mirror_on_postgres(&self, pool: sqlx::PgPool) -> Result<(), StoreError> {
-        let pg = PgMirror::start(pool, self.inner.fanout.clone()).await?;
+        self.mirror_on_postgres_waking(pool, Wakeup::Listen).await
+    }
+
+    /// [`Store::mirror_on_postgres`], its tailer woken as `wakeup` says.
+    pub(super) async fn mirror_on_postgres_waking(
+        &self,
+        pool: sqlx::PgPool,
+        wakeup: Wakeup,
+    ) -> Result<(), StoreError> {
+        let pg = PgMirror::start(pool, self.inner.fanout.clone(), wakeup).await?;
         let members = pg.members().await?;
         if self.inner.postgres.set(pg).is_err() {
             return Err(StoreError::Closed);

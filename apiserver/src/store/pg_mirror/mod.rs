@@ -17,7 +17,7 @@ mod reads;
 mod tailer;
 mod writer;
 
-pub use handle::PgMirror;
+pub use handle::{PgMirror, Wakeup};
 pub use reads::Collection;
 pub use writer::MirrorChange;
 

@@ -11,7 +11,7 @@ use std::{sync::Arc, time::Duration};
 use sqlx::{PgPool, postgres::PgListener};
 use tokio::sync::{Notify, broadcast, watch};
 
-use super::{reads, writer::CHANNEL};
+use super::{handle::Wakeup, reads, writer::CHANNEL};
 use crate::store::types::StoredEvent;
 
 /// How often the log is read with no notification: the safety net, not the path.
@@ -31,8 +31,13 @@ pub async fn run(
     fanout: broadcast::Sender<StoredEvent>,
     sent: watch::Sender<u64>,
     committed: Arc<Notify>,
+    wakeup: Wakeup,
 ) {
-    let mut listener = listen(&pool).await;
+    let (poll, listens) = match wakeup {
+        Wakeup::Listen => (POLL, true),
+        Wakeup::Poll(every) => (every, false),
+    };
+    let mut listener = if listens { listen(&pool).await } else { None };
     loop {
         match reads::tail(&pool, last, PAGE).await {
             Ok(events) => {
@@ -57,14 +62,18 @@ pub async fn run(
         }
         let woken = tokio::select! {
             () = sent.closed() => return,
-            () = committed.notified() => Wake::Committed,
+            () = committed.notified(), if listens => Wake::Committed,
             heard = notification(listener.as_mut()) => Wake::Heard(heard),
-            () = tokio::time::sleep(POLL) => Wake::Poll,
+            () = tokio::time::sleep(poll) => Wake::Poll,
         };
+        // Notifications that arrived meanwhile are answered by the one read that follows.
+        if let Some(l) = listener.as_mut() {
+            while l.next_buffered().is_some() {}
+        }
         match woken {
             // Listened again at the next poll.
             Wake::Heard(false) => listener = None,
-            Wake::Poll if listener.is_none() => listener = listen(&pool).await,
+            Wake::Poll if listens && listener.is_none() => listener = listen(&pool).await,
             _ => {}
         }
     }

@@ -7,6 +7,7 @@ use gpustack_tests::postgres::{Postgres, USER};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
+use super::Wakeup;
 use crate::store::{EventType, ObjectKey, Store, fleet::FLEET, mirror::SeenNames};
 
 fn key(cluster: &str, name: &str) -> ObjectKey {
@@ -27,6 +28,11 @@ fn device(name: &str, x: i64) -> Value {
 /// A replica: a store of its own (its SQLite file in `dir`) with its mirror on `pg`'s
 /// database `hub`.
 async fn replica(pg: &Postgres) -> (tempfile::TempDir, Store) {
+    replica_waking(pg, Wakeup::Listen).await
+}
+
+/// [`replica`], its tailer woken as `wakeup` says.
+async fn replica_waking(pg: &Postgres, wakeup: Wakeup) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("db")).await.unwrap();
     let options = PgConnectOptions::new()
@@ -43,7 +49,7 @@ async fn replica(pg: &Postgres) -> (tempfile::TempDir, Store) {
         .run(&pool)
         .await
         .unwrap();
-    store.mirror_on_postgres(pool).await.unwrap();
+    store.mirror_on_postgres_waking(pool, wakeup).await.unwrap();
     (dir, store)
 }
 
@@ -260,4 +266,62 @@ async fn two_replicas_share_one_sequence_and_each_sees_every_write_once_in_order
         .unwrap();
     assert_eq!(fleet.items.len(), 2 * EACH);
     assert_eq!(fleet.rv, 2 * EACH as u64);
+}
+
+/// Issue 36's choice between `LISTEN`/`NOTIFY` and a poll of the log, measured: writes on one
+/// replica at about 200/s, and the time from each write's acknowledgement until it reaches
+/// the fan-out of a replica that listens and of one that polls every 10 ms (run with
+/// `--nocapture` for the figures). Both must see every write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_and_poll_both_fan_out_every_write_of_another_replica() {
+    let pg = Postgres::start();
+    pg.create_database("hub");
+    let (_d1, writer) = replica(&pg).await;
+    writer.join_fleet("east").await.unwrap();
+    let (_d2, listening) = replica_waking(&pg, Wakeup::Listen).await;
+    let (_d3, polling) = replica_waking(&pg, Wakeup::Poll(Duration::from_millis(10))).await;
+    const WRITES: usize = 400;
+    let arrivals = |store: &Store| {
+        let mut events = store.subscribe();
+        tokio::spawn(async move {
+            let mut at = std::collections::HashMap::new();
+            while at.len() < WRITES {
+                let Ok(Ok(ev)) = tokio::time::timeout(Duration::from_secs(10), events.recv()).await
+                else {
+                    break;
+                };
+                at.insert(ev.key.name.clone(), std::time::Instant::now());
+            }
+            at
+        })
+    };
+    let (heard, polled) = (arrivals(&listening), arrivals(&polling));
+    let mut acked = Vec::with_capacity(WRITES);
+    let mut tick = tokio::time::interval(Duration::from_millis(5));
+    for i in 0..WRITES {
+        tick.tick().await;
+        let name = format!("w-{i}");
+        writer
+            .mirror_put(&key("east", &name), device(&name, 1))
+            .await
+            .unwrap();
+        acked.push((name, std::time::Instant::now()));
+    }
+    for (how, arrived) in [
+        ("LISTEN", heard.await.unwrap()),
+        ("poll 10 ms", polled.await.unwrap()),
+    ] {
+        assert_eq!(arrived.len(), WRITES, "{how}: every write arrives");
+        let mut ms: Vec<f64> = acked
+            .iter()
+            .map(|(n, at)| arrived[n].saturating_duration_since(*at).as_secs_f64() * 1000.0)
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        println!(
+            "{how}: write acknowledged on one replica to the other's fan-out, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            ms[WRITES / 2],
+            ms[WRITES * 99 / 100],
+            ms[WRITES - 1]
+        );
+    }
 }
