@@ -53,6 +53,12 @@ impl GatewayOptions {
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
+    /// Embedded clusters were asked of a hub on PostgreSQL: they stay on SQLite, in a
+    /// gateway of their own.
+    #[error(
+        "embedded clusters ({0}) are kept on SQLite only: host them in a worker-gateway without --store=postgres://"
+    )]
+    EmbeddedOnPostgres(String),
     /// A name is both an embedded cluster and an upstream.
     #[error("the name {0} is both an embedded cluster and an upstream")]
     NameClash(String),
@@ -103,6 +109,9 @@ impl Gateway {
         let clusters = &opts.server.clusters;
         if let Some(u) = opts.upstreams.iter().find(|u| clusters.contains(&u.name)) {
             return Err(GatewayError::NameClash(u.name.clone()));
+        }
+        if matches!(opts.store, StoreSetting::Postgres(_)) && !clusters.is_empty() {
+            return Err(GatewayError::EmbeddedOnPostgres(clusters.join(", ")));
         }
         let prepared = api_server::prepare(opts.server.clone(), metrics).await?;
         let hub = HubStore::open(prepared.store().clone(), &opts.store).await?;

@@ -1,10 +1,14 @@
-//! End to end: the hub with its bookkeeping on PostgreSQL (`worker-gateway --store=postgres://`)
-//! against a throwaway server over its unix socket ([`Postgres`]): subscriptions and watch
-//! progress kept there and used after a restart, the password never shown, and a database
-//! that cannot be used refused at start in one line.
+//! End to end: the hub with its bookkeeping and its mirrored objects on PostgreSQL
+//! (`worker-gateway --store=postgres://`) against a throwaway server over its unix socket
+//! ([`Postgres`]): subscriptions and watch progress kept there and used after a restart, the
+//! fleet served from the database by a hub with a fresh data directory (object for object as
+//! upstream, at the same versions, watches resuming across the restart), the password never
+//! shown, and a database that cannot be used refused at start in one line.
+
+use std::collections::BTreeMap;
 
 use gpustack_tests::{
-    embedded::{DEADLINE, free_port},
+    embedded::{DEADLINE, GatewayProcess, free_port},
     hub::{HubProcess, add_device, restart_and_resume, upstream},
     operator,
     postgres::Postgres,
@@ -182,4 +186,165 @@ fn bad_store_values_are_refused_without_being_echoed() {
         "{line}"
     );
     assert!(!line.contains("pw-echo"), "{line}");
+}
+
+/// The fleet view's Devices as the hub serves them: fleet name → (uid, upstream
+/// resourceVersion, the hub's resourceVersion); and the list's resourceVersion.
+fn fleet_devices(hub: &HubProcess) -> (BTreeMap<String, (String, String, String)>, String) {
+    let (code, body) = hub.request(
+        "GET",
+        "/clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices",
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    let list: serde_json::Value = serde_json::from_str(&body).expect("a list");
+    let items = list["items"].as_array().expect("items");
+    let devices = items
+        .iter()
+        .map(|o| {
+            let m = &o["metadata"];
+            let text = |v: &serde_json::Value| v.as_str().expect("a string").to_owned();
+            (
+                text(&m["name"]),
+                (
+                    text(&m["uid"]),
+                    text(&m["annotations"]["gpustack.ai/upstream-resource-version"]),
+                    text(&m["resourceVersion"]),
+                ),
+            )
+        })
+        .collect();
+    (devices, text_of(&list["metadata"]["resourceVersion"]))
+}
+
+fn text_of(v: &serde_json::Value) -> String {
+    v.as_str().expect("a string").to_owned()
+}
+
+/// `upstream`'s Devices as it serves them: fleet name → (uid, resourceVersion).
+fn upstream_devices(upstream: &GatewayProcess) -> BTreeMap<String, (String, String)> {
+    let list = upstream.get_json(&["devices.worker.gpustack.ai"]);
+    list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|o| {
+            let m = &o["metadata"];
+            (
+                format!("{}.{}", upstream.cluster, text_of(&m["name"])),
+                (text_of(&m["uid"]), text_of(&m["resourceVersion"])),
+            )
+        })
+        .collect()
+}
+
+/// Whether the hub's fleet holds exactly `upstreams`' Devices, each at its upstream uid and
+/// resourceVersion.
+fn fleet_matches(hub: &HubProcess, upstreams: &[&GatewayProcess]) -> bool {
+    let want: BTreeMap<String, (String, String)> =
+        upstreams.iter().flat_map(|u| upstream_devices(u)).collect();
+    let (got, _) = fleet_devices(hub);
+    let got: BTreeMap<String, (String, String)> = got
+        .into_iter()
+        .map(|(name, (uid, upstream_rv, _))| (name, (uid, upstream_rv)))
+        .collect();
+    got == want
+}
+
+#[test]
+fn a_hub_on_postgres_serves_the_same_fleet_after_a_restart_with_a_fresh_data_directory() {
+    let pg = Postgres::start();
+    let url = pg.create_database("hub");
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-a", "gpu-b"]);
+    let west = upstream(root.path(), "west", &["gpu-x"]);
+    let flags = [
+        "--worker-conn-mode=loopback".to_owned(),
+        format!("--subscription-kubeconfig-dir={}", root.path().display()),
+        format!("--store={url}"),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let port = free_port();
+    let hub = HubProcess::start(&root.path().join("hub-1"), port, &flags);
+    for up in [&east, &west] {
+        let subscribe = format!(
+            "/apis/workers?cluster={}&kubeconfig={}",
+            up.cluster,
+            up.kubeconfig().display()
+        );
+        let (code, body) = hub.request("POST", &subscribe, None);
+        assert_eq!(code, 202, "{body}");
+    }
+    wait_until("the fleet to match its upstreams", DEADLINE, || {
+        fleet_matches(&hub, &[&east, &west]).then_some(())
+    });
+    let (before, listed_at) = fleet_devices(&hub);
+    assert_eq!(before.len(), 3, "{before:?}");
+    // The objects are PostgreSQL's, not the data directory's.
+    assert_eq!(
+        pg.psql(
+            "hub",
+            "SELECT count(*) FROM mirror_objects WHERE resource = 'devices'"
+        ),
+        "3"
+    );
+    hub.stop();
+    std::fs::remove_dir_all(root.path().join("hub-1")).unwrap();
+
+    // Another data directory: the same fleet at once, at the same versions, before and after
+    // the mirrors are back.
+    let hub = HubProcess::start(&root.path().join("hub-2"), port, &flags);
+    assert_eq!(fleet_devices(&hub).0, before);
+    hub.wait_phase("east", "Ready");
+    hub.wait_phase("west", "Ready");
+    assert_eq!(
+        fleet_devices(&hub).0,
+        before,
+        "an unchanged relist wrote nothing"
+    );
+    add_device(&west, "gpu-y");
+    wait_until("the new Devices in the fleet", DEADLINE, || {
+        fleet_matches(&hub, &[&east, &west]).then_some(())
+    });
+    // A watch from the first hub's list resumes on this one with just what changed since.
+    let (code, body) = hub.request(
+        "GET",
+        &format!(
+            "/clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices?watch=1&resourceVersion={listed_at}&timeoutSeconds=1"
+        ),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    let events: Vec<(String, String)> = body
+        .lines()
+        .map(|l| {
+            let ev: serde_json::Value = serde_json::from_str(l).expect("a watch event");
+            (
+                text_of(&ev["type"]),
+                text_of(&ev["object"]["metadata"]["name"]),
+            )
+        })
+        .collect();
+    assert_eq!(events, [("ADDED".to_owned(), "west.gpu-y".to_owned())]);
+    hub.stop();
+}
+
+#[test]
+fn a_hub_on_postgres_refuses_embedded_clusters() {
+    let pg = Postgres::start();
+    let url = pg.create_database("hub");
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "worker-gateway",
+        &format!("--data-dir={}", dir.path().display()),
+        "--bind-unix-path=",
+        "--bind-address=127.0.0.1",
+        &format!("--secure-port={}", free_port()),
+        "--embedded-cluster=hub",
+        &format!("--store={url}"),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("SQLite only"), "{err}");
+    assert!(!err.contains(pg.password()), "{err}");
 }

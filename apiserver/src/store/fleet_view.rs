@@ -49,16 +49,23 @@ impl StoredEvent {
 impl Store {
     /// Makes `cluster` (an upstream mirror) part of the fleet view.
     pub async fn join_fleet(&self, cluster: &str) -> Result<(), StoreError> {
-        sqlx::query("INSERT OR IGNORE INTO fleet_members (cluster) VALUES (?)")
-            .bind(cluster)
-            .execute(self.pool())
-            .await?;
+        if let Some(pg) = self.postgres() {
+            pg.set_member(cluster, true).await?;
+        } else {
+            sqlx::query("INSERT OR IGNORE INTO fleet_members (cluster) VALUES (?)")
+                .bind(cluster)
+                .execute(self.pool())
+                .await?;
+        }
         self.members_mut().insert(cluster.to_owned());
         Ok(())
     }
 
     /// Takes `cluster` out of the fleet view (its name now serves an embedded cluster).
     pub async fn leave_fleet(&self, cluster: &str) -> Result<(), StoreError> {
+        if let Some(pg) = self.postgres() {
+            pg.set_member(cluster, false).await?;
+        }
         sqlx::query("DELETE FROM fleet_members WHERE cluster = ?")
             .bind(cluster)
             .execute(self.pool())
@@ -95,7 +102,9 @@ impl Store {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    fn members_mut(&self) -> std::sync::RwLockWriteGuard<'_, std::collections::BTreeSet<String>> {
+    pub(super) fn members_mut(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, std::collections::BTreeSet<String>> {
         self.inner
             .fleet_members
             .write()

@@ -19,7 +19,9 @@ use sha2::{Digest, Sha256};
 use sqlx::Row;
 
 use super::{
-    ObjectKey, Precondition, Store, StoreError, StoredEvent, WriteOp, to_u64,
+    ObjectKey, Precondition, Store, StoreError, StoredEvent, WriteOp,
+    pg_mirror::MirrorChange,
+    to_u64,
     write::{Change, Queued},
 };
 
@@ -87,6 +89,10 @@ impl Store {
     ) -> Result<Queued, StoreError> {
         super::write::readable(&body)?;
         let hash = content_hash(&mut body)?;
+        if let Some(pg) = self.postgres() {
+            let change = MirrorChange::Upsert { body, hash };
+            return Ok(Queued::from_reply(pg.queue(key, change).await?));
+        }
         self.queue(key, Change::Upsert { body, hash }).await
     }
 
@@ -97,6 +103,11 @@ impl Store {
 
     /// [`Store::mirror_delete`], returning once the deletion is queued.
     pub async fn queue_mirror_delete(&self, key: &ObjectKey) -> Result<Queued, StoreError> {
+        if let Some(pg) = self.postgres() {
+            return Ok(Queued::from_reply(
+                pg.queue(key, MirrorChange::Remove).await?,
+            ));
+        }
         self.queue(key, Change::Remove).await
     }
 
@@ -112,6 +123,22 @@ impl Store {
         resource: &str,
         keep: &SeenNames,
     ) -> Result<usize, StoreError> {
+        if let Some(pg) = self.postgres() {
+            let doomed = pg
+                .names(cluster, group, resource)
+                .await?
+                .into_iter()
+                .filter(|(namespace, name)| !keep.contains(namespace, name))
+                .map(|(namespace, name)| ObjectKey {
+                    cluster: cluster.to_owned(),
+                    group: group.to_owned(),
+                    resource: resource.to_owned(),
+                    namespace,
+                    name,
+                })
+                .collect();
+            return self.delete_keys(doomed).await;
+        }
         // Streamed, not fetched whole: only the doomed keys are held, not a row per object.
         let mut rows = sqlx::query(
             "SELECT namespace, name FROM objects WHERE cluster = ? AND grp = ? AND resource = ?",
@@ -163,6 +190,9 @@ impl Store {
         group: &str,
         resource: &str,
     ) -> Result<u64, StoreError> {
+        if let Some(pg) = self.postgres() {
+            return pg.count(cluster, group, resource).await;
+        }
         let n: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM objects WHERE cluster = ? AND grp = ? AND resource = ?",
         )
@@ -185,6 +215,10 @@ impl Store {
             namespace: String::new(),
             name: String::new(),
         };
+        if self.postgres().is_some() {
+            // The PostgreSQL writer takes its queue in order too.
+            self.mirror_delete(&nothing).await?;
+        }
         match self
             .commit(&nothing, Precondition::At(0), WriteOp::Delete(Value::Null))
             .await
@@ -197,6 +231,10 @@ impl Store {
     /// Deletes every object of `cluster`, through the writer, so watchers (of the cluster and
     /// of the fleet view) see each go. Returns how many went.
     pub async fn drop_mirror(&self, cluster: &str) -> Result<usize, StoreError> {
+        if let Some(pg) = self.postgres() {
+            let keys = pg.keys(cluster).await?;
+            return self.delete_keys(keys).await;
+        }
         let rows = sqlx::query(
             "SELECT cluster, grp, resource, namespace, name FROM objects WHERE cluster = ?",
         )

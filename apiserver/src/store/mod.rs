@@ -17,6 +17,8 @@ mod credentials;
 mod expiry;
 pub mod fleet;
 mod fleet_view;
+mod on_postgres;
+mod pg_mirror;
 pub use clusters::token_hash;
 pub mod mirror;
 mod read;
@@ -91,6 +93,9 @@ struct Inner {
     fleet_members: std::sync::RwLock<std::collections::BTreeSet<String>>,
     /// The writer's batches, measured.
     commits: commit_metrics::CommitMetrics,
+    /// Where the hub's mirrored objects are kept instead, when on PostgreSQL (see
+    /// [`Store::mirror_on_postgres`]).
+    postgres: std::sync::OnceLock<pg_mirror::PgMirror>,
 }
 
 /// Creates `path` readable by its owner only, or narrows an existing one to that: the store
@@ -192,6 +197,7 @@ impl Store {
                 watch_epoch,
                 fleet_members: std::sync::RwLock::new(members.into_iter().collect()),
                 commits: commit_metrics,
+                postgres: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -224,9 +230,15 @@ impl Store {
 
     /// Whether the database answers a query within `within` (for `/readyz`).
     pub async fn ping(&self, within: std::time::Duration) -> Result<(), StoreError> {
-        let query = sqlx::query("SELECT 1").fetch_one(self.pool());
+        let query = async {
+            sqlx::query("SELECT 1").fetch_one(self.pool()).await?;
+            if let Some(pg) = self.postgres() {
+                pg.ping().await?;
+            }
+            Ok::<_, StoreError>(())
+        };
         match tokio::time::timeout(within, query).await {
-            Ok(r) => r.map(|_| ()).map_err(StoreError::from),
+            Ok(r) => r,
             Err(_) => Err(StoreError::Slow(within)),
         }
     }

@@ -59,6 +59,12 @@ impl Store {
         if fleet::derived(&key.cluster, &key.group, &key.resource) {
             return self.fleet_get(key).await;
         }
+        if let Some(pg) = self.postgres_for(&key.cluster) {
+            return match pg.get(key).await? {
+                Some((rv, body)) => Ok(Some((rv, serde_json::from_str(&body)?))),
+                None => Ok(None),
+            };
+        }
         let row = sqlx::query(
             "SELECT rv, body FROM objects WHERE cluster = ? AND grp = ? AND resource = ? AND namespace = ? AND name = ?",
         )
@@ -114,6 +120,15 @@ impl Store {
         after: Option<(&str, &str)>,
         limit: usize,
     ) -> Result<RawPage, StoreError> {
+        if let Some(pg) = self.postgres_for(cluster) {
+            let c = super::pg_mirror::Collection {
+                cluster,
+                group,
+                resource,
+                namespace,
+            };
+            return Store::postgres_page(pg, c, after, limit, None).await;
+        }
         let mut tx = self.pool().begin().await?;
         let rv: i64 = sqlx::query_scalar("SELECT rv FROM sequence WHERE id = 0")
             .fetch_one(&mut *tx)
@@ -271,6 +286,15 @@ impl Store {
         limit: usize,
         snapshot: u64,
     ) -> Result<RawPage, ReplayError> {
+        if let Some(pg) = self.postgres_for(cluster) {
+            let c = super::pg_mirror::Collection {
+                cluster,
+                group,
+                resource,
+                namespace,
+            };
+            return Ok(Store::postgres_page(pg, c, after, limit, Some(snapshot)).await?);
+        }
         let mut tx = self.pool().begin().await.map_err(StoreError::from)?;
         let compacted: i64 = sqlx::query_scalar("SELECT compacted_rv FROM sequence WHERE id = 0")
             .fetch_one(&mut *tx)
@@ -374,6 +398,21 @@ impl Store {
         after: u64,
         limit: usize,
     ) -> Result<Vec<StoredEvent>, ReplayError> {
+        if let Some(pg) = self.postgres_for(cluster) {
+            let c = super::pg_mirror::Collection {
+                cluster,
+                group,
+                resource,
+                namespace: None,
+            };
+            let limit = (limit != 0).then(|| i64::try_from(limit).unwrap_or(i64::MAX));
+            let events = pg.events(c, after, limit).await?;
+            return Ok(if fleet::derived(cluster, group, resource) {
+                events.iter().map(StoredEvent::as_fleet_event).collect()
+            } else {
+                events
+            });
+        }
         let mut tx = self.pool().begin().await.map_err(StoreError::from)?;
         let compacted: i64 = sqlx::query_scalar("SELECT compacted_rv FROM sequence WHERE id = 0")
             .fetch_one(&mut *tx)

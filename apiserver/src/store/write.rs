@@ -108,6 +108,13 @@ impl Queued {
     pub async fn outcome(self) -> Result<Option<StoredEvent>, StoreError> {
         self.0.await.map_err(|_| StoreError::Closed)?
     }
+
+    /// The outcome another writer (the PostgreSQL mirror's) answers on `reply`.
+    pub(super) fn from_reply(
+        reply: oneshot::Receiver<Result<Option<StoredEvent>, StoreError>>,
+    ) -> Self {
+        Queued(reply)
+    }
 }
 
 /// A queued change.
@@ -124,6 +131,10 @@ pub(super) enum Change {
 impl Store {
     /// The last resourceVersion handed out.
     pub async fn current_rv(&self) -> u64 {
+        // A hub on PostgreSQL serves its mirrors' versions (it has no embedded clusters).
+        if let Some(pg) = self.postgres() {
+            return pg.current_rv();
+        }
         *self.inner.writer.lock().await
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! These are small bookkeeping writes, not objects: they produce no watch events. The mirrored
 //! objects themselves go through the object store ([`HubStore::objects`]) like every other
-//! write, so the API serves them.
+//! write, so the API serves them; on PostgreSQL the object store keeps them in the same
+//! database ([`Store::mirror_on_postgres`]).
 //!
 //! Two backends behind the same methods, chosen by `--store` ([`setting`]): SQLite, in tables
 //! beside the objects in the embedded API server's database (its pool, its migrations under
@@ -52,10 +53,18 @@ impl HubStore {
     pub async fn open(objects: Store, setting: &StoreSetting) -> Result<Self, OpenError> {
         Ok(match setting {
             StoreSetting::Sqlite => Self::on_sqlite(objects),
-            StoreSetting::Postgres(p) => HubStore {
-                backend: Backend::Postgres(postgres::open(p).await?),
-                objects,
-            },
+            StoreSetting::Postgres(p) => {
+                let backend = Backend::Postgres(postgres::open(p).await?);
+                // The mirrored objects go to the same database (the schema is migrated).
+                objects
+                    .mirror_on_postgres(postgres::mirror_pool(p))
+                    .await
+                    .map_err(|cause| OpenError::Mirror {
+                        setting: p.clone(),
+                        cause,
+                    })?;
+                HubStore { backend, objects }
+            }
         })
     }
 

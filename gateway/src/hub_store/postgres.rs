@@ -22,6 +22,10 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bookkeeping is a few small writes a second; more connections would only hold the server's.
 const MAX_CONNECTIONS: u32 = 4;
 
+/// The mirrored objects' pool: the writer's batch, the tailer's reads, and the API's lists,
+/// gets and watch replays. (The tailer's `LISTEN` holds a connection of its own.)
+const MIRROR_CONNECTIONS: u32 = 10;
+
 /// Why the PostgreSQL store could not be opened. Each names the setting (without its password)
 /// and the cause, on one line: sqlx's errors say their cause in their own text already, so
 /// they are held as `cause`, not chained as a source to be printed twice.
@@ -51,6 +55,15 @@ pub enum OpenError {
         setting: PostgresSetting,
         /// The unknown migration's version.
         version: i64,
+    },
+    /// The mirrored objects' store could not start on the database.
+    #[error("starting the mirrored objects' store on {setting}")]
+    Mirror {
+        /// The database, password hidden.
+        setting: PostgresSetting,
+        /// Why.
+        #[source]
+        cause: gpustack_apiserver::store::StoreError,
     },
     /// Applying a migration failed.
     #[error("migrating the schema of {setting}: {cause}")]
@@ -96,6 +109,15 @@ pub async fn open(setting: &PostgresSetting) -> Result<PgPool, OpenError> {
         .max_connections(MAX_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT)
         .connect_lazy_with(options.clone()))
+}
+
+/// A pool for the mirrored objects on the database `setting` names (migrated by [`open`]);
+/// connections are made as they are needed.
+pub fn mirror_pool(setting: &PostgresSetting) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(MIRROR_CONNECTIONS)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect_lazy_with(setting.connect_options().clone())
 }
 
 /// `sql` with SQLite's anonymous parameters (`?`) numbered as PostgreSQL's (`$1`, `$2`, ...).

@@ -1,0 +1,106 @@
+//! The tailer: every event any replica commits, read back in version order and sent to this
+//! replica's fan-out, where its watchers take them. Woken by `LISTEN` (another replica's
+//! commit), by this replica's own commits, and, in case a notification was lost while the
+//! connection was away, by a poll every [`POLL`].
+//!
+//! Versions are committed in order (see [`super::writer`]), so reading what follows the last
+//! version sent never skips an event that commits later.
+
+use std::{sync::Arc, time::Duration};
+
+use sqlx::{PgPool, postgres::PgListener};
+use tokio::sync::{Notify, broadcast, watch};
+
+use super::{handle::Wakeup, reads, writer::CHANNEL};
+use crate::store::types::StoredEvent;
+
+/// How often the log is read with no notification: the safety net, not the path.
+const POLL: Duration = Duration::from_secs(1);
+
+/// How many events one read takes.
+const PAGE: i64 = 512;
+
+/// How long to wait before reading again after the database failed.
+const RETRY: Duration = Duration::from_millis(500);
+
+/// Sends every event after `last` to `fanout`, publishing the last version sent on `sent`,
+/// until every receiver of `sent` is gone.
+pub async fn run(
+    pool: PgPool,
+    mut last: u64,
+    fanout: broadcast::Sender<StoredEvent>,
+    sent: watch::Sender<u64>,
+    committed: Arc<Notify>,
+    wakeup: Wakeup,
+) {
+    let (poll, listens) = match wakeup {
+        Wakeup::Listen => (POLL, true),
+        Wakeup::Poll(every) => (every, false),
+    };
+    let mut listener = if listens { listen(&pool).await } else { None };
+    loop {
+        match reads::tail(&pool, last, PAGE).await {
+            Ok(events) => {
+                let full = events.len() == usize::try_from(PAGE).unwrap_or(usize::MAX);
+                for ev in events {
+                    last = ev.rv;
+                    // No receivers is fine: nobody is watching.
+                    let _ = fanout.send(ev);
+                }
+                sent.send_replace(last);
+                if full {
+                    continue;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the mirror's event log from PostgreSQL failed");
+                tokio::select! {
+                    () = sent.closed() => return,
+                    () = tokio::time::sleep(RETRY) => continue,
+                }
+            }
+        }
+        let woken = tokio::select! {
+            () = sent.closed() => return,
+            () = committed.notified(), if listens => Wake::Committed,
+            heard = notification(listener.as_mut()) => Wake::Heard(heard),
+            () = tokio::time::sleep(poll) => Wake::Poll,
+        };
+        // Notifications that arrived meanwhile are answered by the one read that follows.
+        if let Some(l) = listener.as_mut() {
+            while l.next_buffered().is_some() {}
+        }
+        match woken {
+            // Listened again at the next poll.
+            Wake::Heard(false) => listener = None,
+            Wake::Poll if listens && listener.is_none() => listener = listen(&pool).await,
+            _ => {}
+        }
+    }
+}
+
+/// What woke the tailer.
+enum Wake {
+    /// This replica committed.
+    Committed,
+    /// A notification (`true`), or the listener's connection failed (`false`).
+    Heard(bool),
+    /// The poll.
+    Poll,
+}
+
+/// The next notification on `listener` (`false`: its connection failed); never without one.
+async fn notification(listener: Option<&mut PgListener>) -> bool {
+    match listener {
+        Some(l) => l.recv().await.is_ok(),
+        None => std::future::pending().await,
+    }
+}
+
+/// A listener on the mirror's channel, or `None` while the database cannot be reached (the
+/// poll covers for it).
+async fn listen(pool: &PgPool) -> Option<PgListener> {
+    let mut listener = PgListener::connect_with(pool).await.ok()?;
+    listener.listen(CHANNEL).await.ok()?;
+    Some(listener)
+}
