@@ -1,6 +1,8 @@
 //! The fleet as a whole, in containers, through real faults (issue 35): three GPU clusters (8x
 //! H100, MI210, a mixed one) and a hub, each cluster on its own `--internal` Docker network
-//! ([`gpustack_tests::fleet`]). While writers change Devices and InstanceTypes in every cluster
+//! ([`gpustack_tests::fleet`]), each node's `Devices` written by its own `device-manager serve`
+//! on the node's fixture tree ([`gpustack_tests::fleet_hosts`]). While writers change Devices
+//! (their own, never the agents') and InstanceTypes in every cluster
 //! and a client lists and watches the fleet at the hub, one fault at a time: a partition
 //! (`docker network disconnect`), a freeze (`docker pause`), a cluster killed and restarted with
 //! its data and without it, the hub's gateway killed (SIGKILL) during a burst, the hub worker
@@ -31,8 +33,9 @@ use gpustack_tests::wait::poll_until;
 use gpustack_tests::{
     fleet::{ClusterSpec, Fleet, docker_output},
     fleet_compare::{compare, list_mirror, list_upstream},
+    fleet_hosts::{FleetNode, Host},
     fleet_load::{Load, READ_BOUND, fleet_name, instancetypes_resource},
-    inventory::{A100_MIG, H100, MI210, Machine, RX7800XT, devices_resource},
+    inventory::devices_resource,
 };
 use kube::api::ApiResource;
 use serde_json::Value;
@@ -52,19 +55,15 @@ fn specs() -> Vec<ClusterSpec> {
     vec![
         ClusterSpec {
             name: "h100",
-            machines: vec![Machine::gpu("hgx-h100", H100, 8)],
+            nodes: vec![FleetNode::new("hgx-h100", Host::HgxH100)],
         },
         ClusterSpec {
             name: "mi210",
-            machines: vec![Machine::gpu("mi210-node", MI210, 4)],
+            nodes: vec![FleetNode::new("mi210-node", Host::Mi210)],
         },
         ClusterSpec {
             name: "mixed",
-            machines: vec![
-                Machine::gpu("mixed-a100", A100_MIG, 2),
-                Machine::gpu("mixed-rx", RX7800XT, 2),
-                Machine::cpu_only("mixed-cpu", 64),
-            ],
+            nodes: vec![FleetNode::new("mixed-node", Host::Mixed)],
         },
     ]
 }
@@ -469,10 +468,7 @@ async fn the_fleet_in_containers_rides_out_partitions_freezes_kills_and_new_cas(
     let writers = fleet
         .clusters
         .iter()
-        .map(|c| {
-            let devices = c.machines.iter().map(|m| m.name.clone()).collect();
-            (c.name.clone(), c.kubeconfig.clone(), devices)
-        })
+        .map(|c| (c.name.clone(), c.kubeconfig.clone()))
         .collect();
     let load = Load::start(
         writers,
