@@ -186,3 +186,27 @@ fn readable(dir: &Path) {
         }
     }
 }
+
+/// The clusters of `deploy/compose/` and the node each one runs, as its `up.sh` lays them out
+/// (`fleet-hosts DIR` writes `DIR/<cluster>/`).
+pub const COMPOSE: [(&str, &str, Host); 3] = [
+    ("east", "hgx-h100", Host::HgxH100),
+    ("west", "mi210-node", Host::Mi210),
+    ("north", "mixed-node", Host::Mixed),
+];
+
+/// Writes, for each cluster of [`COMPOSE`], its node's fixture in `dir/<cluster>` with what
+/// the kubelet would write of the node beside it (`node.json`, `node-status.json`: `up.sh`
+/// applies them).
+pub fn write_compose_hosts(dir: &Path) {
+    for (cluster, name, host) in COMPOSE {
+        let node = FleetNode::new(name, host);
+        let at = dir.join(cluster);
+        node.build(&at);
+        let status = json!({"status": node.node_status()["status"].clone()});
+        for (file, doc) in [("node.json", node.node()), ("node-status.json", status)] {
+            std::fs::write(at.join(file), serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+        }
+        readable(&at);
+    }
+}
