@@ -5,10 +5,13 @@
 #   deploy/compose/down.sh        # removes it (containers, networks, volumes)
 #
 # It builds the image (deploy/image/build.sh) unless GPUSTACK_IMAGE names one that exists,
-# issues each gateway a CA and serving certificate (openssl) naming its service, starts
-# the clusters, writes the hub's upstreams file from the kubeconfigs they wrote, publishes a
-# sample machine in each cluster (what the kubelet and device-manager would write; no GPU is
-# needed), and starts the hub. Needs docker, docker-compose, kubectl, openssl.
+# writes each cluster's node as a fixture host tree (the tests' `fleet-hosts`, with the NVML
+# stand-in; cargo builds both) unless $GPUSTACK_FLEET_DIR/hosts has them, issues each gateway a
+# CA and serving certificate (openssl) naming its service, starts the clusters, writes the
+# hub's upstreams file from the kubeconfigs they wrote, publishes each node's Node (what the
+# kubelet would write; its device-manager serve detects the cards and writes its Devices; no
+# GPU is needed), and starts the agents and the hub. Needs docker, docker-compose, kubectl,
+# openssl, cargo.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export GPUSTACK_FLEET_DIR=${GPUSTACK_FLEET_DIR:-$here/.fleet}
@@ -20,6 +23,14 @@ chmod 755 "$run" "$run/config"
 
 if ! docker image inspect "$GPUSTACK_IMAGE" >/dev/null 2>&1; then
     "$here/../image/build.sh" --tag "$GPUSTACK_IMAGE" ${GPUSTACK_BINARY:+--binary "$GPUSTACK_BINARY"} >/dev/null
+fi
+
+# Each cluster's node: its host tree, mounted by its device-manager serve, and its Node.
+if [ ! -f "$run/hosts/north/node.json" ]; then
+    root=$(cd "$here/../.." && pwd)
+    (cd "$root" && cargo build --quiet -p gpustack-fake-nvml -p gpustack-tests --bin fleet-hosts)
+    built=${CARGO_TARGET_DIR:-$root/target}/debug
+    GPUSTACK_FAKE_NVML_LIB=$built/libgpustack_fake_nvml.so "$built/fleet-hosts" "$run/hosts"
 fi
 
 # A CA and a serving pair for $1 naming $2 (openssl's subjectAltName syntax); readable by the
@@ -80,16 +91,23 @@ for c in east west north; do
 done
 chmod 644 "$run/config"/*
 kubeconfig "https://127.0.0.1:${GPUSTACK_HUB_PORT:-6443}" hub-api "$run/certs/hub/ca.crt" "$(token_of hub)" >"$run/hub.kubeconfig"
-compose up -d
 
-# Each cluster's machine, once its worker has installed the Devices kind.
-for c in east west north; do
-    k=(kubectl --kubeconfig "$run/$c.kubeconfig" --request-timeout=5s)
-    for _ in $(seq 120); do "${k[@]}" get crd devices.worker.gpustack.ai >/dev/null 2>&1 && break; sleep 0.5; done
-    "${k[@]}" apply --server-side --field-manager=kubelet-stand-in -f "$here/machines/$c.json" >/dev/null
-    node=$("${k[@]}" get nodes -o name | head -1)
-    "${k[@]}" patch "$node" --subresource=status --type=merge --patch-file "$here/machines/$c.status.json" >/dev/null
-done
+compose up -d hub-mirror hub-worker
+
+# Each cluster's Node as its kubelet would write it (the clusters in parallel, while the hub
+# starts), then the node agents, which find their Node there.
+node() {
+    local k=(kubectl --kubeconfig "$run/$1.kubeconfig" --request-timeout=5s)
+    for _ in $(seq 120); do
+        "${k[@]}" apply --server-side --field-manager=kubelet-stand-in -f "$run/hosts/$1/node.json" >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+    "${k[@]}" patch -f "$run/hosts/$1/node.json" --subresource=status --type=merge --patch-file "$run/hosts/$1/node-status.json" >/dev/null
+}
+pids=()
+for c in east west north; do node "$c" & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p"; done
+compose up -d
 
 export KUBECONFIG=$run/hub.kubeconfig
 for _ in $(seq 120); do

@@ -5,9 +5,11 @@
 //!
 //! - A cluster is an embedded-cluster gateway (`worker-gateway --embedded-cluster=NAME`) and its
 //!   `worker` in the gateway's network namespace (the worker reaches its cluster, and the
-//!   cluster's aggregation the worker, on loopback, as in a Pod). Its machines are published as
-//!   the kubelet and `device-manager serve` write them ([`inventory::publish`]): no kubelet or
-//!   GPU driver exists here.
+//!   cluster's aggregation the worker, on loopback, as in a Pod), and per node a
+//!   `device-manager serve` there too, on the node's fixture host tree
+//!   ([`crate::fleet_hosts`]: the HGX H100 node, the MI210 node, a mixed node), which detects
+//!   the cards and writes the node's `Devices` and accelerator labels. No kubelet exists here:
+//!   the test writes what it would, the Node and its capacity.
 //! - The hub is a mirroring gateway (`worker-gateway --worker-conn-mode=loopback`) on every
 //!   cluster's network and the hub's own, its own embedded cluster, and the hub `worker` serving
 //!   `fleet.gpustack.ai` from the mirror's unix socket (a volume both containers mount).
@@ -35,7 +37,8 @@ use gpustack_serving::certs::{Names, generate};
 use crate::{
     docker::{build_image, require_engine},
     embedded::DEADLINE,
-    inventory::{Machine, publish},
+    fleet_hosts::{FleetNode, MOUNT},
+    inventory::devices_resource,
     wait::{poll, poll_until, wait_until},
 };
 
@@ -75,16 +78,25 @@ pub fn address(container: &str, network: &str) -> String {
     ip
 }
 
-/// One GPU cluster to run: its name and its machines.
+/// One GPU cluster to run: its name and its nodes.
 pub struct ClusterSpec {
     pub name: &'static str,
-    pub machines: Vec<Machine>,
+    pub nodes: Vec<FleetNode>,
 }
+
+/// The cluster's data volume as an agent mounts it (read-only: it reads the kubeconfig).
+const CLUSTER_MOUNT: &str = "/cluster";
+/// The first agent's HTTPS port in a cluster's network namespace (the next one the next).
+const AGENT_PORT: u16 = 32443;
 
 /// A running cluster of the fleet.
 pub struct Cluster {
     pub name: String,
-    pub machines: Vec<Machine>,
+    pub nodes: Vec<FleetNode>,
+    /// Each node's `device-manager serve` container, in the order of `nodes`.
+    pub agents: Vec<String>,
+    /// Each node's fixture directory (mounted at [`MOUNT`]) and its agent's environment.
+    hosts: Vec<(PathBuf, Vec<(String, String)>)>,
     /// Its network (Docker chose the subnet).
     pub network: String,
     /// Its gateway's container, also the name the hub reaches it by and its certificate names.
@@ -337,7 +349,26 @@ impl Fleet {
         build_image(&fleet.image);
         for spec in specs {
             let n = &fleet.name;
+            let hosts = spec
+                .nodes
+                .iter()
+                .map(|node| {
+                    let dir = fleet
+                        .dir
+                        .path()
+                        .join(format!("hosts/{}/{}", spec.name, node.name));
+                    let env = node.build(&dir);
+                    (dir, env)
+                })
+                .collect();
+            let agents = spec
+                .nodes
+                .iter()
+                .map(|node| format!("{n}-{}-dm-{}", spec.name, node.name))
+                .collect();
             let cluster = Cluster {
+                agents,
+                hosts,
                 network: format!("{n}-{}", spec.name),
                 api: format!("{n}-{}-api", spec.name),
                 worker: format!("{n}-{}-worker", spec.name),
@@ -345,7 +376,7 @@ impl Fleet {
                 certs: fleet.dir.path().join(format!("certs-{}", spec.name)),
                 kubeconfig: fleet.dir.path().join(format!("{}.kubeconfig", spec.name)),
                 name: spec.name.to_owned(),
-                machines: spec.machines,
+                nodes: spec.nodes,
                 address: String::new(),
                 token: String::new(),
             };
@@ -392,7 +423,7 @@ impl Fleet {
     }
 
     /// Starts cluster `i`'s gateway and worker (its volume created first when `fresh`), and
-    /// publishes its machines.
+    /// starts an agent per node.
     async fn start_cluster(&mut self, i: usize, fresh: bool) {
         let c = &self.clusters[i];
         if fresh {
@@ -439,11 +470,11 @@ impl Fleet {
             ],
         );
         let client = c.client().await;
-        // The worker installs the CRDs; the machines go in once Devices is served.
-        for m in &c.machines {
+        for (k, node) in c.nodes.iter().enumerate() {
+            // What the kubelet would write, before the agent looks for its Node.
             let last = std::cell::RefCell::new(None);
             let published = poll(DEADLINE * 4, || async {
-                publish(&client, m)
+                publish_node(&client, node)
                     .await
                     .map_err(|e| *last.borrow_mut() = Some(e))
                     .ok()
@@ -451,14 +482,82 @@ impl Fleet {
             .await;
             if published.is_none() {
                 panic!(
-                    "publishing {} in {}: {:?}\n{}",
-                    m.name,
+                    "publishing the Node {} in {}: {:?}\n{}",
+                    node.name,
                     c.name,
                     last.borrow(),
+                    logs(&c.api)
+                );
+            }
+            self.start_agent(i, k);
+        }
+        // Each agent's first detection is in its Devices once the worker has installed the kind.
+        let c = &self.clusters[i];
+        let devices = kube::Api::<kube::core::DynamicObject>::all_with(client, &devices_resource());
+        for (node, agent) in c.nodes.iter().zip(&c.agents) {
+            let written = poll(DEADLINE * 4, || async {
+                let d = devices.get_opt(&node.name).await.ok()??;
+                let groups = d.data["spec"]["groups"].as_array()?;
+                (!groups.is_empty()).then_some(())
+            })
+            .await;
+            if written.is_none() {
+                panic!(
+                    "{agent} wrote no Devices {} in {}:\n{}\nworker:\n{}",
+                    node.name,
+                    c.name,
+                    logs(agent),
                     logs(&c.worker)
                 );
             }
         }
+    }
+
+    /// Starts `device-manager serve` for node `k` of cluster `i`, in the cluster's network
+    /// namespace, on the node's fixture tree, as root (as its DaemonSet runs it), with its
+    /// device plugin directory on a scratch tmpfs (no kubelet registers it here).
+    fn start_agent(&self, i: usize, k: usize) {
+        let c = &self.clusters[i];
+        let node = &c.nodes[k];
+        let (dir, env) = &c.hosts[k];
+        let netns = format!("container:{}", c.api);
+        let data = format!("{}:{CLUSTER_MOUNT}:ro", c.volume);
+        let fixture = format!("{}:{MOUNT}:ro", dir.display());
+        let node_env = format!("KUBERNETES_NODE_NAME={}", node.name);
+        let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut flags = vec![
+            "--network",
+            &netns,
+            "--user",
+            "0",
+            "--tmpfs",
+            "/var/lib/kubelet/device-plugins",
+            "-v",
+            &data,
+            "-v",
+            &fixture,
+            "-e",
+            &node_env,
+        ];
+        for e in &env {
+            flags.extend_from_slice(&["-e", e]);
+        }
+        let manufacturers = format!("--manufacturer={}", node.manufacturers());
+        let port = format!("--secure-port={}", AGENT_PORT + k as u16);
+        let kubeconfig = format!("--kubeconfig={CLUSTER_MOUNT}/{}.kubeconfig", c.name);
+        self.run(
+            &c.agents[k],
+            &flags,
+            &[
+                "device-manager",
+                "serve",
+                &manufacturers,
+                "--monitor-period=5s",
+                "--bind-address=127.0.0.1",
+                &port,
+                &kubeconfig,
+            ],
+        );
     }
 
     /// Starts the hub: its cluster, the mirror on every network, and the hub worker.
@@ -636,10 +735,17 @@ impl Fleet {
     pub async fn kill_cluster(&mut self, i: usize, wipe: bool) {
         let c = &self.clusters[i];
         let (api, worker, volume) = (c.api.clone(), c.worker.clone(), c.volume.clone());
-        // SIGKILL (either may be down already: the fault may have begun with its API).
+        // SIGKILL (any may be down already: the fault may have begun with its API).
+        for agent in &c.agents {
+            let _ = docker_output(&["kill", agent]);
+        }
         let _ = docker_output(&["kill", &worker]);
         let _ = docker_output(&["kill", &api]);
-        docker_ok(&["rm", "-f", &worker, &api]);
+        let mut gone: Vec<&str> = c.agents.iter().map(String::as_str).collect();
+        gone.extend_from_slice(&[&worker, &api]);
+        let mut rm = vec!["rm", "-f"];
+        rm.extend(gone);
+        docker_ok(&rm);
         if wipe {
             docker_ok(&["volume", "rm", &volume]);
         }
@@ -680,6 +786,21 @@ impl Fleet {
             );
         }
     }
+}
+
+/// Writes `node` as the kubelet would: its Node (no accelerator labels: the agent writes those)
+/// and its status with the device plugin's pools, with the kubelet's own field manager.
+async fn publish_node(c: &kube::Client, node: &FleetNode) -> Result<(), kube::Error> {
+    use kube::api::{Api, Patch, PatchParams};
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
+    let pp = PatchParams::apply("kubelet-stand-in").force();
+    nodes
+        .patch(&node.name, &pp, &Patch::Apply(node.node()))
+        .await?;
+    nodes
+        .patch_status(&node.name, &pp, &Patch::Apply(node.node_status()))
+        .await?;
+    Ok(())
 }
 
 /// A copy of a request with a byte body (kube's `request_text` takes it by value).

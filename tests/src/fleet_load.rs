@@ -1,5 +1,6 @@
 //! What runs against the container fleet while faults are made: writers changing Devices and
-//! InstanceTypes in every cluster, a client listing the fleet (each read timed, bounded to
+//! InstanceTypes in every cluster (never the nodes' Devices, which their `device-manager serve`
+//! owns: the writers keep Devices of their own), a client listing the fleet (each read timed, bounded to
 //! 1 s) and one watching it (kube-runtime's watcher, whose `Init` is the relist marker). Each
 //! records what it did with the time, so a fault's window can be judged afterwards. A second
 //! reader lists the same Devices at the mirror's fleet view directly, so that a slow fleet read
@@ -165,11 +166,11 @@ pub struct Load {
 }
 
 impl Load {
-    /// Starts a writer per cluster (name, client, the Devices names it may annotate), a reader
+    /// Starts a writer per cluster (its name and admin kubeconfig), a reader
     /// and a watcher of the hub's fleet, and a reader of `mirror` (a client of the mirror's
     /// `/clusters/_fleet`).
     pub fn start(
-        clusters: Vec<(String, PathBuf, Vec<String>)>,
+        clusters: Vec<(String, PathBuf)>,
         hub: kube::Client,
         mirror: kube::Client,
     ) -> Load {
@@ -183,11 +184,10 @@ impl Load {
             watch: Default::default(),
             tasks: Vec::new(),
         };
-        for (name, kubeconfig, devices) in clusters {
+        for (name, kubeconfig) in clusters {
             load.tasks.push(tokio::spawn(write(
                 name,
                 kubeconfig,
-                devices,
                 load.stop.clone(),
                 load.paused.clone(),
                 load.writes.clone(),
@@ -261,13 +261,17 @@ const READ_EVERY: Duration = Duration::from_millis(100);
 /// A fleet read must answer within this.
 pub const READ_BOUND: Duration = Duration::from_secs(1);
 
-/// A cluster's writer: in turn annotates one of its Devices, annotates an InstanceType, and
-/// creates or deletes a scratch Devices object. Each acknowledged write is recorded. After a
-/// failure its client is made again from `kubeconfig` (a wiped cluster has a new token).
+/// How many Devices objects each writer keeps annotating (`load-N`, created when missing).
+const KEPT: u64 = 2;
+
+/// A cluster's writer: in turn annotates one of its own Devices objects (creating it where it
+/// is missing, as after a wiped restart), annotates an InstanceType, and creates or deletes a
+/// scratch Devices object. The nodes' Devices are their agents': never written here. Each
+/// acknowledged write is recorded. After a failure its client is made again from
+/// `kubeconfig` (a wiped cluster has a new token).
 async fn write(
     cluster: String,
     kubeconfig: PathBuf,
-    devices: Vec<String>,
     stop: Arc<AtomicBool>,
     paused: Arc<AtomicBool>,
     log: Arc<Mutex<Vec<Write>>>,
@@ -294,9 +298,19 @@ async fn write(
         let step = async {
             match n % 4 {
                 0 | 1 => {
-                    let name = &devices[(n as usize / 4) % devices.len()];
-                    let o = devs.patch(name, &PatchParams::default(), &patch).await?;
-                    Ok(Some((o, false, true)))
+                    let name = format!("load-{}", (n / 4) % KEPT);
+                    match devs.patch(&name, &PatchParams::default(), &patch).await {
+                        Ok(o) => Ok(Some((o, false, true))),
+                        Err(kube::Error::Api(s)) if s.code == 404 => {
+                            let mut obj = DynamicObject::new(&name, &devices_resource());
+                            obj.data = json!({"spec": {}});
+                            obj.metadata.annotations =
+                                Some([(WRITE_MARK.to_owned(), n.to_string())].into());
+                            let o = devs.create(&PostParams::default(), &obj).await?;
+                            Ok(Some((o, false, true)))
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
                 2 => {
                     let list = types.list(&ListParams::default()).await?;

@@ -6,6 +6,7 @@ pub mod docker;
 pub mod embedded;
 pub mod fleet;
 pub mod fleet_compare;
+pub mod fleet_hosts;
 pub mod fleet_load;
 pub mod helm;
 pub mod hub;

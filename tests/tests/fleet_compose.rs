@@ -3,7 +3,8 @@
 //! of them; and `up.sh` brings the fleet up from local files so that `kubectl get clusters`,
 //! `devices.fleet.gpustack.ai` and `instancetypes.fleet.gpustack.ai` answer at the hub within a
 //! minute of the command (the image is built from this build's binary first, as the other
-//! Docker tests do). `down.sh` removes it, also when the test fails.
+//! Docker tests do, and the nodes' fixture trees written), the Devices coming from each node's
+//! `device-manager serve`. `down.sh` removes it, also when the test fails.
 
 use std::{
     path::PathBuf,
@@ -64,10 +65,21 @@ fn the_compose_file_keeps_each_cluster_on_an_internal_network_and_the_hub_on_all
             doc["networks"][c]["ipam"].is_null(),
             "{c}'s subnet is fixed"
         );
+        // The worker and the node's agent share the API's network namespace, as in a Pod.
+        for part in ["worker", "dm"] {
+            assert_eq!(
+                doc["services"][format!("{c}-{part}")]["network_mode"].as_str(),
+                Some(format!("service:{c}-api").as_str()),
+                "{c}-{part}"
+            );
+        }
+        let agent = &doc["services"][format!("{c}-dm")]["command"];
         assert_eq!(
-            doc["services"][format!("{c}-worker")]["network_mode"].as_str(),
-            Some(format!("service:{c}-api").as_str())
+            agent[0].as_str(),
+            Some("device-manager"),
+            "{c}-dm: {agent:?}"
         );
+        assert_eq!(agent[1].as_str(), Some("serve"), "{c}-dm: {agent:?}");
     }
     assert!(
         !text.contains("ipv4_address") && !text.contains("subnet"),
@@ -116,6 +128,9 @@ fn up_sh_brings_the_fleet_up_and_kubectl_answers_at_the_hub_within_a_minute() {
         ],
         image,
     };
+    // The nodes' fixtures as `fleet-hosts` writes them (up.sh would build and run it), from
+    // this build's NVML stand-in.
+    gpustack_tests::fleet_hosts::write_compose_hosts(&fleet_dir.join("hosts"));
     let started = Instant::now();
     ok(&up.script("up.sh"), "up.sh");
     let kubeconfig = fleet_dir.join("hub.kubeconfig");

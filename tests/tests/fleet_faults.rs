@@ -1,6 +1,8 @@
 //! The fleet as a whole, in containers, through real faults (issue 35): three GPU clusters (8x
 //! H100, MI210, a mixed one) and a hub, each cluster on its own `--internal` Docker network
-//! ([`gpustack_tests::fleet`]). While writers change Devices and InstanceTypes in every cluster
+//! ([`gpustack_tests::fleet`]), each node's `Devices` written by its own `device-manager serve`
+//! on the node's fixture tree ([`gpustack_tests::fleet_hosts`]). While writers change Devices
+//! (their own, never the agents') and InstanceTypes in every cluster
 //! and a client lists and watches the fleet at the hub, one fault at a time: a partition
 //! (`docker network disconnect`), a freeze (`docker pause`), a cluster killed and restarted with
 //! its data and without it, the hub's gateway killed (SIGKILL) during a burst, the hub worker
@@ -31,8 +33,9 @@ use gpustack_tests::wait::poll_until;
 use gpustack_tests::{
     fleet::{ClusterSpec, Fleet, docker_output},
     fleet_compare::{compare, list_mirror, list_upstream},
+    fleet_hosts::{FleetNode, Host},
     fleet_load::{Load, READ_BOUND, fleet_name, instancetypes_resource},
-    inventory::{A100_MIG, H100, MI210, Machine, RX7800XT, devices_resource},
+    inventory::devices_resource,
 };
 use kube::api::ApiResource;
 use serde_json::Value;
@@ -52,19 +55,15 @@ fn specs() -> Vec<ClusterSpec> {
     vec![
         ClusterSpec {
             name: "h100",
-            machines: vec![Machine::gpu("hgx-h100", H100, 8)],
+            nodes: vec![FleetNode::new("hgx-h100", Host::HgxH100)],
         },
         ClusterSpec {
             name: "mi210",
-            machines: vec![Machine::gpu("mi210-node", MI210, 4)],
+            nodes: vec![FleetNode::new("mi210-node", Host::Mi210)],
         },
         ClusterSpec {
             name: "mixed",
-            machines: vec![
-                Machine::gpu("mixed-a100", A100_MIG, 2),
-                Machine::gpu("mixed-rx", RX7800XT, 2),
-                Machine::cpu_only("mixed-cpu", 64),
-            ],
+            nodes: vec![FleetNode::new("mixed-node", Host::Mixed)],
         },
     ]
 }
@@ -117,6 +116,11 @@ struct Figure {
     max: Duration,
     /// The same list's p99 at the mirror's fleet view directly (the gateway alone).
     mirror_p99: Duration,
+    /// The slowest fleet reads that answered: when each started after the fault began, and
+    /// how long it took (where a slow read sits tells what it waited on).
+    slowest: Vec<(Duration, Duration)>,
+    /// The machine's load average (1, 5, 15 min) when the fault's checks were done.
+    load: String,
     compared: usize,
     writes: usize,
     lists: (u64, u64),
@@ -220,6 +224,22 @@ async fn until_ok<T, F: std::future::Future<Output = Result<T, String>>>(
     })
     .await;
     got.map(|v| (v, start.elapsed())).ok_or_else(|| last.take())
+}
+
+/// The `n` slowest of `reads` that answered: (start after `from`, time taken), slowest first.
+fn slowest(
+    reads: &[gpustack_tests::fleet_load::Read],
+    from: Instant,
+    n: usize,
+) -> Vec<(Duration, Duration)> {
+    let mut ok: Vec<_> = reads
+        .iter()
+        .filter(|r| r.ok)
+        .map(|r| (r.at.saturating_duration_since(from), r.took))
+        .collect();
+    ok.sort_by(|a, b| b.1.cmp(&a.1));
+    ok.truncate(n);
+    ok
 }
 
 fn percentile(mut v: Vec<Duration>, p: f64) -> Duration {
@@ -376,6 +396,18 @@ async fn fault(fleet: &mut Fleet, load: &Load, f: Fault, i: usize, hold: Duratio
             gpustack_tests::fleet::logs(&fleet.hub.mirror)
         ),
     };
+    if f == Fault::HubGatewayKilled {
+        // How long the restarted gateway took from opening its store to serving: what a
+        // fleet read would wait through if it could connect before then.
+        let started = docker_output(&["logs", "-t", "--tail", "200", &fleet.hub.mirror]);
+        let start_up: Vec<String> = String::from_utf8_lossy(&started.stderr)
+            .lines()
+            .chain(String::from_utf8_lossy(&started.stdout).lines())
+            .filter(|l| l.contains("admin token") || l.contains("serving "))
+            .map(str::to_owned)
+            .collect();
+        eprintln!("the hub gateway's start-ups:\n{}", start_up.join("\n"));
+    }
     let names = [cluster.clone()];
     fleet.wait_phases(&names, "Ready", CONVERGE * 3);
     if let Err(e) = until_ok(CONVERGE, || watcher_caught_up(fleet, load)).await {
@@ -421,6 +453,10 @@ async fn fault(fleet: &mut Fleet, load: &Load, f: Fault, i: usize, hold: Duratio
         p99: percentile(took.clone(), 0.99),
         max: took.iter().max().copied().unwrap_or_default(),
         mirror_p99: percentile(at_mirror, 0.99),
+        slowest: slowest(&reads, start, 3),
+        load: std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default(),
         compared,
         writes: writes.len(),
         lists: (lists_before, lists_after),
@@ -469,10 +505,7 @@ async fn the_fleet_in_containers_rides_out_partitions_freezes_kills_and_new_cas(
     let writers = fleet
         .clusters
         .iter()
-        .map(|c| {
-            let devices = c.machines.iter().map(|m| m.name.clone()).collect();
-            (c.name.clone(), c.kubeconfig.clone(), devices)
-        })
+        .map(|c| (c.name.clone(), c.kubeconfig.clone()))
         .collect();
     let load = Load::start(
         writers,
@@ -496,23 +529,29 @@ async fn the_fleet_in_containers_rides_out_partitions_freezes_kills_and_new_cas(
             continue;
         }
         let figure = fault(&mut fleet, &load, f, i, hold).await;
+        let slowest: Vec<String> = figure
+            .slowest
+            .iter()
+            .map(|(at, took)| format!("{} ms at +{:.1} s", took.as_millis(), at.as_secs_f64()))
+            .collect();
         eprintln!(
-            "{}: converged in {:?}; degraded after {:?}\n{}",
+            "{}: converged in {:?}; degraded after {:?}; slowest reads {}\n{}",
             f.name(),
             figure.converged_after,
             figure.degraded_after,
+            slowest.join(", "),
             figure.degraded_row
         );
         figures.push(figure);
     }
 
     eprintln!(
-        "\nfault ({}s each) | cluster | Degraded after | converged after healing | fleet reads (failed) | read p99 | read max | read p99 at the mirror | objects compared | writes | relists before → after",
+        "\nfault ({}s each) | cluster | Degraded after | converged after healing | fleet reads (failed) | read p99 | read max | read p99 at the mirror | objects compared | writes | relists before → after | load average",
         hold.as_secs()
     );
     for g in &figures {
         eprintln!(
-            "{} | {} | {} | {:.1} s | {} ({}) | {} ms | {} ms | {} ms | {} | {} | {} → {}",
+            "{} | {} | {} | {:.1} s | {} ({}) | {} ms | {} ms | {} ms | {} | {} | {} → {} | {}",
             g.fault.name(),
             g.cluster,
             g.degraded_after.map_or("not shown".to_owned(), |d| format!(
@@ -528,7 +567,8 @@ async fn the_fleet_in_containers_rides_out_partitions_freezes_kills_and_new_cas(
             g.compared,
             g.writes,
             g.lists.0,
-            g.lists.1
+            g.lists.1,
+            g.load
         );
     }
     for g in &figures {

@@ -196,3 +196,75 @@ pub fn seed_node(tree: &HostTree) {
         numa_node: -1,
     });
 }
+
+/// AMD Instinct MI210 (Aldebaran, gfx90a): 64 GiB of HBM2e, 104 CUs of four SIMDs, a
+/// processing accelerator (class 1200) with no display.
+pub const MI210: AmdgpuProduct<'static> = AmdgpuProduct {
+    vendor: "1002",
+    device: "740f",
+    revision: "02",
+    class: "120000",
+    vram_bytes: 65536 * 1024 * 1024,
+    simd_count: 416,
+    simd_per_cu: 4,
+    gfx_target_version: 90010,
+    gc: Some((9, 4, 2)),
+    product_name: Some("Instinct MI210"),
+};
+
+/// How many cards the MI210 node has.
+pub const MI210_CARDS: u32 = 4;
+
+/// A one-socket node with four MI210 cards, each below its own root port, ROCm 6.2 installed
+/// (its `amdgpu.ids` names the product) on kernel 6.8.
+pub fn mi210_node(tree: &HostTree) {
+    tree.kernel_release("6.8.0-45-generic")
+        .numa_node(0, "0-63")
+        .file("/opt/rocm/.info/version", "6.2.0-66\n")
+        .file(
+            "/opt/rocm/share/libdrm/amdgpu.ids",
+            "# List of AMDGPU IDs\n1.0.0\n740F,\t02,\tAMD Instinct MI210\n",
+        )
+        .file(
+            "/sys/class/kfd/kfd/topology/nodes/0/properties",
+            "cpu_cores_count 64\nsimd_count 0\ndrm_render_minor 0\n",
+        );
+    let buses = [
+        "0000:41:00.0",
+        "0000:61:00.0",
+        "0000:c1:00.0",
+        "0000:e1:00.0",
+    ];
+    let ports = [
+        "0000:40:01.1",
+        "0000:60:01.1",
+        "0000:c0:01.1",
+        "0000:e0:01.1",
+    ];
+    let hosts = ["pci0000:40", "pci0000:60", "pci0000:c0", "pci0000:e0"];
+    let unique = [
+        "9a41c2e07b3d5f18",
+        "2c7d9e41a0b6f35e",
+        "71e0b4d9c2a8f653",
+        "e5a3c8170d4b92f6",
+    ];
+    for i in 0..MI210_CARDS as usize {
+        let path = [hosts[i], ports[i], buses[i]];
+        add_amdgpu_card(
+            tree,
+            &MI210,
+            &AmdgpuCard {
+                bus_path: &path,
+                card: i as u32 + 1,
+                render: 128 + i as u32,
+                unique_id: unique[i],
+                vram_used_bytes: 10 * 1024 * 1024,
+                busy_percent: 0,
+                temp_millicelsius: 38000 + 1000 * i as u32,
+                power_microwatts: 42_000_000,
+                kfd_node: i as u32 + 1,
+                numa_node: 0,
+            },
+        );
+    }
+}
