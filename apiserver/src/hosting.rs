@@ -14,13 +14,18 @@ use crate::{
     store::{Store, StoreError, token_hash},
 };
 
+/// Why a cluster could not be hosted.
 #[derive(Debug, thiserror::Error)]
 pub enum HostingError {
+    /// The cluster's token could not be stored or read.
     #[error("the store: {0}")]
     Store(#[from] StoreError),
+    /// The kubeconfig could not be written.
     #[error("writing the kubeconfig {path}: {source}")]
     Kubeconfig {
+        /// Where it was written to.
         path: PathBuf,
+        /// Why it failed.
         #[source]
         source: std::io::Error,
     },
@@ -66,11 +71,15 @@ async fn cluster_token(store: &Store, cluster: &str, path: &Path) -> Result<Stri
 /// What hosting a cluster needs. Cheap to clone.
 #[derive(Clone)]
 pub struct Hosting {
+    /// The store every hosted cluster's objects and tokens live in.
     pub store: Store,
+    /// Where kubeconfigs are written (beside the database).
     pub data_dir: PathBuf,
     /// The HTTPS address kubeconfigs point at.
     pub addr: SocketAddr,
+    /// The CA certificate (PEM) that kubeconfigs tell clients to trust.
     pub ca_pem: String,
+    /// The clusters served now, which hosting adds to and removes from.
     pub served: ServedClusters,
     /// The cluster also served at the root (the only embedded cluster), if any.
     pub root: Option<String>,

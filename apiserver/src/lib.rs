@@ -39,6 +39,8 @@
 //! client-certificate authentication and no OpenAPI from aggregated APIs, built-in kinds have
 //! no real schemas (unknown fields in them are kept), and protobuf watches are refused (406).
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod hosting;
 pub mod kubeconfig;

@@ -24,6 +24,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// A registry with the built-in kinds (their OpenAPI schemas attached) and no CRDs yet.
     pub fn new() -> Self {
         let mut defs = builtins();
         // Their OpenAPI schemas, generated once per registry: documents and pruning share them.
@@ -60,6 +61,7 @@ impl Registry {
             .and_then(|held| held.schema.clone())
     }
 
+    /// Stops serving the kind the CRD `crd_name` registered in `cluster` (the CRD was deleted).
     pub fn unregister(&self, cluster: &str, crd_name: &str) {
         let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = custom.get_mut(cluster) {

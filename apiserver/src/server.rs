@@ -52,9 +52,13 @@ use crate::{
 /// clusters' Events older than `event_ttl` are deleted.
 #[derive(Clone, Debug)]
 pub struct Compaction {
+    /// How often compaction runs.
     pub interval: Duration,
+    /// How many of the newest events each compaction keeps at most.
     pub keep: u64,
+    /// The most bytes of event bodies a compaction keeps.
     pub max_bytes: u64,
+    /// How long an embedded cluster keeps an Event object before deleting it.
     pub event_ttl: Duration,
 }
 
@@ -74,7 +78,9 @@ pub struct ServerOptions {
     /// Also serve plain HTTP on this unix socket (mode 0600, no token needed: the file mode is
     /// the access control). Its parent directory must exist; a stale socket is replaced.
     pub unix_socket: Option<PathBuf>,
+    /// Tunables of the API surface (watch timeouts and caps, body size).
     pub api: ApiOptions,
+    /// How the event log is bounded.
     pub compaction: Compaction,
     /// `--cert-dir`: serve its `tls.crt`/`tls.key` instead of a generated certificate
     /// (reloaded when they change).
@@ -89,6 +95,7 @@ pub struct ServerOptions {
 }
 
 impl ServerOptions {
+    /// Options for hosting `clusters` with data in `data_dir`, serving HTTPS on `bind`; everything else at its default.
     pub fn new(clusters: Vec<String>, data_dir: PathBuf, bind: SocketAddr) -> Self {
         ServerOptions {
             clusters,
@@ -110,32 +117,56 @@ impl ServerOptions {
     }
 }
 
+/// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// The data directory could not be created.
     #[error("creating the data directory {path}")]
     DataDir {
+        /// The data directory.
         path: PathBuf,
+        /// Why it failed.
         #[source]
         source: std::io::Error,
     },
+    /// The store could not be opened.
     #[error("opening the store")]
     Store(#[from] StoreError),
+    /// The serving certificates could not be made or loaded.
     #[error("preparing TLS")]
     Tls(#[from] TlsError),
+    /// The HTTPS address could not be bound.
     #[error("listening on {addr}")]
     Bind {
+        /// The address.
         addr: SocketAddr,
+        /// Why it failed.
         #[source]
         source: std::io::Error,
     },
+    /// The unix socket could not be served.
     #[error("serving on the unix socket {path}: {reason}")]
-    UnixSocket { path: PathBuf, reason: String },
+    UnixSocket {
+        /// The socket's path.
+        path: PathBuf,
+        /// Why it failed.
+        reason: String,
+    },
+    /// An embedded cluster could not be hosted.
     #[error("hosting a cluster")]
     Hosting(#[from] HostingError),
+    /// The clusters' front-proxy certificates could not be made or loaded.
     #[error("the front-proxy identity")]
     FrontProxy(#[from] FrontProxyError),
+    /// The admin token file could not be read or created.
     #[error("the token file {path}: {reason}")]
-    TokenFile { path: PathBuf, reason: String },
+    TokenFile {
+        /// The file.
+        path: PathBuf,
+        /// Why it failed.
+        reason: String,
+    },
+    /// The request metrics could not be registered.
     #[error("registering the request metrics")]
     Metrics(#[from] prometheus::Error),
 }
@@ -380,6 +411,7 @@ pub async fn prepare(
 }
 
 impl Prepared {
+    /// The opened store, for what is set up on it before serving (the hub's own store).
     pub fn store(&self) -> &Store {
         &self.store
     }
@@ -508,10 +540,12 @@ impl ApiServer {
         self.addr
     }
 
+    /// The store the server serves from, for in-process readers and writers.
     pub fn store(&self) -> &Store {
         &self.store
     }
 
+    /// Where the admin kubeconfig of `cluster` is written.
     pub fn kubeconfig_path(&self, cluster: &str) -> PathBuf {
         kubeconfig_path(&self.data_dir, cluster)
     }

@@ -17,27 +17,39 @@ use gpustack_serving::certs::{self, CertSlot, ConfigError, Names, ValidityError}
 pub use gpustack_serving::certs::{ca_params, leaf_params};
 use tokio::sync::watch;
 
+/// Why serving certificates could not be made, loaded or renewed.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// Generating a certificate or key failed.
     #[error("generating certificates")]
     Generate(#[from] rcgen::Error),
+    /// A certificate or key file could not be read or written.
     #[error("reading or writing {path}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why it failed.
         #[source]
         source: std::io::Error,
     },
+    /// A file holds no valid PEM.
     #[error("parsing PEM in {path}")]
     Pem {
+        /// The file.
         path: PathBuf,
+        /// Why it is not valid.
         #[source]
         source: rustls::pki_types::pem::Error,
     },
+    /// rustls refused the certificate or key.
     #[error("building the TLS configuration")]
     Rustls(#[from] rustls::Error),
+    /// A certificate's validity could not be read.
     #[error("reading the validity of {path}")]
     Validity {
+        /// The certificate's file.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: ValidityError,
     },
@@ -46,8 +58,11 @@ pub enum TlsError {
 /// What serving needs: the server configuration, the CA clients should trust, and how the
 /// certificate presented is kept fresh.
 pub struct ServingTls {
+    /// The CA certificate (PEM) that clients should trust.
     pub ca_pem: String,
+    /// The rustls configuration listeners accept connections with.
     pub config: Arc<rustls::ServerConfig>,
+    /// What keeps the presented certificate fresh (renewal or reloading).
     pub renewal: Renewal,
 }
 

@@ -43,9 +43,12 @@ const SERVER_METADATA: &[&str] = &[
 /// Top-level fields that are structs in every kind: always there, so never owned as a whole.
 const TOP_STRUCTS: &[&str] = &["metadata", "spec", "status"];
 
+/// Whether a write records its fields as applied (server-side apply) or as updated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
+    /// Server-side apply: the fields are the applied configuration's.
     Apply,
+    /// A create, update or non-apply patch.
     Update,
 }
 
@@ -61,6 +64,7 @@ impl Operation {
 /// Which part of an object an endpoint writes; fields outside it are never owned through it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Part {
+    /// The whole object (a kind without a status subresource).
     All,
     /// The main endpoint of a kind with a status subresource.
     AllButStatus,
@@ -71,11 +75,15 @@ pub enum Part {
 /// Who writes, and how the written kind is shaped.
 #[derive(Clone, Debug)]
 pub struct Writer {
+    /// The field manager the written fields are recorded under.
     pub manager: String,
+    /// The subresource written through (`status`), if any: a managedFields entry records it.
     pub subresource: Option<&'static str>,
+    /// The apiVersion the write was made in, recorded with its fields.
     pub api_version: String,
     /// Which lists merge item by item rather than as a whole.
     pub lists: Lists,
+    /// The part of the object the endpoint may write.
     pub part: Part,
 }
 

@@ -14,6 +14,7 @@ pub enum Caller {
     Admin,
     /// This served cluster's token: it reads what concerns that cluster.
     ClusterReader(String),
+    /// A token that is none of the above, or none at all.
     Unknown,
 }
 
@@ -29,6 +30,7 @@ pub struct TokenAccess {
 }
 
 impl TokenAccess {
+    /// Who `headers` say the caller is, from the bearer token alone (no store read).
     pub fn caller(&self, headers: &HeaderMap) -> Caller {
         if !self.require_token {
             return Caller::Admin;

@@ -9,6 +9,7 @@ use cel::common::ast::{EntryExpr, Expr, IdedExpr, MapExpr, StructExpr};
 pub const MAX_LENGTH: usize = 5 * 1024;
 /// The deepest bracket nesting in the source, and the deepest expression tree.
 pub const MAX_NESTING: usize = 32;
+/// The deepest expression tree a rule may parse to.
 pub const MAX_DEPTH: usize = 64;
 /// The most nodes one expression may have.
 pub const MAX_NODES: usize = 512;
@@ -16,12 +17,19 @@ pub const MAX_NODES: usize = 512;
 /// Why an expression is refused before it runs.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BoundsError {
+    /// The source is longer than [`MAX_LENGTH`] characters.
     #[error("the expression is longer than {MAX_LENGTH} characters")]
     TooLong,
+    /// The source or its expression tree nests too deep.
     #[error("the expression nests deeper than {limit}")]
-    TooDeep { limit: usize },
+    TooDeep {
+        /// The nesting limit that was passed.
+        limit: usize,
+    },
+    /// The expression has more than [`MAX_NODES`] terms.
     #[error("the expression has more than {MAX_NODES} terms")]
     TooLarge,
+    /// The expression does not compile.
     #[error("compilation failed: {0}")]
     Compile(String),
 }

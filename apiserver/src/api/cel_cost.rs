@@ -188,6 +188,7 @@ pub struct Estimator<'s> {
 type Estimate<'s> = (u64, Shape<'s>);
 
 impl<'s> Estimator<'s> {
+    /// An estimator with `vars` in scope, each with the shape of its values.
     pub fn new(vars: Vec<(String, Shape<'s>)>) -> Self {
         Estimator {
             scope: vars,

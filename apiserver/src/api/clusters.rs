@@ -23,21 +23,25 @@ pub struct ServedClusters {
 }
 
 impl ServedClusters {
+    /// Serves `name` (or replaces how it is served).
     pub fn insert(&self, name: &str, served: Served) {
         let mut m = self.inner.write().unwrap_or_else(|e| e.into_inner());
         m.insert(name.to_owned(), served);
     }
 
+    /// Stops serving `name`.
     pub fn remove(&self, name: &str) {
         let mut m = self.inner.write().unwrap_or_else(|e| e.into_inner());
         m.remove(name);
     }
 
+    /// How `name` is served, if it is.
     pub fn get(&self, name: &str) -> Option<Served> {
         let m = self.inner.read().unwrap_or_else(|e| e.into_inner());
         m.get(name).cloned()
     }
 
+    /// The names of the clusters served, in order.
     pub fn names(&self) -> Vec<String> {
         let m = self.inner.read().unwrap_or_else(|e| e.into_inner());
         m.keys().cloned().collect()

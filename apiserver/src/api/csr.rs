@@ -9,18 +9,24 @@ use serde_json::{Value, json};
 
 use super::auth::UserInfo;
 
+/// What makes a CertificateSigningRequest invalid.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CsrError {
+    /// The named `spec` field is missing.
     #[error("spec.{0}: Required value")]
     Required(&'static str),
+    /// The request is both approved and denied (the index of the later condition).
     #[error(
         "status.conditions[{0}].type: Invalid value: \"Denied\": Approved and Denied conditions are mutually exclusive"
     )]
     ApprovedAndDenied(usize),
+    /// An Approved or Denied condition's status is not `True`.
     #[error("status.conditions[{0}].status: Unsupported value: {1}: supported values: \"True\"")]
     NotTrue(usize, String),
+    /// Two conditions have the same type.
     #[error("status.conditions[{0}].type: Duplicate value: {1}")]
     Duplicate(usize, String),
+    /// An update removed an Approved or Denied condition.
     #[error("status.conditions: Forbidden: updates may not remove a condition of type {0:?}")]
     Removed(String),
 }

@@ -11,9 +11,13 @@ use super::selectors::{LabelSelector, labels_of};
 /// A budget as an eviction weighs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Budget {
+    /// The PodDisruptionBudget's name.
     pub name: String,
+    /// How many more Pods may be evicted now.
     pub disruptions_allowed: i64,
+    /// How many of the Pods it selects are healthy (ready).
     pub current_healthy: i64,
+    /// How many selected Pods must stay healthy.
     pub desired_healthy: i64,
     /// Read from the status a controller wrote (which an eviction then counts down), rather
     /// than worked out from the Pods.
@@ -50,6 +54,7 @@ pub fn ignores_budgets(pod: &Value) -> bool {
     matches!(phase(pod), "Succeeded" | "Failed" | "Pending" | "") || is_deleting(pod)
 }
 
+/// Whether the Pod's `Ready` condition is `True`: it counts as healthy for budgets.
 pub fn is_ready(pod: &Value) -> bool {
     pod.pointer("/status/conditions")
         .and_then(Value::as_array)

@@ -39,13 +39,21 @@ pub const MAX_CAUSES: usize = 100;
 /// The kind of a field error (Kubernetes' `field.ErrorType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Problem {
+    /// A required field is missing (`Required value`).
     Required,
+    /// A value breaks a rule (`Invalid value`).
     Invalid,
+    /// A value has the wrong type (also `Invalid value`).
     TypeInvalid,
+    /// A value is not one of the allowed ones (`Unsupported value`).
     NotSupported,
+    /// A string is too long (`Too long`).
     TooLong,
+    /// A list or map has too many items (`Too many`).
     TooMany,
+    /// A field may not be set, or changed (`Forbidden`).
     Forbidden,
+    /// A list item repeats another (`Duplicate value`).
     Duplicate,
 }
 
@@ -80,10 +88,13 @@ impl Problem {
 /// One violation, at a dotted field path (`spec.items[0].name`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FieldError {
+    /// What is wrong with the field.
     pub problem: Problem,
+    /// The field's dotted path.
     pub field: String,
     /// The offending value, as the message shows it (`None`: not shown).
     pub value: Option<Value>,
+    /// The explanation after the value (empty: none).
     pub detail: String,
 }
 

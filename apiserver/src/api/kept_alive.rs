@@ -45,8 +45,11 @@ pub enum Trust {
 /// Where to connect, and the name the server's certificate must carry.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Endpoint {
+    /// The host name or address to connect to.
     pub host: String,
+    /// The TCP port.
     pub port: u16,
+    /// The name the server's certificate must carry (SNI and verification).
     pub server_name: String,
 }
 
@@ -64,30 +67,46 @@ impl Endpoint {
 /// Why a call failed before a response arrived.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
+    /// The `caBundle` is not valid PEM.
     #[error("caBundle: {0}")]
     CaBundle(#[source] rustls::pki_types::pem::Error),
+    /// The `caBundle` holds no certificate.
     #[error("caBundle holds no certificate")]
     EmptyCaBundle,
+    /// The TLS client configuration could not be built.
     #[error("tls configuration: {0}")]
     TlsConfig(#[source] rustls::Error),
+    /// The endpoint's host is no valid TLS server name.
     #[error("bad server name {0}")]
     ServerName(String),
+    /// The TCP connection failed.
     #[error("dial tcp {addr}: {source}")]
     Dial {
+        /// The address dialled.
         addr: String,
+        /// Why it failed.
         #[source]
         source: std::io::Error,
     },
+    /// The TCP connection was not made within the connect timeout.
     #[error("dial tcp {addr}: i/o timeout")]
-    DialTimeout { addr: String },
+    DialTimeout {
+        /// The address dialled.
+        addr: String,
+    },
+    /// The TLS handshake failed (the server's certificate, most often).
     #[error("tls handshake with {addr}: {source}")]
     Handshake {
+        /// The address connected to.
         addr: String,
+        /// Why it failed.
         #[source]
         source: std::io::Error,
     },
+    /// HTTP failed on the connection.
     #[error("{0}")]
     Http(#[from] hyper::Error),
+    /// The kept-alive connection closed before the request went out.
     #[error("the connection closed before the request could be sent")]
     Closed,
 }
@@ -327,6 +346,7 @@ pub struct LeasedBody {
 }
 
 impl LeasedBody {
+    /// `body`, whose connection `lease` goes back to its pool once the body ends.
     pub fn new(body: Incoming, lease: Lease) -> Self {
         LeasedBody {
             body,
@@ -388,6 +408,7 @@ struct ByKey {
 }
 
 impl Pools {
+    /// Pools for at most `max_endpoints` endpoints (the oldest pool goes first), connecting with `connect_timeout`.
     pub fn new(max_endpoints: usize, connect_timeout: Duration) -> Self {
         Pools {
             max_endpoints: max_endpoints.max(1),
@@ -434,6 +455,7 @@ impl Pools {
             .len()
     }
 
+    /// Whether no endpoint has a pool.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -29,7 +29,9 @@ const LOG_OPTIONS: [&str; 7] = [
 /// Where a node's kubelet listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KubeletAddress {
+    /// The Node's address that the kubelet listens on.
     pub host: String,
+    /// The kubelet's port (its `daemonEndpoints`).
     pub port: u16,
 }
 

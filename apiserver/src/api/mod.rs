@@ -99,12 +99,15 @@ impl Default for ApiOptions {
 /// What every request handler shares.
 #[derive(Clone)]
 pub struct ApiState {
+    /// The objects of every hosted cluster.
     pub store: Store,
+    /// The kinds each cluster serves.
     pub registry: Registry,
     /// The clusters served now (embedded and mirrored), with their token hashes.
     pub served: ServedClusters,
     /// The cluster also served at the root, if any (the only embedded cluster).
     pub root: Option<String>,
+    /// Tunables of the API surface.
     pub options: ApiOptions,
     /// Whether requests must carry a bearer token (not on the owner-only unix socket).
     pub require_token: bool,
@@ -117,6 +120,7 @@ pub struct ApiState {
     pub watches: watch::OpenWatches,
     /// APIServices and RBAC objects, kept between requests.
     pub kinds: stored_kinds::StoredKinds,
+    /// APIServices with a backend and their forwarding, as kube-aggregator.
     pub aggregator: aggregation::Aggregator,
     /// The admission webhooks of each cluster, with their kept-alive connections.
     pub admission: admission::Admission,
@@ -197,14 +201,19 @@ pub const MAX_BODY_BYTES: usize = 16 << 20;
 pub(crate) struct Ctx {
     /// Who asked (authenticated).
     pub user: auth::UserInfo,
+    /// The cluster the request is for.
     pub cluster: String,
     /// A mirror (or the fleet view): served read-only, and discovery says so.
     pub read_only: bool,
+    /// The request's HTTP method.
     pub method: Method,
     /// The path under the cluster's prefix (a proxy subresource forwards what follows it).
     pub path: String,
+    /// The query parameters (the last of each name).
     pub query: HashMap<String, String>,
+    /// The request's headers.
     pub headers: HeaderMap,
+    /// The request body, read whole.
     pub body: Bytes,
     /// `Warning` headers for the response.
     pub warnings: std::sync::Mutex<Vec<String>>,
@@ -229,6 +238,7 @@ impl Ctx {
         }
     }
 
+    /// Adds `messages` to the response's `Warning` headers.
     pub fn warn(&self, messages: impl IntoIterator<Item = String>) {
         self.warnings
             .lock()
@@ -236,10 +246,12 @@ impl Ctx {
             .extend(messages);
     }
 
+    /// The query parameter `k`, if given.
     pub fn param(&self, k: &str) -> Option<&str> {
         self.query.get(k).map(String::as_str)
     }
 
+    /// The header `k` as text; empty when missing or not text.
     pub fn header(&self, k: header::HeaderName) -> &str {
         self.headers
             .get(k)
@@ -247,6 +259,7 @@ impl Ctx {
             .unwrap_or("")
     }
 
+    /// Whether the query parameter `k` is set to true (`1`, `true`, `True`).
     pub fn flag(&self, k: &str) -> bool {
         matches!(self.param(k), Some("1") | Some("true") | Some("True"))
     }

@@ -12,6 +12,7 @@ use crate::store::Store;
 
 /// kube-apiserver's default `--service-node-port-range`.
 pub const FIRST: i32 = 30000;
+/// The last port of the default NodePort range.
 pub const LAST: i32 = 32767;
 
 /// Whether the Service gets node ports.
@@ -25,16 +26,32 @@ pub fn wants(service: &Value) -> bool {
 /// Why a Service's node port cannot be had (kube-apiserver's field errors).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NodePortError {
+    /// The asked-for port is outside the NodePort range.
     #[error(
         "spec.ports[{index}].nodePort: Invalid value: {port}: provided port is not in the valid range. The range of valid ports is {FIRST}-{LAST}"
     )]
-    OutOfRange { index: usize, port: i32 },
+    OutOfRange {
+        /// The index of the Service port.
+        index: usize,
+        /// The node port asked for.
+        port: i32,
+    },
+    /// The asked-for port is another Service's.
     #[error(
         "spec.ports[{index}].nodePort: Invalid value: {port}: provided port is already allocated"
     )]
-    Taken { index: usize, port: i32 },
+    Taken {
+        /// The index of the Service port.
+        index: usize,
+        /// The node port asked for.
+        port: i32,
+    },
+    /// Every port of the range is taken.
     #[error("spec.ports[{index}].nodePort: Internal error: range is full")]
-    RangeFull { index: usize },
+    RangeFull {
+        /// The index of the Service port that needed one.
+        index: usize,
+    },
 }
 
 /// Fills every port's `nodePort` not given, avoiding `taken`, starting the search at `seed`;

@@ -16,24 +16,28 @@ fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
         .expect("metadata is an object")
 }
 
+/// The object's `metadata.name`; empty when missing.
 pub fn name_of(obj: &Value) -> &str {
     obj.pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("")
 }
 
+/// The object's `metadata.resourceVersion`, if set.
 pub fn rv_of(obj: &Value) -> Option<&str> {
     obj.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
 }
 
+/// How many finalizers the object has.
 pub fn finalizers_of(obj: &Value) -> usize {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
         .map_or(0, Vec::len)
 }
 
+/// Whether the object has a deletionTimestamp (it is being deleted).
 pub fn is_deleting(obj: &Value) -> bool {
     obj.pointer("/metadata/deletionTimestamp")
         .is_some_and(|v| !v.is_null())
@@ -43,25 +47,32 @@ pub fn is_deleting(obj: &Value) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("metadata.name: Invalid value: \"{name}\": {rule}")]
 pub struct InvalidName {
+    /// The refused name.
     pub name: String,
+    /// The naming rule it breaks.
     pub rule: NameRule,
 }
 
 /// The rule a name broke.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NameRule {
+    /// An RFC 1123 label (namespaces, Services).
     #[error(
         "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"
     )]
     Label,
+    /// An RFC 1123 subdomain (most kinds).
     #[error(
         "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
     )]
     Subdomain,
+    /// The name is empty.
     #[error("must not be empty")]
     Empty,
+    /// The name is `.` or `..`, which no path segment may be.
     #[error("may not be '{0}'")]
     Dots(&'static str),
+    /// The name holds a character no path segment may hold (`/`, `%`).
     #[error("may not contain '{0}'")]
     Contains(char),
 }

@@ -5,15 +5,21 @@
 use gpustack_kube_rest::bounded;
 use serde_json::Value;
 
+/// The kinds of PATCH, as the request's Content-Type names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PatchKind {
+    /// `application/merge-patch+json` (RFC 7386).
     Merge,
+    /// `application/json-patch+json` (RFC 6902).
     Json,
+    /// `application/strategic-merge-patch+json` (built-in kinds).
     StrategicMerge,
+    /// `application/apply-patch+yaml` (server-side apply).
     Apply,
 }
 
 impl PatchKind {
+    /// The patch kind `ct` names (parameters ignored); `None` for a type that is no patch.
     pub fn from_content_type(ct: &str) -> Option<Self> {
         match ct.split(';').next().unwrap_or("").trim() {
             "application/merge-patch+json" => Some(PatchKind::Merge),
@@ -30,11 +36,15 @@ impl PatchKind {
 /// Why a request body could not be read as a document.
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
+    /// The body is empty.
     #[error("the request body is empty")]
     Empty,
+    /// The body is neither JSON nor YAML.
     #[error("the request body is neither valid JSON ({json}) nor YAML ({yaml})")]
     Unreadable {
+        /// Why it is not JSON.
         json: serde_json::Error,
+        /// Why it is not YAML.
         yaml: bounded::DocumentError,
     },
 }

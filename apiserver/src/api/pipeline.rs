@@ -34,8 +34,11 @@ pub fn route_template(uri_path: &str) -> String {
 /// The cluster a request is for, and what it asks of it.
 #[derive(Clone, Debug)]
 pub struct Target {
+    /// The cluster's name.
     pub cluster: String,
+    /// How the cluster is served (its token, whether read-only).
     pub served: Served,
+    /// What the path under the cluster's prefix asks for.
     pub route: Route,
     /// The path under the cluster's prefix.
     pub rest: String,

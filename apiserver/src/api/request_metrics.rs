@@ -58,6 +58,7 @@ pub struct RequestMetrics {
 }
 
 impl RequestMetrics {
+    /// The request metrics, registered in `registry`.
     pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
         let by_method = IntCounterVec::new(
             Opts::new(
@@ -115,7 +116,9 @@ impl RequestMetrics {
 /// The labels of one request.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Labels {
+    /// The HTTP method, as its metric label.
     pub method: &'static str,
+    /// The Kubernetes verb (`get`, `list`, `watch`, `create`, ...).
     pub verb: &'static str,
     /// Empty for a path that names no resource (discovery, health, the hub's endpoints).
     pub resource: String,

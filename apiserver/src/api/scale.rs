@@ -27,10 +27,13 @@ pub struct ScalePaths {
     default_replicas: i64,
 }
 
+/// What makes a `scale` subresource write invalid.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ScaleError {
+    /// `spec.replicas` is not a whole number.
     #[error("spec.replicas: Invalid value: {0}: must be a whole number")]
     NotANumber(String),
+    /// `spec.replicas` is negative.
     #[error("spec.replicas: Invalid value: {0}: must be greater than or equal to 0")]
     Negative(i64),
 }

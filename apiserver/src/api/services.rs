@@ -10,25 +10,44 @@ use crate::store::{ObjectKey, Store, StoreError};
 /// A resolved Service.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceAddress {
+    /// The host to connect to (the Service's cluster IP or external name).
     pub host: String,
+    /// The port to connect to.
     pub port: u16,
     /// The name the server's certificate is checked against.
     pub server_name: String,
 }
 
+/// Why a Service could not be resolved to an address.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
+    /// Reading the Service failed.
     #[error("reading service {namespace}/{name}: {source}")]
     Store {
+        /// The Service's namespace.
         namespace: String,
+        /// The Service's name.
         name: String,
+        /// Why the read failed.
         #[source]
         source: StoreError,
     },
+    /// There is no such Service.
     #[error("service \"{name}\" not found in namespace \"{namespace}\"")]
-    NotFound { namespace: String, name: String },
+    NotFound {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service's name.
+        name: String,
+    },
+    /// The Service has no address to connect to.
     #[error("service {namespace}/{name} has neither an externalName nor a clusterIP")]
-    NoAddress { namespace: String, name: String },
+    NoAddress {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service's name.
+        name: String,
+    },
 }
 
 /// The address of Service `namespace/name` of `cluster` at `port`.

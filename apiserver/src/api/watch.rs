@@ -253,7 +253,7 @@ enum Start {
     /// end, when `sendInitialEvents` asked for one).
     Listing {
         snapshot: u64,
-        objects: mpsc::Receiver<Result<crate::store::RawObject, StoreError>>,
+        objects: mpsc::Receiver<Result<Vec<crate::store::RawObject>, StoreError>>,
         bookmark: bool,
     },
     /// With the logged events after version `after`, whose first page is `first`.
@@ -290,15 +290,26 @@ impl Watcher {
                 bookmark,
             } => {
                 while let Some(read) = objects.recv().await {
-                    let obj = match read.and_then(|o| Ok(serde_json::from_str(&o.body)?)) {
-                        Ok(obj) => obj,
+                    let page = match read {
+                        Ok(page) => page,
                         Err(e) => {
-                            let e = store_error(e);
-                            return self.send(self.framer.error(&e)).await.and(None);
+                            return self
+                                .send(self.framer.error(&store_error(e)))
+                                .await
+                                .and(None);
                         }
                     };
-                    if self.filter.matches(&obj) {
-                        self.send((self.line)("ADDED", obj)).await?;
+                    for o in page {
+                        let obj = match serde_json::from_str(&o.body) {
+                            Ok(obj) => obj,
+                            Err(e) => {
+                                let e = store_error(e.into());
+                                return self.send(self.framer.error(&e)).await.and(None);
+                            }
+                        };
+                        if self.filter.matches(&obj) {
+                            self.send((self.line)("ADDED", obj)).await?;
+                        }
                     }
                 }
                 if bookmark {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use prometheus::{Histogram, HistogramOpts, Registry};
 
+/// The writer's commit series: each batch's duration and size.
 #[derive(Clone)]
 pub struct CommitMetrics {
     duration: Histogram,

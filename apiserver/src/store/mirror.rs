@@ -45,11 +45,13 @@ impl SeenNames {
         (u128::from(self.keys.0.hash_one(pair)) << 64) | u128::from(self.keys.1.hash_one(pair))
     }
 
+    /// Notes that the relist holds `namespace`/`name`.
     pub fn insert(&mut self, namespace: &str, name: &str) {
         let d = self.digest(namespace, name);
         self.digests.insert(d);
     }
 
+    /// Whether the relist held `namespace`/`name` (a 128-bit digest's match).
     pub fn contains(&self, namespace: &str, name: &str) -> bool {
         self.digests.contains(&self.digest(namespace, name))
     }

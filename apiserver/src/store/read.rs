@@ -11,6 +11,7 @@ use super::{EventType, ObjectKey, Store, StoreError, StoredEvent, fleet, to_i64,
 /// A page of a collection.
 #[derive(Debug)]
 pub struct ListPage {
+    /// The objects, parsed.
     pub items: Vec<Value>,
     /// The store's version when the page was read.
     pub rv: u64,
@@ -21,7 +22,9 @@ pub struct ListPage {
 /// A stored object as text.
 #[derive(Debug)]
 pub struct RawObject {
+    /// The object's namespace (empty: cluster-scoped).
     pub namespace: String,
+    /// The object's name.
     pub name: String,
     /// The JSON object as stored (at the storage version).
     pub body: String,
@@ -32,23 +35,35 @@ pub struct RawObject {
 /// 283 ms).
 const STREAM_PAGE: usize = 128;
 
-/// How many read objects wait for the client: with a page, about 400 KB held per open list at
-/// ~2 KB each, whatever the collection's size.
-const STREAM_AHEAD: usize = 64;
+/// How many read pages wait for the client: each is handed over whole (one channel operation,
+/// one wake-up of the reader, per page rather than per object). With the page waiting to be
+/// queued and the one its reader is writing out, at most four pages, about 1 MB at ~2 KB an
+/// object, are held per open list whatever the collection's size (before, about 450 KB).
+const STREAM_AHEAD: usize = 1;
 
 /// A page of a collection, unparsed.
 #[derive(Debug)]
 pub struct RawPage {
+    /// The objects, as stored.
     pub items: Vec<RawObject>,
+    /// The store's version when the page was read (or the snapshot it was read at).
     pub rv: u64,
+    /// Whether more objects follow the last one returned.
     pub more: bool,
 }
 
+/// Why a read at an earlier version failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     /// Events after `requested` are no longer all in the log.
     #[error("too old resource version: {requested} ({compacted})")]
-    Expired { requested: u64, compacted: u64 },
+    Expired {
+        /// The version the read was asked at.
+        requested: u64,
+        /// The oldest version the log still reaches back to.
+        compacted: u64,
+    },
+    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -205,15 +220,15 @@ impl Store {
     /// memory at once. The first page fixes the snapshot; each later page is read at it (the
     /// event log fills in what changed since) in a short transaction of its own, so a client
     /// that reads slowly, or not at all, holds no pooled connection while it waits. Returns the
-    /// snapshot's resourceVersion and the objects; an error ends the stream. Dropping the
-    /// receiver ends the read.
+    /// snapshot's resourceVersion and the objects, a page (never empty) at a time; an error
+    /// ends the stream. Dropping the receiver ends the read.
     pub async fn stream_raw(
         &self,
         cluster: &str,
         group: &str,
         resource: &str,
         namespace: Option<&str>,
-    ) -> Result<(u64, mpsc::Receiver<Result<RawObject, StoreError>>), StoreError> {
+    ) -> Result<(u64, mpsc::Receiver<Result<Vec<RawObject>, StoreError>>), StoreError> {
         let first = self
             .list_raw(cluster, group, resource, namespace, None, STREAM_PAGE)
             .await?;
@@ -230,10 +245,8 @@ impl Store {
                     .items
                     .last()
                     .map(|o| (o.namespace.clone(), o.name.clone()));
-                for obj in page.items {
-                    if send.send(Ok(obj)).await.is_err() {
-                        return;
-                    }
+                if !page.items.is_empty() && send.send(Ok(page.items)).await.is_err() {
+                    return;
                 }
                 let (true, Some((ns, name))) = (page.more, last) else {
                     return;

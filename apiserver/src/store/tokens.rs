@@ -6,7 +6,9 @@ use super::{Store, StoreError};
 /// issued.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BoundPod {
+    /// The Pod's name.
     pub name: String,
+    /// The Pod's uid.
     pub uid: String,
     /// Empty when the Pod was not scheduled yet.
     pub node_name: String,
@@ -17,13 +19,19 @@ pub struct BoundPod {
 /// What a token was issued for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenRecord {
+    /// The cluster the token is for.
     pub cluster: String,
+    /// The ServiceAccount's namespace.
     pub namespace: String,
+    /// The ServiceAccount's name.
     pub name: String,
+    /// The ServiceAccount's uid: a token outlives no recreated account of the same name.
     pub uid: String,
+    /// Who the token is for (`aud`): the API server accepts only its own audience.
     pub audiences: Vec<String>,
     /// Unix seconds.
     pub expires_at: i64,
+    /// The Pod the token is bound to, if any: it dies with that Pod.
     pub pod: Option<BoundPod>,
 }
 

@@ -9,10 +9,15 @@ use serde_json::Value;
 /// core group.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
+    /// The cluster the object belongs to.
     pub cluster: String,
+    /// The API group as stored (empty: the core group).
     pub group: String,
+    /// The resource (plural).
     pub resource: String,
+    /// The namespace (empty: cluster-scoped).
     pub namespace: String,
+    /// The object's name.
     pub name: String,
 }
 
@@ -33,12 +38,16 @@ impl ObjectKey {
 /// What a watch event says happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
+    /// The object was created.
     Added,
+    /// The object was changed.
     Modified,
+    /// The object was deleted.
     Deleted,
 }
 
 impl EventType {
+    /// The event type as watches spell it (`ADDED`).
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::Added => "ADDED",
@@ -60,8 +69,11 @@ impl EventType {
 /// One committed change, as fanned out to watchers and kept in the event log.
 #[derive(Clone, Debug)]
 pub struct StoredEvent {
+    /// The resourceVersion the change took.
     pub rv: u64,
+    /// The object changed.
     pub key: ObjectKey,
+    /// What kind of change it was.
     pub kind: EventType,
     /// The object after the change (for `Deleted`, its last state), `metadata.resourceVersion`
     /// set to `rv`.
@@ -71,40 +83,63 @@ pub struct StoredEvent {
     pub prev: Option<Arc<str>>,
 }
 
+/// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The database file could not be opened.
     #[error("opening the database at {path}")]
     Open {
+        /// The database's path.
         path: String,
+        /// Why it failed.
         #[source]
         source: sqlx::Error,
     },
+    /// The schema migrations failed.
     #[error("migrating the database schema")]
     Migrate(#[source] sqlx::migrate::MigrateError),
+    /// A statement failed.
     #[error("database operation failed")]
     Database(#[from] sqlx::Error),
+    /// A stored body (or one to store) is not JSON.
     #[error("stored object is not valid JSON")]
     Corrupt(#[from] serde_json::Error),
+    /// A create found the key taken.
     #[error("the object already exists")]
     AlreadyExists,
+    /// The object to change or delete is not stored.
     #[error("the object does not exist")]
     NotFound,
     /// The object's current resourceVersion is not the one the write was based on.
     #[error("the object has been modified (now at {current})")]
-    Conflict { current: u64 },
+    Conflict {
+        /// The object's resourceVersion now.
+        current: u64,
+    },
     /// The batch this change was committed with failed; nothing of it was written.
     #[error("the write batch failed")]
     Batch(#[source] Arc<StoreError>),
+    /// The writer has stopped (the store was closed).
     #[error("the store is closed")]
     Closed,
     /// The object nests deeper than objects may (they must stay readable).
     #[error("the object nests {depth} levels deep; at most {max} are allowed")]
-    TooDeep { depth: usize, max: usize },
+    TooDeep {
+        /// How deep the object nests.
+        depth: usize,
+        /// The most allowed.
+        max: usize,
+    },
     /// A list read page by page outlived its snapshot: the event log was compacted past it.
     #[error(
         "the list's snapshot at {requested} was compacted away (now {compacted}) while it was read"
     )]
-    SnapshotCompacted { requested: u64, compacted: u64 },
+    SnapshotCompacted {
+        /// The snapshot's version.
+        requested: u64,
+        /// The oldest version the log reaches back to now.
+        compacted: u64,
+    },
     /// The log has an event whose body neither it nor its object holds any longer.
     #[error("the logged event at {0} has lost its body")]
     LostEvent(u64),

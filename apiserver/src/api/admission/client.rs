@@ -22,22 +22,42 @@ const MAX_ENDPOINTS: usize = 64;
 /// Why a call failed (before any answer could be read as a review).
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
+    /// The webhook's URL is not `https://`.
     #[error("only https URLs may be called: {0}")]
     NotHttps(String),
+    /// The webhook's URL could not be taken apart.
     #[error("bad {what} in {url}")]
-    BadUrl { what: &'static str, url: String },
+    BadUrl {
+        /// Which part of the URL is bad (host, port, path).
+        what: &'static str,
+        /// The URL.
+        url: String,
+    },
+    /// Connecting or sending failed.
     #[error(transparent)]
     Send(#[from] SendError),
+    /// The request could not be built.
     #[error("building the request: {0}")]
     Request(#[from] hyper::http::Error),
+    /// The response body could not be read.
     #[error("reading the response: {0}")]
     Body(String),
+    /// The webhook answered with an HTTP error.
     #[error("the server responded with {status}: {body}")]
-    Status { status: u16, body: String },
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The start of the response body.
+        body: String,
+    },
+    /// No answer within the webhook's timeout (worded as kube-apiserver's Go client words it).
     #[error("Post \"https://{host}:{port}{path}\": context deadline exceeded")]
     Timeout {
+        /// The host called.
         host: String,
+        /// The port called.
         port: u16,
+        /// The path called.
         path: String,
     },
 }
@@ -45,7 +65,9 @@ pub enum CallError {
 /// Where to connect and what name the certificate must carry.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Address {
+    /// The host to connect to.
     pub host: String,
+    /// The port to connect to.
     pub port: u16,
     /// The path and query.
     pub path: String,
@@ -130,6 +152,7 @@ impl Clients {
         self.0.len()
     }
 
+    /// Whether no endpoint has a pool.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

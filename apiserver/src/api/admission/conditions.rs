@@ -25,10 +25,13 @@ const MAX_CONDITIONS: usize = 64;
 /// Why a condition is refused before it runs.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    /// The expression is too long, too deep or does not compile.
     #[error(transparent)]
     Bounds(#[from] BoundsError),
+    /// The expression uses `authorizer`, which is not offered here.
     #[error("the authorizer variable is not supported by the embedded cluster")]
     Authorizer,
+    /// The expression's estimated cost is over the limit.
     #[error("{0}")]
     TooCostly(String),
 }
@@ -36,18 +39,38 @@ pub enum Refusal {
 /// Why a condition could not be compiled or evaluated.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConditionError {
+    /// The condition was refused before it ran.
     #[error("matchCondition {name:?}: {why}")]
-    Refused { name: String, why: Refusal },
+    Refused {
+        /// The condition's name.
+        name: String,
+        /// Why it was refused.
+        why: Refusal,
+    },
+    /// Evaluating the condition failed.
     #[error("matchCondition {name:?}: evaluation failed: {message}")]
-    Evaluate { name: String, message: String },
+    Evaluate {
+        /// The condition's name.
+        name: String,
+        /// What the evaluation reported.
+        message: String,
+    },
+    /// The condition gave something other than a bool.
     #[error("matchCondition {name:?}: the expression evaluated to {got}, not a bool")]
-    NotBool { name: String, got: String },
+    NotBool {
+        /// The condition's name.
+        name: String,
+        /// What it gave, as text.
+        got: String,
+    },
+    /// The conditions took longer than [`EVALUATION_TIME`] together.
     #[error("matchConditions: evaluation took longer than {EVALUATION_TIME:?}")]
     Timeout,
 }
 
 /// One compiled condition.
 pub struct Condition {
+    /// The condition's name, as a denial names it.
     pub name: String,
     program: Result<cel::Program, ConditionError>,
 }

@@ -19,12 +19,16 @@ const MAX_TIMEOUT: u64 = 30;
 /// What a request does, as admission names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
+    /// A create.
     Create,
+    /// An update, a patch or an apply to an existing object.
     Update,
+    /// A delete.
     Delete,
 }
 
 impl Operation {
+    /// The operation as AdmissionReview and rules spell it (`CREATE`).
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::Create => "CREATE",
@@ -37,10 +41,13 @@ impl Operation {
 /// Why a webhook's `clientConfig` names no endpoint.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EndpointError {
+    /// `clientConfig.url` is not `https://`.
     #[error("clientConfig.url must be https: {0}")]
     NotHttps(String),
+    /// `clientConfig.service` lacks its namespace or name.
     #[error("clientConfig.service needs a namespace and a name")]
     ServiceIncomplete,
+    /// `clientConfig` names both a URL and a Service, or neither.
     #[error("clientConfig needs exactly one of url and service")]
     NotOne,
 }
@@ -48,18 +55,30 @@ pub enum EndpointError {
 /// Why a webhook's answer is not one (the call failed).
 #[derive(Debug, thiserror::Error)]
 pub enum ResponseError {
+    /// The response body is not JSON.
     #[error("the response is not JSON: {0}")]
     NotJson(#[source] serde_json::Error),
+    /// The response is not an `admission.k8s.io/v1` AdmissionReview.
     #[error("expected an admission.k8s.io/v1 AdmissionReview in response")]
     NotReview,
+    /// The AdmissionReview has no `response`.
     #[error("the AdmissionReview has no response")]
     NoResponse,
+    /// The response answers another request (its uid differs).
     #[error("expected response.uid=\"{want}\", got \"{got}\"")]
-    Uid { want: String, got: String },
+    Uid {
+        /// The request's uid.
+        want: String,
+        /// The uid the response carries.
+        got: String,
+    },
+    /// A validating webhook returned a patch.
     #[error("validating webhook may not return a patch")]
     PatchFromValidating,
+    /// The patch is not valid base64.
     #[error("the patch is not base64: {0}")]
     PatchNotBase64(#[source] base64::DecodeError),
+    /// The patch type is not `JSONPatch`.
     #[error("unsupported patch type {0}")]
     PatchType(Value),
 }
@@ -71,9 +90,13 @@ pub enum Endpoint {
     Url(String),
     /// A Service of the cluster, resolved at call time.
     Service {
+        /// The Service's namespace.
         namespace: String,
+        /// The Service's name.
         name: String,
+        /// The Service port called (443 unless given).
         port: u16,
+        /// The path called on it.
         path: String,
     },
 }
@@ -83,14 +106,21 @@ pub enum Endpoint {
 pub struct Hook {
     /// The configuration it is part of.
     pub configuration: String,
+    /// The webhook's name.
     pub name: String,
+    /// Whether it is a mutating webhook (else validating).
     pub mutating: bool,
+    /// Its `rules`, as written.
     pub rules: Vec<Value>,
+    /// Its `namespaceSelector` (empty: every namespace).
     pub namespace_selector: Value,
+    /// Its `objectSelector` (empty: every object).
     pub object_selector: Value,
+    /// Where it is called, or why its `clientConfig` names nowhere usable.
     pub endpoint: Result<Endpoint, EndpointError>,
     /// The PEM `caBundle`, decoded from base64.
     pub ca_bundle: Option<Vec<u8>>,
+    /// How long a call may take (`timeoutSeconds`).
     pub timeout: Duration,
     /// `failurePolicy: Ignore`.
     pub ignore_failures: bool,
@@ -190,15 +220,25 @@ fn hook_of(configuration: &str, w: &Value, mutating: bool) -> Hook {
 /// What a request is, for matching and for the review.
 #[derive(Clone, Debug)]
 pub struct Attributes {
+    /// The object's API group.
     pub group: String,
+    /// The version the request was made in.
     pub version: String,
+    /// The object's kind.
     pub kind: String,
+    /// The resource (plural) written.
     pub resource: String,
+    /// The subresource written (`status`), if any.
     pub subresource: Option<String>,
+    /// Whether the kind is namespaced (rules' `scope`).
     pub namespaced: bool,
+    /// The object's namespace, if namespaced.
     pub namespace: Option<String>,
+    /// The object's name (empty for a create with `generateName` before it has one).
     pub name: String,
+    /// What the write does.
     pub operation: Operation,
+    /// Whether the request is a dry run.
     pub dry_run: bool,
     /// CreateOptions, UpdateOptions, PatchOptions or DeleteOptions.
     pub options: Value,
@@ -343,11 +383,13 @@ pub fn review(
 /// What a webhook answered.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Verdict {
+    /// Whether the webhook admitted the request.
     pub allowed: bool,
     /// The decoded JSON patch of a mutating webhook.
     pub patch: Option<Vec<u8>>,
     /// The response's `status`, when it denies.
     pub status: Value,
+    /// The webhook's warnings, for the response's `Warning` headers.
     pub warnings: Vec<String>,
 }
 
@@ -427,8 +469,11 @@ const REASONS: &[&str] = &[
 /// A webhook's refusal, returned to the client as kube-apiserver returns it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Denial {
+    /// The HTTP status the client gets.
     pub code: u16,
+    /// The `Status` reason (`Forbidden`, ...).
     pub reason: &'static str,
+    /// The message the client gets.
     pub message: String,
     /// The webhook's own `details` (kind, name, per-field `causes`), untouched.
     pub details: Option<Value>,

@@ -40,7 +40,9 @@ pub enum Verdict {
     Local,
     /// The backend answered its discovery document.
     Passed(Value),
+    /// The backend's Service does not exist (the condition's reason and message).
     ServiceNotFound(String),
+    /// The backend did not answer its discovery document (the condition's message).
     FailedDiscoveryCheck(String),
 }
 
@@ -110,13 +112,19 @@ enum CheckError {
 
 /// Checks the APIServices of the clusters named, until `stop`.
 pub struct Checker {
+    /// Where the APIServices are read and their conditions written.
     pub store: Store,
+    /// What probes the backends and keeps their discovery.
     pub aggregator: Aggregator,
+    /// The clusters whose APIServices are checked.
     pub clusters: Vec<String>,
+    /// How often every APIService is checked again (changes are checked at once).
     pub interval: Duration,
 }
 
 impl Checker {
+    /// Checks until `stop` turns true: every `interval`, and whenever a change that can
+    /// affect an APIService's availability is committed.
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         let mut events = self.store.subscribe();
         let mut tick = tokio::time::interval(self.interval);

@@ -31,22 +31,30 @@ pub const CONFIGMAP: &str = "extension-apiserver-authentication";
 /// The key the CA (certificate and key, PEM) is kept under in the store.
 const CREDENTIAL: &str = "front-proxy-ca";
 
+/// Why a cluster's front-proxy certificates could not be made or loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum FrontProxyError {
+    /// Generating a certificate or key failed.
     #[error("generating the front-proxy certificates")]
     Generate(#[from] rcgen::Error),
+    /// The stored CA could not be loaded as a signer.
     #[error("the stored front-proxy CA")]
     Stored(#[source] rcgen::Error),
+    /// The stored CA is not valid PEM.
     #[error("reading the stored front-proxy CA")]
     Pem(#[from] rustls::pki_types::pem::Error),
+    /// Reading or writing the stored CA failed.
     #[error("the store")]
     Store(#[from] StoreError),
 }
 
 /// The certificate a cluster presents to backends, and the CA that signed it.
 pub struct FrontProxy {
+    /// The CA (PEM) that backends check the client certificate against (`requestheader-client-ca-file`).
     pub ca_pem: String,
+    /// The client certificate chain presented to backends.
     pub client_chain: Vec<CertificateDer<'static>>,
+    /// The client certificate's private key.
     pub client_key: Arc<PrivateKeyDer<'static>>,
 }
 

@@ -116,6 +116,7 @@ pub fn chain(e: &dyn std::error::Error) -> String {
 }
 
 impl Aggregator {
+    /// An aggregator that forwards with `options`' timeouts, a forwarded request lasting at most `longest`.
     pub fn new(options: &AggregationOptions, longest: Duration) -> Self {
         Aggregator {
             inner: Arc::new(Inner::with(proxy::Timeouts {
@@ -126,18 +127,22 @@ impl Aggregator {
         }
     }
 
+    /// The timeouts forwarded requests run under.
     pub fn timeouts(&self) -> proxy::Timeouts {
         self.inner.timeouts.clone()
     }
 
+    /// Sets the client certificate `cluster` presents to its backends.
     pub fn set_identity(&self, cluster: &str, identity: FrontProxy) {
         write(&self.inner.identities).insert(cluster.to_owned(), Arc::new(identity));
     }
 
+    /// The client certificate `cluster` presents to its backends, if set.
     pub fn identity(&self, cluster: &str) -> Option<Arc<FrontProxy>> {
         read(&self.inner.identities).get(cluster).cloned()
     }
 
+    /// Keeps (or, with `None`, forgets) the discovery list a backend of `cluster`'s `apiservice` served.
     pub fn set_discovered(&self, cluster: &str, apiservice: &str, list: Option<Value>) {
         let key = (cluster.to_owned(), apiservice.to_owned());
         let mut d = write(&self.inner.discovered);
@@ -183,10 +188,13 @@ impl Aggregator {
 /// Why a backend cannot be reached before anything is sent.
 #[derive(Debug, thiserror::Error)]
 pub enum Unreachable {
+    /// The backend's Service could not be resolved.
     #[error(transparent)]
     Service(#[from] services::ResolveError),
+    /// The cluster has no client certificate to present to backends.
     #[error("the cluster has no front-proxy identity")]
     NoIdentity,
+    /// The connection to the backend could not be set up.
     #[error("{}", chain(.0))]
     Tls(#[from] proxy::ProxyError),
 }

@@ -24,8 +24,11 @@ use crate::api::{
 /// longest a response (a watch) may stream.
 #[derive(Clone, Debug)]
 pub struct Timeouts {
+    /// How long connecting to a backend may take.
     pub connect: Duration,
+    /// How long a backend may take to send its response's headers.
     pub response_headers: Duration,
+    /// The longest a forwarded request may last (a watch included).
     pub longest: Duration,
 }
 
@@ -39,14 +42,19 @@ impl Default for Timeouts {
     }
 }
 
+/// Why a request could not be forwarded to a backend.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
+    /// The APIService gives no way to check the backend's certificate.
     #[error("the APIService has no caBundle and does not skip TLS verification")]
     NoTrust,
+    /// Connecting or sending failed.
     #[error(transparent)]
     Send(#[from] SendError),
+    /// The forwarded request could not be built.
     #[error("the request")]
     Request(#[from] axum::http::Error),
+    /// The backend sent no response headers in time.
     #[error("the backend sent no response headers within {0:?}")]
     HeadersTimeout(Duration),
 }

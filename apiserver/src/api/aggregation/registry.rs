@@ -12,22 +12,30 @@ pub const DEFAULT_PORT: u16 = 443;
 pub struct ApiService {
     /// `VERSION.GROUP`.
     pub name: String,
+    /// The API group served.
     pub group: String,
+    /// The version of the group served.
     pub version: String,
     /// Where it is served; `None` for a local APIService (served by the cluster itself).
     pub backend: Option<Backend>,
+    /// `spec.groupPriorityMinimum`: orders groups in discovery.
     pub group_priority_minimum: i64,
+    /// `spec.versionPriority`: orders a group's versions in discovery.
     pub version_priority: i64,
 }
 
 /// `spec.service` with how the backend's certificate is checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Backend {
+    /// The Service's namespace.
     pub namespace: String,
+    /// The Service's name.
     pub name: String,
+    /// The Service port forwarded to.
     pub port: u16,
     /// `spec.caBundle`, decoded (PEM).
     pub ca_bundle: Option<Vec<u8>>,
+    /// `spec.insecureSkipTLSVerify`: the backend's certificate is not checked.
     pub insecure_skip_tls_verify: bool,
 }
 

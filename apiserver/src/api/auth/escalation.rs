@@ -15,14 +15,19 @@ use super::{
     rbac::{self, Attributes, Policy},
 };
 
+/// The RBAC API group, whose writes are checked for escalation.
 pub const GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The RBAC kinds whose writes are checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// A namespaced Role.
     Role,
+    /// A ClusterRole.
     ClusterRole,
+    /// A RoleBinding.
     RoleBinding,
+    /// A ClusterRoleBinding.
     ClusterRoleBinding,
 }
 
@@ -54,8 +59,11 @@ impl Kind {
 /// Why a write was refused, in kube-apiserver's words (a 403).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Escalation {
+    /// The kind of RBAC object refused.
     pub kind: Kind,
+    /// The refused object's name.
     pub name: String,
+    /// Why it was refused, as kube-apiserver words it.
     pub message: String,
 }
 

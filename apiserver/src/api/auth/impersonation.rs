@@ -18,19 +18,26 @@ const EXTRA_PREFIX: &str = "impersonate-extra-";
 /// What a request asks to be.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Requested {
+    /// The user name asked for (`Impersonate-User`).
     pub user: String,
+    /// The uid asked for (`Impersonate-Uid`), if any.
     pub uid: Option<String>,
+    /// The groups asked for (`Impersonate-Group`).
     pub groups: Vec<String>,
+    /// The extra attributes asked for (`Impersonate-Extra-*`), by key.
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
 /// A malformed impersonation request.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Malformed {
+    /// Groups, a uid or extras were asked for without a user.
     #[error("impersonating groups, a uid or extra values needs Impersonate-User as well")]
     NoUser,
+    /// The named header's value is not text.
     #[error("the header {0} is not valid text")]
     NotText(String),
+    /// The named header's extra key is not valid percent-encoding.
     #[error("the extra key of {0} is not valid percent-encoding")]
     BadKey(String),
 }

@@ -32,9 +32,13 @@ pub const ADMIN: &str = "admin";
 /// An authenticated caller, as Kubernetes' `UserInfo`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UserInfo {
+    /// The user's name (`admin`, `system:serviceaccount:NS:NAME`, ...).
     pub username: String,
+    /// The user's uid (empty when it has none).
     pub uid: String,
+    /// The groups the user is in.
     pub groups: Vec<String>,
+    /// Extra attributes (from impersonation or a bound token), by key.
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
@@ -49,6 +53,7 @@ impl UserInfo {
         }
     }
 
+    /// Whether the user is in `system:masters`, which RBAC lets do anything.
     pub fn is_master(&self) -> bool {
         self.groups.iter().any(|g| g == MASTERS)
     }
@@ -77,6 +82,7 @@ pub struct LoadedPolicy {
 }
 
 impl LoadedPolicy {
+    /// The policy as RBAC evaluates it.
     pub fn view(&self) -> rbac::Policy<'_> {
         rbac::Policy {
             cluster_roles: &self.cluster_roles,

@@ -13,18 +13,26 @@ use super::{AUTHENTICATED, UserInfo};
 /// What a request asks to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Attributes {
+    /// A request for a resource (or a collection of one).
     Resource {
+        /// The Kubernetes verb (`get`, `list`, `create`, ...).
         verb: String,
+        /// The API group (empty: the core group).
         group: String,
+        /// The resource (plural).
         resource: String,
+        /// The subresource (empty: none).
         subresource: String,
         /// Empty for cluster-scoped requests.
         namespace: String,
         /// Empty for lists, creates and collections.
         name: String,
     },
+    /// A request for a path that names no resource (discovery, health, `/version`).
     NonResource {
+        /// The HTTP verb in lower case (`get`, `post`, ...).
         verb: String,
+        /// The request's path.
         path: String,
     },
 }
@@ -32,16 +40,22 @@ pub enum Attributes {
 /// The stored RBAC objects of one cluster.
 #[derive(Clone, Debug, Default)]
 pub struct Policy<'a> {
+    /// Every ClusterRole of the cluster.
     pub cluster_roles: &'a [Value],
+    /// Every ClusterRoleBinding of the cluster.
     pub cluster_role_bindings: &'a [Value],
+    /// Every Role, of every namespace.
     pub roles: &'a [Value],
+    /// Every RoleBinding, of every namespace.
     pub role_bindings: &'a [Value],
 }
 
 /// The answer, with kube-apiserver's reason text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
+    /// Whether the request may go ahead.
     pub allowed: bool,
+    /// Why, as a SubjectAccessReview's `reason` says it (the binding that allowed it).
     pub reason: String,
 }
 

@@ -22,8 +22,11 @@ use crate::{
 
 /// The `extra` keys of a Pod-bound token's user, as kube-apiserver names them.
 pub const EXTRA_POD_NAME: &str = "authentication.kubernetes.io/pod-name";
+/// The `extra` key holding the uid of the Pod a token is bound to.
 pub const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
+/// The `extra` key holding the Node the token's Pod ran on.
 pub const EXTRA_NODE_NAME: &str = "authentication.kubernetes.io/node-name";
+/// The `extra` key holding the uid of the Node the token's Pod ran on.
 pub const EXTRA_NODE_UID: &str = "authentication.kubernetes.io/node-uid";
 
 /// A token's lifetime when the request names none.

@@ -241,18 +241,16 @@ fn with_defaults<'a>(schema: Option<&Value>, text: &'a str) -> std::borrow::Cow<
     }
 }
 
-/// How many stored objects go into one chunk of a streamed list body.
-const OBJECTS_PER_CHUNK: usize = 32;
-
 /// A whole collection, unpaged: streamed from one snapshot as the store reads it, so that the
 /// gateway's memory does not grow with the collection (a full list of 100,000 objects of 2 KB
-/// would otherwise be held twice, as rows and as the body). A storage error after the first
-/// bytes ends the body early, and the client sees a truncated list, never a partial one it
-/// could mistake for complete.
+/// would otherwise be held twice, as rows and as the body). Each page the store hands over
+/// becomes one chunk of the body, its stored texts spliced in as they are. A storage error after
+/// the first bytes ends the body early, and the client sees a truncated list, never a partial
+/// one it could mistake for complete.
 async fn stream_verbatim(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
     use futures::StreamExt;
     let (group, resource, ns) = (&t.def.storage_group, &t.def.plural, t.namespace.as_deref());
-    let (rv, objects) = st
+    let (rv, pages) = st
         .store
         .stream_raw(&ctx.cluster, group, resource, ns)
         .await
@@ -260,24 +258,17 @@ async fn stream_verbatim(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respons
     let head = list::verbatim_head(&t.def, &t.version, &list::metadata(rv, None));
     let mut first = true;
     let defaults = read_defaults(st, ctx, t);
-    let items = tokio_stream::wrappers::ReceiverStream::new(objects)
-        .ready_chunks(OBJECTS_PER_CHUNK)
-        .map(move |chunk| {
-            let mut out = String::with_capacity(
-                chunk
-                    .iter()
-                    .map(|o| o.as_ref().map_or(0, |o| o.body.len() + 1))
-                    .sum(),
-            );
-            for o in chunk {
-                let o = o.inspect_err(|e| tracing::error!(error = %e, "streamed list failed"))?;
-                if !std::mem::take(&mut first) {
-                    out.push(',');
-                }
-                out.push_str(&with_defaults(defaults.as_deref(), &o.body));
+    let items = tokio_stream::wrappers::ReceiverStream::new(pages).map(move |page| {
+        let page = page.inspect_err(|e| tracing::error!(error = %e, "streamed list failed"))?;
+        let mut out = String::with_capacity(page.iter().map(|o| o.body.len() + 1).sum());
+        for o in &page {
+            if !std::mem::take(&mut first) {
+                out.push(',');
             }
-            Ok::<_, crate::store::StoreError>(axum::body::Bytes::from(out))
-        });
+            out.push_str(&with_defaults(defaults.as_deref(), &o.body));
+        }
+        Ok::<_, crate::store::StoreError>(axum::body::Bytes::from(out))
+    });
     let body = futures::stream::once(async move { Ok(axum::body::Bytes::from(head)) })
         .chain(items)
         .chain(futures::stream::once(async {
