@@ -314,7 +314,7 @@ pub struct Prepared {
     store: Store,
     tls: tls::ServingTls,
     listener: TcpListener,
-    unix: Option<UnixListener>,
+    unix: Option<StagedUnix>,
     hosting: Hosting,
     aggregator: Aggregator,
     state: ApiState,
@@ -465,6 +465,8 @@ impl Prepared {
             source,
         })?;
 
+        // Nothing is left to fail or wait for: the socket goes where clients look for it.
+        let unix = unix.map(StagedUnix::publish).transpose()?;
         let (stop, stop_rx) = watch::channel(false);
         let acceptor = TlsAcceptor::from(tls.config);
         let renewal = tokio::spawn(tls::keep_fresh(tls.renewal, stop_rx.clone()));
@@ -596,8 +598,42 @@ async fn compact_periodically(store: Store, policy: Compaction, embedded: Vec<St
     }
 }
 
-/// Binds `path` for the owner only, replacing a stale socket; its parent must exist.
-fn bind_unix(path: &Path) -> Result<UnixListener, ServerError> {
+/// A unix listener bound and listening at a private staging path; [`StagedUnix::publish`] moves
+/// it to its public path once the server accepts. Until then a client finds no socket there
+/// and its connect fails at once, instead of waiting in the backlog of a server still starting
+/// (a restarted hub gateway opens its store and hosts its mirrors first: the hub worker's fleet
+/// reads would wait that long).
+struct StagedUnix {
+    listener: Option<UnixListener>,
+    path: PathBuf,
+    private: PathBuf,
+}
+
+impl StagedUnix {
+    fn staged(&self) -> PathBuf {
+        self.private.join("s")
+    }
+
+    /// Moves the socket into place; the listener to accept on.
+    fn publish(mut self) -> Result<UnixListener, ServerError> {
+        std::fs::rename(self.staged(), &self.path).map_err(|e| ServerError::UnixSocket {
+            path: self.path.clone(),
+            reason: format!("moving into place: {e}"),
+        })?;
+        tracing::info!(path = %self.path.display(), "serving plain HTTP on the unix socket");
+        Ok(self.listener.take().expect("published once"))
+    }
+}
+
+impl Drop for StagedUnix {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.private);
+    }
+}
+
+/// Binds `path` for the owner only, staged beside it (see [`StagedUnix`]), after removing a
+/// stale socket there; its parent must exist.
+fn bind_unix(path: &Path) -> Result<StagedUnix, ServerError> {
     use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
     let fail = |reason: String| ServerError::UnixSocket {
         path: path.to_owned(),
@@ -630,19 +666,17 @@ fn bind_unix(path: &Path) -> Result<UnixListener, ServerError> {
         .mode(0o700)
         .create(&private)
         .map_err(|e| fail(format!("creating {}: {e}", private.display())))?;
-    let staged = private.join("s");
-    let bound = UnixListener::bind(&staged)
-        .map_err(|e| e.to_string())
-        .and_then(|l| {
-            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| format!("setting mode 0600: {e}"))?;
-            std::fs::rename(&staged, path).map_err(|e| format!("moving into place: {e}"))?;
-            Ok(l)
-        });
-    let _ = std::fs::remove_dir_all(&private);
-    let listener = bound.map_err(fail)?;
-    tracing::info!(path = %path.display(), "serving plain HTTP on the unix socket");
-    Ok(listener)
+    let mut staged = StagedUnix {
+        listener: None,
+        path: path.to_owned(),
+        private,
+    };
+    let at = staged.staged();
+    let listener = UnixListener::bind(&at).map_err(|e| fail(e.to_string()))?;
+    std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| fail(format!("setting mode 0600: {e}")))?;
+    staged.listener = Some(listener);
+    Ok(staged)
 }
 
 /// The owner-only directory a socket in `parent` is bound in before it is moved into place:
@@ -674,10 +708,14 @@ mod tests {
         // looser: the bind must not depend on the umask.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = dir.path().join("gw.sock");
-        let first = bind_unix(&path).unwrap();
+        let first = bind_unix(&path).unwrap().publish().unwrap();
         drop(first);
-        // The socket left behind by a stopped gateway is replaced.
-        let _listener = bind_unix(&path).unwrap();
+        // The socket left behind by a stopped gateway is replaced; until the server publishes
+        // it nothing is there to connect to (no wait in the backlog of a server not serving).
+        let staged = bind_unix(&path).unwrap();
+        assert!(std::fs::symlink_metadata(&path).is_err());
+        assert!(UnixStream::connect(&path).await.is_err());
+        let _listener = staged.publish().unwrap();
         let meta = std::fs::symlink_metadata(&path).unwrap();
         assert!(meta.file_type().is_socket());
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
