@@ -10,6 +10,8 @@
 //! - [`applications`]: image mode, the node agents kept installed under a Lease.
 //! - [`environment`]: the process environment, read once by the binary and handed in.
 
+#![warn(missing_docs)]
+
 pub mod admission;
 pub mod api;
 pub mod applications;

@@ -18,7 +18,9 @@ const RES: &str = "spec.resources";
 /// The Settings that gate an Instance's privileges.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Privileges {
+    /// `instance-privileged-allowed`: Instances may run privileged.
     pub privileged: bool,
+    /// `instance-host-path-volume-allowed`: Instances may mount host paths.
     pub host_path: bool,
 }
 

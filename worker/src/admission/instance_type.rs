@@ -12,6 +12,7 @@ use crate::names;
 
 /// The label a pool's LocalQueue name is found by.
 pub use gpustack_api::labels::QUEUE_ENTRANCE;
+/// The CPU key of a pool whose CPU is not known.
 pub const GENERIC: &str = "generic";
 
 /// The defaulted object (`it` is the whole InstanceType as JSON); `aware_cpu` is the setting

@@ -30,6 +30,7 @@ pub const CONTAINER: &str = "main";
 /// How much of a refusal is read into the error it becomes.
 const MAX_REFUSAL_BYTES: usize = 64 << 10;
 
+/// A log query that does not decode.
 #[derive(Debug, thiserror::Error)]
 #[error("the query: {0}")]
 pub struct BadQuery(#[from] serde_urlencoded::de::Error);

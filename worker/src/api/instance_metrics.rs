@@ -36,8 +36,11 @@ const MAX_SUMMARY_BYTES: usize = 16 << 20;
 /// Totals and usage of one sample, in the units the sample states them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Figures {
+    /// CPU in millicores.
     pub cpu_milli_cores: Option<i64>,
+    /// Memory in MiB.
     pub memory_mib: Option<i64>,
+    /// Local storage in MiB.
     pub storage_mib: Option<i64>,
 }
 
@@ -175,16 +178,22 @@ pub struct NodeStats {
     nodes: Mutex<HashMap<String, NodeSlot>>,
 }
 
+/// Why a node's stats summary could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum StatsError {
+    /// The node proxy request failed.
     #[error("reading the node proxy: {0}")]
     Request(#[from] kube::Error),
+    /// The request could not be built.
     #[error("building the request: {0}")]
     Build(#[from] http::Error),
+    /// The kubelet answered this status.
     #[error("the node's kubelet answered {0}")]
     Refused(u16),
+    /// The summary was too large or cut off.
     #[error("the stats summary is larger than {MAX_SUMMARY_BYTES} bytes or was cut off")]
     Body,
+    /// The summary is not JSON.
     #[error("the stats summary is not JSON: {0}")]
     Json(#[from] serde_json::Error),
 }

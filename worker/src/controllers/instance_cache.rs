@@ -132,18 +132,22 @@ impl InstanceCache {
         })
     }
 
+    /// Every Instance the cache holds.
     pub fn instances(&self) -> &Store<Instance> {
         &self.instances.store
     }
 
+    /// Every Instance Pod the cache holds.
     pub fn pods(&self) -> &Store<Pod> {
         &self.pods.store
     }
 
+    /// One Instance, if the cache holds it.
     pub fn instance(&self, namespace: &str, name: &str) -> Option<Arc<Instance>> {
         self.instances.get(namespace, name)
     }
 
+    /// One Pod, if the cache holds it.
     pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
         self.pods.get(namespace, name)
     }

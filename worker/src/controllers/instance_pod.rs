@@ -30,7 +30,9 @@ pub const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 pub const PART_OF: &str = "app.kubernetes.io/part-of";
 /// The `resource.gpustack.ai/type` of an Instance's Pods and Services.
 pub const INSTANCES: &str = "instances";
+/// The name of the container that runs the Instance's image.
 pub const MAIN: &str = "main";
+/// The name of the SSH sidecar.
 pub const SSHD: &str = "sshd";
 /// Where the sidecar finds the authorized keys.
 const AUTHORIZED_KEYS: &str = "/var/run/sshd-authorized-keys";
@@ -38,6 +40,7 @@ const DEFAULT_MOUNT: &str = "/workspace";
 
 /// The accelerator side of a pool: its manufacturer's resolved facts.
 pub struct Accelerated<'a> {
+    /// The manufacturer's resolved facts (resource names, runtime).
     pub manufacturer: &'a ResolvedManufacturer,
     /// The pool offers logical slices.
     pub sliceable: bool,
@@ -45,11 +48,15 @@ pub struct Accelerated<'a> {
 
 /// Everything a Pod is rendered from.
 pub struct PodInputs<'a> {
+    /// The Instance.
     pub instance: &'a Instance,
+    /// Its InstanceType.
     pub instance_type: &'a InstanceType,
     /// The pool's Kueue entrance (its LocalQueue's name).
     pub entrance: &'a str,
+    /// The accelerator side, for an accelerated pool.
     pub accelerated: Option<Accelerated<'a>>,
+    /// The settings the Pod depends on.
     pub settings: &'a InstanceSettings,
     /// The pinned node's hostname label, when `spec.nodeName` is set and the Node is known.
     pub pinned_hostname: Option<&'a str>,

@@ -5,14 +5,20 @@ use std::collections::BTreeMap;
 
 use crate::settings::catalog;
 
+/// The settings the Instance controller reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InstanceSettings {
     /// Requests scaled below limits (`instance-general-resources-overcommit`).
     pub overcommit: bool,
+    /// The SSH sidecar's image.
     pub ssh_server_image: String,
+    /// `container-registry`: the registry the SSH sidecar's image is pulled from.
     pub container_registry: String,
+    /// `container-namespace`: the registry namespace of that image.
     pub container_namespace: String,
+    /// `instance-access-static-address`: the address Instances are reached at.
     pub access_static_address: String,
+    /// `instance-access-wildcard-dns`: the wildcard domain Instances are named under.
     pub access_wildcard_dns: String,
 }
 
@@ -23,6 +29,7 @@ impl Default for InstanceSettings {
 }
 
 impl InstanceSettings {
+    /// The settings from the Secret's values, defaults where absent.
     pub fn from_values(values: &BTreeMap<String, String>) -> Self {
         let text = |name: &str| {
             values

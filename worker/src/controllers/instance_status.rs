@@ -15,7 +15,9 @@ use super::instance_pod::MAIN;
 /// A phase and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Summary {
+    /// The phase (`Starting`, `Ready`, ...).
     pub phase: &'static str,
+    /// Why, for people.
     pub message: String,
 }
 

@@ -30,9 +30,11 @@ pub const ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
 
 /// What the loop sees of one Instance.
 pub struct Observed<'a> {
+    /// The Instance.
     pub instance: &'a Instance,
     /// The Pod of the same name (whoever owns it).
     pub pod: Option<&'a Pod>,
+    /// The NodePort Service of the same name.
     pub service: Option<&'a Service>,
     /// `None`: the pool does not exist.
     pub instance_type: Option<&'a InstanceType>,
@@ -44,20 +46,26 @@ pub struct Observed<'a> {
     pub access: (&'a str, &'a str),
 }
 
+/// The controller's next write for one Instance.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
     /// Nothing to do until something changes.
     Idle,
     /// Look again after a while (another party acts meanwhile).
     Wait(Duration),
+    /// Add the `gpustack.ai/controlled` finalizer.
     AddFinalizer,
+    /// Remove the finalizer: nothing is left to clean up.
     RemoveFinalizer,
     /// Replace the status with this one.
     Status(InstanceStatus),
+    /// Delete the Pod.
     DeletePod,
     /// Set `spec.stop`: the pool is gone, deleting or draining.
     Stop(&'static str),
+    /// Create the Pod.
     CreatePod,
+    /// Create the NodePort Service.
     CreateService,
 }
 

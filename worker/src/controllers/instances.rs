@@ -47,12 +47,17 @@ const CACHE_LAG: Duration = Duration::from_secs(10);
 /// How soon a write refused for an older version than the cluster's is decided again.
 const CONFLICT_AGAIN: Duration = Duration::from_millis(200);
 
+/// Why a write for an Instance failed.
 #[derive(Debug, thiserror::Error)]
 pub enum InstanceError {
+    /// The cluster refused or did not answer.
     #[error("instance {namespace}/{name}: {source}")]
     Kube {
+        /// The Instance's namespace.
         namespace: String,
+        /// The Instance's name.
         name: String,
+        /// The cause.
         #[source]
         source: kube::Error,
     },

@@ -25,6 +25,7 @@ pub enum Loop {
 }
 
 impl Loop {
+    /// Every controller, for the series present from the start.
     pub const ALL: [Loop; 5] = [
         Loop::Node,
         Loop::Chain,
@@ -33,6 +34,7 @@ impl Loop {
         Loop::ModelManagerNodes,
     ];
 
+    /// The `controller` label value.
     pub fn as_str(self) -> &'static str {
         match self {
             Loop::Node => "node",
@@ -50,6 +52,7 @@ impl Loop {
     }
 }
 
+/// The controllers' reconcile counts, durations, queue depths and leadership.
 #[derive(Clone)]
 pub struct ReconcileMetrics {
     total: IntCounterVec,
@@ -59,6 +62,7 @@ pub struct ReconcileMetrics {
 }
 
 impl ReconcileMetrics {
+    /// Registers the series in `registry`.
     pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
         let total = IntCounterVec::new(
             Opts::new(
@@ -110,6 +114,7 @@ impl ReconcileMetrics {
         Ok(m)
     }
 
+    /// Records one reconcile: whether it succeeded and how long it took.
     pub fn observe(&self, controller: Loop, ok: bool, took: Duration) {
         let result = if ok { "success" } else { "error" };
         self.total
@@ -135,6 +140,7 @@ impl ReconcileMetrics {
             .set(i64::try_from(pending).unwrap_or(i64::MAX));
     }
 
+    /// Whether this replica leads.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
     }
