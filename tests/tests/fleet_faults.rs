@@ -237,7 +237,7 @@ fn slowest(
         .filter(|r| r.ok)
         .map(|r| (r.at.saturating_duration_since(from), r.took))
         .collect();
-    ok.sort_by(|a, b| b.1.cmp(&a.1));
+    ok.sort_by_key(|r| std::cmp::Reverse(r.1));
     ok.truncate(n);
     ok
 }
