@@ -3,6 +3,8 @@
 //! agents): what a process needs to answer HTTPS and unix-socket clients, and nothing of any
 //! API.
 //!
+//! - [`any_server_cert`]: a client check that takes any server certificate, for self-made ones
+//!   trusted otherwise.
 //! - [`backoff`]: the one retry schedule (a base doubling to a cap) every service uses.
 //! - [`certs`]: a generated CA and serving certificate for given names, rustls server
 //!   configurations (ring provider only), and a certificate slot reloaded when its files change.
@@ -19,6 +21,7 @@
 //! Deliberately absent: any REST toolkit, store or Kubernetes client, so that a node agent's
 //! crate graph holds nothing of the API servers (`tests/tests/crate_dependencies.rs` checks the tree).
 
+pub mod any_server_cert;
 pub mod backoff;
 pub mod certs;
 pub mod connections;

@@ -14,6 +14,7 @@ use std::{
     time::Duration,
 };
 
+use gpustack_serving::any_server_cert::AnyServerCertificate;
 use http_body_util::Full;
 use hyper::{
     Request, Response,
@@ -21,12 +22,7 @@ use hyper::{
     client::conn::http1::SendRequest,
 };
 use hyper_util::rt::TokioIo;
-use rustls::{
-    DigitallySignedStruct, SignatureScheme,
-    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
-    crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature},
-    pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject},
-};
+use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 
 use crate::api::aggregation::front_proxy::FrontProxy;
 
@@ -111,55 +107,6 @@ pub enum SendError {
     Closed,
 }
 
-/// Accepts any server certificate, still checking the handshake's signatures.
-#[derive(Debug)]
-struct SkipVerification(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for SkipVerification {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 /// The TLS client settings for `trust`, presenting `identity`'s certificate when there is one
 /// (the cluster's front-proxy client certificate: the server then knows the call comes from the
 /// API server).
@@ -174,7 +121,7 @@ pub fn client_config(
     let builder = match trust {
         Trust::SkipVerification => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(SkipVerification(provider))),
+            .with_custom_certificate_verifier(Arc::new(AnyServerCertificate(provider))),
         Trust::Bundle(ca) => {
             let mut roots = rustls::RootCertStore::empty();
             for cert in CertificateDer::pem_slice_iter(ca) {

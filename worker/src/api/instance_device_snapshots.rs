@@ -15,17 +15,13 @@ use std::{
 };
 
 use gpustack_api::Manufacturer;
+use gpustack_serving::any_server_cert::AnyServerCertificate;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, api::ListParams};
-use rustls::{
-    DigitallySignedStruct, SignatureScheme,
-    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
-    crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature},
-    pki_types::{CertificateDer, ServerName, UnixTime},
-};
+use rustls::pki_types::ServerName;
 
 use super::instance_accelerators::Snapshot;
 
@@ -96,7 +92,8 @@ impl DeviceSnapshots {
             .with_safe_default_protocol_versions()
             .expect("ring supports the default protocol versions")
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            // The device manager serves a self-made certificate; no credential is sent to it.
+            .with_custom_certificate_verifier(Arc::new(AnyServerCertificate(provider)))
             .with_no_client_auth();
         DeviceSnapshots {
             system_namespace: system_namespace.to_owned(),
@@ -243,56 +240,6 @@ fn ready_endpoint(pod: &Pod) -> Option<(String, u16)> {
         .and_then(|p| u16::try_from(p.container_port).ok())
         .unwrap_or(DEFAULT_PORT);
     ready.then_some((ip, port))
-}
-
-/// Accepts the device manager's self-made certificate, still checking the handshake's
-/// signatures.
-#[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 #[cfg(test)]
