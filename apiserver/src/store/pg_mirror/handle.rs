@@ -8,25 +8,13 @@ use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
 
 use super::{
     reads::{self, Collection, Row},
-    tailer,
+    tailer::{self, Wakeup},
     writer::{self, MirrorChange, Outcome, Pending},
 };
 use crate::store::types::{ObjectKey, StoreError, StoredEvent, to_u64};
 
 /// How many changes may wait for the writer before callers wait to queue theirs.
 const WRITE_QUEUE: usize = 1024;
-
-/// How a replica's tailer learns that some replica committed.
-#[derive(Clone, Copy, Debug)]
-pub enum Wakeup {
-    /// `LISTEN` on the writers' `NOTIFY` (and a slow poll as a safety net): the default.
-    Listen,
-    /// A poll of the log this often, nothing else: the alternative `Listen` was chosen over
-    /// (the tests measure both: `LISTEN` fans out in about 1 ms at p50, a 10 ms poll in 7 ms,
-    /// and polling reads the log every 10 ms on every replica while nothing happens).
-    #[cfg_attr(not(test), allow(dead_code))]
-    Poll(std::time::Duration),
-}
 
 /// The mirrored objects on PostgreSQL. Its tasks end when it is dropped.
 pub struct PgMirror {

@@ -17,8 +17,9 @@ mod reads;
 mod tailer;
 mod writer;
 
-pub use handle::{PgMirror, Wakeup};
+pub use handle::PgMirror;
 pub use reads::Collection;
+pub use tailer::Wakeup;
 pub use writer::MirrorChange;
 
 #[cfg(test)]

@@ -11,8 +11,20 @@ use std::{sync::Arc, time::Duration};
 use sqlx::{PgPool, postgres::PgListener};
 use tokio::sync::{Notify, broadcast, watch};
 
-use super::{handle::Wakeup, reads, writer::CHANNEL};
+use super::{reads, writer::CHANNEL};
 use crate::store::types::StoredEvent;
+
+/// How a replica's tailer learns that some replica committed.
+#[derive(Clone, Copy, Debug)]
+pub enum Wakeup {
+    /// `LISTEN` on the writers' `NOTIFY` (and a slow poll as a safety net): the default.
+    Listen,
+    /// A poll of the log this often, nothing else: the alternative `Listen` was chosen over
+    /// (the tests measure both: `LISTEN` fans out in about 1 ms at p50, a 10 ms poll in 7 ms,
+    /// and polling reads the log every 10 ms on every replica while nothing happens).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Poll(std::time::Duration),
+}
 
 /// How often the log is read with no notification: the safety net, not the path.
 const POLL: Duration = Duration::from_secs(1);
