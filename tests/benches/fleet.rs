@@ -326,12 +326,7 @@ async fn main() {
         Some(hwm <= 100.0),
     ));
 
-    println!(
-        "\nsummary (reproduce: cargo build --release --bin gpustack-operator && cargo bench -p gpustack-tests --bench fleet):"
-    );
-    for f in &figures {
-        println!("  {}", f.line());
-    }
+    gpustack_tests::bench::print_summary("fleet", &figures);
     drop(worker);
     drop(hub);
     drop(mirror);

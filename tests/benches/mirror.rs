@@ -111,7 +111,7 @@ fn disk_figure(data: &Path, objects: usize, object_bytes: usize) -> Figure {
     )
 }
 
-use bench::{client, copy_dir, create_devices, devices_resource};
+use bench::{client, create_devices, devices_resource};
 
 /// Starts a `worker-gateway` process (blocking: it waits for kubectl to reach it).
 fn launch(data: &Path, cluster: &str, args: &[&str]) -> GatewayProcess {
@@ -234,25 +234,13 @@ async fn main() {
     );
     let template_data = template.data_dir.clone();
     assert!(tokio::task::block_in_place(|| template.stop()).success());
-    let mut upstreams = Vec::new();
-    let mut file = String::new();
-    for k in 0..n {
-        let data = root.join(format!("u{k}"));
-        copy_dir(&template_data, &data);
-        let gw = launch(&data, "template", &["--embedded-cluster=template"]);
-        file.push_str(&format!(
-            "- name: u{k}\n  kubeconfig: {}\n",
-            gw.kubeconfig().display()
-        ));
-        upstreams.push(gw);
-    }
-    std::fs::write(root.join("upstreams.yaml"), file).unwrap();
+    let (upstreams, upstreams_flag) =
+        gpustack_tests::bench::upstreams_from_template(root, &template_data, n);
     let upstream_clients: Vec<Client> =
         futures::future::join_all(upstreams.iter().map(client_of)).await;
     println!("{n} upstreams serving {per} Devices each");
 
     // 1. Time to a fully synced mirror.
-    let upstreams_flag = format!("--upstreams={}", root.join("upstreams.yaml").display());
     let start = Instant::now();
     let hub = launch(
         &root.join("hub"),
@@ -565,12 +553,7 @@ async fn main() {
     ));
     figures.push(disk_figure(&hub.data_dir, listed, object_bytes));
 
-    println!(
-        "\nsummary (reproduce: cargo build --release --bin gpustack-operator && cargo bench -p gpustack-tests --bench mirror):"
-    );
-    for f in &figures {
-        println!("  {}", f.line());
-    }
+    gpustack_tests::bench::print_summary("mirror", &figures);
     drop(hub);
     drop(upstreams);
 }

@@ -32,7 +32,7 @@ use std::{
 };
 
 use gpustack_tests::{
-    bench::{Figure, client, copy_dir, create_devices, env_usize, median},
+    bench::{Figure, client, create_devices, env_usize, median},
     embedded::{GatewayProcess, free_port},
     hub::http_over_unix,
     postgres::Postgres,
@@ -88,17 +88,17 @@ struct Run {
     list_ms: f64,
 }
 
-/// Starts a hub on `store_flags` mirroring the upstreams of `upstreams_file`, measures its
+/// Starts a hub on `store_flags` mirroring the upstreams `upstreams_flag` names, measures its
 /// sync and its fleet lists, and stops it.
 async fn measure(
     root: &Path,
+    upstreams_flag: &str,
     label: &str,
     store_flags: &[&str],
     (n, per, lists): (usize, usize, usize),
 ) -> Run {
     let total = n * per;
-    let upstreams = format!("--upstreams={}", root.join("upstreams.yaml").display());
-    let mut args = vec![upstreams.as_str(), "--worker-conn-mode=loopback"];
+    let mut args = vec![upstreams_flag, "--worker-conn-mode=loopback"];
     args.extend_from_slice(store_flags);
     let start = Instant::now();
     let hub = launch(&root.join(format!("hub-{label}")), "u0", &args);
@@ -169,19 +169,8 @@ async fn main() {
     create_devices(&template_client, names, 8).await;
     let template_data = template.data_dir.clone();
     assert!(tokio::task::block_in_place(|| template.stop()).success());
-    let mut upstreams = Vec::new();
-    let mut file = String::new();
-    for k in 0..n {
-        let data = root.join(format!("u{k}"));
-        copy_dir(&template_data, &data);
-        let gw = launch(&data, "template", &["--embedded-cluster=template"]);
-        file.push_str(&format!(
-            "- name: u{k}\n  kubeconfig: {}\n",
-            gw.kubeconfig().display()
-        ));
-        upstreams.push(gw);
-    }
-    std::fs::write(root.join("upstreams.yaml"), file).unwrap();
+    let (upstreams, upstreams_flag) =
+        gpustack_tests::bench::upstreams_from_template(root, &template_data, n);
     println!("{n} upstreams serving {per} Devices each");
 
     let pg = Postgres::start();
@@ -194,8 +183,8 @@ async fn main() {
     let store = format!("--store={url}");
 
     let sizes = (n, per, lists);
-    let sqlite = measure(root, "sqlite", &[], sizes).await;
-    let postgres = measure(root, "postgres", &[store.as_str()], sizes).await;
+    let sqlite = measure(root, &upstreams_flag, "sqlite", &[], sizes).await;
+    let postgres = measure(root, &upstreams_flag, "postgres", &[store.as_str()], sizes).await;
 
     let mut figures = Vec::new();
     for (label, run) in [("SQLite", &sqlite), ("PostgreSQL", &postgres)] {
@@ -230,11 +219,6 @@ async fn main() {
         Some("<= 1.3"),
         Some(list_ratio <= 1.3),
     ));
-    println!(
-        "\nsummary (reproduce: cargo build --release --bin gpustack-operator && cargo bench -p gpustack-tests --bench mirror_backends):"
-    );
-    for f in &figures {
-        println!("  {}", f.line());
-    }
+    gpustack_tests::bench::print_summary("mirror_backends", &figures);
     drop(upstreams);
 }

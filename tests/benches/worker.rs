@@ -300,10 +300,5 @@ async fn main() {
         Some(took.is_some_and(|d| d <= Duration::from_secs(2))),
     ));
 
-    println!(
-        "\nsummary (reproduce: cargo build --release --bin gpustack-operator && cargo bench -p gpustack-tests --bench worker):"
-    );
-    for f in &figures {
-        println!("  {}", f.line());
-    }
+    gpustack_tests::bench::print_summary("worker", &figures);
 }

@@ -210,10 +210,5 @@ async fn main() {
         Some(peak <= 200.0),
     ));
 
-    println!(
-        "\nsummary (reproduce: cargo build --release --bin gpustack-operator && cargo bench -p gpustack-tests --bench worker_controllers):"
-    );
-    for f in &figures {
-        println!("  {}", f.line());
-    }
+    gpustack_tests::bench::print_summary("worker_controllers", &figures);
 }

@@ -96,6 +96,39 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// `n` upstreams `u0`..`u<n-1>`, each a gateway serving a copy of a stopped gateway's data
+/// directory `template_data` (its cluster named `template`), and the hub's upstreams file
+/// listing them at `root/upstreams.yaml`; returns them with the hub's `--upstreams=` flag.
+/// Called from a multi-threaded runtime (the starts block).
+pub fn upstreams_from_template(
+    root: &std::path::Path,
+    template_data: &std::path::Path,
+    n: usize,
+) -> (Vec<crate::embedded::GatewayProcess>, String) {
+    let mut upstreams = Vec::new();
+    let mut file = String::new();
+    for k in 0..n {
+        let data = root.join(format!("u{k}"));
+        copy_dir(template_data, &data);
+        let gw = tokio::task::block_in_place(|| {
+            crate::embedded::GatewayProcess::start_with(
+                &data,
+                "template",
+                crate::embedded::free_port(),
+                &["--embedded-cluster=template"],
+            )
+        });
+        file.push_str(&format!(
+            "- name: u{k}\n  kubeconfig: {}\n",
+            gw.kubeconfig().display()
+        ));
+        upstreams.push(gw);
+    }
+    let path = root.join("upstreams.yaml");
+    std::fs::write(&path, file).unwrap();
+    (upstreams, format!("--upstreams={}", path.display()))
+}
+
 /// A `/proc/<pid>/status` field in kB (`VmRSS`, `VmHWM`), as MB (10^6 bytes, as the targets).
 pub fn proc_status_mb(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -222,6 +255,16 @@ pub async fn client(kubeconfig: &std::path::Path) -> kube::Client {
         .await
         .expect("kube config");
     kube::Client::try_from(config).expect("kube client")
+}
+
+/// Prints the closing summary: each figure, under the command that reproduces them.
+pub fn print_summary(bench: &str, figures: &[Figure]) {
+    println!(
+        "\nsummary (reproduce: cargo build --release --bin gpustack-operator && cargo bench -p gpustack-tests --bench {bench}):"
+    );
+    for f in figures {
+        println!("  {}", f.line());
+    }
 }
 
 #[cfg(test)]
