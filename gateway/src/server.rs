@@ -1,6 +1,7 @@
 //! Running the hub: the embedded API server (its embedded clusters, if any), the mirrors
 //! hosted in it before it serves, and the operations API beside its clusters.
 
+use futures::future::{BoxFuture, LocalBoxFuture};
 use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use axum::Router;
@@ -102,7 +103,18 @@ impl Extension for Hub {
 impl Gateway {
     /// Opens the store, hosts the embedded clusters and the mirrors, and starts serving;
     /// `/metrics` serves `metrics`, with the hub's and the API server's series added to it.
-    pub async fn start(
+    ///
+    /// Boxed here so that its state machine is compiled with this crate: rustc compiles an
+    /// async body in the crate that polls it, which would otherwise be the binary, again after
+    /// every change here.
+    pub fn start(
+        opts: GatewayOptions,
+        metrics: &prometheus::Registry,
+    ) -> LocalBoxFuture<'_, Result<Gateway, GatewayError>> {
+        Box::pin(Self::start_serving(opts, metrics))
+    }
+
+    async fn start_serving(
         opts: GatewayOptions,
         metrics: &prometheus::Registry,
     ) -> Result<Gateway, GatewayError> {
@@ -169,8 +181,10 @@ impl Gateway {
 
     /// Stops accepting, ends watches, drains connections (up to 10 s), stops the mirrors and
     /// closes the stores.
-    pub async fn shutdown(self) {
-        self.server.shutdown().await;
-        self.hub.close().await;
+    pub fn shutdown(self) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            self.server.shutdown().await;
+            self.hub.close().await;
+        })
     }
 }

@@ -98,11 +98,18 @@ async fn serve_until_signal(config: Config, kubeconfig: &str) -> anyhow::Result<
     let env: serve::Env = Arc::new(|name: &str| std::env::var(name).ok());
     let root = SystemRoot::from_env(|name| std::env::var(name).ok());
     let registry = prometheus::Registry::new();
-    serve::run(config, client, registry, root, env, async {
-        if let Err(e) = shutdown_signal().await {
-            tracing::error!("waiting for a signal: {e}");
-        }
-    })
+    serve::run(
+        config,
+        client,
+        registry,
+        root,
+        env,
+        Box::pin(async {
+            if let Err(e) = shutdown_signal().await {
+                tracing::error!("waiting for a signal: {e}");
+            }
+        }),
+    )
     .await?;
     Ok(())
 }

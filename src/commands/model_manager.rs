@@ -42,11 +42,15 @@ pub fn run(args: ModelManagerArgs) -> ExitCode {
 
 async fn serve_until_signal(options: Options, kubeconfig: &str) -> anyhow::Result<()> {
     let client = kube_client(kubeconfig).await?;
-    serve::run(options, client, async {
-        if let Err(e) = shutdown_signal().await {
-            tracing::error!("waiting for a signal: {e}");
-        }
-    })
+    serve::run(
+        options,
+        client,
+        Box::pin(async {
+            if let Err(e) = shutdown_signal().await {
+                tracing::error!("waiting for a signal: {e}");
+            }
+        }),
+    )
     .await?;
     Ok(())
 }

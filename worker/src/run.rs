@@ -1,6 +1,7 @@
 //! The worker process: install, then serve the aggregated API until told to stop, re-ensuring
 //! the install every 30 seconds.
 
+use futures::future::BoxFuture;
 use std::{
     net::SocketAddr,
     path::PathBuf,
@@ -176,7 +177,19 @@ async fn refresh_trust(client: &kube::Client, verifier: &Verifier, trust: &RwLoc
 }
 
 /// Runs until `stop` turns true.
-pub async fn run(
+///
+/// Boxed here so that its state machine is compiled with this crate: rustc compiles an async
+/// body in the crate that polls it, which would otherwise be the binary, again after every
+/// change here.
+pub fn run(
+    client: kube::Client,
+    config: Config,
+    stop: watch::Receiver<bool>,
+) -> BoxFuture<'static, Result<(), WorkerError>> {
+    Box::pin(run_until(client, config, stop))
+}
+
+async fn run_until(
     client: kube::Client,
     config: Config,
     stop: watch::Receiver<bool>,

@@ -2,6 +2,7 @@
 //! spec applied as it changes, and its status rebuilt and written. The binary hands in the
 //! kube client and the paths; nothing here reads flags or the environment.
 
+use futures::future::BoxFuture;
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use gpustack_api::model_store::{InvalidNodeModelStoreSpec, NodeModelStore, NodeModelStoreSpec};
@@ -200,10 +201,22 @@ fn same_device(a: &std::path::Path, b: &std::path::Path) -> bool {
 
 /// Serves the CSI socket and the HTTPS port, and keeps status and the cache in step with the node's
 /// spec, until `shutdown`.
-pub async fn run(
+///
+/// Boxed here so that its state machine is compiled with this crate: rustc compiles an async
+/// body in the crate that polls it, which would otherwise be the binary, again after every
+/// change here.
+pub fn run(
     options: Options,
     client: kube::Client,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    shutdown: BoxFuture<'static, ()>,
+) -> BoxFuture<'static, Result<(), ServeError>> {
+    Box::pin(run_until(options, client, shutdown))
+}
+
+async fn run_until(
+    options: Options,
+    client: kube::Client,
+    shutdown: BoxFuture<'static, ()>,
 ) -> Result<(), ServeError> {
     let store = Store::open(&options.cache_root)?;
     store.empty_trash()?;

@@ -21,9 +21,9 @@ pub(crate) mod reclaim;
 pub(crate) mod slices;
 pub(crate) mod status;
 
+use futures::future::BoxFuture;
 use std::{
     collections::{BTreeMap, BTreeSet},
-    future::Future,
     net::SocketAddr,
     path::PathBuf,
     sync::{Arc, Mutex, RwLock},
@@ -114,13 +114,28 @@ pub enum ServeError {
 }
 
 /// Runs the agent until `shutdown` completes; our sockets are removed at exit.
-pub async fn run(
+///
+/// Boxed here so that its state machine is compiled with this crate: rustc compiles an async
+/// body in the crate that polls it, which would otherwise be the binary, again after every
+/// change here.
+pub fn run(
     config: Config,
     client: Client,
     registry: Registry,
     root: SystemRoot,
     env: Env,
-    shutdown: impl Future<Output = ()>,
+    shutdown: BoxFuture<'static, ()>,
+) -> BoxFuture<'static, Result<(), ServeError>> {
+    Box::pin(run_until(config, client, registry, root, env, shutdown))
+}
+
+async fn run_until(
+    config: Config,
+    client: Client,
+    registry: Registry,
+    root: SystemRoot,
+    env: Env,
+    shutdown: BoxFuture<'static, ()>,
 ) -> Result<(), ServeError> {
     let socket_dir = config
         .kube_socket
