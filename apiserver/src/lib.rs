@@ -27,6 +27,13 @@
 //! ServiceAccount's token subresource) is its strategy's, one file per special kind under
 //! `api/kinds/`, with hooks the pipelines call at fixed points.
 //!
+//! The handlers' state is split by concern ([`api::ApiState`] composes the parts, each shared):
+//! [`api::Core`] (store, registry, served clusters, options, the kinds kept between requests,
+//! the collector), [`api::AuthState`] (tokens, open watches per caller),
+//! [`api::AdmissionState`] (webhooks, room for validation rules) and the aggregator. Each
+//! handler, layer and helper takes the parts it uses: reads the core, the pipeline's layers the
+//! core and the callers' state, the write pipelines the core, admission and the aggregator.
+//!
 //! Admission webhooks are called on writes to embedded clusters ([`api::admission`]). Requests
 //! pass the [`api::pipeline`]'s tower layers in order before the verbs: the cluster is found,
 //! the caller authenticated (the admin token, ServiceAccount tokens from TokenRequest) and

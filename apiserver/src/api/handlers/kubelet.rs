@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 const MAX_REFUSAL_BYTES: usize = 64 << 10;
 
 /// The stored Node `name`.
-async fn node(st: &ApiState, ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
+async fn node(st: &Writes, ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
     let key = ObjectKey {
         cluster: ctx.cluster.clone(),
         group: String::new(),
@@ -22,7 +22,8 @@ async fn node(st: &ApiState, ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
         namespace: String::new(),
         name: name.to_owned(),
     };
-    st.store
+    st.core
+        .store
         .get(&key)
         .await
         .map_err(store_error)?
@@ -45,7 +46,7 @@ fn unreachable(address: &KubeletAddress, e: &proxy::ProxyError) -> ApiError {
 
 /// Sends `method path_and_query` to the kubelet of `node`.
 async fn send(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     node: &Value,
     path_and_query: &str,
@@ -87,12 +88,12 @@ async fn send(
 /// `GET pods/NAME/log`: the container's log from its node's kubelet, streamed; what the
 /// kubelet refuses becomes an error with its code and words.
 pub(super) async fn pod_log(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,
 ) -> Result<Response, ApiError> {
-    let (_, pod) = t.stored(st, &ctx.cluster, name).await?;
+    let (_, pod) = t.stored(&st.core, &ctx.cluster, name).await?;
     let (node_name, path) = log_location(&pod, &ctx.query)?;
     let node = node(st, ctx, &node_name).await?;
     let (_, (response, lease)) = send(st, ctx, &node, &path).await?;
@@ -123,7 +124,7 @@ pub(super) async fn pod_log(
 /// `nodes/NAME/proxy/PATH`: the request passed to the node's kubelet at `PATH` (with its
 /// query), and its answer passed back as it is.
 pub(super) async fn node_proxy(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,

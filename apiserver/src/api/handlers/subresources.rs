@@ -17,7 +17,7 @@ use crate::api::{
 
 /// Serves subresource `sub` (one `t`'s kind declares) of the object `t` names.
 pub(super) async fn serve(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     sub: &str,
@@ -31,7 +31,7 @@ pub(super) async fn serve(
         ("scale", &Method::PUT | &Method::PATCH) => write_scale(st, ctx, t, &name).await,
         ("eviction", &Method::POST) => evict(st, ctx, t, &name).await,
         ("binding", &Method::POST) => bind(st, ctx, t, &name).await,
-        ("approval" | "ephemeralcontainers", &Method::GET) => get(st, ctx, t, &name).await,
+        ("approval" | "ephemeralcontainers", &Method::GET) => get(&st.core, ctx, t, &name).await,
         ("ephemeralcontainers", &Method::PUT | &Method::PATCH) => {
             add_ephemeral(st, ctx, t, &name).await
         }
@@ -55,7 +55,7 @@ fn success() -> Response {
 
 /// Where `t`'s kind keeps its replicas: fixed for the built-ins, declared by a custom kind's
 /// CRD.
-async fn scale_paths(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<ScalePaths, ApiError> {
+async fn scale_paths(st: &Writes, ctx: &Ctx, t: &Target) -> Result<ScalePaths, ApiError> {
     if !t.def.custom {
         return Ok(scale::builtin());
     }
@@ -67,6 +67,7 @@ async fn scale_paths(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<ScalePaths,
         name: format!("{}.{}", t.def.plural, t.def.group),
     };
     let (_, crd) = st
+        .core
         .store
         .get(&key)
         .await
@@ -75,9 +76,9 @@ async fn scale_paths(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<ScalePaths,
     scale::of_crd(&crd, &t.version).ok_or_else(ApiError::not_found_path)
 }
 
-async fn get_scale(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Response, ApiError> {
+async fn get_scale(st: &Writes, ctx: &Ctx, t: &Target, name: &str) -> Result<Response, ApiError> {
     let paths = scale_paths(st, ctx, t).await?;
-    let (_, obj) = t.stored(st, &ctx.cluster, name).await?;
+    let (_, obj) = t.stored(&st.core, &ctx.cluster, name).await?;
     let served = t.served(obj);
     Ok(json_response(
         StatusCode::OK,
@@ -111,12 +112,7 @@ fn requested(ctx: &Ctx, body: Option<&Value>, current: &Value) -> Result<Value, 
     })
 }
 
-async fn write_scale(
-    st: &ApiState,
-    ctx: &Ctx,
-    t: &Target,
-    name: &str,
-) -> Result<Response, ApiError> {
+async fn write_scale(st: &Writes, ctx: &Ctx, t: &Target, name: &str) -> Result<Response, ApiError> {
     let paths = scale_paths(st, ctx, t).await?;
     let body = match ctx.method {
         Method::PUT => Some(object_body(ctx).await?),
@@ -132,7 +128,13 @@ async fn write_scale(
         let new = scale::with_replicas(current, &paths, replicas);
         let mut new = objects::prepare_update(&t.def, t.kind, &t.version, current, new, false)
             .and_then(|new| {
-                crate::api::validation::validated(&st.patterns, &t.def, t.kind, new, Some(current))
+                crate::api::validation::validated(
+                    &st.core.patterns,
+                    &t.def,
+                    t.kind,
+                    new,
+                    Some(current),
+                )
             })?;
         apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
         Ok(new)
@@ -146,13 +148,14 @@ async fn write_scale(
 
 /// The Target of another kind of the same cluster (`group`/`plural`, at its first version).
 fn other_target(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     group: &str,
     plural: &str,
     namespace: &str,
 ) -> Result<Target, ApiError> {
     let def = st
+        .core
         .registry
         .find_stored(&ctx.cluster, group, plural)
         .ok_or_else(|| ApiError::internal(format!("{plural}.{group} is not served")))?;
@@ -165,7 +168,7 @@ const EVICTION_ATTEMPTS: usize = 8;
 /// `pods/NAME/eviction`: deletes the Pod unless its PodDisruptionBudget allows no disruption
 /// now (429), counting it against the budget's status where a controller keeps one
 /// ([`disruption`]).
-async fn evict(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Response, ApiError> {
+async fn evict(st: &Writes, ctx: &Ctx, t: &Target, name: &str) -> Result<Response, ApiError> {
     let body = object_body(ctx).await?;
     if let Some(given) = body.pointer("/metadata/name").and_then(Value::as_str)
         && !given.is_empty()
@@ -187,10 +190,11 @@ async fn evict(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Respo
     let ns = t.namespace.clone().unwrap_or_default();
     let budgets = other_target(st, ctx, "policy", "poddisruptionbudgets", &ns)?;
     for _ in 0..EVICTION_ATTEMPTS {
-        let (_, pod) = t.stored(st, &ctx.cluster, name).await?;
+        let (_, pod) = t.stored(&st.core, &ctx.cluster, name).await?;
         let mut counted = None;
         if !disruption::ignores_budgets(&pod) {
             let pdbs = st
+                .core
                 .store
                 .list(
                     &ctx.cluster,
@@ -214,6 +218,7 @@ async fn evict(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Respo
             }
             if let Some(pdb) = covering.first() {
                 let pods = st
+                    .core
                     .store
                     .list(&ctx.cluster, "", "pods", Some(&ns), None, 0)
                     .await
@@ -242,7 +247,7 @@ async fn evict(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Respo
         if let Some(pdb) = counted {
             let key = budgets.key(&ctx.cluster, name_of(&pdb));
             // Counted against the budget as it was weighed, or weighed again.
-            let (rv, stored) = match st.store.get(&key).await.map_err(store_error)? {
+            let (rv, stored) = match st.core.store.get(&key).await.map_err(store_error)? {
                 Some(found) => found,
                 None => continue,
             };
@@ -253,6 +258,7 @@ async fn evict(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Respo
             let mut new = stored;
             new["status"] = disruption::disrupted_status(&pdb, name, &now);
             match st
+                .core
                 .store
                 .commit(&key, Precondition::At(rv), WriteOp::Put(new))
                 .await
@@ -270,7 +276,7 @@ async fn evict(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Respo
 }
 
 /// `pods/NAME/binding`: assigns an unassigned Pod to the node the Binding names.
-async fn bind(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Response, ApiError> {
+async fn bind(st: &Writes, ctx: &Ctx, t: &Target, name: &str) -> Result<Response, ApiError> {
     let body = object_body(ctx).await?;
     let node = body
         .pointer("/target/name")
@@ -326,7 +332,7 @@ async fn bind(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Respon
 
 /// `certificatesigningrequests/NAME/approval`: an update or patch of which only the
 /// `Approved`/`Denied` conditions count ([`csr::approved`]).
-async fn approve(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Response, ApiError> {
+async fn approve(st: &Writes, ctx: &Ctx, t: &Target, name: &str) -> Result<Response, ApiError> {
     let body = match ctx.method {
         Method::PUT => Some(object_body(ctx).await?),
         _ => None,
@@ -351,7 +357,7 @@ async fn approve(st: &ApiState, ctx: &Ctx, t: &Target, name: &str) -> Result<Res
 /// `pods/NAME/ephemeralcontainers`: an update or patch of which only the Pod's ephemeral
 /// containers count, and only additions ([`ephemeral_containers::updated`]).
 async fn add_ephemeral(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,
@@ -370,7 +376,8 @@ async fn add_ephemeral(
         let new = objects::prepare_update(&t.def, t.kind, &t.version, current, new, false)?;
         // Validated as a new Pod would be: the update rules of the main endpoint forbid
         // exactly the change this subresource exists to make.
-        let mut new = crate::api::validation::validated(&st.patterns, &t.def, t.kind, new, None)?;
+        let mut new =
+            crate::api::validation::validated(&st.core.patterns, &t.def, t.kind, new, None)?;
         apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
         Ok(new)
     })

@@ -4,7 +4,7 @@ use axum::response::Response;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::api::{ApiState, Ctx, field_errors::FieldError, objects, status::ApiError};
+use crate::api::{Core, Ctx, field_errors::FieldError, objects, status::ApiError};
 use crate::{registry::ResourceDef, store::ObjectKey};
 
 /// A hook that may wait (on the store, the registry): done, or the error that refuses the
@@ -19,7 +19,7 @@ pub(super) fn done<'a>() -> Hook<'a> {
 /// A write to one object, as a hook sees it: the server's state, the request (who, in which
 /// cluster), the resource, and the write's time.
 pub(crate) struct Write<'a> {
-    pub st: &'a ApiState,
+    pub core: &'a Core,
     pub ctx: &'a Ctx,
     pub def: &'a ResourceDef,
     pub now: jiff::Timestamp,
@@ -37,7 +37,7 @@ pub(crate) enum Committed<'a> {
 /// A create answered by a subresource of an object of this kind (TokenRequest): the object's
 /// namespace and name, and the request's body.
 pub(crate) type SubresourceCreate = for<'a> fn(
-    &'a ApiState,
+    &'a Core,
     &'a Ctx,
     &'a str,
     &'a str,
