@@ -25,7 +25,12 @@
 //! lifecycle, a pod's phase, a Service's node ports, a Secret's `stringData`, a CRD's
 //! registration, a CSR's requester, the stored form of `events.k8s.io` Events, a
 //! ServiceAccount's token subresource) is its strategy's, one file per special kind under
-//! `api/kinds/`, with hooks the pipelines call at fixed points.
+//! `api/kinds/`, with hooks the pipelines call at fixed points. A kind's subresources are its
+//! own too, next to it (`kinds/pod/{binding,eviction,ephemeral,log}.rs`,
+//! `kinds/csr/approval.rs`, `kinds/node/kubelet_proxy.rs`, and `kinds/scale.rs` for every kind
+//! that declares `scale`): the strategy names them, and they read and write their object through
+//! the verbs the dispatcher lends them (`api::kinds::ObjectVerbs`), so the kinds never import
+//! the verbs.
 //!
 //! The handlers' state is split by concern ([`api::ApiState`] composes the parts, each shared):
 //! [`api::Core`] (store, registry, served clusters, options, the kinds kept between requests,

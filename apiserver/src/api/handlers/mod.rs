@@ -11,7 +11,6 @@ mod collector;
 mod commit;
 mod delete;
 mod gc;
-mod kubelet;
 mod owners;
 mod read;
 mod subresources;

@@ -4,6 +4,7 @@ use axum::response::Response;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use super::subresource::Subresource;
 use crate::api::{Core, Ctx, field_errors::FieldError, objects, status::ApiError};
 use crate::{registry::ResourceDef, store::ObjectKey};
 
@@ -103,6 +104,13 @@ pub(crate) trait KindStrategy: objects::KindRules + Send + Sync {
     /// The create a POST to subresource `sub` of an object of this kind answers, if any.
     fn subresource_create(&self, _sub: &str) -> Option<SubresourceCreate> {
         None
+    }
+
+    /// What serves subresource `sub` (one the resource declares) of an object of this kind;
+    /// `None` when the kind serves no such subresource. By default a kind serves those every
+    /// kind may declare (`scale`).
+    fn subresource(&self, sub: &str) -> Option<Subresource> {
+        super::scale::of_any_kind(sub)
     }
 }
 
