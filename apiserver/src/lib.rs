@@ -25,7 +25,19 @@
 //! lifecycle, a pod's phase, a Service's node ports, a Secret's `stringData`, a CRD's
 //! registration, a CSR's requester, the stored form of `events.k8s.io` Events, a
 //! ServiceAccount's token subresource) is its strategy's, one file per special kind under
-//! `api/kinds/`, with hooks the pipelines call at fixed points.
+//! `api/kinds/`, with hooks the pipelines call at fixed points. A kind's subresources are its
+//! own too, next to it (`kinds/pod/{binding,eviction,ephemeral,log}.rs`,
+//! `kinds/csr/approval.rs`, `kinds/node/kubelet_proxy.rs`, and `kinds/scale.rs` for every kind
+//! that declares `scale`): the strategy names them, and they read and write their object through
+//! the verbs the dispatcher lends them (`api::kinds::ObjectVerbs`), so the kinds never import
+//! the verbs.
+//!
+//! The handlers' state is split by concern ([`api::ApiState`] composes the parts, each shared):
+//! [`api::Core`] (store, registry, served clusters, options, the kinds kept between requests,
+//! the collector), [`api::AuthState`] (tokens, open watches per caller),
+//! [`api::AdmissionState`] (webhooks, room for validation rules) and the aggregator. Each
+//! handler, layer and helper takes the parts it uses: reads the core, the pipeline's layers the
+//! core and the callers' state, the write pipelines the core, admission and the aggregator.
 //!
 //! Admission webhooks are called on writes to embedded clusters ([`api::admission`]). Requests
 //! pass the [`api::pipeline`]'s tower layers in order before the verbs: the cluster is found,

@@ -26,7 +26,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::{
     api::{
-        self, ApiOptions, ApiState,
+        self, AdmissionState, ApiOptions, ApiState, AuthState, Core,
         aggregation::{
             Aggregator,
             availability::Checker,
@@ -381,21 +381,27 @@ pub async fn prepare(
         aggregator.set_identity(cluster, identity);
     }
     let state = ApiState {
-        store: store.clone(),
-        registry: resources::Registry::new(),
-        served: hosting.served.clone(),
-        root: hosting.root.clone(),
-        options: opts.api.clone(),
-        require_token: true,
-        admin_token_hash: admin_token.as_deref().map(token_hash),
-        root_ca_pem: tls.ca_pem.clone(),
-        watches: Default::default(),
-        kinds: StoredKinds::new(store.clone()),
+        core: Arc::new(Core {
+            store: store.clone(),
+            registry: resources::Registry::new(),
+            served: hosting.served.clone(),
+            root: hosting.root.clone(),
+            options: opts.api.clone(),
+            root_ca_pem: tls.ca_pem.clone(),
+            kinds: StoredKinds::new(store.clone()),
+            collector: Arc::new(crate::api::handlers::new_collector()),
+            patterns: Default::default(),
+        }),
+        auth: Arc::new(AuthState {
+            require_token: true,
+            admin_token_hash: admin_token.as_deref().map(token_hash),
+            watches: Default::default(),
+        }),
+        admission: Arc::new(AdmissionState {
+            webhooks: crate::api::admission::Admission::with_metrics(metrics)?,
+            cel_slots: Default::default(),
+        }),
         aggregator: aggregator.clone(),
-        admission: crate::api::admission::Admission::with_metrics(metrics)?,
-        collector: std::sync::Arc::new(crate::api::handlers::new_collector()),
-        patterns: Default::default(),
-        cel_slots: Default::default(),
     };
     Ok(Prepared {
         opts,
@@ -424,7 +430,7 @@ impl Prepared {
 
     /// The kinds each cluster serves.
     pub fn registry(&self) -> &Registry {
-        &self.state.registry
+        &self.state.core.registry
     }
 
     /// Serves every listener until [`ApiServer::shutdown`], with `extension`'s endpoints beside
@@ -442,23 +448,28 @@ impl Prepared {
             metrics,
         } = self;
         // Whatever was hosted since (stored mirrors, with their CRDs) is served at once.
-        state.load_crds().await?;
+        state.core.load_crds().await?;
         api::resume_collection(&state);
         let listener_router = |state: ApiState| {
             let access = state.access();
             extension
-                .router(api::router(Arc::new(state)), access)
+                .router(api::router(state), access)
                 .layer(axum::middleware::from_fn_with_state(
                     metrics.clone(),
                     request_metrics::count_and_refuse_unknown_methods,
                 ))
                 .layer(ServerSpans::http(pipeline::route_template))
         };
+        // The owner-only socket needs no token; its callers' watches count with the others'.
         let unix_router = listener_router(ApiState {
-            require_token: false,
+            auth: Arc::new(AuthState {
+                require_token: false,
+                admin_token_hash: state.auth.admin_token_hash.clone(),
+                watches: state.auth.watches.clone(),
+            }),
             ..state.clone()
         });
-        let collector = state.collector.clone();
+        let collector = state.core.collector.clone();
         let router = listener_router(state);
         let addr = listener.local_addr().map_err(|source| ServerError::Bind {
             addr: opts.bind,

@@ -4,11 +4,12 @@
 //! pipelines' sources (comments and tests left out) for the ways a kind used to be singled out.
 use gpustack_tests::sources::{code, workspace_root};
 
-/// The pipelines: the dispatcher and the verbs, the one commit path, the collector, and the
-/// pure rules every write follows. (`subresources.rs` and `kubelet.rs` serve the subresources
-/// a kind declares, each its own endpoint.)
+/// The pipelines: the dispatcher and the verbs, the subresources' dispatcher, the one commit
+/// path, the collector, and the pure rules every write follows. (What a kind's subresources do
+/// is its own, next to its strategy in `kinds/`.)
 const PIPELINES: &[&str] = &[
     "apiserver/src/api/handlers/mod.rs",
+    "apiserver/src/api/handlers/subresources.rs",
     "apiserver/src/api/handlers/target.rs",
     "apiserver/src/api/handlers/read.rs",
     "apiserver/src/api/handlers/write.rs",
@@ -43,6 +44,9 @@ const SINGLING_OUT: &[&str] = &[
     "\"ServiceAccount\"",
     "\"CustomResourceDefinition\"",
     "\"CertificateSigningRequest\"",
+    "\"Node\"",
+    "\"Binding\"",
+    "\"Eviction\"",
     "\"namespaces\"",
     "\"pods\"",
     "\"services\"",
@@ -52,6 +56,14 @@ const SINGLING_OUT: &[&str] = &[
     "\"serviceaccounts\"",
     "\"customresourcedefinitions\"",
     "\"certificatesigningrequests\"",
+    "\"nodes\"",
+    "\"poddisruptionbudgets\"",
+    "\"binding\"",
+    "\"eviction\"",
+    "\"ephemeralcontainers\"",
+    "\"approval\"",
+    "\"log\"",
+    "\"proxy\"",
     "\"apiextensions.k8s.io\"",
     "\"events.k8s.io\"",
     "\"certificates.k8s.io\"",
@@ -92,9 +104,36 @@ fn each_special_kind_has_its_strategy_file() {
         "event",
         "crd",
         "csr",
+        "node",
         "rbac",
         "webhook_configuration",
     ] {
         assert!(dir.join(format!("{kind}.rs")).is_file(), "{kind}.rs");
     }
+}
+
+/// A kind's subresources sit next to its strategy (`kinds/KIND/SUB.rs`), reached from it; the
+/// subresources' dispatcher only asks the kind.
+#[test]
+fn each_kinds_subresources_sit_next_to_it() {
+    let dir = workspace_root().join("apiserver/src/api/kinds");
+    for file in [
+        "pod/binding.rs",
+        "pod/eviction.rs",
+        "pod/ephemeral.rs",
+        "pod/log.rs",
+        "csr/approval.rs",
+        "node/kubelet_proxy.rs",
+        "scale.rs",
+    ] {
+        assert!(dir.join(file).is_file(), "{file}");
+    }
+    let dispatcher = std::fs::read_to_string(
+        workspace_root().join("apiserver/src/api/handlers/subresources.rs"),
+    )
+    .unwrap();
+    assert!(
+        code(&dispatcher).contains("t.kind.subresource(sub)"),
+        "the dispatcher asks the kind"
+    );
 }

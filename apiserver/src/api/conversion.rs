@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::kinds::KindStrategy;
+use super::kinds::strategy::KindStrategy;
 use crate::registry::ResourceDef;
 
 /// The stored form of an object given in `def`'s form (at its storage version).

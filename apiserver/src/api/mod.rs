@@ -96,9 +96,9 @@ impl Default for ApiOptions {
     }
 }
 
-/// What every request handler shares.
-#[derive(Clone)]
-pub struct ApiState {
+/// What every request reads: the objects, the kinds each cluster serves, the clusters served,
+/// and what is kept between requests for them. One part of [`ApiState`].
+pub struct Core {
     /// The objects of every hosted cluster.
     pub store: Store,
     /// The kinds each cluster serves.
@@ -109,39 +109,18 @@ pub struct ApiState {
     pub root: Option<String>,
     /// Tunables of the API surface.
     pub options: ApiOptions,
-    /// Whether requests must carry a bearer token (not on the owner-only unix socket).
-    pub require_token: bool,
-    /// SHA-256 of the `--token-file` token, which may do anything.
-    pub admin_token_hash: Option<String>,
     /// The CA certificate (PEM) clients of the hosted clusters trust; every namespace
     /// publishes it ([`cluster_defaults`]).
     pub root_ca_pem: String,
-    /// Open watches per caller, for [`ApiOptions::max_watches_per_token`].
-    pub watches: watch::OpenWatches,
-    /// APIServices and RBAC objects, kept between requests.
+    /// APIServices, webhook configurations and RBAC objects, kept between requests.
     pub kinds: stored_kinds::StoredKinds,
-    /// APIServices with a backend and their forwarding, as kube-aggregator.
-    pub aggregator: aggregation::Aggregator,
-    /// The admission webhooks of each cluster, with their kept-alive connections.
-    pub admission: admission::Admission,
     /// The garbage collector's running passes.
-    pub(crate) collector: std::sync::Arc<handlers::Collector>,
+    pub(crate) collector: Arc<handlers::Collector>,
     /// Compiled schema patterns.
-    pub patterns: std::sync::Arc<validation::Patterns>,
-    /// Room for CRD validation rules to run.
-    pub cel_slots: cel_rules::Slots,
+    pub patterns: Arc<validation::Patterns>,
 }
 
-impl ApiState {
-    /// What tells this listener's callers apart by their tokens.
-    pub fn access(&self) -> TokenAccess {
-        TokenAccess {
-            require_token: self.require_token,
-            admin_token_hash: self.admin_token_hash.clone(),
-            served: self.served.clone(),
-        }
-    }
-
+impl Core {
     /// Registers the kinds of every stored CRD of each hosted cluster.
     pub async fn load_crds(&self) -> Result<(), StoreError> {
         for cluster in self.served.names() {
@@ -170,10 +149,88 @@ impl ApiState {
     }
 }
 
+/// Who may call one listener, and what each caller holds open. One part of [`ApiState`].
+pub struct AuthState {
+    /// Whether requests must carry a bearer token (not on the owner-only unix socket).
+    pub require_token: bool,
+    /// SHA-256 of the `--token-file` token, which may do anything.
+    pub admin_token_hash: Option<String>,
+    /// Open watches per caller, for [`ApiOptions::max_watches_per_token`]; the listeners share
+    /// them.
+    pub watches: watch::OpenWatches,
+}
+
+impl AuthState {
+    /// What tells this listener's callers of `served` apart by their tokens.
+    pub fn access(&self, served: &ServedClusters) -> TokenAccess {
+        TokenAccess {
+            require_token: self.require_token,
+            admin_token_hash: self.admin_token_hash.clone(),
+            served: served.clone(),
+        }
+    }
+}
+
+/// What admits a write besides its kind's own rules: the clusters' admission webhooks and room
+/// for CRD validation rules to run. One part of [`ApiState`].
+#[derive(Default)]
+pub struct AdmissionState {
+    /// The admission webhooks of each cluster, with their kept-alive connections.
+    pub webhooks: admission::Admission,
+    /// Room for CRD validation rules to run.
+    pub cel_slots: cel_rules::Slots,
+}
+
+/// What every request handler shares, one part per concern: the [`Core`] every request reads,
+/// the callers' [`AuthState`], the writes' [`AdmissionState`] and the [`aggregation::Aggregator`].
+/// Each handler, layer and helper takes the parts it uses (the write pipelines their
+/// [`Writes`]). Cheap to clone.
+#[derive(Clone)]
+pub struct ApiState {
+    /// The store, the kinds and the served clusters.
+    pub core: Arc<Core>,
+    /// Tokens and open watches of this listener's callers.
+    pub auth: Arc<AuthState>,
+    /// Webhooks and validation rules' room.
+    pub admission: Arc<AdmissionState>,
+    /// APIServices with a backend and their forwarding, as kube-aggregator (cheap to clone).
+    pub aggregator: aggregation::Aggregator,
+}
+
+impl ApiState {
+    /// What tells this listener's callers apart by their tokens.
+    pub fn access(&self) -> TokenAccess {
+        self.auth.access(&self.core.served)
+    }
+
+    /// The parts the write pipelines use.
+    pub(crate) fn writes(&self) -> Writes {
+        Writes {
+            core: self.core.clone(),
+            admission: self.admission.clone(),
+            aggregator: self.aggregator.clone(),
+        }
+    }
+}
+
+/// What the write pipelines use (create, update, patch, apply, delete, the subresources and the
+/// garbage collector): the core, admission, and the aggregator, whose front-proxy identity calls
+/// the webhooks and whose pools reach the kubelets. Cheap to clone: the collector's passes hold
+/// one.
+#[derive(Clone)]
+pub(crate) struct Writes {
+    /// The store, the kinds and the served clusters.
+    pub core: Arc<Core>,
+    /// Webhooks and validation rules' room.
+    pub admission: Arc<AdmissionState>,
+    /// The front-proxy identities and kept-alive connections.
+    pub aggregator: aggregation::Aggregator,
+}
+
 /// Starts the garbage collection a previous run left pending (owners still marked for
 /// foreground or orphan deletion); otherwise the first request starts it.
 pub fn resume_collection(st: &ApiState) {
-    handlers::resume_collection(st);
+    handlers::resume_collection(&st.writes());
 }
 
 /// The router serving every hosted cluster (under `/clusters/NAME/`, and at the root when there
@@ -181,17 +238,23 @@ pub fn resume_collection(st: &ApiState) {
 ///
 /// A request passes the [`pipeline`]'s layers in order (resolve the cluster, authenticate,
 /// health, authorize, aggregate) before the verbs; `layer` wraps what is already there, so they
-/// are added innermost first.
-pub fn router(state: Arc<ApiState>) -> Router {
+/// are added innermost first. Each layer holds the parts of the state it uses.
+pub fn router(state: ApiState) -> Router {
     use axum::middleware::from_fn_with_state as layer;
+    let callers = (state.core.clone(), state.auth.clone());
+    let forwarding = (
+        state.core.clone(),
+        state.auth.clone(),
+        state.aggregator.clone(),
+    );
     Router::new()
         .fallback(handle)
-        .layer(layer(state.clone(), pipeline::aggregate))
-        .layer(layer(state.clone(), pipeline::authorize))
-        .layer(layer(state.clone(), pipeline::health))
-        .layer(layer(state.clone(), pipeline::authenticate))
-        .layer(layer(state.clone(), pipeline::resolve))
-        .with_state(state)
+        .layer(layer(forwarding, pipeline::aggregate))
+        .layer(layer(state.core.clone(), pipeline::authorize))
+        .layer(layer(state.core.clone(), pipeline::health))
+        .layer(layer(callers.clone(), pipeline::authenticate))
+        .layer(layer(callers, pipeline::resolve))
+        .with_state(Arc::new(state))
 }
 
 /// The largest request body, and the largest a YAML body may expand to.
@@ -285,7 +348,7 @@ async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
     if served.read_only && !matches!(parts.method, Method::GET | Method::HEAD) {
         return ApiError::method_not_allowed(parts.method.as_str()).into_response();
     }
-    let body = match axum::body::to_bytes(body, st.options.max_body_bytes).await {
+    let body = match axum::body::to_bytes(body, st.core.options.max_body_bytes).await {
         Ok(b) => b,
         Err(_) => return too_large(),
     };
@@ -317,9 +380,9 @@ async fn handle(State(st): State<Arc<ApiState>>, req: Request) -> Response {
 
 /// `/healthz`, `/livez`, `/readyz` (and their `/NAME` checks): ready only while the store
 /// answers; live while the process serves.
-pub(crate) async fn health(st: &ApiState, path: &str) -> Response {
+pub(crate) async fn health(core: &Core, path: &str) -> Response {
     if path.trim_start_matches('/').starts_with("readyz")
-        && let Err(e) = st.store.ping(std::time::Duration::from_secs(5)).await
+        && let Err(e) = core.store.ping(std::time::Duration::from_secs(5)).await
     {
         tracing::warn!(error = %e, "not ready: the store does not answer");
         return (
@@ -353,7 +416,7 @@ fn server_version() -> discovery::ServerVersion {
 
 async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, ApiError> {
     let defs = || {
-        let defs = st.registry.all(&ctx.cluster);
+        let defs = st.core.registry.all(&ctx.cluster);
         if ctx.read_only {
             gpustack_kube_rest::resource::read_only(defs)
         } else {
@@ -381,7 +444,7 @@ async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, Api
             let services = if ctx.read_only {
                 Vec::new()
             } else {
-                st.aggregator.services(&st.kinds, &ctx.cluster).await?
+                st.aggregator.services(&st.core.kinds, &ctx.cluster).await?
             };
             let mut all = local.clone();
             all.extend(st.aggregator.backend_defs(&ctx.cluster, &services));
@@ -415,7 +478,7 @@ async fn dispatch(st: &ApiState, ctx: Ctx, route: Route) -> Result<Response, Api
         Route::OpenApiV3Root => {
             let mut doc = openapi::v3_root(&defs());
             if !ctx.read_only {
-                let services = st.aggregator.services(&st.kinds, &ctx.cluster).await?;
+                let services = st.aggregator.services(&st.core.kinds, &ctx.cluster).await?;
                 aggregation::discovery::add_openapi_paths(&mut doc, &services);
             }
             ok(Some(doc))

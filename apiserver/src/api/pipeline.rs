@@ -14,7 +14,7 @@ use axum::{
 };
 
 use super::{
-    ApiState, aggregation, auth,
+    AuthState, Core, aggregation, auth,
     caller::Caller,
     clusters::Served,
     path::{self, Route, parse, split_cluster},
@@ -60,22 +60,28 @@ pub(crate) fn out_of_order() -> Response {
 /// `get --raw` drops the kubeconfig's `/clusters/NAME` prefix). Unknown cluster names answer
 /// 404 only to a caller with some token of this server, so that names cannot be probed
 /// anonymously.
-pub async fn resolve(State(st): State<Arc<ApiState>>, mut req: Request, next: Next) -> Response {
+pub async fn resolve(
+    State((core, callers)): State<(Arc<Core>, Arc<AuthState>)>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let full = req.uri().path().to_owned();
     let (named, rest) = split_cluster(&full);
     let route = parse(rest);
     if route == Route::Health && named.is_none() {
-        return super::health(&st, rest).await;
+        return super::health(&core, rest).await;
     }
     let served = match named {
-        Some(n) => st.served.get(n).map(|s| (n.to_owned(), s)),
-        None => st
+        Some(n) => core.served.get(n).map(|s| (n.to_owned(), s)),
+        None => core
             .root
             .as_ref()
-            .and_then(|r| st.served.get(r).map(|s| (r.clone(), s))),
+            .and_then(|r| core.served.get(r).map(|s| (r.clone(), s))),
     };
     let Some((cluster, served)) = served else {
-        if st.require_token && st.access().caller(req.headers()) == Caller::Unknown {
+        if callers.require_token
+            && callers.access(&core.served).caller(req.headers()) == Caller::Unknown
+        {
             return ApiError::unauthorized().into_response();
         }
         return ApiError::not_found_path().into_response();
@@ -83,7 +89,7 @@ pub async fn resolve(State(st): State<Arc<ApiState>>, mut req: Request, next: Ne
     // A resource the cluster serves names the request's metrics (anything else is `other`).
     let metric = match &route {
         Route::Resource(p)
-            if st
+            if core
                 .registry
                 .serves(&cluster, &p.group, &p.version, &p.resource) =>
         {
@@ -108,7 +114,7 @@ pub async fn resolve(State(st): State<Arc<ApiState>>, mut req: Request, next: Ne
 /// `Impersonate-*` headers are honoured with their RBAC checks, never ignored; a mirror has no
 /// RBAC of its own to check them against, so it refuses them.
 pub async fn authenticate(
-    State(st): State<Arc<ApiState>>,
+    State((core, callers)): State<(Arc<Core>, Arc<AuthState>)>,
     mut req: Request,
     next: Next,
 ) -> Response {
@@ -116,9 +122,17 @@ pub async fn authenticate(
         return out_of_order();
     };
     let user = match super::caller::bearer(req.headers()) {
-        _ if !st.require_token => Some(auth::UserInfo::admin()),
+        _ if !callers.require_token => Some(auth::UserInfo::admin()),
         Some(token) => {
-            match auth::tokens::authenticate(&st, &target.cluster, &target.served, token).await {
+            match auth::tokens::authenticate(
+                &core,
+                &callers,
+                &target.cluster,
+                &target.served,
+                token,
+            )
+            .await
+            {
                 // A token for other audiences (asked for by a TokenRequest) is not for this API.
                 Ok(found) => found
                     .filter(|(_, audiences)| {
@@ -141,7 +155,7 @@ pub async fn authenticate(
                 .into_response();
         }
     } else {
-        match auth::impersonated(&st, &target.cluster, user, req.headers()).await {
+        match auth::impersonated(&core, &target.cluster, user, req.headers()).await {
             Ok(u) => u,
             Err(e) => return e.into_response(),
         }
@@ -151,26 +165,26 @@ pub async fn authenticate(
 }
 
 /// A cluster's own health paths, for any caller it authenticated (no RBAC check).
-pub async fn health(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
+pub async fn health(State(core): State<Arc<Core>>, req: Request, next: Next) -> Response {
     let Some(target) = found::<Target>(&req) else {
         return out_of_order();
     };
     if target.route == Route::Health {
-        return super::health(&st, &target.rest).await;
+        return super::health(&core, &target.rest).await;
     }
     next.run(req).await
 }
 
 /// RBAC for every request to an embedded cluster; a mirror's token only reads it (the verbs
 /// refuse writes to a mirror).
-pub async fn authorize(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
+pub async fn authorize(State(core): State<Arc<Core>>, req: Request, next: Next) -> Response {
     let (Some(target), Some(user)) = (found::<Target>(&req), found::<auth::UserInfo>(&req)) else {
         return out_of_order();
     };
     if !target.served.read_only {
         let query = req.uri().query().unwrap_or_default();
         let attributes = auth::request_attributes(req.method(), &target.route, &target.rest, query);
-        match auth::authorize(&st, &target.cluster, &user, &attributes).await {
+        match auth::authorize(&core, &target.cluster, &user, &attributes).await {
             Ok(d) if d.allowed => {}
             Ok(_) => return auth::forbidden(&user, &attributes).into_response(),
             Err(e) => return e.into_response(),
@@ -181,14 +195,18 @@ pub async fn authorize(State(st): State<Arc<ApiState>>, req: Request, next: Next
 
 /// What falls under an APIService with a backend is forwarded to it, as kube-aggregator does
 /// (mirrors aggregate nothing).
-pub async fn aggregate(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
+pub async fn aggregate(
+    State((core, callers, aggregator)): State<(Arc<Core>, Arc<AuthState>, aggregation::Aggregator)>,
+    req: Request,
+    next: Next,
+) -> Response {
     let (Some(target), Some(user)) = (found::<Target>(&req), found::<auth::UserInfo>(&req)) else {
         return out_of_order();
     };
     if target.served.read_only || aggregation::registry::group_version(&target.rest).is_none() {
         return next.run(req).await;
     }
-    let service = match st.aggregator.services(&st.kinds, &target.cluster).await {
+    let service = match aggregator.services(&core.kinds, &target.cluster).await {
         Ok(services) => aggregation::registry::route(&services, &target.rest).cloned(),
         Err(e) => return e.into_response(),
     };
@@ -196,12 +214,14 @@ pub async fn aggregate(State(st): State<Arc<ApiState>>, req: Request, next: Next
         return next.run(req).await;
     };
     let (parts, body) = req.into_parts();
-    let body = match axum::body::to_bytes(body, st.options.max_body_bytes).await {
+    let body = match axum::body::to_bytes(body, core.options.max_body_bytes).await {
         Ok(b) => b,
         Err(_) => return super::too_large(),
     };
     aggregation::forward(
-        &st,
+        &core,
+        &callers,
+        &aggregator,
         &target.cluster,
         &service,
         &user,

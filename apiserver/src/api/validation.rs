@@ -12,7 +12,7 @@ use serde_json::{Map, Number, Value, json};
 
 pub use super::field_errors::{FieldError, MAX_CAUSES, Problem, invalid};
 use super::field_errors::{number, quote};
-use super::kinds::KindStrategy;
+use super::kinds::strategy::KindStrategy;
 use super::status::ApiError;
 use crate::registry::ResourceDef;
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast::error::RecvError, mpsc};
 
 use super::{
-    ApiState, Ctx,
+    AuthState, Core, Ctx,
     handlers::target::{Filter, Target, at_version, store_error},
     negotiate::{self, Representation},
     status::ApiError,
@@ -87,14 +87,15 @@ impl Drop for WatchSlot {
 /// A watch slot for the caller of a request with `headers` (its token; the unix socket's
 /// owner without one), or 429 when it holds [`super::ApiOptions::max_watches_per_token`].
 pub(crate) fn claim_slot(
-    st: &ApiState,
+    core: &Core,
+    callers: &AuthState,
     headers: &axum::http::HeaderMap,
 ) -> Result<WatchSlot, ApiError> {
     let caller = super::caller::bearer(headers)
         .map(crate::store::token_hash)
         .unwrap_or_default();
-    let max = st.options.max_watches_per_token;
-    st.watches.claim(&caller, max).ok_or_else(|| {
+    let max = core.options.max_watches_per_token;
+    callers.watches.claim(&caller, max).ok_or_else(|| {
         ApiError::new(
             429,
             "TooManyRequests",
@@ -126,8 +127,13 @@ fn framer_for(ctx: &Ctx, t: &Target) -> Result<Framer, ApiError> {
     ))
 }
 
-pub(crate) async fn serve(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
-    let slot = claim_slot(st, &ctx.headers)?;
+pub(crate) async fn serve(
+    st: &Core,
+    callers: &AuthState,
+    ctx: &Ctx,
+    t: &Target,
+) -> Result<Response, ApiError> {
+    let slot = claim_slot(st, callers, &ctx.headers)?;
     let filter = Filter::from_ctx(ctx, t)?;
     let framer = Arc::new(framer_for(ctx, t)?);
     let filter = match &t.name {

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 pub use matching::{Attributes, Hook, Operation};
 
 use super::{
-    ApiState, Ctx,
+    Ctx, Writes,
     patch::{self, PatchKind},
     selectors::labels_of,
     status::ApiError,
@@ -80,18 +80,20 @@ fn store_error(e: StoreError) -> ApiError {
     ApiError::internal(format!("storage error: {e}"))
 }
 
-async fn hooks(st: &ApiState, cluster: &str) -> Result<Arc<Loaded>, ApiError> {
+async fn hooks(st: &Writes, cluster: &str) -> Result<Arc<Loaded>, ApiError> {
     let mutating = st
+        .core
         .kinds
         .list(cluster, GROUP, MUTATING)
         .await
         .map_err(store_error)?;
     let validating = st
+        .core
         .kinds
         .list(cluster, GROUP, VALIDATING)
         .await
         .map_err(store_error)?;
-    if let Some(l) = lock(&st.admission.clusters).get(cluster)
+    if let Some(l) = lock(&st.admission.webhooks.clusters).get(cluster)
         && Arc::ptr_eq(&l.mutating_from, &mutating)
         && Arc::ptr_eq(&l.validating_from, &validating)
     {
@@ -104,7 +106,7 @@ async fn hooks(st: &ApiState, cluster: &str) -> Result<Arc<Loaded>, ApiError> {
         validating_from: validating,
         clients: client::Clients::default(),
     });
-    lock(&st.admission.clusters).insert(cluster.to_owned(), loaded.clone());
+    lock(&st.admission.webhooks.clusters).insert(cluster.to_owned(), loaded.clone());
     Ok(loaded)
 }
 
@@ -160,7 +162,7 @@ fn exempt(a: &Attributes) -> bool {
 /// Runs the mutating webhooks that match, applying their patches to `object`; whether any
 /// patch was applied.
 pub(crate) async fn mutate(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     a: &Attributes,
     object: &mut Value,
@@ -198,7 +200,7 @@ pub(crate) async fn mutate(
 /// Runs the validating webhooks that match, concurrently; the first refusal (in webhook order)
 /// refuses the request.
 pub(crate) async fn validate(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     a: &Attributes,
     object: Option<&Value>,
@@ -232,7 +234,7 @@ pub(crate) async fn validate(
 
 /// Whether `hook` is for this request: its rules, then its object and namespace selectors.
 async fn applies(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     hook: &Hook,
     a: &Attributes,
@@ -271,7 +273,7 @@ async fn applies(
             namespace: String::new(),
             name: ns.to_owned(),
         };
-        let found = st.store.get(&key).await.map_err(store_error)?;
+        let found = st.core.store.get(&key).await.map_err(store_error)?;
         *namespace_labels = Some(found.map(|(_, n)| labels_of(&n)).unwrap_or_default());
     }
     Ok(matching::selector_matches(
@@ -314,7 +316,7 @@ enum CallFailure {
     )
 )]
 async fn call(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     clients: &client::Clients,
     hook: &Hook,
@@ -366,7 +368,7 @@ async fn call(
     }
     let started = std::time::Instant::now();
     let exchanged = exchange(st, ctx, clients, hook, &uid, &review).await;
-    if let Some(m) = &st.admission.metrics {
+    if let Some(m) = &st.admission.webhooks.metrics {
         let result = match &exchanged {
             Ok(v) if !v.allowed => call_metrics::CallResult::Denied,
             Ok(v) if v.patch.is_some() && hook.mutating => call_metrics::CallResult::Patched,
@@ -401,7 +403,7 @@ async fn call(
 
 /// Sends the review and reads the answer; an error is a failed call.
 async fn exchange(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     clients: &client::Clients,
     hook: &Hook,
@@ -419,8 +421,8 @@ async fn exchange(
             port,
             path,
         } => {
-            let a =
-                super::services::resolve(&st.store, &ctx.cluster, &namespace, &name, port).await?;
+            let a = super::services::resolve(&st.core.store, &ctx.cluster, &namespace, &name, port)
+                .await?;
             let path = if path.starts_with('/') {
                 path
             } else {

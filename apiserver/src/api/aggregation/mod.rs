@@ -266,8 +266,11 @@ fn unavailable(s: &ApiService, why: &str) -> ApiError {
 }
 
 /// Forwards a request of `user` under `s`'s group and version to its backend.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn forward(
-    st: &super::ApiState,
+    core: &super::Core,
+    callers: &super::AuthState,
+    aggregator: &Aggregator,
     cluster: &str,
     s: &ApiService,
     user: &UserInfo,
@@ -278,13 +281,13 @@ pub(crate) async fn forward(
     let Some(backend) = &s.backend else {
         return ApiError::not_found_path().into_response();
     };
-    let pool = match st.aggregator.connection(&st.store, cluster, backend).await {
+    let pool = match aggregator.connection(&core.store, cluster, backend).await {
         Ok(c) => c,
         Err(e) => return unavailable(s, &e.to_string()).into_response(),
     };
     let query = parts.uri.query().unwrap_or_default();
     let slot = if proxy::is_watch(&parts.method, path, query) {
-        match super::watch::claim_slot(st, &parts.headers) {
+        match super::watch::claim_slot(core, callers, &parts.headers) {
             Ok(slot) => Some(slot),
             Err(e) => return e.into_response(),
         }
@@ -305,7 +308,7 @@ pub(crate) async fn forward(
     );
     let mut headers = proxy::forwarded_headers(&parts.headers, user);
     trace_context::inject(&span, &mut headers);
-    let timeouts = st.aggregator.timeouts();
+    let timeouts = aggregator.timeouts();
     let sent = proxy::send(&pool, parts.method, &target, headers, body, &timeouts)
         .instrument(span.clone())
         .await;

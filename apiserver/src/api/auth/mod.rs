@@ -16,7 +16,7 @@ use axum::http::Method;
 use serde_json::{Value, json};
 
 use super::{
-    ApiState,
+    Core,
     path::{ResourcePath, Route},
     status::ApiError,
 };
@@ -94,8 +94,8 @@ impl LoadedPolicy {
 }
 
 /// The RBAC objects of `cluster`.
-pub async fn load_policy(st: &ApiState, cluster: &str) -> Result<LoadedPolicy, ApiError> {
-    let list = |resource: &'static str| st.kinds.list(cluster, RBAC, resource);
+pub async fn load_policy(core: &Core, cluster: &str) -> Result<LoadedPolicy, ApiError> {
+    let list = |resource: &'static str| core.kinds.list(cluster, RBAC, resource);
     let failed = |e: crate::store::StoreError| ApiError::internal(format!("storage error: {e}"));
     Ok(LoadedPolicy {
         cluster_roles: list("clusterroles").await.map_err(failed)?,
@@ -107,7 +107,7 @@ pub async fn load_policy(st: &ApiState, cluster: &str) -> Result<LoadedPolicy, A
 
 /// Decides `a` for `user` on `cluster`.
 pub async fn authorize(
-    st: &ApiState,
+    core: &Core,
     cluster: &str,
     user: &UserInfo,
     a: &rbac::Attributes,
@@ -115,14 +115,14 @@ pub async fn authorize(
     if user.is_master() {
         return Ok(rbac::authorize(&rbac::Policy::default(), user, a));
     }
-    let policy = load_policy(st, cluster).await?;
+    let policy = load_policy(core, cluster).await?;
     Ok(rbac::authorize(&policy.view(), user, a))
 }
 
 /// Refuses a client's write of an RBAC object (`group`/`plural`) that would grant more than
 /// `user` holds: see [`escalation`]. Other kinds pass untouched.
 pub async fn refuse_escalation(
-    st: &ApiState,
+    core: &Core,
     cluster: &str,
     user: &UserInfo,
     group: &str,
@@ -135,7 +135,7 @@ pub async fn refuse_escalation(
     if user.is_master() {
         return Ok(());
     }
-    let policy = load_policy(st, cluster).await?;
+    let policy = load_policy(core, cluster).await?;
     escalation::check(&policy.view(), user, kind, obj).map_err(|e| {
         let mut err = ApiError::new(403, "Forbidden", e.message);
         err.details = Some(json!({"name": e.name, "group": escalation::GROUP, "kind": plural}));
@@ -147,7 +147,7 @@ pub async fn refuse_escalation(
 /// headers ask for when RBAC allows `actor` to impersonate each part of it (403 naming the
 /// first part it may not; 400 for headers that ask for groups without a user).
 pub async fn impersonated(
-    st: &ApiState,
+    core: &Core,
     cluster: &str,
     actor: UserInfo,
     headers: &axum::http::HeaderMap,
@@ -160,7 +160,7 @@ pub async fn impersonated(
     let policy = if actor.is_master() {
         None
     } else {
-        Some(load_policy(st, cluster).await?)
+        Some(load_policy(core, cluster).await?)
     };
     for a in impersonation::checks(&requested) {
         let allowed = match &policy {

@@ -11,7 +11,7 @@ use super::{
     tokens,
 };
 use crate::{
-    api::{ApiState, Ctx, json_response, objects, status::ApiError},
+    api::{AuthState, Core, Ctx, json_response, objects, status::ApiError},
     registry::ResourceDef,
 };
 
@@ -68,18 +68,20 @@ fn subject_of(spec: &Value) -> UserInfo {
 }
 
 async fn access_status(
-    st: &ApiState,
+    core: &Core,
     cluster: &str,
     user: &UserInfo,
     a: &Attributes,
 ) -> Result<Value, ApiError> {
-    let decision = super::authorize(st, cluster, user, a).await?;
+    let decision = super::authorize(core, cluster, user, a).await?;
     Ok(json!({"allowed": decision.allowed, "reason": decision.reason}))
 }
 
 /// Answers a review of `def` at `version` (in `namespace` for a LocalSubjectAccessReview).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn answer(
-    st: &ApiState,
+    core: &Core,
+    callers: &AuthState,
     ctx: &Ctx,
     def: &ResourceDef,
     version: &str,
@@ -91,11 +93,11 @@ pub(crate) async fn answer(
     let cluster = ctx.cluster.as_str();
     obj["status"] = match def.kind.as_str() {
         "SelfSubjectAccessReview" => {
-            access_status(st, cluster, &ctx.user, &attributes_of(&spec, None)?).await?
+            access_status(core, cluster, &ctx.user, &attributes_of(&spec, None)?).await?
         }
         "SubjectAccessReview" => {
             access_status(
-                st,
+                core,
                 cluster,
                 &subject_of(&spec),
                 &attributes_of(&spec, None)?,
@@ -112,7 +114,7 @@ pub(crate) async fn answer(
                 )));
             }
             access_status(
-                st,
+                core,
                 cluster,
                 &subject_of(&spec),
                 &attributes_of(&spec, Some(ns))?,
@@ -120,25 +122,30 @@ pub(crate) async fn answer(
             .await?
         }
         "SelfSubjectRulesReview" => {
-            let policy = load_policy(st, cluster).await?;
+            let policy = load_policy(core, cluster).await?;
             let ns = spec["namespace"].as_str().unwrap_or_default();
             let (resource, non_resource) = rbac::rules_of(&policy.view(), &ctx.user, ns);
             json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false})
         }
-        "TokenReview" => token_review(st, ctx, &spec).await?,
+        "TokenReview" => token_review(core, callers, ctx, &spec).await?,
         // SelfSubjectReview.
         _ => json!({"userInfo": ctx.user.to_json()}),
     };
     Ok(json_response(StatusCode::CREATED, &obj))
 }
 
-async fn token_review(st: &ApiState, ctx: &Ctx, spec: &Value) -> Result<Value, ApiError> {
+async fn token_review(
+    core: &Core,
+    callers: &AuthState,
+    ctx: &Ctx,
+    spec: &Value,
+) -> Result<Value, ApiError> {
     let token = spec["token"].as_str().unwrap_or_default();
     let refused = |error: &str| json!({"authenticated": false, "user": {}, "error": error});
-    let served = st.served.get(&ctx.cluster);
+    let served = core.served.get(&ctx.cluster);
     let found = match served {
         Some(served) if !token.is_empty() => {
-            tokens::authenticate(st, &ctx.cluster, &served, token).await?
+            tokens::authenticate(core, callers, &ctx.cluster, &served, token).await?
         }
         _ => None,
     };

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{AUTHENTICATED, UserInfo};
 use crate::{
-    api::{ApiState, Ctx, clusters::Served, json_response, status::ApiError},
+    api::{AuthState, Core, Ctx, clusters::Served, json_response, status::ApiError},
     kubeconfig,
     store::{
         ObjectKey, StoreError, token_hash,
@@ -90,19 +90,20 @@ fn now_seconds() -> i64 {
 
 /// Who `token` is on `cluster`, with the token's audiences; `None` when it proves nothing there.
 pub async fn authenticate(
-    st: &ApiState,
+    core: &Core,
+    callers: &AuthState,
     cluster: &str,
     served: &Served,
     token: &str,
 ) -> Result<Option<(UserInfo, Vec<String>)>, ApiError> {
     let hash = token_hash(token);
-    if hash == served.token_hash || st.admin_token_hash.as_deref() == Some(hash.as_str()) {
+    if hash == served.token_hash || callers.admin_token_hash.as_deref() == Some(hash.as_str()) {
         return Ok(Some((UserInfo::admin(), vec![API_AUDIENCE.to_owned()])));
     }
     if served.read_only {
         return Ok(None);
     }
-    let Some(t) = st.store.token(&hash).await.map_err(store_error)? else {
+    let Some(t) = core.store.token(&hash).await.map_err(store_error)? else {
         return Ok(None);
     };
     if t.cluster != cluster || t.expires_at <= now_seconds() {
@@ -110,12 +111,12 @@ pub async fn authenticate(
     }
     // A deleted (or deleted and recreated) ServiceAccount's tokens prove nothing.
     let key = core_key(cluster, "serviceaccounts", &t.namespace, &t.name);
-    let account = st.store.get(&key).await.map_err(store_error)?;
+    let account = core.store.get(&key).await.map_err(store_error)?;
     let mut live = account.is_some_and(|(_, sa)| sa["metadata"]["uid"] == t.uid.as_str());
     // A Pod-bound token dies with its Pod (or a new Pod of the same name), as in Kubernetes.
     if let (true, Some(p)) = (live, &t.pod) {
         let key = core_key(cluster, "pods", &t.namespace, &p.name);
-        let pod = st.store.get(&key).await.map_err(store_error)?;
+        let pod = core.store.get(&key).await.map_err(store_error)?;
         live = pod.is_some_and(|(_, pod)| {
             pod["metadata"]["uid"] == p.uid.as_str()
                 && pod["metadata"]["deletionTimestamp"].is_null()
@@ -148,7 +149,7 @@ pub fn expiration(spec: &Value) -> Result<i64, ApiError> {
 /// kube-apiserver checks it: it exists, its uid is the one named (if any), and it runs as the
 /// ServiceAccount. `None` when the token is bound to nothing.
 async fn bound_pod(
-    st: &ApiState,
+    core: &Core,
     cluster: &str,
     namespace: &str,
     account: &str,
@@ -180,7 +181,7 @@ async fn bound_pod(
     if name.is_empty() {
         return Err(invalid("name", "Required value".into()));
     }
-    let Some((_, pod)) = st
+    let Some((_, pod)) = core
         .store
         .get(&core_key(cluster, "pods", namespace, name))
         .await
@@ -212,7 +213,7 @@ async fn bound_pod(
     let node_uid = if node_name.is_empty() {
         String::new()
     } else {
-        st.store
+        core.store
             .get(&core_key(cluster, "nodes", "", node_name))
             .await
             .map_err(store_error)?
@@ -230,7 +231,7 @@ async fn bound_pod(
 /// `POST .../namespaces/NS/serviceaccounts/NAME/token`: a new token for an existing
 /// ServiceAccount, bound to a Pod when `spec.boundObjectRef` names one.
 pub(crate) async fn token_request(
-    st: &ApiState,
+    core: &Core,
     ctx: &Ctx,
     namespace: &str,
     name: &str,
@@ -243,7 +244,7 @@ pub(crate) async fn token_request(
         namespace: namespace.to_owned(),
         name: name.to_owned(),
     };
-    let Some((_, account)) = st.store.get(&key).await.map_err(store_error)? else {
+    let Some((_, account)) = core.store.get(&key).await.map_err(store_error)? else {
         return Err(ApiError::not_found("", "serviceaccounts", name));
     };
     let uid = account["metadata"]["uid"]
@@ -252,7 +253,7 @@ pub(crate) async fn token_request(
         .to_owned();
     let spec = &body["spec"];
     let seconds = expiration(spec)?;
-    let pod = bound_pod(st, &ctx.cluster, namespace, name, &spec["boundObjectRef"]).await?;
+    let pod = bound_pod(core, &ctx.cluster, namespace, name, &spec["boundObjectRef"]).await?;
     let audiences: Vec<String> = match spec["audiences"].as_array() {
         Some(a) if !a.is_empty() => a
             .iter()
@@ -272,7 +273,7 @@ pub(crate) async fn token_request(
         expires_at,
         pod: pod.clone(),
     };
-    st.store
+    core.store
         .save_token(&token_hash(&token), &record)
         .await
         .map_err(store_error)?;

@@ -57,7 +57,7 @@ impl Job {
 pub(super) type PassFuture = Pin<Box<dyn Future<Output = Result<(), ApiError>> + Send>>;
 
 /// One pass over a job: what the collector runs, given to it when it is made.
-pub(super) type Pass = fn(ApiState, Arc<Job>) -> PassFuture;
+pub(super) type Pass = fn(Writes, Arc<Job>) -> PassFuture;
 
 /// Work being done → whether another pass was asked for meanwhile.
 type Passes = HashMap<Work, bool>;
@@ -151,10 +151,10 @@ const PASS_RETRY: Backoff = Backoff::new(Duration::from_millis(200), Duration::f
 
 /// Runs passes over `job` in a task of the collector's until no other pass of it is asked
 /// for; a second call while it runs only asks for one more.
-fn start(st: &ApiState, job: Job) {
+fn start(st: &Writes, job: Job) {
     let work = job.work();
     {
-        let mut r = st.collector.running();
+        let mut r = st.core.collector.running();
         if let Some(again) = r.get_mut(&work) {
             *again = true;
             return;
@@ -163,16 +163,16 @@ fn start(st: &ApiState, job: Job) {
     }
     let st = st.clone();
     let job = Arc::new(job);
-    let tasks = st.collector.tasks.clone();
+    let tasks = st.core.collector.tasks.clone();
     tasks.spawn(async move {
         let mut claim = Claim {
-            collector: st.collector.clone(),
+            collector: st.core.collector.clone(),
             work,
             released: false,
         };
         loop {
             for attempt in 1..=PASS_ATTEMPTS {
-                match (st.collector.pass)(st.clone(), job.clone()).await {
+                match (st.core.collector.pass)(st.clone(), job.clone()).await {
                     Ok(()) => break,
                     Err(e) => {
                         tracing::warn!(work = ?claim.work, attempt, error = %e.message, "garbage collection pass failed");
@@ -188,15 +188,16 @@ fn start(st: &ApiState, job: Job) {
 }
 
 /// Runs passes over `owner` in the background until nothing is left to do for now.
-pub(super) fn schedule(st: &ApiState, owner: Owner) {
+pub(super) fn schedule(st: &Writes, owner: Owner) {
     start(st, Job::Collect(Box::new(owner)));
 }
 
 /// Orphans the dependents of `owner` in a task of the collector's, and waits for it: the
 /// work goes on if the waiting request is dropped (its client went away).
-pub(super) async fn orphan_now(st: &ApiState, owner: Owner) -> Result<(), ApiError> {
-    let pass = (st.collector.pass)(st.clone(), Arc::new(Job::Collect(Box::new(owner))));
-    st.collector
+pub(super) async fn orphan_now(st: &Writes, owner: Owner) -> Result<(), ApiError> {
+    let pass = (st.core.collector.pass)(st.clone(), Arc::new(Job::Collect(Box::new(owner))));
+    st.core
+        .collector
         .tasks
         .spawn(pass)
         .await
@@ -205,7 +206,7 @@ pub(super) async fn orphan_now(st: &ApiState, owner: Owner) -> Result<(), ApiErr
 
 /// Works off `cluster`'s queue of deleted owners and its terminating namespaces in the
 /// background (again, once, if it is already being worked off).
-pub(super) fn sweep(st: &ApiState, cluster: &str) {
+pub(super) fn sweep(st: &Writes, cluster: &str) {
     start(
         st,
         Job::Sweep {
@@ -216,7 +217,7 @@ pub(super) fn sweep(st: &ApiState, cluster: &str) {
 
 /// Starts a pass for each owner of `removed` (an object just deleted) that waits, in the
 /// foreground, for its dependents to go.
-pub(super) async fn wake_owners(st: &ApiState, ctx: &Ctx, removed: &Value) -> Result<(), ApiError> {
+pub(super) async fn wake_owners(st: &Writes, ctx: &Ctx, removed: &Value) -> Result<(), ApiError> {
     let refs = removed
         .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
@@ -227,7 +228,7 @@ pub(super) async fn wake_owners(st: &ApiState, ctx: &Ctx, removed: &Value) -> Re
         .and_then(Value::as_str)
         .filter(|ns| !ns.is_empty());
     for r in refs {
-        let Some((t, owner)) = referenced_owner(st, ctx, namespace, &r).await? else {
+        let Some((t, owner)) = referenced_owner(&st.core, ctx, namespace, &r).await? else {
             continue;
         };
         if is_deleting(&owner) && has_finalizer(&owner, FOREGROUND) {
@@ -239,10 +240,10 @@ pub(super) async fn wake_owners(st: &ApiState, ctx: &Ctx, removed: &Value) -> Re
 
 /// Resumes, once per opening of the store, the collection its objects call for: every owner
 /// still carrying a collector's finalizer gets a pass, and each cluster's queue a sweep.
-pub(crate) fn resume_once(st: &ApiState) {
+pub(crate) fn resume_once(st: &Writes) {
     // Every request asks; a plain load answers all but the first.
-    if st.collector.resumed.load(Ordering::Relaxed)
-        || st.collector.resumed.swap(true, Ordering::AcqRel)
+    if st.core.collector.resumed.load(Ordering::Relaxed)
+        || st.core.collector.resumed.swap(true, Ordering::AcqRel)
     {
         return;
     }
@@ -250,10 +251,11 @@ pub(crate) fn resume_once(st: &ApiState) {
     tokio::spawn(async move {
         // Mirrors are collected upstream.
         let hosted = st
+            .core
             .served
             .names()
             .into_iter()
-            .filter(|c| st.served.get(c).is_some_and(|s| !s.read_only));
+            .filter(|c| st.core.served.get(c).is_some_and(|s| !s.read_only));
         for cluster in hosted {
             // Deleted owners whose dependents were not yet dealt with, and terminating
             // namespaces not yet emptied.
@@ -268,14 +270,16 @@ pub(crate) fn resume_once(st: &ApiState) {
 /// How many stored objects are read at a time when looking for pending owners.
 const RESUME_PAGE: usize = 500;
 
-async fn resume(st: &ApiState, cluster: &str) -> Result<(), ApiError> {
+async fn resume(st: &Writes, cluster: &str) -> Result<(), ApiError> {
     let collections = st
+        .core
         .registry
         .all(cluster)
         .into_iter()
         .filter(|d| d.storage_group == d.group && !d.is_review());
     for def in collections {
-        st.store
+        st.core
+            .store
             .scan_raw(
                 cluster,
                 &def.storage_group,

@@ -22,7 +22,7 @@ pub(super) enum By {
 /// client, then the commit. Retries lost races. A no-op stores nothing. An object being deleted
 /// whose last finalizer went away is deleted.
 pub(super) async fn guaranteed_update<F>(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,
@@ -35,15 +35,19 @@ where
     let key = t.key(&ctx.cluster, name);
     let dry = dry_run(ctx)?;
     for _ in 0..WRITE_ATTEMPTS {
-        let (rv, current) = t.stored(st, &ctx.cluster, name).await?;
+        let (rv, current) = t.stored(&st.core, &ctx.cluster, name).await?;
         // `mutate` sees and returns the served form; the store keeps the stored one.
         // Shared with the validation rules' thread, which reads it as `oldSelf`.
         let served = std::sync::Arc::new(t.served(current.clone()));
         let new = mutate(&served)?;
         let new = if by == By::Client {
-            let new =
-                crate::api::cel_rules::check(&st.cel_slots, &t.def, new, Some(served.clone()))
-                    .await?;
+            let new = crate::api::cel_rules::check(
+                &st.admission.cel_slots,
+                &t.def,
+                new,
+                Some(served.clone()),
+            )
+            .await?;
             admit_update(st, ctx, t, name, &served, new, dry).await?
         } else {
             new
@@ -54,6 +58,7 @@ where
             return Ok(t.served(new));
         }
         match st
+            .core
             .store
             .commit(&key, Precondition::At(rv), WriteOp::Put(new))
             .await
@@ -63,7 +68,7 @@ where
                 if is_deleting(&body) && finalizers_of(&body) == 0 {
                     finish_delete(st, ctx, t, &key, ev.rv, body.clone()).await?;
                 } else {
-                    let hooks = t.write(st, ctx, jiff::Timestamp::now());
+                    let hooks = t.write(&st.core, ctx, jiff::Timestamp::now());
                     t.kind
                         .after_commit(&hooks, &key, Committed::Updated(&body))
                         .await?;
@@ -83,7 +88,7 @@ where
 /// Runs the admission webhooks on an update of `current` to `new`: the mutating ones (their
 /// changes validated again), then the validating ones.
 async fn admit_update(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,
@@ -105,12 +110,18 @@ async fn admit_update(
     );
     if admission::mutate(st, ctx, &a, &mut new, Some(current)).await? {
         apply_schema(ctx, t, &mut new, Some(current))?;
-        new = crate::api::validation::validated(&st.patterns, &t.def, t.kind, new, Some(current))?;
+        new = crate::api::validation::validated(
+            &st.core.patterns,
+            &t.def,
+            t.kind,
+            new,
+            Some(current),
+        )?;
         let old = std::sync::Arc::new(current.clone());
-        new = crate::api::cel_rules::check(&st.cel_slots, &t.def, new, Some(old)).await?;
+        new = crate::api::cel_rules::check(&st.admission.cel_slots, &t.def, new, Some(old)).await?;
     }
     crate::api::auth::refuse_escalation(
-        st,
+        &st.core,
         &ctx.cluster,
         &ctx.user,
         &t.def.group,
@@ -125,19 +136,20 @@ async fn admit_update(
 /// Removes an object for good, with what follows for its kind, its owners and dependents, and
 /// its namespace. An object that holds others (a namespace) waits until it is empty.
 pub(super) async fn finish_delete(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     key: &crate::store::ObjectKey,
     rv: u64,
     body: Value,
 ) -> Result<Value, ApiError> {
-    if t.kind.holds_objects() && !namespace::is_empty(st, &ctx.cluster, &key.name).await? {
+    if t.kind.holds_objects() && !namespace::is_empty(&st.core, &ctx.cluster, &key.name).await? {
         // The collector empties it first, then lets it go.
         collector::sweep(st, &ctx.cluster);
         return Ok(body);
     }
     let ev = st
+        .core
         .store
         .commit(key, Precondition::At(rv), WriteOp::Delete(body))
         .await
@@ -148,7 +160,7 @@ pub(super) async fn finish_delete(
             }
             e => store_error(e),
         })?;
-    let hooks = t.write(st, ctx, jiff::Timestamp::now());
+    let hooks = t.write(&st.core, ctx, jiff::Timestamp::now());
     t.kind.after_commit(&hooks, key, Committed::Deleted).await?;
     // Background propagation: whatever still names this object as its owner goes too. The
     // commit queued it for the collector, which works the queue in a task of its own, so the
@@ -158,7 +170,7 @@ pub(super) async fn finish_delete(
     collector::wake_owners(st, ctx, &ev.body).await?;
     // The last object of a terminating namespace lets the namespace go.
     if t.def.namespaced && !key.namespace.is_empty() {
-        namespace::finish_if_empty(st, &ctx.cluster, &key.namespace).await?;
+        namespace::finish_if_empty(&st.core, &ctx.cluster, &key.namespace).await?;
     }
     Ok((*ev.body).clone())
 }

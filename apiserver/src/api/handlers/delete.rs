@@ -20,13 +20,13 @@ fn background() -> Value {
 /// it are deleted (those with finalizers only marked), and it goes once it is empty and has
 /// no finalizers of its own.
 async fn delete_holder(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,
 ) -> Result<(StatusCode, Value), ApiError> {
     let key = t.key(&ctx.cluster, name);
-    let (rv, mut current) = t.stored(st, &ctx.cluster, name).await?;
+    let (rv, mut current) = t.stored(&st.core, &ctx.cluster, name).await?;
     if dry_run(ctx)? {
         return Ok((StatusCode::OK, t.served(current)));
     }
@@ -34,6 +34,7 @@ async fn delete_holder(
         objects::mark_deleting(&mut current, jiff::Timestamp::now());
         t.kind.terminating(&mut current);
         let ev = st
+            .core
             .store
             .commit(&key, Precondition::At(rv), WriteOp::Put(current))
             .await
@@ -48,9 +49,9 @@ async fn delete_holder(
     }
     // An empty one goes at once; the collector empties the others (and resumes that after a
     // restart: it looks for terminating namespaces).
-    namespace::finish_if_empty(st, &ctx.cluster, name).await?;
+    namespace::finish_if_empty(&st.core, &ctx.cluster, name).await?;
     collector::sweep(st, &ctx.cluster);
-    match st.store.get(&key).await.map_err(store_error)? {
+    match st.core.store.get(&key).await.map_err(store_error)? {
         Some((_, still)) => Ok((StatusCode::OK, t.served(still))),
         None => Ok((StatusCode::OK, t.served(current))),
     }
@@ -104,15 +105,16 @@ const CONTENTS_PAGE: usize = 256;
 /// Deletes (or marks, while they have finalizers) every object in namespace `ns`, a page at a
 /// time.
 pub(super) async fn delete_namespace_contents(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     ns: &str,
 ) -> Result<(), ApiError> {
-    for def in namespace::namespaced_collections(st, &ctx.cluster) {
+    for def in namespace::namespaced_collections(&st.core, &ctx.cluster) {
         let t = Target::stored_form(&def, Some(ns.to_owned()));
         let mut after: Option<String> = None;
         loop {
             let page = st
+                .core
                 .store
                 .list_raw(
                     &ctx.cluster,
@@ -167,7 +169,7 @@ fn check_preconditions(
 /// and orphan deletions mark the object with the collector's finalizer: the collector deletes
 /// (in the background) or orphans (before answering) its dependents, then lets it go.
 pub(super) async fn delete_one(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,
@@ -180,7 +182,7 @@ pub(super) async fn delete_one(
     let dry = dry_run(ctx)?;
     let policy = propagation(options, ctx)?;
     for _ in 0..WRITE_ATTEMPTS {
-        let (rv, current) = t.stored(st, &ctx.cluster, name).await?;
+        let (rv, current) = t.stored(&st.core, &ctx.cluster, name).await?;
         check_preconditions(t, name, options, &current)?;
         let mut marked = current.clone();
         let added = policy
@@ -193,6 +195,7 @@ pub(super) async fn delete_one(
                 return Ok((StatusCode::OK, t.served(marked)));
             }
             match st
+                .core
                 .store
                 .commit(&key, Precondition::At(rv), WriteOp::Put(marked))
                 .await
@@ -252,7 +255,7 @@ pub(super) fn delete_options(ctx: &Ctx) -> Result<Value, ApiError> {
 /// Runs the admission webhooks on a client's delete of `name` (nothing when it is gone: the
 /// delete answers 404).
 async fn admit_delete(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,
@@ -260,6 +263,7 @@ async fn admit_delete(
 ) -> Result<(), ApiError> {
     use crate::api::admission::{self, Operation};
     let Some((_, current)) = st
+        .core
         .store
         .get(&t.key(&ctx.cluster, name))
         .await
@@ -290,7 +294,7 @@ async fn admit_delete(
 }
 
 pub(super) async fn delete(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,
@@ -305,13 +309,13 @@ pub(super) async fn delete(
 }
 
 pub(super) async fn delete_collection(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
 ) -> Result<Response, ApiError> {
     let options = delete_options(ctx)?;
     let filter = Filter::from_ctx(ctx, t)?;
-    let (items, _, _) = collect(st, ctx, t, &filter, 0, None).await?;
+    let (items, _, _) = collect(&st.core, ctx, t, &filter, 0, None).await?;
     let mut deleted = Vec::new();
     for obj in items {
         let ns = obj

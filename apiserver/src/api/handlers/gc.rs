@@ -17,7 +17,7 @@ use super::target::*;
 use crate::api::kinds::namespace;
 
 /// One pass over `job`: what the collector ([`super::collector::Collector`]) runs.
-pub(super) fn pass(st: ApiState, job: Arc<Job>) -> PassFuture {
+pub(super) fn pass(st: Writes, job: Arc<Job>) -> PassFuture {
     Box::pin(async move {
         match &*job {
             Job::Collect(owner) => collect(&st, &Ctx::internal(&owner.cluster), owner).await,
@@ -32,9 +32,10 @@ const QUEUE_PAGE: usize = 64;
 /// One sweep: every queued owner's dependents are deleted, or released where another owner
 /// of theirs remains (a dependent's own deletion queues it in turn, so a chain of any length
 /// is worked off in a loop), then each terminating namespace is emptied.
-async fn sweep_pass(st: &ApiState, ctx: &Ctx) -> Result<(), ApiError> {
+async fn sweep_pass(st: &Writes, ctx: &Ctx) -> Result<(), ApiError> {
     loop {
         let owners = st
+            .core
             .store
             .queued_owners(&ctx.cluster, QUEUE_PAGE)
             .await
@@ -44,15 +45,16 @@ async fn sweep_pass(st: &ApiState, ctx: &Ctx) -> Result<(), ApiError> {
         }
         for uid in owners {
             release_dependents(st, ctx, &uid).await?;
-            st.store
+            st.core
+                .store
                 .collected(&ctx.cluster, &uid)
                 .await
                 .map_err(store_error)?;
         }
     }
-    for ns in namespace::terminating(st, &ctx.cluster).await? {
+    for ns in namespace::terminating(&st.core, &ctx.cluster).await? {
         delete_namespace_contents(st, ctx, &ns).await?;
-        namespace::finish_if_empty(st, &ctx.cluster, &ns).await?;
+        namespace::finish_if_empty(&st.core, &ctx.cluster, &ns).await?;
     }
     Ok(())
 }
@@ -60,9 +62,10 @@ async fn sweep_pass(st: &ApiState, ctx: &Ctx) -> Result<(), ApiError> {
 /// Deals with each dependent of the deleted owner `owner_uid`: one that still has another
 /// owner loses only its reference to this one (as kube's collector does); the others are
 /// deleted in the background (or marked, while they have finalizers).
-async fn release_dependents(st: &ApiState, ctx: &Ctx, owner_uid: &str) -> Result<(), ApiError> {
-    for (t, name) in dependents(st, ctx, owner_uid).await? {
+async fn release_dependents(st: &Writes, ctx: &Ctx, owner_uid: &str) -> Result<(), ApiError> {
+    for (t, name) in dependents(&st.core, ctx, owner_uid).await? {
         let Some((_, dependent)) = st
+            .core
             .store
             .get(&t.key(&ctx.cluster, &name))
             .await
@@ -70,7 +73,7 @@ async fn release_dependents(st: &ApiState, ctx: &Ctx, owner_uid: &str) -> Result
         else {
             continue;
         };
-        let result = if another_owner_remains(st, ctx, &dependent, owner_uid).await? {
+        let result = if another_owner_remains(&st.core, ctx, &dependent, owner_uid).await? {
             drop_owner_reference(st, ctx, &t, &name, owner_uid).await
         } else {
             delete_one(
@@ -94,7 +97,7 @@ async fn release_dependents(st: &ApiState, ctx: &Ctx, owner_uid: &str) -> Result
 
 /// Removes the reference to `owner_uid` from the dependent `name`.
 pub(super) async fn drop_owner_reference(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,
@@ -116,10 +119,10 @@ pub(super) async fn drop_owner_reference(
 
 /// One pass over `owner`: orphans or deletes its dependents, and drops the collector's
 /// finalizers once their work is done.
-pub(super) async fn collect(st: &ApiState, ctx: &Ctx, owner: &Owner) -> Result<(), ApiError> {
+pub(super) async fn collect(st: &Writes, ctx: &Ctx, owner: &Owner) -> Result<(), ApiError> {
     let t = owner.target();
     let key = t.key(&ctx.cluster, &owner.name);
-    let Some((_, current)) = st.store.get(&key).await.map_err(store_error)? else {
+    let Some((_, current)) = st.core.store.get(&key).await.map_err(store_error)? else {
         return Ok(());
     };
     if !is_deleting(&current) || uid_of(&current) != owner.uid {
@@ -138,20 +141,21 @@ pub(super) async fn collect(st: &ApiState, ctx: &Ctx, owner: &Owner) -> Result<(
 /// Deletes each dependent of `owner_uid` not yet being deleted; whether any that blocks the
 /// owner's deletion is still there.
 async fn delete_dependents_first(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     owner_uid: &str,
 ) -> Result<bool, ApiError> {
     let mut blocked = false;
-    for (t, name) in dependents(st, ctx, owner_uid).await? {
+    for (t, name) in dependents(&st.core, ctx, owner_uid).await? {
         let key = t.key(&ctx.cluster, &name);
-        let Some((_, dependent)) = st.store.get(&key).await.map_err(store_error)? else {
+        let Some((_, dependent)) = st.core.store.get(&key).await.map_err(store_error)? else {
             continue;
         };
         if !is_deleting(&dependent) {
             // A dependent with dependents of its own goes in the foreground too: the owner
             // waits for the whole chain beneath it.
             let own = st
+                .core
                 .store
                 .dependents(&ctx.cluster, uid_of(&dependent))
                 .await
@@ -168,7 +172,7 @@ async fn delete_dependents_first(
                 Err(e) => return Err(e),
             }
         }
-        if let Some((_, left)) = st.store.get(&key).await.map_err(store_error)? {
+        if let Some((_, left)) = st.core.store.get(&key).await.map_err(store_error)? {
             blocked |= blocks(&left, owner_uid);
         }
     }
@@ -177,7 +181,7 @@ async fn delete_dependents_first(
 
 /// Removes `finalizer` from `owner` (which then goes if it was the last one).
 async fn drop_finalizer(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     owner: &Owner,
     finalizer: &str,
@@ -199,11 +203,11 @@ async fn drop_finalizer(
 
 /// Removes the owner reference to `owner_uid` from every dependent.
 pub(super) async fn orphan_dependents(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     owner_uid: &str,
 ) -> Result<(), ApiError> {
-    for (t, name) in dependents(st, ctx, owner_uid).await? {
+    for (t, name) in dependents(&st.core, ctx, owner_uid).await? {
         match drop_owner_reference(st, ctx, &t, &name, owner_uid).await {
             Ok(()) => {}
             Err(e) if e.code == 404 => {}

@@ -11,7 +11,6 @@ mod collector;
 mod commit;
 mod delete;
 mod gc;
-mod kubelet;
 mod owners;
 mod read;
 mod subresources;
@@ -30,7 +29,7 @@ use axum::{
     response::Response,
 };
 
-use super::{ApiState, Ctx, auth, path::ResourcePath, status::ApiError, watch};
+use super::{ApiState, Ctx, Writes, auth, path::ResourcePath, status::ApiError, watch};
 
 /// The garbage collector of one opening of the store, working with the collector's passes.
 pub(crate) fn new_collector() -> Collector {
@@ -42,13 +41,14 @@ pub(crate) async fn resource(
     ctx: Ctx,
     p: ResourcePath,
 ) -> Result<Response, ApiError> {
-    collector::resume_once(st);
+    let writes = st.writes();
+    collector::resume_once(&writes);
     let watching = p.watch || ctx.flag("watch");
     // A client that takes protobuf alone (client-go's typed clients may ask so) gets every
     // answer in it, subresources' and errors included, as kube-apiserver answers; a watch
     // frames its own. A 406 (no protobuf form) stays JSON: it is the answer that says so.
     let in_protobuf = !watching && super::negotiate::protobuf_only(ctx.header(header::ACCEPT));
-    let mut response = match dispatch(st, &ctx, p, watching, in_protobuf).await {
+    let mut response = match dispatch(st, &writes, &ctx, p, watching, in_protobuf).await {
         Ok(r) => r,
         Err(e) if in_protobuf && e.code != 406 => axum::response::IntoResponse::into_response(e),
         Err(e) => return Err(e),
@@ -67,15 +67,18 @@ pub(crate) async fn resource(
     Ok(response)
 }
 
-/// Resolves the target of a resource request and runs its verb.
+/// Resolves the target of a resource request and runs its verb: reads take the core, watches
+/// and reviews the callers' state too, writes what the write pipelines use.
 async fn dispatch(
     st: &ApiState,
+    writes: &Writes,
     ctx: &Ctx,
     p: ResourcePath,
     watching: bool,
     in_protobuf: bool,
 ) -> Result<Response, ApiError> {
-    let def = st
+    let core = &*st.core;
+    let def = core
         .registry
         .find(&ctx.cluster, &p.group, &p.version, &p.resource)
         .ok_or_else(ApiError::not_found_path)?;
@@ -92,7 +95,7 @@ async fn dispatch(
         return match (&ctx.method, &p.namespace, &p.name) {
             (&Method::POST, Some(ns), Some(name)) => {
                 let body = write::object_body(ctx).await?;
-                create(st, ctx, ns, name, body).await
+                create(core, ctx, ns, name, body).await
             }
             (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
         };
@@ -107,7 +110,16 @@ async fn dispatch(
         return match (&ctx.method, &p.name, &p.subresource) {
             (&Method::POST, None, None) => {
                 let body = write::object_body(ctx).await?;
-                auth::reviews::answer(st, ctx, &def, &p.version, p.namespace.as_deref(), body).await
+                auth::reviews::answer(
+                    core,
+                    &st.auth,
+                    ctx,
+                    &def,
+                    &p.version,
+                    p.namespace.as_deref(),
+                    body,
+                )
+                .await
             }
             (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
         };
@@ -121,7 +133,7 @@ async fn dispatch(
         status,
     };
     if let Some(sub) = other.as_deref() {
-        return subresources::serve(st, ctx, &t, sub).await;
+        return subresources::serve(writes, ctx, &t, sub).await;
     }
     // Answered in protobuf: a kind without that form is refused before the verb runs (a write
     // refused after it was stored would be stored all the same).
@@ -130,14 +142,14 @@ async fn dispatch(
         return Err(ApiError::no_protobuf_form(&api_version, &t.def.kind));
     }
     match (&ctx.method, t.name.clone()) {
-        (&Method::GET, _) if watching => watch::serve(st, ctx, &t).await,
-        (&Method::GET, Some(name)) => get(st, ctx, &t, &name).await,
-        (&Method::GET, None) => list(st, ctx, &t).await,
-        (&Method::POST, None) if !t.status => create(st, ctx, &t).await,
-        (&Method::PUT, Some(name)) => update(st, ctx, &t, &name).await,
-        (&Method::PATCH, Some(name)) => patch(st, ctx, &t, &name).await,
-        (&Method::DELETE, Some(name)) if !t.status => delete(st, ctx, &t, &name).await,
-        (&Method::DELETE, None) => delete_collection(st, ctx, &t).await,
+        (&Method::GET, _) if watching => watch::serve(core, &st.auth, ctx, &t).await,
+        (&Method::GET, Some(name)) => get(core, ctx, &t, &name).await,
+        (&Method::GET, None) => list(core, ctx, &t).await,
+        (&Method::POST, None) if !t.status => create(writes, ctx, &t).await,
+        (&Method::PUT, Some(name)) => update(writes, ctx, &t, &name).await,
+        (&Method::PATCH, Some(name)) => patch(writes, ctx, &t, &name).await,
+        (&Method::DELETE, Some(name)) if !t.status => delete(writes, ctx, &t, &name).await,
+        (&Method::DELETE, None) => delete_collection(writes, ctx, &t).await,
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
     }
 }

@@ -93,11 +93,11 @@ pub(super) fn blocks(dependent: &Value, owner_uid: &str) -> bool {
 }
 
 /// The served kind an owner reference names.
-pub(super) fn owner_def(st: &ApiState, cluster: &str, reference: &Value) -> Option<ResourceDef> {
+pub(super) fn owner_def(core: &Core, cluster: &str, reference: &Value) -> Option<ResourceDef> {
     let api_version = reference.get("apiVersion").and_then(Value::as_str)?;
     let kind = reference.get("kind").and_then(Value::as_str)?;
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    st.registry
+    core.registry
         .all(cluster)
         .into_iter()
         .find(|d| d.group == group && d.kind == kind && d.serves(version))
@@ -106,20 +106,20 @@ pub(super) fn owner_def(st: &ApiState, cluster: &str, reference: &Value) -> Opti
 /// The owner an ownerReference `r` of a dependent in `namespace` names, if it exists with the
 /// reference's uid (an owner recreated under its name is another owner).
 pub(super) async fn referenced_owner(
-    st: &ApiState,
+    core: &Core,
     ctx: &Ctx,
     namespace: Option<&str>,
     r: &Value,
 ) -> Result<Option<(Target, Value)>, ApiError> {
     let (Some(def), Some(name), Some(uid)) = (
-        owner_def(st, &ctx.cluster, r),
+        owner_def(core, &ctx.cluster, r),
         r.get("name").and_then(Value::as_str),
         r.get("uid").and_then(Value::as_str),
     ) else {
         return Ok(None);
     };
     let t = Target::stored_form(&def, namespace.filter(|_| def.namespaced).map(String::from));
-    let owner = st
+    let owner = core
         .store
         .get(&t.key(&ctx.cluster, name))
         .await
@@ -129,7 +129,7 @@ pub(super) async fn referenced_owner(
 
 /// Whether `dependent` names an owner other than `gone_uid` that still exists.
 pub(super) async fn another_owner_remains(
-    st: &ApiState,
+    core: &Core,
     ctx: &Ctx,
     dependent: &Value,
     gone_uid: &str,
@@ -147,7 +147,7 @@ pub(super) async fn another_owner_remains(
         if r.get("uid").and_then(Value::as_str) == Some(gone_uid) {
             continue;
         }
-        if referenced_owner(st, ctx, namespace, r).await?.is_some() {
+        if referenced_owner(core, ctx, namespace, r).await?.is_some() {
             return Ok(true);
         }
     }
@@ -156,11 +156,11 @@ pub(super) async fn another_owner_remains(
 
 /// The dependents of `owner_uid`, with the target to address each.
 pub(super) async fn dependents(
-    st: &ApiState,
+    core: &Core,
     ctx: &Ctx,
     owner_uid: &str,
 ) -> Result<Vec<(Target, String)>, ApiError> {
-    let keys = st
+    let keys = core
         .store
         .dependents(&ctx.cluster, owner_uid)
         .await
@@ -168,7 +168,7 @@ pub(super) async fn dependents(
     Ok(keys
         .into_iter()
         .filter_map(|key| {
-            let def = st
+            let def = core
                 .registry
                 .find_stored(&ctx.cluster, &key.group, &key.resource)?;
             let namespace = (!key.namespace.is_empty()).then_some(key.namespace);

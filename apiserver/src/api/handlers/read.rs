@@ -5,7 +5,7 @@ use crate::store::ReplayError;
 use gpustack_kube_rest::{list, resource::Schema};
 
 pub(super) async fn get(
-    st: &ApiState,
+    core: &Core,
     ctx: &Ctx,
     t: &Target,
     name: &str,
@@ -14,7 +14,7 @@ pub(super) async fn get(
         return Err(ApiError::not_found_path());
     }
     let representation = representation(ctx)?;
-    let (_, obj) = t.stored(st, &ctx.cluster, name).await?;
+    let (_, obj) = t.stored(core, &ctx.cluster, name).await?;
     let obj = t.served(obj);
     answer(ctx, t, representation, StatusCode::OK, obj)
 }
@@ -52,7 +52,7 @@ pub(super) fn answer(
 
 /// The matching objects of a collection, one page at a time.
 pub(crate) async fn collect(
-    st: &ApiState,
+    core: &Core,
     ctx: &Ctx,
     t: &Target,
     filter: &Filter,
@@ -68,12 +68,12 @@ pub(crate) async fn collect(
         let (group, resource, ns) = (&t.def.storage_group, &t.def.plural, t.namespace.as_deref());
         // Later pages (and later batches of this one) read the first page's snapshot.
         let page = match list_rv {
-            None => st
+            None => core
                 .store
                 .list(&ctx.cluster, group, resource, ns, after_ref, batch)
                 .await
                 .map_err(store_error)?,
-            Some(snapshot) => st
+            Some(snapshot) => core
                 .store
                 .list_at(
                     &ctx.cluster,
@@ -117,13 +117,13 @@ pub(crate) async fn collect(
     }
 }
 
-pub(super) async fn list(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
+pub(super) async fn list(core: &Core, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
     // A list is served at the store's latest state, once the store has reached any version
     // asked. (A mirror's objects carry their upstream's versions: not the store's to compare.)
     if let Some(rv) = crate::api::requested_version::parse(ctx.param("resourceVersion"))?
         && !ctx.read_only
     {
-        crate::api::requested_version::reached(&st.store, rv).await?;
+        crate::api::requested_version::reached(&core.store, rv).await?;
     }
     let filter = Filter::from_ctx(ctx, t)?;
     let limit = list::limit(ctx.param("limit"))?;
@@ -135,9 +135,9 @@ pub(super) async fn list(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respons
         && t.def.storage_group == t.def.group
         && t.def.versions.first() == Some(&t.version);
     if verbatim {
-        return list_verbatim(st, ctx, t, limit, from).await;
+        return list_verbatim(core, ctx, t, limit, from).await;
     }
-    let (items, rv, next) = collect(st, ctx, t, &filter, limit, from).await?;
+    let (items, rv, next) = collect(core, ctx, t, &filter, limit, from).await?;
     let include = match representation {
         Representation::Table => include_object(ctx)?,
         _ => IncludeObject::Metadata,
@@ -156,7 +156,7 @@ pub(super) async fn list(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Respons
 /// A list whose items are served exactly as stored: the stored JSON texts are spliced into the
 /// response without being parsed (the common case, and the one that matters at scale).
 pub(super) async fn list_verbatim(
-    st: &ApiState,
+    core: &Core,
     ctx: &Ctx,
     t: &Target,
     limit: usize,
@@ -167,15 +167,15 @@ pub(super) async fn list_verbatim(
         .map(|c| (c.namespace.as_str(), c.name.as_str()));
     let (group, resource, ns) = (&t.def.storage_group, &t.def.plural, t.namespace.as_deref());
     if limit == 0 && from.is_none() {
-        return stream_verbatim(st, ctx, t).await;
+        return stream_verbatim(core, ctx, t).await;
     }
     let page = match &from {
-        None => st
+        None => core
             .store
             .list_raw(&ctx.cluster, group, resource, ns, after, limit)
             .await
             .map_err(store_error)?,
-        Some(c) => st
+        Some(c) => core
             .store
             .list_raw_at(&ctx.cluster, group, resource, ns, after, limit, c.rv)
             .await
@@ -195,7 +195,7 @@ pub(super) async fn list_verbatim(
     let size: usize = page.items.iter().map(|o| o.body.len() + 1).sum();
     let mut body = String::with_capacity(size + 256);
     body.push_str(&list::verbatim_head(&t.def, &t.version, &meta));
-    let defaults = read_defaults(st, ctx, t);
+    let defaults = read_defaults(core, ctx, t);
     for (i, o) in page.items.iter().enumerate() {
         if i > 0 {
             body.push(',');
@@ -215,8 +215,8 @@ pub(super) async fn list_verbatim(
 /// their CRD gained a default lack it (writes apply defaults), so only kinds whose CRD changed
 /// since it was created are parsed on the way out. Not for mirrors: their upstream defaulted
 /// them.
-fn read_defaults(st: &ApiState, ctx: &Ctx, t: &Target) -> Option<Schema> {
-    let mirror = st.served.get(&ctx.cluster).is_some_and(|s| s.read_only);
+fn read_defaults(core: &Core, ctx: &Ctx, t: &Target) -> Option<Schema> {
+    let mirror = core.served.get(&ctx.cluster).is_some_and(|s| s.read_only);
     t.def
         .schema
         .clone()
@@ -247,17 +247,17 @@ fn with_defaults<'a>(schema: Option<&Value>, text: &'a str) -> std::borrow::Cow<
 /// becomes one chunk of the body, its stored texts spliced in as they are. A storage error after
 /// the first bytes ends the body early, and the client sees a truncated list, never a partial
 /// one it could mistake for complete.
-async fn stream_verbatim(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
+async fn stream_verbatim(core: &Core, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
     use futures::StreamExt;
     let (group, resource, ns) = (&t.def.storage_group, &t.def.plural, t.namespace.as_deref());
-    let (rv, pages) = st
+    let (rv, pages) = core
         .store
         .stream_raw(&ctx.cluster, group, resource, ns)
         .await
         .map_err(store_error)?;
     let head = list::verbatim_head(&t.def, &t.version, &list::metadata(rv, None));
     let mut first = true;
-    let defaults = read_defaults(st, ctx, t);
+    let defaults = read_defaults(core, ctx, t);
     let items = tokio_stream::wrappers::ReceiverStream::new(pages).map(move |page| {
         let page = page.inspect_err(|e| tracing::error!(error = %e, "streamed list failed"))?;
         let mut out = String::with_capacity(page.iter().map(|o| o.body.len() + 1).sum());

@@ -10,7 +10,7 @@ pub(super) use axum::{
 pub(super) use serde_json::{Value, json};
 
 pub(super) use crate::api::{
-    ApiState, Ctx, apply, conversion, json_response,
+    Core, Ctx, Writes, apply, conversion, json_response,
     kinds::{self, Committed, KindStrategy},
     negotiate,
     negotiate::Representation,
@@ -68,12 +68,12 @@ impl Target {
     /// How a hook sees a write to this target by `ctx`.
     pub(super) fn write<'a>(
         &'a self,
-        st: &'a ApiState,
+        core: &'a Core,
         ctx: &'a Ctx,
         now: jiff::Timestamp,
     ) -> kinds::Write<'a> {
         kinds::Write {
-            st,
+            core,
             ctx,
             def: &self.def,
             now,
@@ -104,11 +104,11 @@ impl Target {
     /// there is none.
     pub(super) async fn stored(
         &self,
-        st: &ApiState,
+        core: &Core,
         cluster: &str,
         name: &str,
     ) -> Result<(u64, Value), ApiError> {
-        st.store
+        core.store
             .get(&self.key(cluster, name))
             .await
             .map_err(store_error)?

@@ -10,7 +10,7 @@ use super::target::*;
 /// preparation, schema, validation and rules, ownership, the validating webhooks, one commit,
 /// then what follows it for the kind.
 pub(crate) async fn create_object(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     body: Value,
@@ -21,7 +21,7 @@ pub(crate) async fn create_object(
             .namespace
             .as_deref()
             .ok_or_else(ApiError::not_found_path)?;
-        kinds::namespace::accepts_content(st, &ctx.cluster, ns).await?;
+        kinds::namespace::accepts_content(&st.core, &ctx.cluster, ns).await?;
     }
     let now = jiff::Timestamp::now();
     let mut obj = objects::prepare_create(
@@ -46,13 +46,13 @@ pub(crate) async fn create_object(
         None,
     );
     crate::api::admission::mutate(st, ctx, &admission, &mut obj, None).await?;
-    let hooks = t.write(st, ctx, now);
+    let hooks = t.write(&st.core, ctx, now);
     t.kind.prepare_for_create(&hooks, &mut obj).await?;
     apply_schema(ctx, t, &mut obj, None)?;
-    let obj = crate::api::validation::validated(&st.patterns, &t.def, t.kind, obj, None)?;
-    let mut obj = crate::api::cel_rules::check(&st.cel_slots, &t.def, obj, None).await?;
+    let obj = crate::api::validation::validated(&st.core.patterns, &t.def, t.kind, obj, None)?;
+    let mut obj = crate::api::cel_rules::check(&st.admission.cel_slots, &t.def, obj, None).await?;
     crate::api::auth::refuse_escalation(
-        st,
+        &st.core,
         &ctx.cluster,
         &ctx.user,
         &t.def.group,
@@ -77,6 +77,7 @@ pub(crate) async fn create_object(
     }
     let key = t.key(&ctx.cluster, &name);
     let ev = st
+        .core
         .store
         .commit(&key, Precondition::Absent, WriteOp::Put(t.to_storage(obj)))
         .await
@@ -214,7 +215,7 @@ async fn applied_config(ctx: &Ctx) -> Result<Value, ApiError> {
     Ok(config)
 }
 
-pub(super) async fn create(st: &ApiState, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
+pub(super) async fn create(st: &Writes, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
     check_field_validation(ctx)?;
     check_field_manager(ctx, "CreateOptions")?;
     let representation = representation(ctx)?;
@@ -238,7 +239,7 @@ pub(super) fn pinned_rv_matches(
 }
 
 pub(super) async fn update(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,
@@ -256,7 +257,13 @@ pub(super) async fn update(
         pinned_rv_matches(t, name, given.as_deref(), current)?;
         objects::prepare_update(&t.def, t.kind, &t.version, current, body.clone(), t.status)
             .and_then(|new| {
-                crate::api::validation::validated(&st.patterns, &t.def, t.kind, new, Some(current))
+                crate::api::validation::validated(
+                    &st.core.patterns,
+                    &t.def,
+                    t.kind,
+                    new,
+                    Some(current),
+                )
             })
             .map(|mut new| {
                 apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
@@ -268,7 +275,7 @@ pub(super) async fn update(
 }
 
 pub(super) async fn patch(
-    st: &ApiState,
+    st: &Writes,
     ctx: &Ctx,
     t: &Target,
     name: &str,
@@ -301,7 +308,15 @@ pub(super) async fn patch(
             ));
         }
         let key = t.key(&ctx.cluster, name);
-        if !t.status && st.store.get(&key).await.map_err(store_error)?.is_none() {
+        if !t.status
+            && st
+                .core
+                .store
+                .get(&key)
+                .await
+                .map_err(store_error)?
+                .is_none()
+        {
             let mut body = applied_config(ctx).await?;
             if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
                 if m.get("name")
@@ -345,7 +360,7 @@ pub(super) async fn patch(
             objects::prepare_update(&t.def, t.kind, &t.version, current, patched, t.status)
                 .and_then(|new| {
                     crate::api::validation::validated(
-                        &st.patterns,
+                        &st.core.patterns,
                         &t.def,
                         t.kind,
                         new,

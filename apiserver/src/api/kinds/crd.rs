@@ -74,22 +74,23 @@ impl KindStrategy for Crd {
 /// Unregisters the kind of CRD `name`, gone, and removes its objects.
 async fn forget(w: &Write<'_>, name: &str) -> Result<(), ApiError> {
     let cluster = &w.ctx.cluster;
-    let Some(def) =
-        w.st.registry
-            .all(cluster)
-            .into_iter()
-            .find(|d| d.custom && format!("{}.{}", d.plural, d.group) == name)
+    let Some(def) = w
+        .core
+        .registry
+        .all(cluster)
+        .into_iter()
+        .find(|d| d.custom && format!("{}.{}", d.plural, d.group) == name)
     else {
         return Ok(());
     };
-    w.st.registry.unregister(cluster, name);
+    w.core.registry.unregister(cluster, name);
     delete_all_of(w, &def).await
 }
 
 /// Registers the kind of the stored CRD `obj` (named `name`), checked before it was stored.
 fn register(w: &Write<'_>, name: &str, obj: &Value) {
     if let Ok(def) = registry::from_crd(obj) {
-        w.st.registry.register(&w.ctx.cluster, name, def);
+        w.core.registry.register(&w.ctx.cluster, name, def);
     }
 }
 
@@ -97,11 +98,12 @@ fn register(w: &Write<'_>, name: &str, obj: &Value) {
 /// objects of a removed kind go.
 async fn delete_all_of(w: &Write<'_>, def: &ResourceDef) -> Result<(), ApiError> {
     let cluster = &w.ctx.cluster;
-    let page =
-        w.st.store
-            .list(cluster, &def.storage_group, &def.plural, None, None, 0)
-            .await
-            .map_err(store_error)?;
+    let page = w
+        .core
+        .store
+        .list(cluster, &def.storage_group, &def.plural, None, None, 0)
+        .await
+        .map_err(store_error)?;
     for obj in page.items {
         let key = ObjectKey {
             cluster: cluster.clone(),
@@ -116,7 +118,7 @@ async fn delete_all_of(w: &Write<'_>, def: &ResourceDef) -> Result<(), ApiError>
         };
         let rv: u64 = rv_of(&obj).and_then(|r| r.parse().ok()).unwrap_or(0);
         match w
-            .st
+            .core
             .store
             .commit(&key, Precondition::At(rv), WriteOp::Delete(obj))
             .await

@@ -10,15 +10,19 @@ mod crd;
 mod csr;
 mod event;
 pub(crate) mod namespace;
+mod node;
 mod pod;
 mod rbac;
+mod scale;
 mod secret;
 mod service;
 mod service_account;
-mod strategy;
+pub(crate) mod strategy;
+pub(crate) mod subresource;
 mod webhook_configuration;
 
 pub(crate) use strategy::{Committed, KindStrategy, Write};
+pub(crate) use subresource::{Mutation, ObjectRequest, ObjectVerbs};
 
 use crate::registry::ResourceDef;
 use config_map::ConfigMap;
@@ -26,6 +30,7 @@ use crd::Crd;
 use csr::Csr;
 use event::EventsV1;
 use namespace::Namespace;
+use node::Node;
 use pod::Pod;
 use rbac::Rbac;
 use secret::Secret;
@@ -39,6 +44,7 @@ pub(crate) fn of(def: &ResourceDef) -> &'static dyn KindStrategy {
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "namespaces") => &Namespace,
         ("", "pods") => &Pod,
+        ("", "nodes") => &Node,
         ("", "services") => &Service,
         ("", "secrets") => &Secret,
         ("", "serviceaccounts") => &ServiceAccount,

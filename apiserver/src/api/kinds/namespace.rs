@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::strategy::{Committed, Hook, KindStrategy, Write};
 use crate::api::{
-    ApiState, cluster_defaults,
+    Core, cluster_defaults,
     objects::{KindRules, Names, finalizers_of, is_deleting, name_of},
     status::ApiError,
     store_error::store_error,
@@ -39,10 +39,10 @@ impl KindStrategy for Namespace {
         match change {
             Committed::Created(_) => Box::pin(async move {
                 cluster_defaults::seed_namespace(
-                    &w.st.store,
+                    &w.core.store,
                     &w.ctx.cluster,
                     &key.name,
-                    &w.st.root_ca_pem,
+                    &w.core.root_ca_pem,
                 )
                 .await
                 .map_err(store_error)
@@ -78,12 +78,8 @@ const RESOURCE: &str = "namespaces";
 /// terminated (403), as kube-apiserver's namespace lifecycle does. The namespaces are read
 /// from the kept copy ([`crate::api::stored_kinds`]), current as of the last commit: a create
 /// then visits the store once, to commit.
-pub(crate) async fn accepts_content(
-    st: &ApiState,
-    cluster: &str,
-    ns: &str,
-) -> Result<(), ApiError> {
-    let namespaces = st
+pub(crate) async fn accepts_content(core: &Core, cluster: &str, ns: &str) -> Result<(), ApiError> {
+    let namespaces = core
         .kinds
         .list(cluster, "", RESOURCE)
         .await
@@ -102,8 +98,8 @@ pub(crate) async fn accepts_content(
 }
 
 /// The namespaced resources of `cluster`, once per stored collection.
-pub(crate) fn namespaced_collections(st: &ApiState, cluster: &str) -> Vec<ResourceDef> {
-    st.registry
+pub(crate) fn namespaced_collections(core: &Core, cluster: &str) -> Vec<ResourceDef> {
+    core.registry
         .all(cluster)
         .into_iter()
         .filter(|d| d.namespaced && d.storage_group == d.group)
@@ -111,9 +107,9 @@ pub(crate) fn namespaced_collections(st: &ApiState, cluster: &str) -> Vec<Resour
 }
 
 /// Whether namespace `ns` of `cluster` holds nothing.
-pub(crate) async fn is_empty(st: &ApiState, cluster: &str, ns: &str) -> Result<bool, ApiError> {
-    for def in namespaced_collections(st, cluster) {
-        let page = st
+pub(crate) async fn is_empty(core: &Core, cluster: &str, ns: &str) -> Result<bool, ApiError> {
+    for def in namespaced_collections(core, cluster) {
+        let page = core
             .store
             .list_raw(cluster, &def.storage_group, &def.plural, Some(ns), None, 1)
             .await
@@ -126,22 +122,18 @@ pub(crate) async fn is_empty(st: &ApiState, cluster: &str, ns: &str) -> Result<b
 }
 
 /// Removes namespace `ns` if it is terminating, has no finalizers and holds nothing any more.
-pub(crate) async fn finish_if_empty(
-    st: &ApiState,
-    cluster: &str,
-    ns: &str,
-) -> Result<(), ApiError> {
+pub(crate) async fn finish_if_empty(core: &Core, cluster: &str, ns: &str) -> Result<(), ApiError> {
     let key = key(cluster, ns);
-    let Some((rv, namespace)) = st.store.get(&key).await.map_err(store_error)? else {
+    let Some((rv, namespace)) = core.store.get(&key).await.map_err(store_error)? else {
         return Ok(());
     };
     if !is_deleting(&namespace)
         || finalizers_of(&namespace) > 0
-        || !is_empty(st, cluster, ns).await?
+        || !is_empty(core, cluster, ns).await?
     {
         return Ok(());
     }
-    match st
+    match core
         .store
         .commit(&key, Precondition::At(rv), WriteOp::Delete(namespace))
         .await
@@ -155,9 +147,9 @@ pub(crate) async fn finish_if_empty(
 const PAGE: usize = 500;
 
 /// The namespaces of `cluster` marked for deletion.
-pub(crate) async fn terminating(st: &ApiState, cluster: &str) -> Result<Vec<String>, ApiError> {
+pub(crate) async fn terminating(core: &Core, cluster: &str) -> Result<Vec<String>, ApiError> {
     let mut names = Vec::new();
-    st.store
+    core.store
         .scan_raw(cluster, "", RESOURCE, PAGE, |raw| {
             // Only namespaces that say they are being deleted are parsed.
             if raw.body.contains("deletionTimestamp")
@@ -199,7 +191,7 @@ async fn restore_defaults(w: &Write<'_>, key: &ObjectKey) -> Result<(), ApiError
         return Ok(());
     }
     match w
-        .st
+        .core
         .store
         .get(&self::key(&w.ctx.cluster, &key.namespace))
         .await
@@ -209,10 +201,10 @@ async fn restore_defaults(w: &Write<'_>, key: &ObjectKey) -> Result<(), ApiError
         _ => return Ok(()),
     }
     cluster_defaults::seed_namespace(
-        &w.st.store,
+        &w.core.store,
         &w.ctx.cluster,
         &key.namespace,
-        &w.st.root_ca_pem,
+        &w.core.root_ca_pem,
     )
     .await
     .map_err(store_error)

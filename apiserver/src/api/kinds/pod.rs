@@ -1,9 +1,17 @@
 //! Pods: a new pod is `Pending` until a kubelet reports on it; its resources and what an
 //! update may change are checked ([`crate::api::pod_resources`], [`crate::api::pod_update`]).
+//! A pod's subresources: [`binding`] (the scheduler's), [`eviction`], [`ephemeral`] containers
+//! and its container [`log`].
+
+mod binding;
+mod ephemeral;
+mod eviction;
+mod log;
 
 use serde_json::{Value, json};
 
 use super::strategy::{Hook, KindStrategy, Write, done};
+use super::subresource::Subresource;
 use crate::api::{field_errors::FieldError, objects::KindRules, pod_resources, pod_update};
 
 pub(super) struct Pod;
@@ -26,5 +34,15 @@ impl KindStrategy for Pod {
             problems.extend(pod_update::problems(old, obj));
         }
         problems
+    }
+
+    fn subresource(&self, sub: &str) -> Option<Subresource> {
+        match sub {
+            "binding" => Some(binding::serve),
+            "eviction" => Some(eviction::serve),
+            "ephemeralcontainers" => Some(ephemeral::serve),
+            "log" => Some(log::serve),
+            _ => None,
+        }
     }
 }

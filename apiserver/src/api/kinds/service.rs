@@ -12,6 +12,6 @@ impl KindRules for Service {}
 
 impl KindStrategy for Service {
     fn prepare_for_create<'a>(&'a self, w: &'a Write<'a>, obj: &'a mut Value) -> Hook<'a> {
-        Box::pin(node_ports::allocate(&w.st.store, &w.ctx.cluster, obj))
+        Box::pin(node_ports::allocate(&w.core.store, &w.ctx.cluster, obj))
     }
 }

@@ -7,7 +7,7 @@ use super::{
     strategy::{Committed, Hook, KindStrategy, SubresourceCreate, Write},
 };
 use crate::{
-    api::{ApiState, Ctx, auth::tokens, objects::KindRules, status::ApiError},
+    api::{Core, Ctx, auth::tokens, objects::KindRules, status::ApiError},
     store::ObjectKey,
 };
 use axum::response::Response;
@@ -35,11 +35,11 @@ impl KindStrategy for ServiceAccount {
 
 /// `serviceaccounts/NAME/token`: a TokenRequest.
 fn token<'a>(
-    st: &'a ApiState,
+    core: &'a Core,
     ctx: &'a Ctx,
     namespace: &'a str,
     name: &'a str,
     body: Value,
 ) -> BoxFuture<'a, Result<Response, ApiError>> {
-    Box::pin(tokens::token_request(st, ctx, namespace, name, body))
+    Box::pin(tokens::token_request(core, ctx, namespace, name, body))
 }

@@ -4,7 +4,8 @@ use axum::response::Response;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::api::{ApiState, Ctx, field_errors::FieldError, objects, status::ApiError};
+use super::subresource::Subresource;
+use crate::api::{Core, Ctx, field_errors::FieldError, objects, status::ApiError};
 use crate::{registry::ResourceDef, store::ObjectKey};
 
 /// A hook that may wait (on the store, the registry): done, or the error that refuses the
@@ -19,7 +20,7 @@ pub(super) fn done<'a>() -> Hook<'a> {
 /// A write to one object, as a hook sees it: the server's state, the request (who, in which
 /// cluster), the resource, and the write's time.
 pub(crate) struct Write<'a> {
-    pub st: &'a ApiState,
+    pub core: &'a Core,
     pub ctx: &'a Ctx,
     pub def: &'a ResourceDef,
     pub now: jiff::Timestamp,
@@ -37,7 +38,7 @@ pub(crate) enum Committed<'a> {
 /// A create answered by a subresource of an object of this kind (TokenRequest): the object's
 /// namespace and name, and the request's body.
 pub(crate) type SubresourceCreate = for<'a> fn(
-    &'a ApiState,
+    &'a Core,
     &'a Ctx,
     &'a str,
     &'a str,
@@ -103,6 +104,13 @@ pub(crate) trait KindStrategy: objects::KindRules + Send + Sync {
     /// The create a POST to subresource `sub` of an object of this kind answers, if any.
     fn subresource_create(&self, _sub: &str) -> Option<SubresourceCreate> {
         None
+    }
+
+    /// What serves subresource `sub` (one the resource declares) of an object of this kind;
+    /// `None` when the kind serves no such subresource. By default a kind serves those every
+    /// kind may declare (`scale`).
+    fn subresource(&self, sub: &str) -> Option<Subresource> {
+        super::scale::of_any_kind(sub)
     }
 }
 
