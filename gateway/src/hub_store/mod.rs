@@ -12,6 +12,7 @@
 //! `migrations/postgres/`). The statements are written once, in SQLite's dialect; what differs
 //! between the two is each backend's to say ([`postgres::dialect`]).
 
+pub mod leases;
 mod postgres;
 pub mod setting;
 
@@ -22,6 +23,7 @@ use sqlx::{
     SqlSafeStr, Type, postgres::PgPool, sqlite::SqlitePool,
 };
 
+pub use leases::Leasing;
 pub use postgres::OpenError;
 pub use setting::{PostgresSetting, SettingError, StoreSetting};
 
@@ -30,6 +32,8 @@ pub use setting::{PostgresSetting, SettingError, StoreSetting};
 pub struct HubStore {
     objects: Store,
     backend: Backend,
+    /// With replicas on PostgreSQL: this replica's leases of upstreams.
+    leasing: Option<Leasing>,
 }
 
 #[derive(Clone)]
@@ -45,27 +49,68 @@ impl HubStore {
         HubStore {
             backend: Backend::Sqlite(objects.database().clone()),
             objects,
+            leasing: None,
         }
     }
 
     /// The bookkeeping where `setting` says: for PostgreSQL, connects and brings the schema up
     /// to this binary's (refusing a newer one).
+    /// One process writes the database: no leases (tests; see [`HubStore::open_replica`]).
     pub async fn open(objects: Store, setting: &StoreSetting) -> Result<Self, OpenError> {
+        Self::open_leasing(objects, setting, None).await
+    }
+
+    /// [`HubStore::open`] for a hub that may run as several replicas on PostgreSQL: each
+    /// upstream is then mirrored under a lease of `lease` (see [`Leasing`]). SQLite (one
+    /// process) takes no leases.
+    pub async fn open_replica(
+        objects: Store,
+        setting: &StoreSetting,
+        lease: std::time::Duration,
+    ) -> Result<Self, OpenError> {
+        Self::open_leasing(objects, setting, Some(lease)).await
+    }
+
+    async fn open_leasing(
+        objects: Store,
+        setting: &StoreSetting,
+        lease: Option<std::time::Duration>,
+    ) -> Result<Self, OpenError> {
         Ok(match setting {
             StoreSetting::Sqlite => Self::on_sqlite(objects),
             StoreSetting::Postgres(p) => {
-                let backend = Backend::Postgres(postgres::open(p).await?);
+                let pool = postgres::open(p).await?;
+                let leasing = match lease {
+                    Some(lease) => {
+                        let replica = leases::new_replica_id();
+                        let leasing = Leasing::new(pool.clone(), replica, lease)
+                            .map_err(|cause| OpenError::Metrics { cause })?;
+                        tracing::info!(replica = %leasing.replica(), lease = ?lease, "this hub replica mirrors each upstream under a lease kept in PostgreSQL");
+                        Some(leasing)
+                    }
+                    None => None,
+                };
                 // The mirrored objects go to the same database (the schema is migrated).
+                let fencing = leasing.as_ref().map(|l| l.fencing().clone());
                 objects
-                    .mirror_on_postgres(postgres::mirror_pool(p))
+                    .mirror_on_postgres(postgres::mirror_pool(p), fencing)
                     .await
                     .map_err(|cause| OpenError::Mirror {
                         setting: p.clone(),
                         cause,
                     })?;
-                HubStore { backend, objects }
+                HubStore {
+                    backend: Backend::Postgres(pool),
+                    objects,
+                    leasing,
+                }
             }
         })
+    }
+
+    /// This replica's leases of upstreams, where replicas share a PostgreSQL database.
+    pub fn leasing(&self) -> Option<&Leasing> {
+        self.leasing.as_ref()
     }
 
     /// Closes the bookkeeping's own connections (the object store closes its own).
