@@ -81,6 +81,11 @@ impl Fencing {
         self.held_map().remove(upstream);
     }
 
+    /// The epoch of `upstream`'s lease while this replica holds it.
+    pub fn epoch_of(&self, upstream: &str) -> Option<i64> {
+        self.held_map().get(upstream).map(|(epoch, _)| *epoch)
+    }
+
     /// The fence a change of `upstream` is written under, or `Fenced` when this replica does
     /// not hold its lease.
     pub(super) fn fence(&self, upstream: &str) -> Result<Fence, StoreError> {
