@@ -18,6 +18,10 @@ use crate::{
     ops::{self, Ops},
 };
 
+/// How long an upstream's lease lasts by default: a dead replica's upstreams are mirrored
+/// again by another within about this.
+pub const DEFAULT_MIRROR_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// What the hub serves and where.
 #[derive(Clone, Debug)]
 pub struct GatewayOptions {
@@ -35,6 +39,9 @@ pub struct GatewayOptions {
     pub subscription_kubeconfig_dirs: Vec<PathBuf>,
     /// Where the hub's bookkeeping is kept (`--store`).
     pub store: StoreSetting,
+    /// On PostgreSQL, how long a replica's lease of an upstream lasts unless renewed
+    /// (`--mirror-lease-duration`): a dead replica's upstreams are taken over after it.
+    pub mirror_lease: std::time::Duration,
 }
 
 impl GatewayOptions {
@@ -47,6 +54,7 @@ impl GatewayOptions {
             conn_mode: ConnMode::Loopback,
             subscription_kubeconfig_dirs: Vec::new(),
             store: StoreSetting::Sqlite,
+            mirror_lease: DEFAULT_MIRROR_LEASE,
         }
     }
 }
@@ -126,7 +134,12 @@ impl Gateway {
             return Err(GatewayError::EmbeddedOnPostgres(clusters.join(", ")));
         }
         let prepared = api_server::prepare(opts.server.clone(), metrics).await?;
-        let hub = HubStore::open(prepared.store().clone(), &opts.store).await?;
+        let hub = HubStore::open_replica(prepared.store().clone(), &opts.store, opts.mirror_lease)
+            .await?;
+        if let Some(leasing) = hub.leasing() {
+            metrics.register(Box::new(leasing.held_gauge().clone()))?;
+            metrics.register(Box::new(leasing.fencing().refused_batches().clone()))?;
+        }
         let subscriptions = Subscriptions::new(
             prepared.hosting().clone(),
             hub.clone(),

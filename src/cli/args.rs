@@ -261,6 +261,12 @@ pub struct WorkerGatewayArgs {
     /// --data-dir. Pass a password through the environment variable rather than the command line.
     #[arg(long, default_value = "sqlite", value_name = "sqlite|URL", value_parser = super::store_flag::StoreParser)]
     pub store: gpustack_gateway::hub_store::StoreSetting,
+    /// With a PostgreSQL --store, several replicas may share the database: each upstream is
+    /// mirrored by one replica at a time, under a lease kept in the database (renewed every
+    /// third of this, by the database's clock); a replica that dies loses its upstreams after
+    /// this and the others take them over. Ignored on SQLite.
+    #[arg(long, default_value_t = GoDuration(gpustack_gateway::server::DEFAULT_MIRROR_LEASE), value_name = "DURATION", value_parser = at_least_1s)]
+    pub mirror_lease_duration: GoDuration,
     /// Bearer token accepted over HTTPS for everything, including subscribing through
     /// /apis/workers (one line; created with a random token, mode 0600, if missing). Defaults to
     /// <data-dir>/admin.token when --bind-unix-path is empty.

@@ -44,6 +44,7 @@ async fn serve(mut args: WorkerGatewayArgs) -> anyhow::Result<()> {
     };
     options.conn_mode = args.conn_mode();
     options.store = args.store.clone();
+    options.mirror_lease = args.mirror_lease_duration.0;
     options.subscription_kubeconfig_dirs = args.subscription_kubeconfig_dir.clone();
     options.server.api.max_watches_per_token =
         usize::try_from(args.max_watches_per_token).unwrap_or(usize::MAX);

@@ -218,6 +218,21 @@ impl HubProcess {
     pub fn stop(self) -> ExitStatus {
         self.gw.stop()
     }
+
+    /// Kills the process with SIGKILL (a crash) and waits for it.
+    pub fn crash(self) -> ExitStatus {
+        self.gw.crash()
+    }
+
+    /// Freezes the process (SIGSTOP).
+    pub fn freeze(&self) {
+        self.gw.freeze();
+    }
+
+    /// Lets a frozen process run again (SIGCONT).
+    pub fn thaw(&self) {
+        self.gw.thaw();
+    }
 }
 
 /// Stops `hub`, which mirrors `upstream`'s Devices gpu-a, gpu-b and gpu-c, changes the upstream

@@ -348,3 +348,368 @@ fn a_hub_on_postgres_refuses_embedded_clusters() {
     assert!(err.contains("SQLite only"), "{err}");
     assert!(!err.contains(pg.password()), "{err}");
 }
+
+// Several replicas on one database (issue 36, item 2): each upstream mirrored by one replica
+// under a lease kept in PostgreSQL, every replica serving the whole fleet.
+
+/// The lease time the replicas run with here: short, so take-overs are quick to wait for.
+const LEASE_SECS: u64 = 3;
+
+/// A replica's flags: the upstreams of `file`, the database `url`, a short lease.
+fn replica_flags(url: &str, file: &std::path::Path) -> Vec<String> {
+    vec![
+        "--worker-conn-mode=loopback".to_owned(),
+        format!("--upstreams={}", file.display()),
+        format!("--store={url}"),
+        format!("--mirror-lease-duration={LEASE_SECS}s"),
+    ]
+}
+
+fn start_replica(root: &std::path::Path, name: &str, flags: &[String]) -> HubProcess {
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    HubProcess::start(&root.join(name), free_port(), &flags)
+}
+
+/// The replica id `hub` logged at its start.
+fn replica_id(hub: &HubProcess) -> String {
+    wait_until("the replica's id in its log", DEADLINE, || {
+        let log = hub.log();
+        let line = log
+            .lines()
+            .find(|l| l.contains("under a lease kept in PostgreSQL"))?;
+        let id = line.split("replica=").nth(1)?.split_whitespace().next()?;
+        Some(id.trim_matches('"').to_owned())
+    })
+}
+
+/// Who holds `upstream`'s lease, unexpired by the database's clock, and at which epoch.
+fn lease_holder(pg: &Postgres, upstream: &str) -> Option<(String, i64)> {
+    let row = pg.psql(
+        "hub",
+        &format!(
+            "SELECT holder || ' ' || epoch FROM mirror_leases \
+             WHERE upstream = '{upstream}' AND expires_at > clock_timestamp()"
+        ),
+    );
+    let (holder, epoch) = row.split_once(' ')?;
+    Some((holder.to_owned(), epoch.parse().ok()?))
+}
+
+/// The value of the series `name{cluster="CLUSTER"}` in `hub`'s /metrics, if present.
+fn metric(hub: &HubProcess, name: &str, cluster: &str) -> Option<f64> {
+    let (code, body) = hub.request("GET", "/metrics", None);
+    assert_eq!(code, 200, "{body}");
+    let series = format!("{name}{{cluster=\"{cluster}\"}} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+const HELD: &str = "gpustack_gateway_mirror_lease_held";
+const REFUSED: &str = "gpustack_gateway_mirror_fenced_batches_total";
+
+#[test]
+fn two_replicas_mirror_each_upstream_once_and_both_serve_the_whole_fleet() {
+    let pg = Postgres::start();
+    let url = pg.create_database("hub");
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-a", "gpu-b"]);
+    let west = upstream(root.path(), "west", &["gpu-x"]);
+    let file = gpustack_tests::hub::upstreams_file(root.path(), &[&east, &west]);
+    let flags = replica_flags(&url, &file);
+    let a = start_replica(root.path(), "hub-a", &flags);
+    let b = start_replica(root.path(), "hub-b", &flags);
+    let ids = [replica_id(&a), replica_id(&b)];
+    assert_ne!(ids[0], ids[1]);
+    for up in ["east", "west"] {
+        // One holder per upstream, one of the two, and each replica's gauge agrees.
+        let (holder, _) = wait_until(&format!("{up}'s lease to be held"), DEADLINE, || {
+            lease_holder(&pg, up)
+        });
+        assert!(ids.contains(&holder), "{holder} is neither of {ids:?}");
+        let held = wait_until(&format!("the replicas' gauges of {up}"), DEADLINE, || {
+            let both = (metric(&a, HELD, up)?, metric(&b, HELD, up)?);
+            (both.0 + both.1 == 1.0).then_some(both)
+        });
+        let expected = if holder == ids[0] {
+            (1.0, 0.0)
+        } else {
+            (0.0, 1.0)
+        };
+        assert_eq!(held, expected, "{up} held by {holder}");
+    }
+    // Both serve every upstream's objects, whichever mirrors it.
+    for hub in [&a, &b] {
+        wait_until("the fleet on both replicas", DEADLINE, || {
+            fleet_matches(hub, &[&east, &west]).then_some(())
+        });
+    }
+    // A change reaches the replica that does not mirror it, through the database.
+    add_device(&east, "gpu-c");
+    for hub in [&a, &b] {
+        hub.wait_mirrored("east", &["gpu-a", "gpu-b", "gpu-c"]);
+    }
+    // Only lease holders ever wrote: every event of an upstream carries an epoch.
+    assert_eq!(
+        pg.psql(
+            "hub",
+            "SELECT count(*) FROM mirror_events WHERE cluster IN ('east', 'west') AND epoch IS NULL"
+        ),
+        "0"
+    );
+}
+
+/// A fleet watch of Devices streamed from `socket` from `rv`: each event as it arrives
+/// (bookmarks left out), until the connection ends.
+fn stream_fleet_watch(
+    socket: std::path::PathBuf,
+    rv: String,
+) -> std::sync::mpsc::Receiver<serde_json::Value> {
+    use std::io::{Read, Write};
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stream = std::os::unix::net::UnixStream::connect(&socket).expect("the socket");
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(150)))
+            .expect("a read timeout");
+        write!(
+            stream,
+            "GET /clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices?watch=1&resourceVersion={rv}&timeoutSeconds=120 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .expect("the request");
+        let (mut raw, mut body, mut buf) = (Vec::new(), Vec::new(), [0u8; 8192]);
+        let mut head_done = false;
+        // Reads until the connection ends (the replica killed) or the watch times out.
+        while let Ok(n) = stream.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buf[..n]);
+            if !head_done {
+                let Some(at) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                raw.drain(..at + 4);
+                head_done = true;
+            }
+            // De-chunk what has fully arrived.
+            while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
+                let size = std::str::from_utf8(&raw[..eol]).unwrap_or("0").trim();
+                let size = usize::from_str_radix(size, 16).unwrap_or(0);
+                if size == 0 || raw.len() < eol + 2 + size + 2 {
+                    break;
+                }
+                body.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
+                raw.drain(..eol + 2 + size + 2);
+            }
+            while let Some(nl) = body.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = body.drain(..=nl).collect();
+                let ev: serde_json::Value = serde_json::from_slice(&line).expect("a watch event");
+                if ev["type"] != "BOOKMARK" && tx.send(ev).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// (type, name, resourceVersion) of a watch event.
+fn event_of(ev: &serde_json::Value) -> (String, String, u64) {
+    (
+        text_of(&ev["type"]),
+        text_of(&ev["object"]["metadata"]["name"]),
+        text_of(&ev["object"]["metadata"]["resourceVersion"])
+            .parse()
+            .expect("a version"),
+    )
+}
+
+/// The versions of the logged Devices events of `upstream` after `after`, in order.
+fn logged_versions(pg: &Postgres, upstream: &str, after: u64) -> Vec<u64> {
+    pg.psql(
+        "hub",
+        &format!(
+            "SELECT string_agg(rv::text, ',' ORDER BY rv) FROM mirror_events \
+             WHERE cluster = '{upstream}' AND resource = 'devices' AND rv > {after}"
+        ),
+    )
+    .split(',')
+    .filter(|s| !s.is_empty())
+    .map(|s| s.parse().expect("a version"))
+    .collect()
+}
+
+#[test]
+fn the_replica_mirroring_an_upstream_killed_mid_burst_is_replaced_with_nothing_lost() {
+    let pg = Postgres::start();
+    let url = pg.create_database("hub");
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-0"]);
+    let file = gpustack_tests::hub::upstreams_file(root.path(), &[&east]);
+    let flags = replica_flags(&url, &file);
+    // The first replica takes the lease; the second waits.
+    let a = start_replica(root.path(), "hub-a", &flags);
+    let a_id = replica_id(&a);
+    wait_until("A to hold east", DEADLINE, || {
+        lease_holder(&pg, "east").filter(|(h, _)| *h == a_id)
+    });
+    a.wait_mirrored("east", &["gpu-0"]);
+    let b = start_replica(root.path(), "hub-b", &flags);
+    let b_id = replica_id(&b);
+    // A fleet watcher on A, from A's list.
+    let (_, listed_at) = fleet_devices(&a);
+    let on_a = stream_fleet_watch(a.socket.clone(), listed_at.clone());
+
+    // A burst of upstream writes; A is killed in its middle.
+    let names: Vec<String> = (1..=120).map(|i| format!("gpu-{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    for chunk in names[..60].chunks(20) {
+        gpustack_tests::hub::add_devices(&east, chunk);
+    }
+    let killed_at = std::time::Instant::now();
+    a.crash();
+    for chunk in names[60..].chunks(20) {
+        gpustack_tests::hub::add_devices(&east, chunk);
+    }
+    east.kubectl_ok(&["delete", "devices", "gpu-0", "gpu-1"]);
+
+    // The survivor takes east over within the lease time + 5 s.
+    let (_, epoch) = wait_until(
+        "B to take east over",
+        std::time::Duration::from_secs(LEASE_SECS + 5),
+        || lease_holder(&pg, "east").filter(|(h, _)| *h == b_id),
+    );
+    let takeover = killed_at.elapsed();
+    assert!(epoch >= 2, "a take-over moves the epoch on: {epoch}");
+    // Then every object acknowledged upstream is mirrored, object for object.
+    wait_until("B's fleet to match the upstream", DEADLINE, || {
+        fleet_matches(&b, &[&east]).then_some(())
+    });
+    eprintln!("take-over after kill -9: {takeover:?} (lease {LEASE_SECS} s)");
+
+    // The watcher of A resumes on B from the last version it saw: every change once.
+    // What A sent before it died: its connection has ended.
+    let mut seen_on_a = Vec::new();
+    let until = std::time::Instant::now() + DEADLINE;
+    loop {
+        match on_a.recv_timeout(until.saturating_duration_since(std::time::Instant::now())) {
+            Ok(ev) => seen_on_a.push(event_of(&ev)),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(e) => panic!("the watch on the killed replica did not end: {e}"),
+        }
+    }
+    let last = seen_on_a
+        .last()
+        .map_or(listed_at.clone(), |(_, _, rv)| rv.to_string());
+    let (code, body) = b.request(
+        "GET",
+        &format!(
+            "/clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices?watch=1&resourceVersion={last}&timeoutSeconds=1"
+        ),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    let seen_on_b: Vec<_> = body
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a watch event"))
+        .filter(|ev| ev["type"] != "BOOKMARK")
+        .map(|ev| event_of(&ev))
+        .collect();
+    let seen: Vec<u64> = seen_on_a
+        .iter()
+        .chain(&seen_on_b)
+        .map(|(_, _, rv)| *rv)
+        .collect();
+    let listed_at: u64 = listed_at.parse().unwrap();
+    assert_eq!(
+        seen,
+        logged_versions(&pg, "east", listed_at),
+        "the watcher saw every logged change once, in order (A: {}, B: {})",
+        seen_on_a.len(),
+        seen_on_b.len()
+    );
+    eprintln!(
+        "the watcher saw {} changes on the killed replica, {} more on the survivor",
+        seen_on_a.len(),
+        seen_on_b.len()
+    );
+    let deleted: Vec<&str> = seen_on_b
+        .iter()
+        .chain(&seen_on_a)
+        .filter(|(t, _, _)| t == "DELETED")
+        .map(|(_, n, _)| n.as_str())
+        .collect();
+    assert!(deleted.contains(&"east.gpu-0") && deleted.contains(&"east.gpu-1"));
+}
+
+#[test]
+fn a_paused_lease_holder_writes_nothing_for_its_upstream_after_it_wakes() {
+    let pg = Postgres::start();
+    let url = pg.create_database("hub");
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-0"]);
+    let file = gpustack_tests::hub::upstreams_file(root.path(), &[&east]);
+    let flags = replica_flags(&url, &file);
+    let a = start_replica(root.path(), "hub-a", &flags);
+    let a_id = replica_id(&a);
+    let (_, a_epoch) = wait_until("A to hold east", DEADLINE, || {
+        lease_holder(&pg, "east").filter(|(h, _)| *h == a_id)
+    });
+    a.wait_mirrored("east", &["gpu-0"]);
+    let b = start_replica(root.path(), "hub-b", &flags);
+    let b_id = replica_id(&b);
+
+    // A paused past its lease: B takes over and mirrors what changes meanwhile.
+    a.freeze();
+    gpustack_tests::hub::add_devices(&east, &["gpu-1", "gpu-2"]);
+    let (_, b_epoch) = wait_until(
+        "B to take east over",
+        std::time::Duration::from_secs(LEASE_SECS + 10),
+        || lease_holder(&pg, "east").filter(|(h, _)| *h == b_id),
+    );
+    assert!(b_epoch > a_epoch);
+    b.wait_mirrored("east", &["gpu-0", "gpu-1", "gpu-2"]);
+    let first_of_b = pg.psql(
+        "hub",
+        &format!("SELECT min(rv) FROM mirror_events WHERE cluster = 'east' AND epoch = {b_epoch}"),
+    );
+
+    // A wakes up (its watch still delivers what it missed) and more changes come.
+    a.thaw();
+    gpustack_tests::hub::add_devices(&east, &["gpu-3"]);
+    wait_until("A to stop mirroring east", DEADLINE, || {
+        (a.log().contains("stopped mirroring the upstream")
+            && metric(&a, HELD, "east") == Some(0.0))
+        .then_some(())
+    });
+    for hub in [&a, &b] {
+        hub.wait_mirrored("east", &["gpu-0", "gpu-1", "gpu-2", "gpu-3"]);
+    }
+    wait_until("both to match the upstream", DEADLINE, || {
+        (fleet_matches(&a, &[&east]) && fleet_matches(&b, &[&east])).then_some(())
+    });
+    // Nothing written under A's epoch once B wrote under its own, and the lease stayed B's.
+    assert_eq!(
+        pg.psql(
+            "hub",
+            &format!(
+                "SELECT count(*) FROM mirror_events WHERE cluster = 'east' \
+                 AND rv > {first_of_b} AND epoch IS DISTINCT FROM {b_epoch}"
+            ),
+        ),
+        "0",
+        "a write under an older epoch after the take-over"
+    );
+    assert_eq!(lease_holder(&pg, "east"), Some((b_id, b_epoch)));
+    // A's refusals are counted where a batch of its reached the database's check; a batch
+    // refused before (the lease already known lost) never reached it.
+    let refused = metric(&a, REFUSED, "east").unwrap_or(0.0);
+    let log = a.log();
+    assert_eq!(
+        refused > 0.0,
+        log.contains("a mirror write batch was refused"),
+        "the counter and the log agree: {refused}"
+    );
+    eprintln!("refused batches on the paused replica: {refused}");
+}

@@ -36,7 +36,7 @@ impl Store {
                 name: row.try_get("name")?,
             });
         }
-        self.delete_keys(doomed).await
+        self.delete_keys(doomed, false).await
     }
 }
 

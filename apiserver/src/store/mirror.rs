@@ -93,7 +93,7 @@ impl Store {
         let hash = content_hash(&mut body)?;
         if let Some(pg) = self.postgres() {
             let change = MirrorChange::Upsert { body, hash };
-            return Ok(Queued::from_reply(pg.queue(key, change).await?));
+            return Ok(Queued::from_reply(pg.queue(key, change, true).await?));
         }
         self.queue(key, Change::Upsert { body, hash }).await
     }
@@ -105,9 +105,15 @@ impl Store {
 
     /// [`Store::mirror_delete`], returning once the deletion is queued.
     pub async fn queue_mirror_delete(&self, key: &ObjectKey) -> Result<Queued, StoreError> {
+        self.queue_removal(key, true).await
+    }
+
+    /// Queues the removal of `key`; `fenced`: made under its upstream's lease where replicas
+    /// lease upstreams (the mirror's own removals; not an unsubscribe's).
+    async fn queue_removal(&self, key: &ObjectKey, fenced: bool) -> Result<Queued, StoreError> {
         if let Some(pg) = self.postgres() {
             return Ok(Queued::from_reply(
-                pg.queue(key, MirrorChange::Remove).await?,
+                pg.queue(key, MirrorChange::Remove, fenced).await?,
             ));
         }
         self.queue(key, Change::Remove).await
@@ -139,7 +145,7 @@ impl Store {
                     name,
                 })
                 .collect();
-            return self.delete_keys(doomed).await;
+            return self.delete_keys(doomed, true).await;
         }
         // Streamed, not fetched whole: only the doomed keys are held, not a row per object.
         let mut rows = sqlx::query(
@@ -165,17 +171,26 @@ impl Store {
             });
         }
         drop(rows);
-        self.delete_keys(doomed).await
+        self.delete_keys(doomed, true).await
     }
 
     /// Deletes the objects at `keys` that are still stored, queued together so the writer
     /// commits them in as few transactions as its batch size allows (nothing is read first: each
     /// removal takes its stored state along into its DELETED event). Returns how many went.
-    pub(super) async fn delete_keys(&self, keys: Vec<ObjectKey>) -> Result<usize, StoreError> {
+    /// `fenced`: see [`Store::queue_removal`].
+    pub(super) async fn delete_keys(
+        &self,
+        keys: Vec<ObjectKey>,
+        fenced: bool,
+    ) -> Result<usize, StoreError> {
         let mut deleted = 0;
         // A few hundred at a time: a large set's events are never all in memory.
         for chunk in keys.chunks(DELETE_CHUNK) {
-            let outcomes = join_all(chunk.iter().map(|key| self.mirror_delete(key))).await;
+            let outcomes =
+                join_all(chunk.iter().map(|key| async move {
+                    self.queue_removal(key, fenced).await?.outcome().await
+                }))
+                .await;
             for outcome in outcomes {
                 if outcome?.is_some() {
                     deleted += 1;
@@ -219,7 +234,7 @@ impl Store {
         };
         if self.postgres().is_some() {
             // The PostgreSQL writer takes its queue in order too.
-            self.mirror_delete(&nothing).await?;
+            self.queue_removal(&nothing, false).await?.outcome().await?;
         }
         match self
             .commit(&nothing, Precondition::At(0), WriteOp::Delete(Value::Null))
@@ -234,8 +249,9 @@ impl Store {
     /// of the fleet view) see each go. Returns how many went.
     pub async fn drop_mirror(&self, cluster: &str) -> Result<usize, StoreError> {
         if let Some(pg) = self.postgres() {
+            // Unsubscribed: whoever mirrored it, its objects go.
             let keys = pg.keys(cluster).await?;
-            return self.delete_keys(keys).await;
+            return self.delete_keys(keys, false).await;
         }
         let rows = sqlx::query(
             "SELECT cluster, grp, resource, namespace, name FROM objects WHERE cluster = ?",
@@ -253,7 +269,7 @@ impl Store {
                 name: row.try_get("name")?,
             });
         }
-        self.delete_keys(keys).await
+        self.delete_keys(keys, false).await
     }
 }
 

@@ -34,6 +34,7 @@ use sqlx::sqlite::{
 };
 use tokio::sync::{Mutex, broadcast, mpsc, watch};
 
+pub use pg_mirror::Fencing;
 pub use read::{ListPage, RawObject, RawPage, ReplayError};
 pub use types::{EventType, ObjectKey, StoreError, StoredEvent};
 pub(crate) use types::{to_i64, to_u64};

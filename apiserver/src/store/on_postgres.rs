@@ -6,15 +6,22 @@
 use super::{
     RawObject, RawPage, Store, StoreError,
     fleet::FLEET,
-    pg_mirror::{Collection, PgMirror, Wakeup},
+    pg_mirror::{Collection, Fencing, PgMirror, Wakeup},
 };
 
 impl Store {
     /// Keeps the mirrored objects, their event log and the fleet view's members in the
     /// PostgreSQL database behind `pool` (its schema migrated) from now on; this replica's
     /// watchers are sent what any replica commits there. Called once, before mirroring.
-    pub async fn mirror_on_postgres(&self, pool: sqlx::PgPool) -> Result<(), StoreError> {
-        self.mirror_on_postgres_waking(pool, Wakeup::Listen).await
+    /// With `fencing` (several replicas sharing the database), each upstream's mirror writes
+    /// only while this replica holds that upstream's lease.
+    pub async fn mirror_on_postgres(
+        &self,
+        pool: sqlx::PgPool,
+        fencing: Option<std::sync::Arc<Fencing>>,
+    ) -> Result<(), StoreError> {
+        self.mirror_on_postgres_waking(pool, Wakeup::Listen, fencing)
+            .await
     }
 
     /// [`Store::mirror_on_postgres`], its tailer woken as `wakeup` says.
@@ -22,8 +29,9 @@ impl Store {
         &self,
         pool: sqlx::PgPool,
         wakeup: Wakeup,
+        fencing: Option<std::sync::Arc<Fencing>>,
     ) -> Result<(), StoreError> {
-        let pg = PgMirror::start(pool, self.inner.fanout.clone(), wakeup).await?;
+        let pg = PgMirror::start(pool, self.inner.fanout.clone(), wakeup, fencing).await?;
         let members = pg.members().await?;
         if self.inner.postgres.set(pg).is_err() {
             return Err(StoreError::Closed);

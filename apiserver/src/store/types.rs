@@ -119,6 +119,15 @@ pub enum StoreError {
     /// The batch this change was committed with failed; nothing of it was written.
     #[error("the write batch failed")]
     Batch(#[source] Arc<StoreError>),
+    /// A mirror write of an upstream whose lease this hub replica does not hold (any more):
+    /// another replica mirrors it; nothing was written.
+    #[error("refused: this replica does not hold the lease of upstream {upstream}{}", epoch.map(|e| format!(" at epoch {e}")).unwrap_or_default())]
+    Fenced {
+        /// The upstream.
+        upstream: String,
+        /// The epoch the write was made under, if this replica held the lease when it queued.
+        epoch: Option<i64>,
+    },
     /// The writer has stopped (the store was closed).
     #[error("the store is closed")]
     Closed,

@@ -12,6 +12,7 @@
 //! `migrations/postgres/`). The statements are written once, in SQLite's dialect; what differs
 //! between the two is each backend's to say ([`postgres::dialect`]).
 
+pub mod leases;
 mod postgres;
 pub mod setting;
 
@@ -22,6 +23,7 @@ use sqlx::{
     SqlSafeStr, Type, postgres::PgPool, sqlite::SqlitePool,
 };
 
+pub use leases::Leasing;
 pub use postgres::OpenError;
 pub use setting::{PostgresSetting, SettingError, StoreSetting};
 
@@ -30,6 +32,8 @@ pub use setting::{PostgresSetting, SettingError, StoreSetting};
 pub struct HubStore {
     objects: Store,
     backend: Backend,
+    /// With replicas on PostgreSQL: this replica's leases of upstreams.
+    leasing: Option<Leasing>,
 }
 
 #[derive(Clone)]
@@ -45,27 +49,68 @@ impl HubStore {
         HubStore {
             backend: Backend::Sqlite(objects.database().clone()),
             objects,
+            leasing: None,
         }
     }
 
     /// The bookkeeping where `setting` says: for PostgreSQL, connects and brings the schema up
     /// to this binary's (refusing a newer one).
+    /// One process writes the database: no leases (tests; see [`HubStore::open_replica`]).
     pub async fn open(objects: Store, setting: &StoreSetting) -> Result<Self, OpenError> {
+        Self::open_leasing(objects, setting, None).await
+    }
+
+    /// [`HubStore::open`] for a hub that may run as several replicas on PostgreSQL: each
+    /// upstream is then mirrored under a lease of `lease` (see [`Leasing`]). SQLite (one
+    /// process) takes no leases.
+    pub async fn open_replica(
+        objects: Store,
+        setting: &StoreSetting,
+        lease: std::time::Duration,
+    ) -> Result<Self, OpenError> {
+        Self::open_leasing(objects, setting, Some(lease)).await
+    }
+
+    async fn open_leasing(
+        objects: Store,
+        setting: &StoreSetting,
+        lease: Option<std::time::Duration>,
+    ) -> Result<Self, OpenError> {
         Ok(match setting {
             StoreSetting::Sqlite => Self::on_sqlite(objects),
             StoreSetting::Postgres(p) => {
-                let backend = Backend::Postgres(postgres::open(p).await?);
+                let pool = postgres::open(p).await?;
+                let leasing = match lease {
+                    Some(lease) => {
+                        let replica = leases::new_replica_id();
+                        let leasing = Leasing::new(pool.clone(), replica, lease)
+                            .map_err(|cause| OpenError::Metrics { cause })?;
+                        tracing::info!(replica = %leasing.replica(), lease = ?lease, "this hub replica mirrors each upstream under a lease kept in PostgreSQL");
+                        Some(leasing)
+                    }
+                    None => None,
+                };
                 // The mirrored objects go to the same database (the schema is migrated).
+                let fencing = leasing.as_ref().map(|l| l.fencing().clone());
                 objects
-                    .mirror_on_postgres(postgres::mirror_pool(p))
+                    .mirror_on_postgres(postgres::mirror_pool(p), fencing)
                     .await
                     .map_err(|cause| OpenError::Mirror {
                         setting: p.clone(),
                         cause,
                     })?;
-                HubStore { backend, objects }
+                HubStore {
+                    backend: Backend::Postgres(pool),
+                    objects,
+                    leasing,
+                }
             }
         })
+    }
+
+    /// This replica's leases of upstreams, where replicas share a PostgreSQL database.
+    pub fn leasing(&self) -> Option<&Leasing> {
+        self.leasing.as_ref()
     }
 
     /// Closes the bookkeeping's own connections (the object store closes its own).
@@ -177,7 +222,10 @@ impl HubStore {
         .await
     }
 
-    /// Records (or, with `None`, forgets) how far the watch of a mirrored kind got.
+    /// Records (or, with `None`, forgets) how far the watch of a mirrored kind got. Where
+    /// replicas lease upstreams, only while this replica holds `cluster`'s lease (checked in
+    /// the same statement, as the object writes are): a replica that lost it never moves
+    /// the progress its successor resumes from.
     pub async fn set_mirror_progress(
         &self,
         cluster: &str,
@@ -185,6 +233,34 @@ impl HubStore {
         resource: &str,
         rv: Option<&str>,
     ) -> Result<(), StoreError> {
+        if let Some(leasing) = &self.leasing {
+            let Some(epoch) = leasing.fencing().epoch_of(cluster) else {
+                return Ok(());
+            };
+            let (epoch, holder) = (epoch.to_string(), leasing.replica());
+            let sql = match rv {
+                Some(_) => {
+                    "INSERT INTO mirror_progress (cluster, grp, resource, rv) \
+                     SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM mirror_leases \
+                       WHERE upstream = ? AND holder = ? AND epoch = CAST(? AS BIGINT) \
+                       AND expires_at > clock_timestamp()) \
+                     ON CONFLICT (cluster, grp, resource) DO UPDATE SET rv = excluded.rv"
+                }
+                None => {
+                    "DELETE FROM mirror_progress WHERE cluster = ? AND grp = ? AND resource = ? \
+                     AND ? IS NOT NULL AND EXISTS (SELECT 1 FROM mirror_leases \
+                       WHERE upstream = ? AND holder = ? AND epoch = CAST(? AS BIGINT) \
+                       AND expires_at > clock_timestamp())"
+                }
+            };
+            let rv = rv.unwrap_or_default();
+            self.rows(
+                sql,
+                &[cluster, group, resource, rv, cluster, holder, &epoch],
+            )
+            .await?;
+            return Ok(());
+        }
         match rv {
             Some(rv) => {
                 self.rows(
@@ -417,6 +493,60 @@ mod tests {
             "kept",
             "the rows are PostgreSQL's"
         );
+    }
+
+    #[tokio::test]
+    async fn a_replica_records_watch_progress_only_while_it_holds_the_upstreams_lease() {
+        let pg = Postgres::start();
+        let url = pg.create_database("hub");
+        let dir = tempfile::tempdir().unwrap();
+        let lease = std::time::Duration::from_secs(30);
+        let store = HubStore::open_replica(objects(&dir).await, &setting(&url), lease)
+            .await
+            .unwrap();
+        let leasing = store
+            .leasing()
+            .expect("replicas on PostgreSQL lease upstreams");
+        let progress = || {
+            pg.psql(
+                "hub",
+                "SELECT rv FROM mirror_progress WHERE cluster = 'east'",
+            )
+        };
+        // Not held here: nothing written.
+        store
+            .set_mirror_progress("east", "g", "r", Some("1"))
+            .await
+            .unwrap();
+        assert_eq!(progress(), "");
+        let epoch = leasing.take("east").await.unwrap().expect("a free lease");
+        leasing.fencing().hold("east", epoch);
+        store
+            .set_mirror_progress("east", "g", "r", Some("2"))
+            .await
+            .unwrap();
+        assert_eq!(progress(), "2");
+        assert!(leasing.renew("east", epoch).await.unwrap());
+        // Taken over meanwhile (this replica still believes it holds it): left as it was.
+        pg.psql(
+            "hub",
+            "UPDATE mirror_leases SET holder = 'other', epoch = epoch + 1",
+        );
+        for rv in [Some("3"), None] {
+            store
+                .set_mirror_progress("east", "g", "r", rv)
+                .await
+                .unwrap();
+            assert_eq!(progress(), "2");
+        }
+        assert!(!leasing.renew("east", epoch).await.unwrap(), "lost");
+        assert_eq!(leasing.take("east").await.unwrap(), None, "held by another");
+        // Expired: taken again, at the next epoch.
+        pg.psql(
+            "hub",
+            "UPDATE mirror_leases SET expires_at = clock_timestamp()",
+        );
+        assert_eq!(leasing.take("east").await.unwrap(), Some(epoch + 2));
     }
 
     #[tokio::test]

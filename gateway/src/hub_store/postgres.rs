@@ -65,6 +65,13 @@ pub enum OpenError {
         #[source]
         cause: gpustack_apiserver::store::StoreError,
     },
+    /// The lease metrics could not be made.
+    #[error("making the lease metrics")]
+    Metrics {
+        /// Why.
+        #[source]
+        cause: prometheus::Error,
+    },
     /// Applying a migration failed.
     #[error("migrating the schema of {setting}: {cause}")]
     Migrate {
@@ -114,10 +121,17 @@ pub async fn open(setting: &PostgresSetting) -> Result<PgPool, OpenError> {
 /// A pool for the mirrored objects on the database `setting` names (migrated by [`open`]);
 /// connections are made as they are needed.
 pub fn mirror_pool(setting: &PostgresSetting) -> PgPool {
+    // A replica paused in the middle of a write batch (SIGSTOP, a frozen VM) holds the
+    // sequence row and its leases' rows: the server ends such a session after this, so the
+    // other replicas' writes and take-overs wait at most that long.
+    let options = setting
+        .connect_options()
+        .clone()
+        .options([("idle_in_transaction_session_timeout", "5s")]);
     PgPoolOptions::new()
         .max_connections(MIRROR_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT)
-        .connect_lazy_with(setting.connect_options().clone())
+        .connect_lazy_with(options)
 }
 
 /// `sql` with SQLite's anonymous parameters (`?`) numbered as PostgreSQL's (`$1`, `$2`, ...).

@@ -39,6 +39,9 @@
 //! (`<scheme>://localhost:<port>/v2/clusters/<name>/proxy`) with the subscription's token,
 //! which never reaches status, logs or metrics ([`redact`], and `Access`'s `Debug`).
 //!
+//! Replicas sharing a PostgreSQL database mirror each upstream on one replica at a time, under
+//! a lease kept in the database ([`lease`], [`leased`]); every replica serves every mirror.
+//!
 //! A restarted gateway resumes each kind's watch from the upstream resourceVersion it had got
 //! to ([`progress`]) and relists only when the upstream no longer has it; status keeps the last
 //! sync time across restarts, so an unreachable upstream reads `Degraded` since then.
@@ -52,6 +55,8 @@ mod identity;
 pub use gpustack_apiserver::store::fleet;
 pub mod kinds;
 pub mod kubeconfig_policy;
+pub mod lease;
+mod leased;
 mod probe;
 pub mod progress;
 mod read_ahead;

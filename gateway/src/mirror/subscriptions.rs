@@ -187,12 +187,12 @@ impl Subscriptions {
             board: inner.board.clone(),
             options: inner.options.clone(),
         };
-        running.insert(
-            upstream.name,
-            Running {
-                task: tokio::spawn(mirror.run()),
-            },
-        );
+        // Replicas on PostgreSQL: mirrored here only while this replica holds its lease.
+        let task = match inner.hub.leasing() {
+            Some(leasing) => tokio::spawn(super::leased::run(mirror, leasing.clone())),
+            None => tokio::spawn(mirror.run()),
+        };
+        running.insert(upstream.name, Running { task });
         Ok(outcome)
     }
 
@@ -208,6 +208,9 @@ impl Subscriptions {
         };
         old.task.abort();
         let _ = old.task.await;
+        if let Some(leasing) = inner.hub.leasing() {
+            let _ = leasing.held_gauge().remove_label_values(&[name]);
+        }
         let store = &inner.hosting.store;
         // What the stopped mirror queued lands before its objects are removed.
         store.barrier().await?;
@@ -262,6 +265,12 @@ impl Subscriptions {
         for (_, r) in std::mem::take(&mut *running) {
             r.task.abort();
             let _ = r.task.await;
+        }
+        // The other replicas take this one's upstreams over at once, not a lease time later.
+        if let Some(leasing) = self.inner.hub.leasing()
+            && let Err(e) = leasing.give_back_all().await
+        {
+            tracing::warn!(error = %e, "giving the upstreams' leases back failed; they pass to other replicas when they expire");
         }
         self.write_sync_times(&mut BTreeMap::new()).await;
     }

@@ -7,11 +7,15 @@ use sqlx::PgPool;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
 
 use super::{
+    fence::Fencing,
     reads::{self, Collection, Row},
     tailer::{self, Wakeup},
     writer::{self, MirrorChange, Outcome, Pending},
 };
-use crate::store::types::{ObjectKey, StoreError, StoredEvent, to_u64};
+use crate::store::{
+    fleet::FLEET,
+    types::{ObjectKey, StoreError, StoredEvent, to_u64},
+};
 
 /// How many changes may wait for the writer before callers wait to queue theirs.
 const WRITE_QUEUE: usize = 1024;
@@ -21,15 +25,18 @@ pub struct PgMirror {
     pool: PgPool,
     queue: mpsc::Sender<Pending>,
     sent: watch::Receiver<u64>,
+    fencing: Option<Arc<Fencing>>,
 }
 
 impl PgMirror {
     /// Starts the writer, and the tailer feeding `fanout` with what is committed from now on.
-    /// The schema must be migrated (`migrations/postgres/`).
+    /// The schema must be migrated (`migrations/postgres/`). With `fencing` (several
+    /// replicas), an upstream's writes are made under its lease (see [`Fencing`]).
     pub async fn start(
         pool: PgPool,
         fanout: broadcast::Sender<StoredEvent>,
         wakeup: Wakeup,
+        fencing: Option<Arc<Fencing>>,
     ) -> Result<Self, StoreError> {
         let now: i64 = sqlx::query_scalar("SELECT rv FROM mirror_sequence WHERE id = 0")
             .fetch_one(&pool)
@@ -37,7 +44,12 @@ impl PgMirror {
         let committed = Arc::new(Notify::new());
         let (queue, pending) = mpsc::channel(WRITE_QUEUE);
         let (sent_tx, sent) = watch::channel(to_u64(now));
-        tokio::spawn(writer::run(pool.clone(), pending, committed.clone()));
+        tokio::spawn(writer::run(
+            pool.clone(),
+            pending,
+            committed.clone(),
+            fencing.clone(),
+        ));
         tokio::spawn(tailer::run(
             pool.clone(),
             to_u64(now),
@@ -46,7 +58,12 @@ impl PgMirror {
             committed,
             wakeup,
         ));
-        Ok(PgMirror { pool, queue, sent })
+        Ok(PgMirror {
+            pool,
+            queue,
+            sent,
+            fencing,
+        })
     }
 
     /// The last version this replica's watchers were sent.
@@ -54,16 +71,24 @@ impl PgMirror {
         *self.sent.borrow()
     }
 
-    /// Queues `change` for the writer; its outcome once committed.
+    /// Queues `change` for the writer; its outcome once committed. A `fenced` change of an
+    /// upstream (not of the fleet view) is made under its lease where replicas lease
+    /// upstreams: refused at once when this replica does not hold it.
     pub async fn queue(
         &self,
         key: &ObjectKey,
         change: MirrorChange,
+        fenced: bool,
     ) -> Result<oneshot::Receiver<Outcome>, StoreError> {
+        let fence = match &self.fencing {
+            Some(f) if fenced && key.cluster != FLEET => Some(f.fence(&key.cluster)?),
+            _ => None,
+        };
         let (reply, outcome) = oneshot::channel();
         let pending = Pending {
             key: key.clone(),
             change,
+            fence,
             reply,
         };
         self.queue

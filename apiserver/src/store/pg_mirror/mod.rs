@@ -8,15 +8,18 @@
 //!   committed in order on every replica;
 //! - [`tailer`]: reads what any replica committed, in version order, into the store's fan-out
 //!   (woken by `LISTEN`, by this replica's own commits, and by a slow poll as a safety net);
+//! - [`fence`]: with several replicas, each upstream's writes made under its lease;
 //! - [`reads`]: gets, pages of a collection (now or at a snapshot), the log since a version.
 //!
 //! Embedded clusters stay on SQLite: a hub on PostgreSQL mirrors only.
 
+mod fence;
 mod handle;
 mod reads;
 mod tailer;
 mod writer;
 
+pub use fence::Fencing;
 pub use handle::PgMirror;
 pub use reads::Collection;
 pub use tailer::Wakeup;

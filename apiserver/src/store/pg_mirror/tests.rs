@@ -1,14 +1,14 @@
 //! The PostgreSQL mirror against a throwaway server: what the SQLite store's mirror tests
 //! check, and two replicas sharing one database.
 
-use std::{collections::BTreeSet, time::Duration};
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use gpustack_tests::postgres::{Postgres, USER};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-use super::Wakeup;
-use crate::store::{EventType, ObjectKey, Store, fleet::FLEET, mirror::SeenNames};
+use super::{Fencing, Wakeup};
+use crate::store::{EventType, ObjectKey, Store, StoreError, fleet::FLEET, mirror::SeenNames};
 
 fn key(cluster: &str, name: &str) -> ObjectKey {
     ObjectKey {
@@ -33,6 +33,15 @@ async fn replica(pg: &Postgres) -> (tempfile::TempDir, Store) {
 
 /// [`replica`], its tailer woken as `wakeup` says.
 async fn replica_waking(pg: &Postgres, wakeup: Wakeup) -> (tempfile::TempDir, Store) {
+    replica_with(pg, wakeup, None).await
+}
+
+/// [`replica`], its upstreams' writes fenced by `fencing`.
+async fn replica_with(
+    pg: &Postgres,
+    wakeup: Wakeup,
+    fencing: Option<Arc<Fencing>>,
+) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("db")).await.unwrap();
     let options = PgConnectOptions::new()
@@ -49,7 +58,10 @@ async fn replica_waking(pg: &Postgres, wakeup: Wakeup) -> (tempfile::TempDir, St
         .run(&pool)
         .await
         .unwrap();
-    store.mirror_on_postgres_waking(pool, wakeup).await.unwrap();
+    store
+        .mirror_on_postgres_waking(pool, wakeup, fencing)
+        .await
+        .unwrap();
     (dir, store)
 }
 
@@ -324,4 +336,94 @@ async fn listen_and_poll_both_fan_out_every_write_of_another_replica() {
             ms[WRITES - 1]
         );
     }
+}
+
+/// Sets upstream `east`'s lease row: held by `holder` at `epoch`, expiring in `secs` seconds
+/// by the database's clock (negative: expired).
+fn lease(pg: &Postgres, holder: &str, epoch: i64, secs: i64) {
+    pg.psql(
+        "hub",
+        &format!(
+            "INSERT INTO mirror_leases (upstream, holder, epoch, expires_at) \
+             VALUES ('east', '{holder}', {epoch}, clock_timestamp() + interval '{secs} seconds') \
+             ON CONFLICT (upstream) DO UPDATE SET holder = excluded.holder, \
+               epoch = excluded.epoch, expires_at = excluded.expires_at"
+        ),
+    );
+}
+
+/// The epoch a refused write was made under (0: refused before the database).
+fn fenced(outcome: Result<Option<crate::store::StoredEvent>, StoreError>) -> i64 {
+    match outcome {
+        Err(StoreError::Fenced { epoch, .. }) => epoch.unwrap_or(0),
+        other => panic!("not fenced: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_upstreams_writes_land_only_under_its_unexpired_lease_at_the_writers_epoch() {
+    let pg = Postgres::start();
+    pg.create_database("hub");
+    let (fa, fb) = (
+        Arc::new(Fencing::new("replica-a".into()).unwrap()),
+        Arc::new(Fencing::new("replica-b".into()).unwrap()),
+    );
+    let (_da, a) = replica_with(&pg, Wakeup::Listen, Some(fa.clone())).await;
+    let (_db, b) = replica_with(&pg, Wakeup::Listen, Some(fb.clone())).await;
+    // Held by neither: refused before the database.
+    assert_eq!(
+        fenced(a.mirror_put(&key("east", "x"), device("x", 1)).await),
+        0
+    );
+    lease(&pg, "replica-a", 1, 3600);
+    let lost_a = fa.hold("east", 1);
+    put(&a, "east", "x", 1)
+        .await
+        .expect("written under the lease");
+    // B believes it holds epoch 1 too (a stale belief): the database says otherwise.
+    fb.hold("east", 1);
+    assert_eq!(
+        fenced(b.mirror_put(&key("east", "y"), device("y", 1)).await),
+        1
+    );
+    assert_eq!(fb.refused_batches().with_label_values(&["east"]).get(), 1);
+    assert!(
+        fb.fence("east").is_err(),
+        "B's mirror of east is told to stop"
+    );
+    // B takes over at epoch 2: A's next batch is refused, A's holder told, nothing written.
+    lease(&pg, "replica-b", 2, 3600);
+    fb.hold("east", 2);
+    assert_eq!(
+        fenced(a.mirror_put(&key("east", "x"), device("x", 2)).await),
+        1
+    );
+    tokio::time::timeout(Duration::from_secs(5), lost_a.notified())
+        .await
+        .expect("A is told its lease is gone");
+    put(&b, "east", "x", 3).await.expect("B writes at epoch 2");
+    // The fleet view's own writes (CRDs) are no upstream's: never fenced.
+    put(&a, FLEET, "crd", 1).await.expect("unfenced");
+    // An expired lease fences its own holder.
+    lease(&pg, "replica-b", 2, -1);
+    assert_eq!(
+        fenced(b.mirror_put(&key("east", "x"), device("x", 4)).await),
+        2
+    );
+    assert_eq!(
+        pg.psql(
+            "hub",
+            "SELECT string_agg(name || ':' || coalesce(epoch, 0), ',' ORDER BY rv) \
+             FROM mirror_events WHERE cluster = 'east'"
+        ),
+        "x:1,x:2",
+        "only the lease holders' writes, each with its epoch"
+    );
+    assert_eq!(
+        pg.psql(
+            "hub",
+            "SELECT body::json->'spec'->>'x' FROM mirror_objects WHERE cluster = 'east'"
+        ),
+        "3"
+    );
 }

@@ -3,13 +3,22 @@
 //! objects, hands out its versions in queue order, writes the events and the objects' final
 //! states with one statement each (arrays unnested), and moves the sequence and notifies
 //! listeners in the same transaction: version order is commit order on every replica.
+//!
+//! With several replicas ([`Fencing`]), a batch also checks, right after taking the sequence
+//! row, that this replica still holds the lease of every upstream it writes for (at its epoch,
+//! unexpired by the database's clock), locking those lease rows until it commits so that no
+//! take-over lands in between; the changes of an upstream that fails the check are refused.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use serde_json::Value;
 use sqlx::{PgPool, Postgres, Row, Transaction};
 use tokio::sync::{Notify, mpsc, oneshot};
 
+use super::fence::{self, Fence, Fencing};
 use crate::store::{
     body::set_resource_version,
     types::{EventType, ObjectKey, StoreError, StoredEvent, to_i64, to_u64},
@@ -42,12 +51,19 @@ pub type Outcome = Result<Option<StoredEvent>, StoreError>;
 pub struct Pending {
     pub key: ObjectKey,
     pub change: MirrorChange,
+    /// The lease it is written under (`None`: a write of no upstream's, never refused).
+    pub fence: Option<Fence>,
     pub reply: oneshot::Sender<Outcome>,
 }
 
 /// Applies queued changes until every sender is gone; after each commit wakes `committed`
-/// (this replica's tailer).
-pub async fn run(pool: PgPool, mut queue: mpsc::Receiver<Pending>, committed: Arc<Notify>) {
+/// (this replica's tailer). With `fencing`, refused batches are reported to it.
+pub async fn run(
+    pool: PgPool,
+    mut queue: mpsc::Receiver<Pending>,
+    committed: Arc<Notify>,
+    fencing: Option<Arc<Fencing>>,
+) {
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -58,13 +74,17 @@ pub async fn run(pool: PgPool, mut queue: mpsc::Receiver<Pending>, committed: Ar
         }
         let (work, replies): (Vec<_>, Vec<_>) = batch
             .into_iter()
-            .map(|p| ((p.key, p.change), p.reply))
+            .map(|p| ((p.key, p.change, p.fence), p.reply))
             .unzip();
-        match apply(&pool, work).await {
-            Ok(results) => {
+        let replica = fencing.as_ref().map(|f| f.replica());
+        match apply(&pool, work, replica).await {
+            Ok((results, refused)) => {
                 committed.notify_one();
+                if let Some(f) = &fencing {
+                    refused.iter().for_each(|r| f.refused(r));
+                }
                 for (reply, result) in replies.into_iter().zip(results) {
-                    let _ = reply.send(Ok(result));
+                    let _ = reply.send(result);
                 }
             }
             Err(e) => {
@@ -117,11 +137,23 @@ const PROBE: &str = "\
       AND o.resource = k.resource AND o.namespace = k.namespace AND o.name = k.name";
 
 const INSERT_EVENTS: &str = "\
-    INSERT INTO mirror_events (rv, cluster, grp, resource, namespace, name, type, prev_rv, body) \
-    SELECT rv, cluster, grp, resource, namespace, name, type, NULLIF(prev_rv, 0), body \
+    INSERT INTO mirror_events \
+      (rv, cluster, grp, resource, namespace, name, type, prev_rv, body, epoch) \
+    SELECT rv, cluster, grp, resource, namespace, name, type, NULLIF(prev_rv, 0), body, \
+      NULLIF(epoch, 0) \
     FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
-                $7::text[], $8::bigint[], $9::text[]) \
-      AS e(rv, cluster, grp, resource, namespace, name, type, prev_rv, body)";
+                $7::text[], $8::bigint[], $9::text[], $10::bigint[]) \
+      AS e(rv, cluster, grp, resource, namespace, name, type, prev_rv, body, epoch)";
+
+/// Of the batch's fences (`$1` upstreams, `$2` epochs), those whose lease `$3` still holds
+/// at that epoch, unexpired by the database's clock; their rows stay locked until the batch
+/// commits, so a take-over waits for it.
+const HELD: &str = "\
+    SELECT l.upstream, l.epoch FROM mirror_leases l \
+    JOIN UNNEST($1::text[], $2::bigint[]) AS f(upstream, epoch) \
+      ON l.upstream = f.upstream AND l.epoch = f.epoch \
+    WHERE l.holder = $3 AND l.expires_at > clock_timestamp() \
+    FOR SHARE OF l";
 
 const UPSERT_OBJECTS: &str = "\
     INSERT INTO mirror_objects (cluster, grp, resource, namespace, name, rv, hash, body) \
@@ -142,29 +174,102 @@ const ADVANCE: &str = "\
     WITH s AS (UPDATE mirror_sequence SET rv = $1 WHERE id = 0 RETURNING rv) \
     SELECT pg_notify($2, rv::text) FROM s";
 
-/// Applies `work` in one transaction: each change's event, `None` where it changed nothing.
+/// Applies `work` in one transaction: each change's outcome (its event, `None` where it
+/// changed nothing; `Fenced` where its lease failed the check), and the fences that failed.
 async fn apply(
     pool: &PgPool,
-    work: Vec<(ObjectKey, MirrorChange)>,
-) -> Result<Vec<Option<StoredEvent>>, StoreError> {
+    work: Vec<(ObjectKey, MirrorChange, Option<Fence>)>,
+    replica: Option<&str>,
+) -> Result<(Vec<Outcome>, Vec<Fence>), StoreError> {
     let mut tx = pool.begin().await?;
     let last: i64 = sqlx::query_scalar("SELECT rv FROM mirror_sequence WHERE id = 0 FOR UPDATE")
         .fetch_one(&mut *tx)
         .await?;
-    let mut known = probe(&mut tx, &work).await?;
+    let fences = work.iter().filter_map(|(_, _, f)| f.as_ref());
+    let refused = check_leases(&mut tx, fences, replica.unwrap_or_default()).await?;
+    // The refused changes are left out; their places keep their outcome.
+    let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(work.len());
+    let mut kept = Vec::with_capacity(work.len());
+    for (key, change, fence) in work {
+        match fence {
+            Some(f) if refused.contains(&f) => outcomes.push(Some(Err(StoreError::Fenced {
+                upstream: f.upstream,
+                epoch: Some(f.epoch),
+            }))),
+            fence => {
+                outcomes.push(None);
+                kept.push((key, change, fence.map_or(0, |f| f.epoch)));
+            }
+        }
+    }
+    let events = write(&mut tx, last, kept).await?;
+    tx.commit().await?;
+    let mut events = events.into_iter();
+    let outcomes = outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| Ok(events.next().flatten())))
+        .collect();
+    Ok((outcomes, refused.into_iter().collect()))
+}
+
+/// The fences among `fences` whose lease `replica` no longer holds (see [`HELD`]); the held
+/// ones' lease rows are locked until the transaction ends.
+async fn check_leases<'a>(
+    tx: &mut Transaction<'_, Postgres>,
+    fences: impl Iterator<Item = &'a Fence>,
+    replica: &str,
+) -> Result<HashSet<Fence>, StoreError> {
+    let (upstreams, epochs) = fence::distinct(fences);
+    if upstreams.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let wanted: HashSet<Fence> = upstreams
+        .iter()
+        .zip(&epochs)
+        .map(|(u, e)| Fence {
+            upstream: u.clone(),
+            epoch: *e,
+        })
+        .collect();
+    let held: Vec<(String, i64)> = sqlx::query_as(HELD)
+        .bind(upstreams)
+        .bind(epochs)
+        .bind(replica)
+        .fetch_all(&mut **tx)
+        .await?;
+    let held: HashSet<Fence> = held
+        .into_iter()
+        .map(|(upstream, epoch)| Fence { upstream, epoch })
+        .collect();
+    Ok(wanted.difference(&held).cloned().collect())
+}
+
+/// Writes `work` (each change with its lease epoch, 0 for none) after version `last`: each
+/// change's event, `None` where it changed nothing. Nothing is written when nothing changed.
+async fn write(
+    tx: &mut Transaction<'_, Postgres>,
+    last: i64,
+    work: Vec<(ObjectKey, MirrorChange, i64)>,
+) -> Result<Vec<Option<StoredEvent>>, StoreError> {
+    let (work, epochs): (Vec<_>, Vec<_>) = work
+        .into_iter()
+        .map(|(key, change, epoch)| ((key, change), epoch))
+        .unzip();
+    let mut known = probe(tx, &work).await?;
     let mut last = to_u64(last);
     let first = last;
     let mut events = Vec::with_capacity(work.len());
     // The events' columns, and each touched key's state at the end of the batch.
-    let (mut ev_keys, mut ev_rv, mut ev_type, mut ev_prev, mut ev_body) = (
+    let (mut ev_keys, mut ev_rv, mut ev_type, mut ev_prev, mut ev_body, mut ev_epoch) = (
         Keys::default(),
+        Vec::new(),
         Vec::new(),
         Vec::new(),
         Vec::new(),
         Vec::new(),
     );
     let mut finals: HashMap<ObjectKey, Option<Known>> = HashMap::new();
-    for (key, change) in work {
+    for ((key, change), epoch) in work.into_iter().zip(epochs) {
         let state = known.get(&key).cloned().flatten();
         let event = match (change, state) {
             (MirrorChange::Upsert { hash, .. }, Some(s)) if s.hash == hash => None,
@@ -203,6 +308,7 @@ async fn apply(
             ev_type.push(kind.as_str());
             ev_prev.push(prev);
             ev_body.push(text);
+            ev_epoch.push(epoch);
             StoredEvent {
                 rv: last,
                 key,
@@ -213,8 +319,7 @@ async fn apply(
         }));
     }
     if last == first {
-        // Nothing changed: nothing to write, the lock goes with the transaction.
-        tx.rollback().await?;
+        // Nothing changed: nothing to write (the commit only ends the transaction).
         return Ok(events);
     }
     sqlx::query(INSERT_EVENTS)
@@ -227,7 +332,8 @@ async fn apply(
         .bind(ev_type)
         .bind(ev_prev)
         .bind(ev_body)
-        .execute(&mut *tx)
+        .bind(ev_epoch)
+        .execute(&mut **tx)
         .await?;
     let (mut up, mut up_rv, mut up_hash, mut up_body, mut gone) = (
         Keys::default(),
@@ -257,7 +363,7 @@ async fn apply(
             .bind(up_rv)
             .bind(up_hash)
             .bind(up_body)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
     }
     if !gone.name.is_empty() {
@@ -267,15 +373,14 @@ async fn apply(
             .bind(gone.resource)
             .bind(gone.namespace)
             .bind(gone.name)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
     }
     sqlx::query(ADVANCE)
         .bind(to_i64(last))
         .bind(CHANNEL)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-    tx.commit().await?;
     Ok(events)
 }
 
