@@ -22,6 +22,7 @@ mod pg_mirror;
 pub use clusters::token_hash;
 pub mod mirror;
 mod read;
+mod spliced;
 pub mod tokens;
 mod types;
 mod upsert_batch;

@@ -250,14 +250,26 @@ fn with_defaults<'a>(schema: Option<&Value>, text: &'a str) -> std::borrow::Cow<
 async fn stream_verbatim(core: &Core, ctx: &Ctx, t: &Target) -> Result<Response, ApiError> {
     use futures::StreamExt;
     let (group, resource, ns) = (&t.def.storage_group, &t.def.plural, t.namespace.as_deref());
+    let defaults = read_defaults(core, ctx, t);
+    if defaults.is_none() {
+        // Nothing to change in the stored texts: each page arrives as one text.
+        let (rv, pages) = core
+            .store
+            .stream_text(&ctx.cluster, group, resource, ns)
+            .await
+            .map_err(store_error)?;
+        let items = tokio_stream::wrappers::ReceiverStream::new(pages).map(|page| {
+            page.inspect_err(|e| tracing::error!(error = %e, "streamed list failed"))
+                .map(axum::body::Bytes::from)
+        });
+        return Ok(streamed_list(t, rv, items));
+    }
     let (rv, pages) = core
         .store
         .stream_raw(&ctx.cluster, group, resource, ns)
         .await
         .map_err(store_error)?;
-    let head = list::verbatim_head(&t.def, &t.version, &list::metadata(rv, None));
     let mut first = true;
-    let defaults = read_defaults(core, ctx, t);
     let items = tokio_stream::wrappers::ReceiverStream::new(pages).map(move |page| {
         let page = page.inspect_err(|e| tracing::error!(error = %e, "streamed list failed"))?;
         let mut out = String::with_capacity(page.iter().map(|o| o.body.len() + 1).sum());
@@ -269,6 +281,19 @@ async fn stream_verbatim(core: &Core, ctx: &Ctx, t: &Target) -> Result<Response,
         }
         Ok::<_, crate::store::StoreError>(axum::body::Bytes::from(out))
     });
+    Ok(streamed_list(t, rv, items))
+}
+
+/// A list response of `items`, the list's elements a chunk at a time, at version `rv`.
+fn streamed_list(
+    t: &Target,
+    rv: u64,
+    items: impl futures::Stream<Item = Result<axum::body::Bytes, crate::store::StoreError>>
+    + Send
+    + 'static,
+) -> Response {
+    use futures::StreamExt;
+    let head = list::verbatim_head(&t.def, &t.version, &list::metadata(rv, None));
     let body = futures::stream::once(async move { Ok(axum::body::Bytes::from(head)) })
         .chain(items)
         .chain(futures::stream::once(async {
@@ -276,12 +301,12 @@ async fn stream_verbatim(core: &Core, ctx: &Ctx, t: &Target) -> Result<Response,
                 list::VERBATIM_TAIL.as_bytes(),
             ))
         }));
-    Ok((
+    (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
         axum::body::Body::from_stream(body),
     )
-        .into_response())
+        .into_response()
 }
 
 /// A continue token older than the event log: start the list again (410 Gone, as Kubernetes).
