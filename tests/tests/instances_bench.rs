@@ -13,7 +13,8 @@
 //! ```
 //! Knobs: `GPUSTACK_BENCH_INSTANCE_NODES` (10), `GPUSTACK_BENCH_INSTANCES` (100),
 //! `GPUSTACK_BENCH_STOPPED_INSTANCES` (10000). The issue's scale is 100 nodes and 1,000
-//! Instances; `GPUSTACK_OPERATOR_BIN` names another (a release) binary.
+//! Instances; `GPUSTACK_OPERATOR_BIN` names another (a release) binary;
+//! `GPUSTACK_BENCH_KEEP_DIR` keeps the worker's log and its `/metrics` there.
 
 use std::{
     collections::HashMap,
@@ -174,9 +175,16 @@ async fn instances_at_scale() {
     let api: Api<Instance> = Api::namespaced(c.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let pod_seen = note(pods.clone(), |_| true);
+    let pod_bound = note(pods.clone(), |p| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty())
+    });
     let pod_running = note(pods, |p| {
         p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
     });
+    let listed = note(api.clone(), |_| true);
     let ready = note(api.clone(), |i| {
         i.status.as_ref().map(|s| s.phase()) == Some("Ready")
     });
@@ -195,9 +203,24 @@ async fn instances_at_scale() {
     .await;
     let wall = started.elapsed();
     let (mut added, mut whole) = (Vec::new(), Vec::new());
+    // The worker's two parts apart, and the stand-ins' (queueing and binding, then starting).
+    let (mut to_pod, mut to_ready, mut to_bound, mut to_run) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // How late this process's watches show a change: a create acknowledged to the Instance
+    // seen (the cluster's fan-out and this process's load, counted in the worker's part).
+    let lag = sorted(
+        names
+            .iter()
+            .filter_map(|n| {
+                let seen = *listed.lock().unwrap().get(n)?;
+                Some(ms(seen.saturating_duration_since(*acked.get(n)?)))
+            })
+            .collect(),
+    );
     {
-        let (seen, running, ready) = (
+        let (seen, bound, running, ready) = (
             pod_seen.lock().unwrap(),
+            pod_bound.lock().unwrap(),
             pod_running.lock().unwrap(),
             ready.lock().unwrap(),
         );
@@ -207,8 +230,18 @@ async fn instances_at_scale() {
             else {
                 continue;
             };
-            added.push(ms(p.saturating_duration_since(*a)) + ms(d.saturating_duration_since(*r)));
+            let (pod, up) = (
+                ms(p.saturating_duration_since(*a)),
+                ms(d.saturating_duration_since(*r)),
+            );
+            to_pod.push(pod);
+            to_ready.push(up);
+            added.push(pod + up);
             whole.push(ms(d.saturating_duration_since(*a)));
+            if let Some(b) = bound.get(n) {
+                to_bound.push(ms(b.saturating_duration_since(*p)));
+                to_run.push(ms(r.saturating_duration_since(*b)));
+            }
         }
     }
     let (added, whole) = (sorted(added), sorted(whole));
@@ -225,6 +258,28 @@ async fn instances_at_scale() {
         Some("p99 <= 2,000 ms"),
         Some(p99 <= 2000.0),
     ));
+    for (what, v) in [
+        ("worker: create acknowledged to Pod seen", to_pod),
+        ("worker: Pod seen Running to Instance seen Ready", to_ready),
+        ("watch lag: create acknowledged to Instance seen", lag),
+        ("stand-ins: Pod seen to Pod seen bound (Kueue)", to_bound),
+        (
+            "stand-ins: Pod seen bound to Pod seen Running (kubelet)",
+            to_run,
+        ),
+    ] {
+        let v = sorted(v);
+        figures.push(Figure::new(
+            format!("  {what}, p50/p99"),
+            format!(
+                "{:.0} / {:.0} ms",
+                percentile(&v, 0.5),
+                percentile(&v, 0.99)
+            ),
+            None,
+            Some(true),
+        ));
+    }
     figures.push(Figure::new(
         "create-to-Ready, whole p50/p99 (stand-ins included)",
         format!(
@@ -295,6 +350,17 @@ async fn instances_at_scale() {
         Some("<= 150 MB"),
         settled.map(|_| rss <= 150.0),
     ));
+    // The worker's log and its reconcile series, kept where asked (for looking into a run).
+    if let Ok(dir) = std::env::var("GPUSTACK_BENCH_KEEP_DIR") {
+        let dir = std::path::Path::new(&dir);
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("worker.log"), w.log()).unwrap();
+        let scrape = direct
+            .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
+            .await
+            .unwrap_or_else(|e| e.to_string());
+        std::fs::write(dir.join("worker-metrics.txt"), scrape).unwrap();
+    }
     println!("\nsummary:");
     for f in &figures {
         println!("  {}", f.line());

@@ -40,8 +40,11 @@ use super::{
 
 /// Steps one pass takes at most before it yields to other Instances (and comes back).
 const STEPS_PER_PASS: usize = 12;
-/// Instances reconciled at once.
-const CONCURRENCY: u16 = 16;
+/// Instances reconciled at once. A pass spends nearly all its time waiting on writes, so this
+/// bounds the writes in flight rather than work: at 16, a burst of a few hundred creates kept
+/// every slot busy with passes of three writes each, and a new Instance waited up to 12 s
+/// for a slot before its Pod was made (docs/benchmarks.md, Instances).
+const CONCURRENCY: u16 = 64;
 /// The longest a pass waits for the cache to show a Pod this controller made.
 const CACHE_LAG: Duration = Duration::from_secs(10);
 /// How soon a write refused for an older version than the cluster's is decided again.
@@ -159,11 +162,6 @@ impl Reads {
     fn node_of(ctx: &Ctx, pod: Option<&Arc<Pod>>) -> Option<Arc<Node>> {
         let name = pod?.spec.as_ref()?.node_name.as_deref()?;
         ctx.nodes.get(&ObjectRef::new(name))
-    }
-
-    fn set_pod(&mut self, ctx: &Ctx, pod: Option<Pod>) {
-        self.pod = pod.map(Arc::new);
-        self.node = Self::node_of(ctx, self.pod.as_ref());
     }
 }
 
@@ -353,11 +351,15 @@ async fn take(ctx: &Ctx, r: &mut Reads, step: &Step) -> Result<Option<Action>, k
         }
         Step::CreatePod => {
             let pod = create_pod(ctx, r).await?;
-            if pod.is_some() {
-                ctx.ahead.made_pod(&r.instance);
+            if pod.is_none() {
+                return Ok(None);
             }
-            r.set_pod(ctx, pod);
-            return Ok(None);
+            ctx.ahead.made_pod(&r.instance);
+            // The pass ends with the Pod made: its slot goes to the next Instance waiting for
+            // its Pod, and the Pod's arrival in the cache wakes this one for its finalizer and
+            // status (the wait is the fallback). In a burst of creates, each new Instance's
+            // Pod otherwise waited behind two more writes of every pass ahead of it.
+            return Ok(Some(Action::requeue(instance_steps::AGAIN)));
         }
         Step::CreateService => {
             if let Some(svc) = r.pod.as_ref().and_then(|p| instance_pod::service(p)) {
