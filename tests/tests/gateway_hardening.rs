@@ -884,10 +884,12 @@ fn collection_cut_short_by_a_crash_resumes_after_a_restart() {
         left > 0,
         "3,000 durable deletes cannot all have happened between the answer and the kill"
     );
-    // After the restart the queued owner is worked off: no dependent is left dangling.
+    // After the restart the queued owner is worked off: no dependent is left dangling. Up to
+    // 3,000 durable deletes by the debug binary, while the suite runs this file's other tests
+    // beside it on two cores: more than the usual deadline (it ran past 30 s once in CI).
     wait_until(
         "the dependents to be collected after the restart",
-        DEADLINE,
+        DEADLINE * 4,
         || (count_configmaps(&gw, "dep-") == 0).then_some(()),
     );
     assert_eq!(count_configmaps(&gw, "owner"), 0);

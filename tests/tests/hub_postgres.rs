@@ -540,8 +540,19 @@ fn logged_versions(pg: &Postgres, upstream: &str, after: u64) -> Vec<u64> {
     .collect()
 }
 
-#[test]
-fn the_replica_mirroring_an_upstream_killed_mid_burst_is_replaced_with_nothing_lost() {
+/// One upstream, `east`, on a fresh database, mirrored by replica A, with replica B started and
+/// waiting for its lease. Fields drop in order: the processes before the database.
+struct TwoReplicas {
+    a: HubProcess,
+    b: HubProcess,
+    b_id: String,
+    a_epoch: i64,
+    east: GatewayProcess,
+    _root: tempfile::TempDir,
+    pg: Postgres,
+}
+
+fn east_held_by_a_with_b_waiting() -> TwoReplicas {
     let pg = Postgres::start();
     let url = pg.create_database("hub");
     let root = tempfile::tempdir().unwrap();
@@ -551,12 +562,33 @@ fn the_replica_mirroring_an_upstream_killed_mid_burst_is_replaced_with_nothing_l
     // The first replica takes the lease; the second waits.
     let a = start_replica(root.path(), "hub-a", &flags);
     let a_id = replica_id(&a);
-    wait_until("A to hold east", DEADLINE, || {
+    let (_, a_epoch) = wait_until("A to hold east", DEADLINE, || {
         lease_holder(&pg, "east").filter(|(h, _)| *h == a_id)
     });
     a.wait_mirrored("east", &["gpu-0"]);
     let b = start_replica(root.path(), "hub-b", &flags);
     let b_id = replica_id(&b);
+    TwoReplicas {
+        a,
+        b,
+        b_id,
+        a_epoch,
+        east,
+        _root: root,
+        pg,
+    }
+}
+
+#[test]
+fn the_replica_mirroring_an_upstream_killed_mid_burst_is_replaced_with_nothing_lost() {
+    let TwoReplicas {
+        a,
+        b,
+        b_id,
+        east,
+        pg,
+        ..
+    } = east_held_by_a_with_b_waiting();
     // A fleet watcher on A, from A's list.
     let (_, listed_at) = fleet_devices(&a);
     let on_a = stream_fleet_watch(a.socket.clone(), listed_at.clone());
@@ -645,20 +677,15 @@ fn the_replica_mirroring_an_upstream_killed_mid_burst_is_replaced_with_nothing_l
 
 #[test]
 fn a_paused_lease_holder_writes_nothing_for_its_upstream_after_it_wakes() {
-    let pg = Postgres::start();
-    let url = pg.create_database("hub");
-    let root = tempfile::tempdir().unwrap();
-    let east = upstream(root.path(), "east", &["gpu-0"]);
-    let file = gpustack_tests::hub::upstreams_file(root.path(), &[&east]);
-    let flags = replica_flags(&url, &file);
-    let a = start_replica(root.path(), "hub-a", &flags);
-    let a_id = replica_id(&a);
-    let (_, a_epoch) = wait_until("A to hold east", DEADLINE, || {
-        lease_holder(&pg, "east").filter(|(h, _)| *h == a_id)
-    });
-    a.wait_mirrored("east", &["gpu-0"]);
-    let b = start_replica(root.path(), "hub-b", &flags);
-    let b_id = replica_id(&b);
+    let TwoReplicas {
+        a,
+        b,
+        b_id,
+        a_epoch,
+        east,
+        pg,
+        ..
+    } = east_held_by_a_with_b_waiting();
 
     // A paused past its lease: B takes over and mirrors what changes meanwhile.
     a.freeze();

@@ -68,6 +68,26 @@ pub enum ReplayError {
     Store(#[from] StoreError),
 }
 
+/// The oldest version the event log reaches back to, as `tx` sees it; [`ReplayError::Expired`]
+/// where that is after `requested`, since a read at `requested` could miss changes.
+pub(super) async fn log_reaches(
+    tx: &mut sqlx::SqliteConnection,
+    requested: u64,
+) -> Result<u64, ReplayError> {
+    let compacted: i64 = sqlx::query_scalar("SELECT compacted_rv FROM sequence WHERE id = 0")
+        .fetch_one(tx)
+        .await
+        .map_err(StoreError::from)?;
+    let compacted = to_u64(compacted);
+    if requested < compacted {
+        return Err(ReplayError::Expired {
+            requested,
+            compacted,
+        });
+    }
+    Ok(compacted)
+}
+
 impl Store {
     /// The object at `key` and its resourceVersion.
     pub async fn get(&self, key: &ObjectKey) -> Result<Option<(u64, Value)>, StoreError> {
@@ -309,17 +329,7 @@ impl Store {
             return Ok(Store::postgres_page(pg, c, after, limit, Some(snapshot)).await?);
         }
         let mut tx = self.pool().begin().await.map_err(StoreError::from)?;
-        let compacted: i64 = sqlx::query_scalar("SELECT compacted_rv FROM sequence WHERE id = 0")
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(StoreError::from)?;
-        let compacted = to_u64(compacted);
-        if snapshot < compacted {
-            return Err(ReplayError::Expired {
-                requested: snapshot,
-                compacted,
-            });
-        }
+        let compacted = log_reaches(&mut tx, snapshot).await?;
         let collection = Collection {
             cluster,
             group,
@@ -427,16 +437,7 @@ impl Store {
             });
         }
         let mut tx = self.pool().begin().await.map_err(StoreError::from)?;
-        let compacted: i64 = sqlx::query_scalar("SELECT compacted_rv FROM sequence WHERE id = 0")
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(StoreError::from)?;
-        if after < to_u64(compacted) {
-            return Err(ReplayError::Expired {
-                requested: after,
-                compacted: to_u64(compacted),
-            });
-        }
+        log_reaches(&mut tx, after).await?;
         let fleet = fleet::derived(cluster, group, resource);
         let query = if fleet {
             sqlx::query(FLEET_EVENTS_SINCE)

@@ -130,16 +130,7 @@ impl Store {
         snapshot: u64,
     ) -> Result<TextPage, ReplayError> {
         let mut tx = self.pool().begin().await.map_err(StoreError::from)?;
-        let compacted: i64 = sqlx::query_scalar("SELECT compacted_rv FROM sequence WHERE id = 0")
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(StoreError::from)?;
-        if snapshot < to_u64(compacted) {
-            return Err(ReplayError::Expired {
-                requested: snapshot,
-                compacted: to_u64(compacted),
-            });
-        }
+        super::read::log_reaches(&mut tx, snapshot).await?;
         let changed = sqlx::query(CHANGED_SINCE)
             .bind(c.cluster)
             .bind(c.group)

@@ -255,23 +255,25 @@ pub(super) async fn update(
     let w = writer(ctx, t);
     let obj = guaranteed_update(st, ctx, t, name, By::Client, |current| {
         pinned_rv_matches(t, name, given.as_deref(), current)?;
-        objects::prepare_update(&t.def, t.kind, &t.version, current, body.clone(), t.status)
-            .and_then(|new| {
-                crate::api::validation::validated(
-                    &st.core.patterns,
-                    &t.def,
-                    t.kind,
-                    new,
-                    Some(current),
-                )
-            })
-            .map(|mut new| {
-                apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
-                new
-            })
+        prepared_update(st, t, current, body.clone()).map(|mut new| {
+            apply::own_updated(current, &mut new, &w, jiff::Timestamp::now());
+            new
+        })
     })
     .await?;
     super::read::answer(ctx, t, representation, StatusCode::OK, obj)
+}
+
+/// `new` as an update of `current` would store it: prepared for its kind, then validated.
+fn prepared_update(
+    st: &Writes,
+    t: &Target,
+    current: &Value,
+    new: Value,
+) -> Result<Value, ApiError> {
+    objects::prepare_update(&t.def, t.kind, &t.version, current, new, t.status).and_then(|new| {
+        crate::api::validation::validated(&st.core.patterns, &t.def, t.kind, new, Some(current))
+    })
 }
 
 pub(super) async fn patch(
@@ -356,17 +358,7 @@ pub(super) async fn patch(
         let mut patched = patched;
         // Pruned before generation is worked out: an unknown field is no change.
         apply_schema(ctx, t, &mut patched, Some(current))?;
-        let mut new =
-            objects::prepare_update(&t.def, t.kind, &t.version, current, patched, t.status)
-                .and_then(|new| {
-                    crate::api::validation::validated(
-                        &st.core.patterns,
-                        &t.def,
-                        t.kind,
-                        new,
-                        Some(current),
-                    )
-                })?;
+        let mut new = prepared_update(st, t, current, patched)?;
         // Ownership is settled on what will be stored: an apply may conflict here.
         let now = jiff::Timestamp::now();
         match &applied {
