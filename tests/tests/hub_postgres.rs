@@ -541,15 +541,16 @@ fn logged_versions(pg: &Postgres, upstream: &str, after: u64) -> Vec<u64> {
 }
 
 /// One upstream, `east`, on a fresh database, mirrored by replica A, with replica B started and
-/// waiting for its lease. Fields drop in order: the processes before the database.
+/// waiting for its lease. Bind every field: one left out of a pattern is dropped at once (the
+/// temporary directory with the sockets in it).
 struct TwoReplicas {
+    pg: Postgres,
+    _root: tempfile::TempDir,
+    east: GatewayProcess,
     a: HubProcess,
     b: HubProcess,
     b_id: String,
     a_epoch: i64,
-    east: GatewayProcess,
-    _root: tempfile::TempDir,
-    pg: Postgres,
 }
 
 fn east_held_by_a_with_b_waiting() -> TwoReplicas {
@@ -569,25 +570,28 @@ fn east_held_by_a_with_b_waiting() -> TwoReplicas {
     let b = start_replica(root.path(), "hub-b", &flags);
     let b_id = replica_id(&b);
     TwoReplicas {
+        pg,
+        _root: root,
+        east,
         a,
         b,
         b_id,
         a_epoch,
-        east,
-        _root: root,
-        pg,
     }
 }
 
 #[test]
 fn the_replica_mirroring_an_upstream_killed_mid_burst_is_replaced_with_nothing_lost() {
+    // Bound in this order so that they drop in the reverse: the processes, then the files, then
+    // the database.
     let TwoReplicas {
+        pg,
+        _root,
+        east,
         a,
         b,
         b_id,
-        east,
-        pg,
-        ..
+        a_epoch: _,
     } = east_held_by_a_with_b_waiting();
     // A fleet watcher on A, from A's list.
     let (_, listed_at) = fleet_devices(&a);
@@ -677,14 +681,16 @@ fn the_replica_mirroring_an_upstream_killed_mid_burst_is_replaced_with_nothing_l
 
 #[test]
 fn a_paused_lease_holder_writes_nothing_for_its_upstream_after_it_wakes() {
+    // Bound in this order so that they drop in the reverse: the processes, then the files, then
+    // the database.
     let TwoReplicas {
+        pg,
+        _root,
+        east,
         a,
         b,
         b_id,
         a_epoch,
-        east,
-        pg,
-        ..
     } = east_held_by_a_with_b_waiting();
 
     // A paused past its lease: B takes over and mirrors what changes meanwhile.
