@@ -68,6 +68,23 @@ pub enum ReplayError {
     Store(#[from] StoreError),
 }
 
+/// A read's failure as a store error: a log too short for the version read at (only a read at
+/// a snapshot can find it so) is the snapshot's compaction.
+impl From<ReplayError> for StoreError {
+    fn from(e: ReplayError) -> Self {
+        match e {
+            ReplayError::Store(e) => e,
+            ReplayError::Expired {
+                requested,
+                compacted,
+            } => StoreError::SnapshotCompacted {
+                requested,
+                compacted,
+            },
+        }
+    }
+}
+
 /// The oldest version the event log reaches back to, as `tx` sees it; [`ReplayError::Expired`]
 /// where that is after `requested`, since a read at `requested` could miss changes.
 pub(super) async fn log_reaches(
@@ -177,17 +194,7 @@ impl Store {
         let items = self
             .rows(&mut tx, collection, after, limit, Reading::Current)
             .await
-            .map_err(|e| match e {
-                ReplayError::Store(e) => e,
-                // Only a read at a snapshot can find the log too short.
-                ReplayError::Expired {
-                    requested,
-                    compacted,
-                } => StoreError::SnapshotCompacted {
-                    requested,
-                    compacted,
-                },
-            })?;
+            .map_err(StoreError::from)?;
         tx.commit().await?;
         Ok(page(items, to_u64(rv), limit))
     }

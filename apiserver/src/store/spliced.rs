@@ -100,7 +100,7 @@ impl Store {
                 page = match store.text_page_at(c, (&ns, &name), snapshot).await {
                     Ok(p) => p,
                     Err(e) => {
-                        let _ = send.send(Err(snapshot_error(e))).await;
+                        let _ = send.send(Err(StoreError::from(e))).await;
                         return;
                     }
                 };
@@ -250,20 +250,6 @@ async fn text_page(
         text: text.unwrap_or_default(),
         last,
     })
-}
-
-/// A later page's failure as the stream reports it.
-fn snapshot_error(e: ReplayError) -> StoreError {
-    match e {
-        ReplayError::Store(e) => e,
-        ReplayError::Expired {
-            requested,
-            compacted,
-        } => StoreError::SnapshotCompacted {
-            requested,
-            compacted,
-        },
-    }
 }
 
 #[cfg(test)]
