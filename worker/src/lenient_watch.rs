@@ -49,7 +49,11 @@ where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
     let (namespace, name) = (o.namespace(), o.name_any());
-    match o.try_parse::<K>() {
+    // From text rather than through `DynamicObject::try_parse`'s `serde_json::Value`: kube's
+    // typed calls already decode each kind from text, so this shares their decoders instead of
+    // compiling every kind's a second time (serde's code is most of the worker's build).
+    let decoded = serde_json::to_string(&o).and_then(|text| serde_json::from_str::<K>(&text));
+    match decoded {
         Ok(k) => Some(k),
         Err(e) => {
             tracing::warn!(
