@@ -901,3 +901,97 @@ fn the_database_restarted_under_two_replicas_answers_503_meanwhile_and_they_conv
         "the watcher saw every logged change once, in order"
     );
 }
+
+/// Whether `hub` tracks upstream `name` (`GET /apis/workers`).
+fn tracks(hub: &HubProcess, name: &str) -> bool {
+    hub.worker(name).is_some()
+}
+
+#[test]
+fn a_subscription_made_through_one_replica_reaches_the_others_without_a_restart() {
+    let pg = Postgres::start();
+    let url = pg.create_database("hub");
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-a"]);
+    let flags = vec![
+        "--worker-conn-mode=loopback".to_owned(),
+        format!("--subscription-kubeconfig-dir={}", root.path().display()),
+        format!("--store={url}"),
+        format!("--mirror-lease-duration={LEASE_SECS}s"),
+    ];
+    let a = start_replica(root.path(), "hub-a", &flags);
+    let b = start_replica(root.path(), "hub-b", &flags);
+    let b_id = replica_id(&b);
+    let subscribe = format!(
+        "/apis/workers?cluster=east&kubeconfig={}",
+        east.kubeconfig().display()
+    );
+    let (code, body) = a.request("POST", &subscribe, None);
+    assert_eq!(code, 202, "{body}");
+    // B follows it: it tracks and serves east, and one of the two mirrors it.
+    for hub in [&a, &b] {
+        wait_until("both replicas to track east", DEADLINE, || {
+            tracks(hub, "east").then_some(())
+        });
+        hub.wait_mirrored("east", &["gpu-a"]);
+    }
+    wait_until("one holder of east", DEADLINE, || {
+        let both = (metric(&a, HELD, "east")?, metric(&b, HELD, "east")?);
+        (both.0 + both.1 == 1.0).then_some(())
+    });
+    // With A gone, B mirrors the upstream it only learned of from A.
+    a.stop();
+    wait_until("B to take east", DEADLINE, || {
+        lease_holder(&pg, "east").filter(|(h, _)| *h == b_id)
+    });
+    add_device(&east, "gpu-b");
+    b.wait_mirrored("east", &["gpu-a", "gpu-b"]);
+
+    // Unsubscribed through a replica that does not mirror it: the holder stops, nothing of
+    // east is left, and nothing is written for it afterwards.
+    let a = start_replica(root.path(), "hub-a", &flags);
+    a.wait_mirrored("east", &["gpu-a", "gpu-b"]);
+    let (code, body) = a.request("DELETE", "/apis/workers?cluster=east", None);
+    assert_eq!(code, 200, "{body}");
+    for hub in [&a, &b] {
+        wait_until("both replicas to drop east", DEADLINE, || {
+            (!tracks(hub, "east")).then_some(())
+        });
+    }
+    assert!(
+        b.log()
+            .contains("another replica unsubscribed the upstream"),
+        "{}",
+        b.log()
+    );
+    add_device(&east, "gpu-c");
+    let (code, _) = b.request(
+        "GET",
+        "/clusters/east/apis/worker.gpustack.ai/v1alpha1/devices",
+        None,
+    );
+    assert_ne!(code, 200, "east is still served");
+    let east_rows = "SELECT count(*) FROM mirror_objects WHERE cluster = 'east'";
+    assert_eq!(pg.psql("hub", east_rows), "0");
+    assert_eq!(
+        lease_holder(&pg, "east").map(|(h, _)| h),
+        Some(String::new())
+    );
+
+    // Subscribed again through B: A follows, and the mirror is whole again.
+    let (code, body) = b.request("POST", &subscribe, None);
+    assert_eq!(code, 202, "{body}");
+    for hub in [&a, &b] {
+        wait_until("both replicas to track east again", DEADLINE, || {
+            tracks(hub, "east").then_some(())
+        });
+        hub.wait_mirrored("east", &["gpu-a", "gpu-b", "gpu-c"]);
+    }
+    assert_eq!(
+        pg.psql(
+            "hub",
+            "SELECT count(*) FROM mirror_objects WHERE cluster = 'east' AND resource = 'devices'"
+        ),
+        "3"
+    );
+}
