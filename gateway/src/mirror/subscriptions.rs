@@ -367,11 +367,42 @@ impl Subscriptions {
                 .await?;
         }
         for (name, spec) in running {
-            if let Some(spec) = spec
-                && !stored.contains_key(&name)
-            {
+            let Some(spec) = spec else {
+                continue;
+            };
+            if stored.contains_key(&name) {
+                self.register_stored_kinds(&name).await?;
+            } else {
                 self.stop_following(&name, &spec).await;
             }
+        }
+        Ok(())
+    }
+
+    /// Serves the kinds whose CRDs the mirroring replica stored for `name`: a replica that
+    /// does not mirror an upstream learns its kinds only from the store.
+    async fn register_stored_kinds(&self, name: &str) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let crds = "customresourcedefinitions";
+        let page = inner
+            .hosting
+            .store
+            .list(name, "apiextensions.k8s.io", crds, None, None, 0)
+            .await?;
+        for crd in page.items {
+            let Ok(def) = gpustack_apiserver::registry::from_crd(&crd) else {
+                continue;
+            };
+            if inner
+                .registry
+                .find_stored(name, &def.group, &def.plural)
+                .is_some()
+            {
+                continue;
+            }
+            let crd_name = crd["metadata"]["name"].as_str().unwrap_or_default();
+            inner.registry.register(FLEET, crd_name, def.clone());
+            inner.registry.register(name, crd_name, def);
         }
         Ok(())
     }
