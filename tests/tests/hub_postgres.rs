@@ -190,14 +190,15 @@ fn bad_store_values_are_refused_without_being_echoed() {
 
 /// The fleet view's Devices as the hub serves them: fleet name → (uid, upstream
 /// resourceVersion, the hub's resourceVersion); and the list's resourceVersion.
-fn fleet_devices(hub: &HubProcess) -> (BTreeMap<String, (String, String, String)>, String) {
+fn fleet_devices(hub: &HubProcess) -> FleetDevices {
     try_fleet_devices(hub).unwrap_or_else(|body| panic!("{body}"))
 }
 
+/// See [`fleet_devices`].
+type FleetDevices = (BTreeMap<String, (String, String, String)>, String);
+
 /// [`fleet_devices`], or the body of an answer that is not 200.
-fn try_fleet_devices(
-    hub: &HubProcess,
-) -> Result<(BTreeMap<String, (String, String, String)>, String), String> {
+fn try_fleet_devices(hub: &HubProcess) -> Result<FleetDevices, String> {
     let (code, body) = hub.request(
         "GET",
         "/clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices",
