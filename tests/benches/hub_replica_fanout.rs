@@ -14,6 +14,14 @@
 //! scale it.) Each write is a Devices create of about 2 KB through the upstream's API; its
 //! latency runs from the create's response to the moment the watcher's socket delivered the
 //! ADDED event.
+//!
+//! Measured (issue 36; DEBUG binaries, `cargo test --bench hub_replica_fanout` then the bench
+//! executable, one 2-core machine shared with other builds, load 3.4-4.5): 200 writes/s: other
+//! replica p99 421 ms (p50 78), holder p99 426 ms (p50 84); an earlier run at load 6.7: 1,097 /
+//! 1,101 ms; 100 writes/s: other p99 15.2 ms (p50 4.3), holder 15.9 (4.2); 20 writes/s: other
+//! p99 28.3 ms (p50 8.4), holder 24.2. The other replica is within a millisecond of the
+//! holder at every rate: the cross-replica hop (`NOTIFY` -> tailer) is not where the time goes;
+//! at 200 writes/s the debug build's upstream -> mirror path saturates. A release run is due.
 
 use std::{
     collections::HashMap,
