@@ -255,6 +255,61 @@ pub fn restart_and_resume(hub: HubProcess, upstream: &GatewayProcess, args: &[&s
     hub
 }
 
+/// A watch (`target`, with `watch=1`) streamed from the unix socket `socket`: each event, with
+/// the instant its bytes arrived, as it arrives (bookmarks left out), until the connection ends
+/// (the server killed) or the watch times out (set `timeoutSeconds` under 150).
+pub fn stream_watch(
+    socket: PathBuf,
+    target: String,
+) -> std::sync::mpsc::Receiver<(std::time::Instant, serde_json::Value)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stream = UnixStream::connect(&socket).expect("the socket");
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(150)))
+            .expect("a read timeout");
+        write!(
+            stream,
+            "GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .expect("the request");
+        let (mut raw, mut body, mut buf) = (Vec::new(), Vec::new(), [0u8; 8192]);
+        let mut head_done = false;
+        while let Ok(n) = stream.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let arrived = std::time::Instant::now();
+            raw.extend_from_slice(&buf[..n]);
+            if !head_done {
+                let Some(at) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                raw.drain(..at + 4);
+                head_done = true;
+            }
+            // De-chunk what has fully arrived.
+            while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
+                let size = std::str::from_utf8(&raw[..eol]).unwrap_or("0").trim();
+                let size = usize::from_str_radix(size, 16).unwrap_or(0);
+                if size == 0 || raw.len() < eol + 2 + size + 2 {
+                    break;
+                }
+                body.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
+                raw.drain(..eol + 2 + size + 2);
+            }
+            while let Some(nl) = body.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = body.drain(..=nl).collect();
+                let ev: serde_json::Value = serde_json::from_slice(&line).expect("a watch event");
+                if ev["type"] != "BOOKMARK" && tx.send((arrived, ev)).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
 /// One HTTP/1.1 request over a unix socket (`Connection: close`), returning the status code
 /// and the body (de-chunked).
 pub fn http_over_unix(

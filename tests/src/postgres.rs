@@ -160,6 +160,20 @@ impl Postgres {
         );
     }
 
+    /// Stops the server as an operator restarting it would (`pg_ctl stop -m fast`: open
+    /// sessions are ended, the data is kept); [`Postgres::start_again`] brings it back.
+    pub fn stop_fast(&self) {
+        let data = format!("--pgdata={}", self.data_dir().display());
+        self.run_ok("pg_ctl", &["stop", "--wait", "--mode=fast", &data]);
+    }
+
+    /// Starts the stopped server again on the same data and socket.
+    pub fn start_again(&self) {
+        let data = format!("--pgdata={}", self.data_dir().display());
+        let log = format!("--log={}", self.root.path().join("server.log").display());
+        self.run_ok("pg_ctl", &["start", "--wait", "--timeout=60", &data, &log]);
+    }
+
     /// Runs one of the server's binaries as the server's user.
     fn run(&self, program: &str, args: &[&str]) -> Output {
         let program = self.bin.join(program);

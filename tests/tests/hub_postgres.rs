@@ -190,13 +190,23 @@ fn bad_store_values_are_refused_without_being_echoed() {
 
 /// The fleet view's Devices as the hub serves them: fleet name → (uid, upstream
 /// resourceVersion, the hub's resourceVersion); and the list's resourceVersion.
-fn fleet_devices(hub: &HubProcess) -> (BTreeMap<String, (String, String, String)>, String) {
+fn fleet_devices(hub: &HubProcess) -> FleetDevices {
+    try_fleet_devices(hub).unwrap_or_else(|body| panic!("{body}"))
+}
+
+/// See [`fleet_devices`].
+type FleetDevices = (BTreeMap<String, (String, String, String)>, String);
+
+/// [`fleet_devices`], or the body of an answer that is not 200.
+fn try_fleet_devices(hub: &HubProcess) -> Result<FleetDevices, String> {
     let (code, body) = hub.request(
         "GET",
         "/clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices",
         None,
     );
-    assert_eq!(code, 200, "{body}");
+    if code != 200 {
+        return Err(body);
+    }
     let list: serde_json::Value = serde_json::from_str(&body).expect("a list");
     let items = list["items"].as_array().expect("items");
     let devices = items
@@ -214,7 +224,7 @@ fn fleet_devices(hub: &HubProcess) -> (BTreeMap<String, (String, String, String)
             )
         })
         .collect();
-    (devices, text_of(&list["metadata"]["resourceVersion"]))
+    Ok((devices, text_of(&list["metadata"]["resourceVersion"])))
 }
 
 fn text_of(v: &serde_json::Value) -> String {
@@ -239,11 +249,13 @@ fn upstream_devices(upstream: &GatewayProcess) -> BTreeMap<String, (String, Stri
 }
 
 /// Whether the hub's fleet holds exactly `upstreams`' Devices, each at its upstream uid and
-/// resourceVersion.
+/// resourceVersion (not while it cannot answer).
 fn fleet_matches(hub: &HubProcess, upstreams: &[&GatewayProcess]) -> bool {
     let want: BTreeMap<String, (String, String)> =
         upstreams.iter().flat_map(|u| upstream_devices(u)).collect();
-    let (got, _) = fleet_devices(hub);
+    let Ok((got, _)) = try_fleet_devices(hub) else {
+        return false;
+    };
     let got: BTreeMap<String, (String, String)> = got
         .into_iter()
         .map(|(name, (uid, upstream_rv, _))| (name, (uid, upstream_rv)))
@@ -465,49 +477,17 @@ fn stream_fleet_watch(
     socket: std::path::PathBuf,
     rv: String,
 ) -> std::sync::mpsc::Receiver<serde_json::Value> {
-    use std::io::{Read, Write};
+    let timed = gpustack_tests::hub::stream_watch(
+        socket,
+        format!(
+            "/clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices?watch=1&resourceVersion={rv}&timeoutSeconds=120"
+        ),
+    );
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut stream = std::os::unix::net::UnixStream::connect(&socket).expect("the socket");
-        stream
-            .set_read_timeout(Some(std::time::Duration::from_secs(150)))
-            .expect("a read timeout");
-        write!(
-            stream,
-            "GET /clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices?watch=1&resourceVersion={rv}&timeoutSeconds=120 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-        )
-        .expect("the request");
-        let (mut raw, mut body, mut buf) = (Vec::new(), Vec::new(), [0u8; 8192]);
-        let mut head_done = false;
-        // Reads until the connection ends (the replica killed) or the watch times out.
-        while let Ok(n) = stream.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            raw.extend_from_slice(&buf[..n]);
-            if !head_done {
-                let Some(at) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
-                    continue;
-                };
-                raw.drain(..at + 4);
-                head_done = true;
-            }
-            // De-chunk what has fully arrived.
-            while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
-                let size = std::str::from_utf8(&raw[..eol]).unwrap_or("0").trim();
-                let size = usize::from_str_radix(size, 16).unwrap_or(0);
-                if size == 0 || raw.len() < eol + 2 + size + 2 {
-                    break;
-                }
-                body.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
-                raw.drain(..eol + 2 + size + 2);
-            }
-            while let Some(nl) = body.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = body.drain(..=nl).collect();
-                let ev: serde_json::Value = serde_json::from_slice(&line).expect("a watch event");
-                if ev["type"] != "BOOKMARK" && tx.send(ev).is_err() {
-                    return;
-                }
+        for (_, ev) in timed {
+            if tx.send(ev).is_err() {
+                return;
             }
         }
     });
@@ -745,4 +725,272 @@ fn a_paused_lease_holder_writes_nothing_for_its_upstream_after_it_wakes() {
         "the counter and the log agree: {refused}"
     );
     eprintln!("refused batches on the paused replica: {refused}");
+}
+
+/// One answer of a replica to a fleet read: when it was asked (from the test's start), how
+/// long it took, its code and body.
+struct Answer {
+    asked: std::time::Duration,
+    took: std::time::Duration,
+    code: u16,
+    body: String,
+}
+
+/// Reads the fleet's Devices from each of `sockets` in turn (a full list, then a first page),
+/// recording every answer, until `stop` is set.
+fn read_fleet_until(
+    sockets: Vec<std::path::PathBuf>,
+    t0: std::time::Instant,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<Vec<Answer>> {
+    std::thread::spawn(move || {
+        let mut answers = Vec::new();
+        let targets = [
+            "/clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices",
+            "/clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices?limit=1",
+        ];
+        let mut i = 0usize;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let socket = &sockets[i % sockets.len()];
+            let target = targets[(i / sockets.len()) % targets.len()];
+            i += 1;
+            let asked = t0.elapsed();
+            let (code, body) = gpustack_tests::hub::http_over_unix(socket, "GET", target, None)
+                .unwrap_or_else(|e| (0, e.to_string()));
+            answers.push(Answer {
+                asked,
+                took: t0.elapsed() - asked,
+                code,
+                body,
+            });
+            // About 20 reads a second: enough answers while the database is away.
+            std::thread::park_timeout(std::time::Duration::from_millis(50));
+        }
+        answers
+    })
+}
+
+/// A read waits for a connection at most the pool's acquire timeout (5 s); what the test
+/// allows for it on a loaded machine.
+const READ_BOUND: std::time::Duration = std::time::Duration::from_secs(8);
+
+#[test]
+fn the_database_restarted_under_two_replicas_answers_503_meanwhile_and_they_converge() {
+    use std::sync::{Arc, atomic::AtomicBool};
+    let pg = Postgres::start();
+    let url = pg.create_database("hub");
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-a", "gpu-b"]);
+    let west = upstream(root.path(), "west", &["gpu-x"]);
+    let file = gpustack_tests::hub::upstreams_file(root.path(), &[&east, &west]);
+    let flags = replica_flags(&url, &file);
+    let a = start_replica(root.path(), "hub-a", &flags);
+    let b = start_replica(root.path(), "hub-b", &flags);
+    for hub in [&a, &b] {
+        wait_until("the fleet on both replicas", DEADLINE, || {
+            fleet_matches(hub, &[&east, &west]).then_some(())
+        });
+    }
+    // A fleet watcher on B lives through the outage, and a reader reads from both.
+    let (_, listed_at) = fleet_devices(&b);
+    let on_b = stream_fleet_watch(b.socket.clone(), listed_at.clone());
+    let t0 = std::time::Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = read_fleet_until(vec![a.socket.clone(), b.socket.clone()], t0, stop.clone());
+
+    pg.stop_fast();
+    let down_at = t0.elapsed();
+    // The upstreams change while the database is away.
+    gpustack_tests::hub::add_devices(&east, &["gpu-c", "gpu-d"]);
+    gpustack_tests::hub::add_devices(&west, &["gpu-y"]);
+    east.kubectl_ok(&["delete", "devices", "gpu-a"]);
+    // Both replicas say that they are not ready, and why.
+    for hub in [&a, &b] {
+        let (code, body) = hub.request("GET", "/readyz", None);
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("the database does not answer"), "{body}");
+    }
+    // The database stays away until several reads of each replica were answered meanwhile.
+    wait_until(
+        "reads answered while the database is away",
+        DEADLINE,
+        || {
+            let (code, body) = b.request(
+                "GET",
+                "/clusters/_fleet/apis/worker.gpustack.ai/v1alpha1/devices",
+                None,
+            );
+            assert_eq!(code, 503, "{body}");
+            (t0.elapsed() > down_at + std::time::Duration::from_secs(2)).then_some(())
+        },
+    );
+    let up_from = t0.elapsed();
+    pg.start_again();
+    let back_at = std::time::Instant::now();
+
+    // Both replicas reconnect by themselves and converge, object for object.
+    for hub in [&a, &b] {
+        wait_until("the fleet to match its upstreams again", DEADLINE, || {
+            fleet_matches(hub, &[&east, &west]).then_some(())
+        });
+    }
+    eprintln!(
+        "both replicas matched the upstreams {:?} after the database was back",
+        back_at.elapsed()
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.thread().unpark();
+    let answers = reader.join().expect("the reader");
+    // One holder per upstream, and the replicas' gauges agree.
+    for up in ["east", "west"] {
+        wait_until(&format!("one holder of {up}"), DEADLINE, || {
+            lease_holder(&pg, up)?;
+            let both = (metric(&a, HELD, up)?, metric(&b, HELD, up)?);
+            (both.0 + both.1 == 1.0).then_some(())
+        });
+    }
+    // Every answer was either the whole list or 503 with the reason; none took longer than a
+    // read may wait; and none asked while the database was away was answered with data.
+    let mut unavailable = 0;
+    for ans in &answers {
+        assert!(ans.took <= READ_BOUND, "a read took {:?}", ans.took);
+        match ans.code {
+            200 => {
+                let list: serde_json::Value =
+                    serde_json::from_str(&ans.body).expect("a whole list");
+                assert!(list["items"].is_array(), "{}", ans.body);
+                assert!(
+                    ans.asked < down_at || ans.asked + ans.took > up_from,
+                    "data answered while the database was away: {}",
+                    ans.body
+                );
+            }
+            503 => {
+                assert!(
+                    ans.body.contains("the store's database cannot be reached"),
+                    "{}",
+                    ans.body
+                );
+                unavailable += 1;
+            }
+            other => panic!("answered {other}: {}", ans.body),
+        }
+    }
+    assert!(unavailable > 0, "no read was answered 503");
+    eprintln!(
+        "{} reads: {unavailable} answered 503; the slowest took {:?}",
+        answers.len(),
+        answers.iter().map(|a| a.took).max().unwrap_or_default()
+    );
+
+    // The watcher on B saw every logged change once, in order, across the outage.
+    let listed_at: u64 = listed_at.parse().unwrap();
+    let mut logged: Vec<u64> = ["east", "west"]
+        .iter()
+        .flat_map(|up| logged_versions(&pg, up, listed_at))
+        .collect();
+    logged.sort_unstable();
+    let mut seen = Vec::new();
+    while seen.len() < logged.len() {
+        match on_b.recv_timeout(DEADLINE) {
+            Ok(ev) => seen.push(event_of(&ev).2),
+            Err(e) => panic!("the watch on B ended or stalled after {seen:?} of {logged:?}: {e}"),
+        }
+    }
+    assert_eq!(
+        seen, logged,
+        "the watcher saw every logged change once, in order"
+    );
+}
+
+/// Whether `hub` tracks upstream `name` (`GET /apis/workers`).
+fn tracks(hub: &HubProcess, name: &str) -> bool {
+    hub.worker(name).is_some()
+}
+
+#[test]
+fn a_subscription_made_through_one_replica_reaches_the_others_without_a_restart() {
+    let pg = Postgres::start();
+    let url = pg.create_database("hub");
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-a"]);
+    let flags = vec![
+        "--worker-conn-mode=loopback".to_owned(),
+        format!("--subscription-kubeconfig-dir={}", root.path().display()),
+        format!("--store={url}"),
+        format!("--mirror-lease-duration={LEASE_SECS}s"),
+    ];
+    let a = start_replica(root.path(), "hub-a", &flags);
+    let b = start_replica(root.path(), "hub-b", &flags);
+    let b_id = replica_id(&b);
+    let subscribe = format!(
+        "/apis/workers?cluster=east&kubeconfig={}",
+        east.kubeconfig().display()
+    );
+    let (code, body) = a.request("POST", &subscribe, None);
+    assert_eq!(code, 202, "{body}");
+    // B follows it: it tracks and serves east, and one of the two mirrors it.
+    for hub in [&a, &b] {
+        wait_until("both replicas to track east", DEADLINE, || {
+            tracks(hub, "east").then_some(())
+        });
+        hub.wait_mirrored("east", &["gpu-a"]);
+    }
+    wait_until("one holder of east", DEADLINE, || {
+        let both = (metric(&a, HELD, "east")?, metric(&b, HELD, "east")?);
+        (both.0 + both.1 == 1.0).then_some(())
+    });
+    // With A gone, B mirrors the upstream it only learned of from A.
+    a.stop();
+    wait_until("B to take east", DEADLINE, || {
+        lease_holder(&pg, "east").filter(|(h, _)| *h == b_id)
+    });
+    add_device(&east, "gpu-b");
+    b.wait_mirrored("east", &["gpu-a", "gpu-b"]);
+
+    // Unsubscribed through a replica that does not mirror it: the holder stops, nothing of
+    // east is left, and nothing is written for it afterwards.
+    let a = start_replica(root.path(), "hub-a", &flags);
+    a.wait_mirrored("east", &["gpu-a", "gpu-b"]);
+    let (code, body) = a.request("DELETE", "/apis/workers?cluster=east", None);
+    assert_eq!(code, 200, "{body}");
+    for hub in [&a, &b] {
+        wait_until("both replicas to drop east", DEADLINE, || {
+            (!tracks(hub, "east")).then_some(())
+        });
+    }
+    add_device(&east, "gpu-c");
+    let (code, _) = b.request(
+        "GET",
+        "/clusters/east/apis/worker.gpustack.ai/v1alpha1/devices",
+        None,
+    );
+    assert_ne!(code, 200, "east is still served");
+    let east_rows = "SELECT count(*) FROM mirror_objects WHERE cluster = 'east'";
+    assert_eq!(pg.psql("hub", east_rows), "0");
+    // Retired: held by nobody until subscribed again.
+    assert_eq!(
+        pg.psql(
+            "hub",
+            "SELECT holder = '' AND expires_at = 'infinity' FROM mirror_leases WHERE upstream = 'east'"
+        ),
+        "t"
+    );
+
+    // Subscribed again through B: A follows, and the mirror is whole again.
+    let (code, body) = b.request("POST", &subscribe, None);
+    assert_eq!(code, 202, "{body}");
+    for hub in [&a, &b] {
+        wait_until("both replicas to track east again", DEADLINE, || {
+            tracks(hub, "east").then_some(())
+        });
+        hub.wait_mirrored("east", &["gpu-a", "gpu-b", "gpu-c"]);
+    }
+    assert_eq!(
+        pg.psql(
+            "hub",
+            "SELECT count(*) FROM mirror_objects WHERE cluster = 'east' AND resource = 'devices'"
+        ),
+        "3"
+    );
 }

@@ -157,6 +157,36 @@ pub enum StoreError {
     Slow(std::time::Duration),
 }
 
+impl StoreError {
+    /// Whether the database is out of reach (stopped, restarting, no connection within the
+    /// pool's wait) rather than anything being wrong with what was asked: the caller may try
+    /// again, and the API answers 503.
+    pub fn unavailable(&self) -> bool {
+        match self {
+            StoreError::Database(e) => unreachable(e),
+            StoreError::Batch(inner) => inner.unavailable(),
+            StoreError::Slow(_) | StoreError::Closed => true,
+            _ => false,
+        }
+    }
+}
+
+/// A connection that could not be made or was lost, or the server refusing sessions
+/// (PostgreSQL's classes 08, connection exception, and 57P, an operator's shutdown or a
+/// server not yet accepting connections).
+fn unreachable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed => true,
+        sqlx::Error::Database(d) => d
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+        _ => false,
+    }
+}
+
 pub(crate) fn to_u64(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }

@@ -30,6 +30,19 @@ const RENEW: &str = "\
 const GIVE_BACK_ALL: &str =
     "UPDATE mirror_leases SET expires_at = clock_timestamp() WHERE holder = $1";
 
+/// An unsubscribed upstream's lease: held by no replica and never expiring, so that no
+/// replica mirrors it while its objects are removed (a batch that already holds the lease row
+/// commits first; any later one is refused) nor after, until it is subscribed again.
+const RETIRE: &str = "\
+    INSERT INTO mirror_leases (upstream, holder, epoch, expires_at) \
+    VALUES ($1, '', 1, 'infinity') \
+    ON CONFLICT (upstream) DO UPDATE \
+      SET holder = '', epoch = mirror_leases.epoch + 1, expires_at = 'infinity'";
+
+/// A retired lease made free again (expired: the next take moves the epoch on).
+const REOPEN: &str =
+    "UPDATE mirror_leases SET expires_at = clock_timestamp() WHERE upstream = $1 AND holder = ''";
+
 /// This replica's leases: its id, the lease time, the fencing of its writes, and the gauge
 /// that tells which upstreams it mirrors. Cheap to clone.
 #[derive(Clone)]
@@ -105,6 +118,25 @@ impl Leasing {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Retires `upstream`'s lease (it is unsubscribed): once this returns, no replica writes
+    /// its mirror any more, until [`Leasing::reopen`].
+    pub async fn retire(&self, upstream: &str) -> Result<(), StoreError> {
+        sqlx::query(RETIRE)
+            .bind(upstream)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Frees `upstream`'s lease if it was retired (it is subscribed again).
+    pub async fn reopen(&self, upstream: &str) -> Result<(), StoreError> {
+        sqlx::query(REOPEN)
+            .bind(upstream)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// Gives every lease this replica holds back (it is stopping, its mirrors stopped).

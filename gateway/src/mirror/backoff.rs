@@ -9,6 +9,11 @@ pub use gpustack_serving::backoff::Backoff;
 /// The readiness check's schedule: 5 s doubling to a minute, as the reference.
 pub const READINESS: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(60));
 
+/// How often a mirror whose write failed asks whether the store answers again (a hub's
+/// PostgreSQL restarting) before it watches on from the stored progress: 250 ms doubling to
+/// 2 s, so that it converges within about 2 s of the database's return.
+pub const STORE: Backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(2));
+
 /// The retry schedule of a mirror's watches (kube-runtime's watcher waits it out after each
 /// failure): 250 ms doubling to 2 s, from the start again once a watch works. kube-runtime's
 /// default doubles to 30 s, so after a 30 s partition the hub waited up to that long before it

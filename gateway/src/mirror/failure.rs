@@ -147,6 +147,12 @@ pub enum MirrorFailure {
 }
 
 impl MirrorFailure {
+    /// Whether the store failed to take a change (not the upstream): what the watch delivered
+    /// is not all stored, so it must not read on past it.
+    pub fn in_store(&self) -> bool {
+        matches!(self, MirrorFailure::Write { .. } | MirrorFailure::Sweep(_))
+    }
+
     /// The phase the failure belongs to, for status and metrics.
     pub fn phase(&self) -> FailurePhase {
         match self {

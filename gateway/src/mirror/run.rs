@@ -22,7 +22,7 @@ use tokio::{sync::Notify, task::JoinSet};
 use tracing::Instrument;
 
 use super::{
-    backoff::{Backoff, READINESS, WatchRetry},
+    backoff::{Backoff, READINESS, STORE, WatchRetry},
     clock,
     config::{Access, Upstream},
     failure::{MirrorError, MirrorFailure, WatchFailure},
@@ -82,6 +82,14 @@ struct Relist {
     pending: Vec<(ObjectKey, Value)>,
     newest: NewestListed,
 }
+
+/// A change the watch delivered could not be stored: the watch stops, and starts again from
+/// the stored progress (which never moves past an unstored change) once the store answers, so
+/// that a database away for a while (a hub's PostgreSQL restarting) loses no change.
+struct StoreFailed;
+
+/// How long the store may take to answer whether it is back.
+const STORE_PING: Duration = Duration::from_secs(5);
 
 /// A watch's changes queued with the store and not yet known to be committed, with the newest
 /// upstream version among them.
@@ -354,7 +362,9 @@ impl Mirror {
     ) {
         loop {
             tokio::select! {
-                () = self.clone().watch(client.clone(), kind.clone(), resource.clone()) => return,
+                StoreFailed = self.clone().watch(client.clone(), kind.clone(), resource.clone()) => {
+                    self.wait_for_store(&kind.label()).await;
+                }
                 told = reconnect.changed() => {
                     if told.is_err() {
                         return;
@@ -374,6 +384,19 @@ impl Mirror {
         }
     }
 
+    /// Waits until the store answers again after a write failed.
+    async fn wait_for_store(&self, label: &str) {
+        tracing::warn!(upstream = %self.upstream.name, kind = %label, "a change could not be stored: watching again from the stored progress once the store answers");
+        let mut attempt = 0u32;
+        loop {
+            tokio::time::sleep(STORE.delay(attempt)).await;
+            attempt = attempt.saturating_add(1);
+            if self.store().ping(STORE_PING).await.is_ok() {
+                return;
+            }
+        }
+    }
+
     /// The stored watch progress of `resource`.
     fn progress_of(&self, resource: &ApiResource) -> Progress {
         Progress::new(
@@ -384,10 +407,10 @@ impl Mirror {
         )
     }
 
-    /// Mirrors one kind until aborted: resumes the previous run's watch if the upstream still
-    /// has its version, else (or once that fails) lists and watches with kube-runtime's
-    /// watcher, which retries with backoff on its own.
-    async fn watch(self, client: Client, kind: MirroredKind, resource: ApiResource) {
+    /// Mirrors one kind until aborted or a change cannot be stored: resumes the previous run's
+    /// watch if the upstream still has its version, else (or once that fails) lists and
+    /// watches with kube-runtime's watcher, which retries with backoff on its own.
+    async fn watch(self, client: Client, kind: MirroredKind, resource: ApiResource) -> StoreFailed {
         let cluster = self.upstream.name.clone();
         let label = kind.label();
         let api: Api<DynamicObject> = Api::all_with(client, &resource);
@@ -409,9 +432,13 @@ impl Mirror {
         let stored = progress.stored().await;
         let mut synced_before = stored.is_some();
         if let Some(rv) = stored {
-            let why = self
+            let why = match self
                 .resume(&api, &resource, &label, rv, &progress, &recount)
-                .await;
+                .await
+            {
+                Ok(why) => why,
+                Err(failed) => return failed,
+            };
             tracing::info!(upstream = %cluster, kind = %label, reason = %self.redact(&why.to_string()), "relisting");
         }
         let config = watcher::Config::default().page_size(LIST_PAGE);
@@ -429,7 +456,7 @@ impl Mirror {
                 kind = %label,
                 events = chunk.len(),
             );
-            async {
+            let chunk_written = async {
                 for event in chunk {
                     let event = match event {
                         Ok(watcher::Event::Apply(obj)) => {
@@ -451,7 +478,7 @@ impl Mirror {
                         false,
                         &progress,
                     )
-                    .await;
+                    .await?;
                     let outcome = match event {
                         Ok(e) => {
                             let step = (&mut list, &mut synced_before);
@@ -460,23 +487,30 @@ impl Mirror {
                         }
                         Err(e) => Err(MirrorFailure::watcher(&label, e)),
                     };
-                    self.report(&label, outcome);
+                    self.report(&label, outcome)?;
                 }
                 let more = next_ready(&mut events);
-                self.write_live(
-                    &resource,
-                    &label,
-                    &mut live,
-                    &mut in_flight,
-                    more,
-                    &progress,
-                )
-                .await;
+                let written = self
+                    .write_live(
+                        &resource,
+                        &label,
+                        &mut live,
+                        &mut in_flight,
+                        more,
+                        &progress,
+                    )
+                    .await;
                 recount.notify_one();
+                written
             }
             .instrument(span)
             .await;
+            if let Err(failed) = chunk_written {
+                return failed;
+            }
         }
+        // kube-runtime's watcher never ends; were it to, the kind is watched again.
+        StoreFailed
     }
 
     /// One step of a (re)list: `Init` starts it, each `InitApply` object is written (in
@@ -543,7 +577,7 @@ impl Mirror {
 
     /// Watches from `rv`, the version a previous run got to, applying every change, for as
     /// long as that works; returns why it stopped (the upstream no longer has the version, or
-    /// a failure), after which the caller relists.
+    /// a failure), after which the caller relists; or that a change could not be stored.
     async fn resume(
         &self,
         api: &Api<DynamicObject>,
@@ -552,7 +586,7 @@ impl Mirror {
         mut rv: String,
         progress: &Progress,
         recount: &Notify,
-    ) -> MirrorFailure {
+    ) -> Result<MirrorFailure, StoreFailed> {
         let stopped = |source: WatchFailure| MirrorFailure::Watch {
             kind: label.to_owned(),
             source,
@@ -567,7 +601,7 @@ impl Mirror {
         loop {
             let mut stream = match api.watch(&params, &rv).await {
                 Ok(s) => chunked(s),
-                Err(e) => return stopped(WatchFailure::Request(e)),
+                Err(e) => return Ok(stopped(WatchFailure::Request(e))),
             };
             if !announced {
                 // The upstream took the version: the stored mirror plus what follows is its
@@ -610,15 +644,19 @@ impl Mirror {
                     }
                 }
                 if let Some(why) = stop {
-                    self.write_live(resource, label, &mut live, &mut in_flight, false, progress)
+                    let written = self
+                        .write_live(resource, label, &mut live, &mut in_flight, false, progress)
                         .await;
                     recount.notify_one();
-                    return why;
+                    written?;
+                    return Ok(why);
                 }
                 let more = next_ready(&mut stream);
-                self.write_live(resource, label, &mut live, &mut in_flight, more, progress)
+                let written = self
+                    .write_live(resource, label, &mut live, &mut in_flight, more, progress)
                     .await;
                 recount.notify_one();
+                written?;
             }
         }
     }
@@ -629,7 +667,7 @@ impl Mirror {
     /// next is read, and the store applies changes in the order they were queued, so a change
     /// is never overtaken by an older one to the same object. Otherwise they are waited for
     /// too: what comes next (a quiet watch, a relist, a stop) finds them committed, counted
-    /// and in the watch's progress.
+    /// and in the watch's progress. Any change the store did not take stops the watch.
     async fn write_live(
         &self,
         resource: &ApiResource,
@@ -638,18 +676,21 @@ impl Mirror {
         in_flight: &mut Option<InFlight>,
         more_ready: bool,
         progress: &Progress,
-    ) {
+    ) -> Result<(), StoreFailed> {
         let queued = self.queue_live(resource, live).await;
         if let Some(earlier) = in_flight.take() {
             let settled = self.settle(earlier, progress).await;
-            self.report(label, settled);
+            self.report(label, settled)?;
         }
         match queued {
             Ok(Some(now)) if !more_ready => {
                 let settled = self.settle(now, progress).await;
-                self.report(label, settled);
+                self.report(label, settled)
             }
-            Ok(now) => *in_flight = now,
+            Ok(now) => {
+                *in_flight = now;
+                Ok(())
+            }
             Err(e) => self.report(label, Err(e)),
         }
     }
@@ -702,10 +743,19 @@ impl Mirror {
         Ok(())
     }
 
-    /// Reports a failure of `label`'s mirroring, if any, in status and the log.
-    fn report(&self, label: &str, outcome: Result<(), MirrorFailure>) {
-        if let Err(e) = outcome {
-            self.report_failure(Some(label), &e);
+    /// Reports a failure of `label`'s mirroring, if any, in status and the log; one of the
+    /// store's stops the watch.
+    fn report(&self, label: &str, outcome: Result<(), MirrorFailure>) -> Result<(), StoreFailed> {
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.report_failure(Some(label), &e);
+                if e.in_store() {
+                    Err(StoreFailed)
+                } else {
+                    Ok(())
+                }
+            }
         }
     }
 
@@ -1052,7 +1102,7 @@ mod tests {
         async fn write(&mut self, names: std::ops::Range<usize>, more_ready: bool) {
             let mut live = added(names, 100);
             let (mirror, progress) = (&self.mirror, &self.progress);
-            mirror
+            let written = mirror
                 .write_live(
                     &devices(),
                     "Devices",
@@ -1062,6 +1112,7 @@ mod tests {
                     progress,
                 )
                 .await;
+            assert!(written.is_ok(), "the store took the changes");
             assert!(live.is_empty());
         }
 

@@ -3,6 +3,12 @@
 //! unsubscribes and removes the upstream's mirrored objects. Subscriptions made through the API
 //! are stored and come back after a restart; those of the `--upstreams` file come from the file
 //! each time (and win over a stored one of the same name).
+//!
+//! Replicas sharing a PostgreSQL database share the stored subscriptions: each looks at them
+//! every [`FOLLOW_EVERY`] and starts what another replica subscribed, restarts what it
+//! subscribed again with other settings, and stops serving what it unsubscribed (whose lease
+//! the unsubscribing replica retired first, so that no replica writes its mirror while its
+//! objects are removed).
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -26,6 +32,31 @@ use gpustack_apiserver::{
 
 /// How often each upstream's last sync time is written to the store.
 const SYNC_TIME_FLUSH: Duration = Duration::from_secs(5);
+
+/// How often a replica on PostgreSQL looks at the stored subscriptions for what other replicas
+/// subscribed or unsubscribed.
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+
+/// Where a subscription comes from.
+#[derive(Clone, Debug, PartialEq)]
+enum Source {
+    /// The `--upstreams` file: never stored.
+    File,
+    /// The API here: stored (as this spec) by this subscribe.
+    Api(serde_json::Value),
+    /// The store (stored before this start, or by another replica), as this spec.
+    Stored(serde_json::Value),
+}
+
+impl Source {
+    /// The spec as stored, if it is.
+    fn spec(&self) -> Option<&serde_json::Value> {
+        match self {
+            Source::File => None,
+            Source::Api(spec) | Source::Stored(spec) => Some(spec),
+        }
+    }
+}
 
 /// What a subscribe did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +96,8 @@ pub enum SubscribeError {
 
 struct Running {
     task: JoinHandle<()>,
+    /// The stored spec it runs with; `None` for the `--upstreams` file's.
+    spec: Option<serde_json::Value>,
 }
 
 struct Inner {
@@ -77,6 +110,10 @@ struct Inner {
     embedded: HashSet<String>,
     running: Mutex<BTreeMap<String, Running>>,
     sync_times: Mutex<Option<JoinHandle<()>>>,
+    /// Replicas: the task following the other replicas' subscriptions.
+    follower: Mutex<Option<JoinHandle<()>>>,
+    /// The `--upstreams` file's names: never started or stopped by the stored subscriptions.
+    from_file: Mutex<HashSet<String>>,
 }
 
 /// Cheap to clone; shared by the server and the API.
@@ -107,6 +144,8 @@ impl Subscriptions {
                 embedded,
                 running: Mutex::new(BTreeMap::new()),
                 sync_times: Mutex::new(None),
+                follower: Mutex::new(None),
+                from_file: Mutex::new(HashSet::new()),
             }),
         }
     }
@@ -134,6 +173,20 @@ impl Subscriptions {
         force: bool,
         persist: bool,
     ) -> Result<Outcome, SubscribeError> {
+        let source = if persist {
+            Source::Api(serde_json::to_value(&upstream).unwrap_or_default())
+        } else {
+            Source::File
+        };
+        self.subscribe_from(upstream, force, source).await
+    }
+
+    async fn subscribe_from(
+        &self,
+        upstream: Upstream,
+        force: bool,
+        source: Source,
+    ) -> Result<Outcome, SubscribeError> {
         let inner = &self.inner;
         if inner.embedded.contains(&upstream.name) {
             return Err(SubscribeError::Embedded(upstream.name));
@@ -156,9 +209,12 @@ impl Subscriptions {
         }
         let kubeconfig = inner.hosting.host(&upstream.name, true).await?;
         inner.hosting.store.join_fleet(&upstream.name).await?;
-        if persist {
-            let spec = serde_json::to_value(&upstream).unwrap_or_default();
-            inner.hub.save_subscription(&upstream.name, &spec).await?;
+        if let Source::Api(spec) = &source {
+            // Unsubscribed before: its lease is free again, then the others are told.
+            if let Some(leasing) = inner.hub.leasing() {
+                leasing.reopen(&upstream.name).await?;
+            }
+            inner.hub.save_subscription(&upstream.name, spec).await?;
         }
         let last_sync = inner
             .hub
@@ -192,7 +248,8 @@ impl Subscriptions {
             Some(leasing) => tokio::spawn(super::leased::run(mirror, leasing.clone())),
             None => tokio::spawn(mirror.run()),
         };
-        running.insert(upstream.name, Running { task });
+        let spec = source.spec().cloned();
+        running.insert(upstream.name, Running { task, spec });
         Ok(outcome)
     }
 
@@ -210,6 +267,10 @@ impl Subscriptions {
         let _ = old.task.await;
         if let Some(leasing) = inner.hub.leasing() {
             let _ = leasing.held_gauge().remove_label_values(&[name]);
+            // The other replicas stop following it, and whichever mirrors it writes no more
+            // from here on.
+            inner.hub.forget_subscription(name).await?;
+            leasing.retire(name).await?;
         }
         let store = &inner.hosting.store;
         // What the stopped mirror queued lands before its objects are removed.
@@ -227,12 +288,13 @@ impl Subscriptions {
     /// win over stored ones of the same name), and the task that keeps last sync times.
     pub async fn start(&self, from_file: Vec<Upstream>) -> Result<(), SubscribeError> {
         let file_names: HashSet<String> = from_file.iter().map(|u| u.name.clone()).collect();
+        *self.inner.from_file.lock().await = file_names.clone();
         for (name, spec) in self.inner.hub.subscriptions().await? {
             if file_names.contains(&name) {
                 continue;
             }
-            match serde_json::from_value::<Upstream>(spec) {
-                Ok(u) => match self.subscribe(u, false, false).await {
+            match serde_json::from_value::<Upstream>(spec.clone()) {
+                Ok(u) => match self.subscribe_from(u, false, Source::Stored(spec)).await {
                     Ok(_) => {}
                     // Stored before the name was given to an embedded cluster: the embedded
                     // cluster wins, the subscription stays stored (unsubscribing removes it).
@@ -253,11 +315,132 @@ impl Subscriptions {
         let me = self.clone();
         let flusher = tokio::spawn(async move { me.keep_sync_times().await });
         *self.inner.sync_times.lock().await = Some(flusher);
+        if self.inner.hub.leasing().is_some() {
+            let me = self.clone();
+            let follower = tokio::spawn(async move { me.follow_stored().await });
+            *self.inner.follower.lock().await = Some(follower);
+        }
         Ok(())
+    }
+
+    /// Follows the subscriptions other replicas store, every [`FOLLOW_EVERY`], until aborted.
+    async fn follow_stored(self) {
+        let mut tick = tokio::time::interval(FOLLOW_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = self.follow_once().await {
+                tracing::debug!(error = %e, "following the stored subscriptions failed; trying again");
+            }
+        }
+    }
+
+    /// Starts the stored subscriptions not running here, restarts those stored with another
+    /// spec than this replica runs, and stops those that were stored and no longer are.
+    async fn follow_once(&self) -> Result<(), SubscribeError> {
+        let inner = &self.inner;
+        // What runs here first: a subscription made here meanwhile is then in what is read
+        // from the store next, and never taken for one unsubscribed elsewhere.
+        let running: BTreeMap<String, Option<serde_json::Value>> = inner
+            .running
+            .lock()
+            .await
+            .iter()
+            .map(|(name, r)| (name.clone(), r.spec.clone()))
+            .collect();
+        let stored: BTreeMap<String, serde_json::Value> =
+            inner.hub.subscriptions().await?.into_iter().collect();
+        let from_file = inner.from_file.lock().await.clone();
+        for (name, spec) in &stored {
+            if from_file.contains(name) || inner.embedded.contains(name) {
+                continue;
+            }
+            let here = running.get(name);
+            if here == Some(&Some(spec.clone())) {
+                continue;
+            }
+            let Ok(upstream) = serde_json::from_value::<Upstream>(spec.clone()) else {
+                continue;
+            };
+            tracing::info!(upstream = %name, "following a subscription another replica made");
+            self.subscribe_from(upstream, here.is_some(), Source::Stored(spec.clone()))
+                .await?;
+        }
+        for (name, spec) in running {
+            let Some(spec) = spec else {
+                continue;
+            };
+            if stored.contains_key(&name) {
+                self.register_stored_kinds(&name).await?;
+            } else {
+                self.stop_following(&name, &spec).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Serves the kinds whose CRDs the mirroring replica stored for `name`: a replica that
+    /// does not mirror an upstream learns its kinds only from the store.
+    async fn register_stored_kinds(&self, name: &str) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let crds = "customresourcedefinitions";
+        let page = inner
+            .hosting
+            .store
+            .list(name, "apiextensions.k8s.io", crds, None, None, 0)
+            .await?;
+        for crd in page.items {
+            let Ok(def) = gpustack_apiserver::registry::from_crd(&crd) else {
+                continue;
+            };
+            if inner
+                .registry
+                .find_stored(name, &def.group, &def.plural)
+                .is_some()
+            {
+                continue;
+            }
+            let crd_name = crd["metadata"]["name"].as_str().unwrap_or_default();
+            inner.registry.register(FLEET, crd_name, def.clone());
+            inner.registry.register(name, crd_name, def);
+        }
+        Ok(())
+    }
+
+    /// Stops serving `name`, which another replica unsubscribed (and whose objects it
+    /// removes), unless it runs with another spec than `spec` now (subscribed again here).
+    async fn stop_following(&self, name: &str, spec: &serde_json::Value) {
+        let inner = &self.inner;
+        let mut running = inner.running.lock().await;
+        if running
+            .get(name)
+            .is_none_or(|r| r.spec.as_ref() != Some(spec))
+        {
+            return;
+        }
+        let Some(old) = running.remove(name) else {
+            return;
+        };
+        old.task.abort();
+        let _ = old.task.await;
+        if let Some(leasing) = inner.hub.leasing() {
+            let _ = leasing.held_gauge().remove_label_values(&[name]);
+        }
+        inner.board.remove(name);
+        inner.hosting.unhost(name);
+        inner.registry.forget(name);
+        if let Err(e) = inner.hosting.store.forget_cluster_token(name).await {
+            tracing::warn!(upstream = %name, error = %e, "forgetting the unsubscribed upstream's reader token failed");
+        }
+        tracing::info!(upstream = %name, "another replica unsubscribed the upstream: no longer served here");
     }
 
     /// Stops every mirror, keeping each upstream's last sync time.
     pub async fn stop(&self) {
+        if let Some(t) = self.inner.follower.lock().await.take() {
+            t.abort();
+            let _ = t.await;
+        }
         if let Some(t) = self.inner.sync_times.lock().await.take() {
             t.abort();
         }
