@@ -18,7 +18,8 @@
 //!    clients, for information);
 //! 2. list the N objects through the API (median of 11);
 //! 3. watch delivery latency, from a write's response to the event at a watcher, at 2,000
-//!    writes/s (each write started on its schedule, whether or not the one before answered);
+//!    writes/s (each write started on its schedule, whether or not the one before answered,
+//!    with at most 250 in flight);
 //! 4. resident memory of the gateway server alone: the real `worker-gateway` binary as its own
 //!    process, loaded with M objects through its API, read from `/proc` after a full list.
 //!
@@ -110,6 +111,14 @@ async fn api_creates(raw: &Api<kube::api::DynamicObject>, bodies: &[Value]) -> D
     }
     start.elapsed()
 }
+
+/// The most watch-phase writes in flight at once. kube's client speaks HTTP/1.1 and opens a
+/// connection per request in flight, with no bound, and the server admits at most half its
+/// listener's 1,024 connections from one address (`gpustack_serving::serve::Limits`): on a
+/// loaded machine an unbounded schedule of 2,000 writes/s went past that and its next
+/// connections were closed in their TLS handshake. 250 is what an HTTP/2 client (client-go)
+/// gets on a connection; reached only when a write takes over 125 ms at 2,000/s.
+const WATCH_IN_FLIGHT: usize = 250;
 
 /// How many rounds the API creates and the direct inserts alternate in.
 const CREATE_ROUNDS: usize = 10;
@@ -420,7 +429,8 @@ async fn main() {
     );
 
     // 3. Watch latency at `rate` writes/s for 5 s: each write starts on its schedule (a
-    // millisecond tick starts the writes due by then), however long the ones before take.
+    // millisecond tick starts the writes due by then), however long the ones before take, as
+    // long as fewer than `WATCH_IN_FLIGHT` are in flight; past that it waits for an answer.
     let rate = env_usize("GPUSTACK_BENCH_WATCH_RATE", 2000).max(1);
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(client.clone(), "default");
@@ -441,6 +451,8 @@ async fn main() {
     });
     let writes = rate * 5;
     let mut in_flight = tokio::task::JoinSet::new();
+    let room = Arc::new(tokio::sync::Semaphore::new(WATCH_IN_FLIGHT));
+    let (mut peak, mut held_back) = (0, 0);
     let mut tick = tokio::time::interval(Duration::from_millis(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let start = Instant::now();
@@ -449,6 +461,11 @@ async fn main() {
         tick.tick().await;
         let due = ((start.elapsed().as_secs_f64() * rate as f64) as usize + 1).min(writes);
         for i in started..due {
+            if room.available_permits() == 0 {
+                held_back += 1;
+            }
+            let permit = room.clone().acquire_owned().await.unwrap();
+            peak = peak.max(WATCH_IN_FLIGHT - room.available_permits());
             let cms = cms.clone();
             in_flight.spawn(async move {
                 let cm = k8s_openapi::api::core::v1::ConfigMap {
@@ -459,6 +476,7 @@ async fn main() {
                     ..Default::default()
                 };
                 cms.create(&PostParams::default(), &cm).await.unwrap();
+                drop(permit);
                 (format!("w{i}"), Instant::now())
             });
         }
@@ -479,7 +497,7 @@ async fn main() {
     let lat = latencies_ms(&acked, &seen);
     let p99 = percentile(&lat, 0.99);
     println!(
-        "watch: {} of {writes} writes seen at {achieved:.0} writes/s; latency after the response p50 {:.2} ms, p99 {p99:.2} ms, max {:.2} ms",
+        "watch: {} of {writes} writes seen at {achieved:.0} writes/s ({peak} in flight at most, {held_back} started late for want of room); latency after the response p50 {:.2} ms, p99 {p99:.2} ms, max {:.2} ms",
         lat.len(),
         percentile(&lat, 0.5),
         lat.last().copied().unwrap_or(f64::NAN)
