@@ -16,7 +16,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export GPUSTACK_FLEET_DIR=${GPUSTACK_FLEET_DIR:-$here/.fleet}
 export GPUSTACK_IMAGE=${GPUSTACK_IMAGE:-gpustack/gpustack-operator:compose}
-compose() { docker-compose -f "$here/docker-compose.yml" -p "${GPUSTACK_FLEET_PROJECT:-gpustack-fleet}" "$@"; }
+project=${GPUSTACK_FLEET_PROJECT:-gpustack-fleet}
+compose() { docker-compose -f "$here/docker-compose.yml" -p "$project" "$@"; }
 run=$GPUSTACK_FLEET_DIR
 mkdir -p "$run/config"
 chmod 755 "$run" "$run/config"
@@ -51,10 +52,13 @@ issue() {
 }
 # Docker picks the networks' subnets and the containers' addresses: each certificate names the
 # service, which is how the hub reaches it (Docker's DNS on their shared network).
+# The five at once (openssl's key generation is most of the CPU up.sh itself takes).
+pids=()
 for c in hub east west north; do
-    issue "$c" "DNS:$c-api,DNS:localhost,IP:127.0.0.1"
+    issue "$c" "DNS:$c-api,DNS:localhost,IP:127.0.0.1" & pids+=($!)
 done
-issue mirror "DNS:hub-mirror,DNS:localhost,IP:127.0.0.1"
+issue mirror "DNS:hub-mirror,DNS:localhost,IP:127.0.0.1" & pids+=($!)
+for p in "${pids[@]}"; do wait "$p"; done
 
 # A kubeconfig with everything inline: $1 server, $2 the name its certificate is verified
 # as, $3 CA file, $4 token.
@@ -62,13 +66,20 @@ kubeconfig() {
     printf 'apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n    tls-server-name: %s\n    certificate-authority-data: %s\nusers:\n- name: u\n  user:\n    token: %s\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n' \
         "$1" "$2" "$(base64 -w0 <"$3")" "$4"
 }
+# The container of service $1, by compose's labels: the docker CLI answers at once, where each
+# `docker-compose ps` starts a Python interpreter (10 to 20 s apiece on a loaded machine, seven
+# of them were most of up.sh's time).
+container_of() {
+    docker ps -q --filter "label=com.docker.compose.project=$project" \
+        --filter "label=com.docker.compose.service=$1"
+}
 # The address Docker gave service $1 (on its only network).
 address_of() {
-    docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$(compose ps -q "$1")"
+    docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$(container_of "$1")"
 }
 # The admin token of the kubeconfig cluster $1's gateway wrote, once it is there.
 token_of() {
-    local id; id=$(compose ps -q "$1-api")
+    local id; id=$(container_of "$1-api")
     for _ in $(seq 120); do
         if docker cp "$id:/var/lib/gpustack/$1.kubeconfig" "$run/config/.$1.written" 2>/dev/null; then
             sed -n 's/^ *token: *//p' "$run/config/.$1.written" | head -1; rm -f "$run/config/.$1.written"
@@ -79,23 +90,7 @@ token_of() {
     echo "error: $1-api wrote no kubeconfig; docker-compose logs $1-api" >&2; exit 1
 }
 
-compose up -d east-api west-api north-api hub-api east-worker west-worker north-worker
-: >"$run/config/upstreams.yaml"
-for c in east west north; do
-    t=$(token_of "$c")
-    # For the hub, by the service's name inside their network; for this machine, at the
-    # address Docker gave it (the network's bridge reaches it).
-    kubeconfig "https://$c-api:6443" "$c-api" "$run/certs/$c/ca.crt" "$t" >"$run/config/$c.kubeconfig"
-    kubeconfig "https://$(address_of "$c-api"):6443" "$c-api" "$run/certs/$c/ca.crt" "$t" >"$run/$c.kubeconfig"
-    printf -- '- name: %s\n  kubeconfig: %s.kubeconfig\n' "$c" "$c" >>"$run/config/upstreams.yaml"
-done
-chmod 644 "$run/config"/*
-kubeconfig "https://127.0.0.1:${GPUSTACK_HUB_PORT:-6443}" hub-api "$run/certs/hub/ca.crt" "$(token_of hub)" >"$run/hub.kubeconfig"
-
-compose up -d hub-mirror hub-worker
-
-# Each cluster's Node as its kubelet would write it (the clusters in parallel, while the hub
-# starts), then the node agents, which find their Node there.
+# Each cluster's Node as its kubelet would write it (what its device-manager serve looks for).
 node() {
     local k=(kubectl --kubeconfig "$run/$1.kubeconfig" --request-timeout=5s)
     for _ in $(seq 120); do
@@ -104,9 +99,27 @@ node() {
     done
     "${k[@]}" patch -f "$run/hosts/$1/node.json" --subresource=status --type=merge --patch-file "$run/hosts/$1/node-status.json" >/dev/null
 }
+
+compose up -d east-api west-api north-api hub-api east-worker west-worker north-worker
+: >"$run/config/upstreams.yaml"
 pids=()
-for c in east west north; do node "$c" & pids+=($!); done
+for c in east west north; do
+    t=$(token_of "$c")
+    # For the hub, by the service's name inside their network; for this machine, at the
+    # address Docker gave it (the network's bridge reaches it).
+    kubeconfig "https://$c-api:6443" "$c-api" "$run/certs/$c/ca.crt" "$t" >"$run/config/$c.kubeconfig"
+    kubeconfig "https://$(address_of "$c-api"):6443" "$c-api" "$run/certs/$c/ca.crt" "$t" >"$run/$c.kubeconfig"
+    printf -- '- name: %s\n  kubeconfig: %s.kubeconfig\n' "$c" "$c" >>"$run/config/upstreams.yaml"
+    # Its Node while the next cluster's token is read.
+    node "$c" & pids+=($!)
+done
+chmod 644 "$run/config"/*
+kubeconfig "https://127.0.0.1:${GPUSTACK_HUB_PORT:-6443}" hub-api "$run/certs/hub/ca.crt" "$(token_of hub)" >"$run/hub.kubeconfig"
 for p in "${pids[@]}"; do wait "$p"; done
+
+# The hub and the node agents together: one more docker-compose run (each costs seconds). The
+# clusters' workers have been installing their kinds meanwhile, so the mirror's first look
+# finds them served and waits out no retry.
 compose up -d
 
 export KUBECONFIG=$run/hub.kubeconfig

@@ -183,6 +183,15 @@ impl Hub {
         client_of(&self.kubeconfig).await
     }
 
+    /// [`Hub::client`] without kube's retries: a 503 reaches the caller as the hub answered
+    /// it (kube's client retries 429, 503 and 504 with backoff by default, so a read answered
+    /// 503 while the hub restarts looked like a read that never answered).
+    pub async fn client_without_retries(&self) -> kube::Client {
+        let mut config = config_of(&self.kubeconfig).await;
+        config.default_retry = false;
+        kube::Client::try_from(config).expect("a kube client")
+    }
+
     /// A kube client of the mirror gateway as its admin (`/apis/workers`, `/metrics`, and
     /// `/clusters/NAME/...` of every mirror).
     pub async fn mirror_client(&self) -> kube::Client {
@@ -225,6 +234,11 @@ pub struct Fleet {
 
 /// A kube client from a kubeconfig file, each request bounded.
 pub async fn client_of(kubeconfig: &Path) -> kube::Client {
+    kube::Client::try_from(config_of(kubeconfig).await).expect("a kube client")
+}
+
+/// The client configuration of a kubeconfig file, each request bounded.
+async fn config_of(kubeconfig: &Path) -> kube::Config {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("reading a kubeconfig");
     let mut config =
         kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
@@ -232,7 +246,7 @@ pub async fn client_of(kubeconfig: &Path) -> kube::Client {
             .expect("a config from a kubeconfig");
     config.connect_timeout = Some(Duration::from_secs(2));
     config.read_timeout = Some(Duration::from_secs(30));
-    kube::Client::try_from(config).expect("a kube client")
+    config
 }
 
 fn read(path: &Path) -> String {

@@ -59,12 +59,27 @@ pub struct Write {
     pub deleted: bool,
 }
 
-/// One fleet read: when it started, how long it took, whether it answered.
-#[derive(Clone, Copy, Debug)]
+/// One fleet read: when it started, how long it took, and what answered within
+/// [`READ_BOUND`].
+#[derive(Clone, Debug)]
 pub struct Read {
     pub at: Instant,
     pub took: Duration,
+    /// Answered with success within the bound.
     pub ok: bool,
+    /// The answer's status code, when one came within the bound (`None`: no answer in time,
+    /// or no connection).
+    pub code: Option<u16>,
+    /// A failure's reason: the `Status` message answered, or what the client saw.
+    pub reason: String,
+}
+
+impl Read {
+    /// Answered within the bound: with success, or 503 and a reason (what a fleet read may
+    /// answer while the hub's own gateway or worker is down).
+    pub fn answered(&self) -> bool {
+        self.ok || (self.code == Some(503) && !self.reason.is_empty())
+    }
 }
 
 /// What the fleet watcher saw.
@@ -166,12 +181,14 @@ pub struct Load {
 }
 
 impl Load {
-    /// Starts a writer per cluster (its name and admin kubeconfig), a reader
-    /// and a watcher of the hub's fleet, and a reader of `mirror` (a client of the mirror's
+    /// Starts a writer per cluster (its name and admin kubeconfig), a reader of the hub's
+    /// fleet with `reader` (a client that does not retry: a 503 is what the hub answered) and
+    /// a watcher with `hub`, and a reader of `mirror` (a client of the mirror's
     /// `/clusters/_fleet`).
     pub fn start(
         clusters: Vec<(String, PathBuf)>,
         hub: kube::Client,
+        reader: kube::Client,
         mirror: kube::Client,
     ) -> Load {
         let mut load = Load {
@@ -195,7 +212,7 @@ impl Load {
             )));
         }
         load.tasks.push(tokio::spawn(read(
-            hub.clone(),
+            reader,
             "/apis/fleet.gpustack.ai/v1/devices",
             load.stop.clone(),
             load.reads.clone(),
@@ -250,7 +267,7 @@ fn between(reads: &Mutex<Vec<Read>>, from: Instant, to: Instant) -> Vec<Read> {
     reads
         .iter()
         .filter(|r| r.at >= from && r.at < to)
-        .copied()
+        .cloned()
         .collect()
 }
 
@@ -364,8 +381,9 @@ async fn write(
 }
 
 /// Lists `path` of `client` every [`READ_EVERY`], each within [`READ_BOUND`]: a read is the
-/// whole answer, read and checked to be a success; not decoded into objects here, so that the
-/// time is the fleet's and not this (debug) test client's JSON decoding.
+/// whole answer, read to its end; not decoded into objects here, so that the time is the
+/// fleet's and not this (debug) test client's JSON decoding. A failure's status code and
+/// `Status` message are kept.
 async fn read(
     client: kube::Client,
     path: &'static str,
@@ -377,15 +395,48 @@ async fn read(
         let request = http::Request::get(path)
             .body(Vec::new())
             .expect("a request");
-        let answer = tokio::time::timeout(READ_BOUND, client.request_text(request)).await;
+        let answer = tokio::time::timeout(READ_BOUND, answer(&client, request)).await;
         let took = at.elapsed();
+        let (code, reason) = match answer {
+            Ok(Ok((code, reason))) => (Some(code), reason),
+            Ok(Err(e)) => (None, e),
+            Err(_) => (None, format!("no answer within {READ_BOUND:?}")),
+        };
         log.lock().unwrap().push(Read {
             at,
             took,
-            ok: matches!(answer, Ok(Ok(_))),
+            ok: code.is_some_and(|c| (200..300).contains(&c)),
+            code,
+            reason,
         });
         tokio::time::sleep(READ_EVERY.saturating_sub(took)).await;
     }
+}
+
+/// Sends `request` and reads its answer to the end: the status code and, for a failure, the
+/// `Status` message (or the body's start).
+async fn answer(
+    client: &kube::Client,
+    request: http::Request<Vec<u8>>,
+) -> Result<(u16, String), String> {
+    use http_body_util::BodyExt;
+    let request = request.map(kube::client::Body::from);
+    let response = client.send(request).await.map_err(|e| e.to_string())?;
+    let code = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    if (200..300).contains(&code) {
+        return Ok((code, String::new()));
+    }
+    let reason = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned());
+    Ok((code, reason))
 }
 
 /// Watches the fleet's Devices with kube-runtime's watcher (which relists on its own when it

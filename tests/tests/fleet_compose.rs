@@ -80,6 +80,14 @@ fn the_compose_file_keeps_each_cluster_on_an_internal_network_and_the_hub_on_all
             "{c}-dm: {agent:?}"
         );
         assert_eq!(agent[1].as_str(), Some("serve"), "{c}-dm: {agent:?}");
+        // Flags only: a comma in an unquoted flow-list item splits one flag into two items
+        // (the mixed node's `--manufacturer=nvidia,amd` did, and its agent exited).
+        let args = agent.as_sequence().map(|a| &a[2..]).unwrap_or_default();
+        assert!(
+            args.iter()
+                .all(|a| a.as_str().is_some_and(|a| a.starts_with("--"))),
+            "{c}-dm: {agent:?}"
+        );
     }
     assert!(
         !text.contains("ipv4_address") && !text.contains("subnet"),
@@ -135,10 +143,19 @@ fn up_sh_brings_the_fleet_up_and_kubectl_answers_at_the_hub_within_a_minute() {
     ok(&up.script("up.sh"), "up.sh");
     let kubeconfig = fleet_dir.join("hub.kubeconfig");
     let minute = Duration::from_secs(60);
+    // Every node's cards, the mixed node's too (its agent is given two manufacturers, a
+    // comma inside the compose file's command list).
     for (resource, want) in [
-        ("clusters", "Ready"),
-        ("devices.fleet.gpustack.ai", "NVIDIA H100 80GB HBM3"),
-        ("instancetypes.fleet.gpustack.ai", "instinct-mi210"),
+        ("clusters", &["Ready"][..]),
+        (
+            "devices.fleet.gpustack.ai",
+            &[
+                "NVIDIA H100 80GB HBM3",
+                "AMD Instinct MI210",
+                "AMD Radeon RX 7800 XT",
+            ][..],
+        ),
+        ("instancetypes.fleet.gpustack.ai", &["instinct-mi210"][..]),
     ] {
         let mut last = String::new();
         let answered = poll_until(minute.saturating_sub(started.elapsed()), || {
@@ -151,7 +168,8 @@ fn up_sh_brings_the_fleet_up_and_kubectl_answers_at_the_hub_within_a_minute() {
             last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
             let all = resource != "clusters"
                 || ["east", "west", "north"].iter().all(|c| text.contains(c));
-            (out.status.success() && text.contains(want) && all).then_some(text)
+            let shown = want.iter().all(|w| text.contains(w));
+            (out.status.success() && shown && all).then_some(text)
         });
         match answered {
             Some(text) => eprintln!("$ kubectl get {resource}\n{text}"),
