@@ -1,7 +1,7 @@
 //! The controllers' IO: reflectors keep an in-memory view of what the chain reads, every change
 //! marks what it affects dirty, and three loops write: one per changed node (labels, capacity),
-//! one for the chain (coalesced: a burst of node changes is one plan), one for the Workloads
-//! awaiting the node-devices check. All writes are server-side applies with the worker's field
+//! one for the chain (coalesced: a burst of node changes is one plan), and, on its own, one for
+//! the Workloads awaiting the admission checks ([`workload_checks`]). All writes are server-side applies with the worker's field
 //! manager, made only when the plan says something differs.
 
 use std::{
@@ -31,18 +31,19 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 
 use super::{
     capacity,
     chain::{self, Write},
     chain_settings::ChainSettings,
     manufacturers::Resolve,
-    node_devices, node_facts, node_labels,
+    node_facts, node_labels,
     ownership::{MANAGER, owned_keys},
     queues::{self, JOINT_CHECK, JOINT_CONTROLLER, NODE_DEVICES_CHECK, NODE_DEVICES_CONTROLLER},
-    reconcile_metrics::{Loop, ReconcileMetrics},
+    reconcile_metrics::{Counters, Loop, ReconcileMetrics},
     unit_presets::UnitPresets,
+    workload_checks::{self, devices_of, now_rfc3339},
 };
 
 /// How long the loop sleeps when nothing is pending (a change wakes it at once).
@@ -50,9 +51,6 @@ const IDLE: Duration = Duration::from_secs(3600);
 
 /// Nodes whose writes may be in flight at once.
 const NODE_WRITES_IN_FLIGHT: usize = 16;
-
-/// Field manager of the node-devices verdicts (as the reference names it).
-const CHECK_MANAGER: &str = "gpustack-node-devices";
 
 /// What a change makes stale.
 #[derive(Debug)]
@@ -62,6 +60,25 @@ enum Dirty {
     AllNodes,
     Chain,
     Workloads,
+}
+
+/// Where changes go: the Workloads' verdicts to their own loop ([`workload_checks`]), the rest
+/// to the node and chain loop.
+#[derive(Clone)]
+struct Wakes {
+    tx: mpsc::UnboundedSender<Dirty>,
+    workloads: Arc<Notify>,
+}
+
+impl Wakes {
+    fn send(&self, d: Dirty) {
+        match d {
+            Dirty::Workloads => self.workloads.notify_one(),
+            d => {
+                let _ = self.tx.send(d);
+            }
+        }
+    }
 }
 
 /// Tuning of the loops.
@@ -83,15 +100,6 @@ impl Default for Tuning {
             retry_every: Duration::from_secs(30),
         }
     }
-}
-
-/// Counts of what the loops wrote, for logs and benchmarks.
-#[derive(Default, Debug)]
-pub struct Counters {
-    /// Plans computed.
-    pub plans: std::sync::atomic::AtomicU64,
-    /// Writes made.
-    pub writes: std::sync::atomic::AtomicU64,
 }
 
 struct Stores {
@@ -145,7 +153,7 @@ fn trim_devices(d: &mut Devices) {
 /// sends `dirty(&object)`.
 fn reflect<K>(
     client: &kube::Client,
-    tx: mpsc::UnboundedSender<Dirty>,
+    tx: Wakes,
     trim: Trim<K>,
     dirty: impl Fn(&K) -> Vec<Dirty> + Send + 'static,
 ) -> (Store<K>, tokio::task::JoinHandle<()>)
@@ -173,12 +181,12 @@ where
                     | watcher::Event::Delete(o),
                 ) => {
                     for d in dirty(&o) {
-                        let _ = tx.send(d);
+                        tx.send(d);
                     }
                 }
                 Ok(watcher::Event::InitDone) => {
-                    let _ = tx.send(Dirty::Chain);
-                    let _ = tx.send(Dirty::Workloads);
+                    tx.send(Dirty::Chain);
+                    tx.send(Dirty::Workloads);
                 }
                 Ok(_) => {}
                 Err(e) => tracing::debug!("watch {}: {e}", K::plural(&Default::default())),
@@ -193,15 +201,6 @@ fn map_of<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> BTreeMap<S
         .state()
         .iter()
         .map(|o| (o.name_any(), K::clone(o)))
-        .collect()
-}
-
-/// The cached `Devices` by name, shared rather than copied.
-fn devices_of(store: &Store<Devices>) -> super::ledger::DevicesByNode {
-    store
-        .state()
-        .into_iter()
-        .map(|d| (d.name_any(), d))
         .collect()
 }
 
@@ -333,13 +332,6 @@ fn not_found<T: Default>(e: kube::Error) -> Result<T, kube::Error> {
         kube::Error::Api(s) if s.code == 404 => Ok(T::default()),
         e => Err(e),
     }
-}
-
-/// The time now as a condition's `lastTransitionTime` (whole seconds, UTC).
-fn now_rfc3339() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }
 
 /// The two admission checks, Active: the worker is their controller.
@@ -588,77 +580,6 @@ async fn reconcile_chain(
     (done, failed)
 }
 
-/// Answers the node-devices and the joint checks on every Workload that holds quota and awaits
-/// them.
-#[tracing::instrument(level = "debug", name = "reconcile", parent = None, skip_all, fields(controller = "workloads"))]
-async fn reconcile_workloads(
-    client: &kube::Client,
-    stores: &Stores,
-    resolve: &Resolve,
-) -> (usize, usize) {
-    // Copied once, and only when a Workload awaits a verdict: every Devices change wakes this.
-    let mut devices = None;
-    let (mut writes, mut failed) = (0, 0);
-    for wl in stores.workloads.state() {
-        if !wl.quota_reserved() || wl.evicted() {
-            continue;
-        }
-        let Some(status) = wl.status.as_ref() else {
-            continue;
-        };
-        let mut answers = Vec::new();
-        for current in &status.admission_checks {
-            let (state, message) = match current.name.as_str() {
-                NODE_DEVICES_CHECK => {
-                    let devices = devices.get_or_insert_with(|| devices_of(&stores.devices));
-                    node_devices::verdict(&wl, devices, resolve)
-                }
-                JOINT_CHECK => super::joint_check::verdict(&wl),
-                _ => continue,
-            };
-            if current.state == state && current.message == message {
-                continue;
-            }
-            answers.push((current.name.clone(), state, message));
-        }
-        for (name, state, message) in answers {
-            let manager = if name == NODE_DEVICES_CHECK {
-                CHECK_MANAGER
-            } else {
-                super::joint_check::MANAGER
-            };
-            let patch = json!({
-                "apiVersion": Workload::api_version(&()), "kind": "Workload",
-                "status": {"admissionChecks": [{
-                    "name": name, "state": state, "message": message,
-                    "lastTransitionTime": now_rfc3339(),
-                }]},
-            });
-            let api: Api<Workload> =
-                Api::namespaced(client.clone(), &wl.namespace().unwrap_or_default());
-            match api
-                .patch_status(
-                    &wl.name_any(),
-                    &PatchParams::apply(manager).force(),
-                    &Patch::Apply(patch),
-                )
-                .await
-            {
-                Ok(_) => writes += 1,
-                Err(e) => {
-                    failed += 1;
-                    tracing::warn!(
-                        "workload {}/{}: {e}",
-                        wl.namespace().unwrap_or_default(),
-                        wl.name_any()
-                    )
-                }
-            }
-        }
-    }
-    (writes, failed)
-}
-
 /// Everything the loops need that does not change while leading.
 pub struct Context {
     /// The cluster client.
@@ -687,6 +608,10 @@ pub struct Context {
 pub async fn run(ctx: Context) {
     let client = &ctx.client;
     let (tx, mut rx) = mpsc::unbounded_channel::<Dirty>();
+    let tx = Wakes {
+        tx,
+        workloads: Arc::new(Notify::new()),
+    };
     let node_dirty = |n: &Node| vec![Dirty::Node(n.name_any()), Dirty::Chain];
     let devices_dirty =
         |d: &Devices| vec![Dirty::Node(d.name_any()), Dirty::Chain, Dirty::Workloads];
@@ -746,6 +671,18 @@ pub async fn run(ctx: Context) {
         ctx.instances.clone(),
         ctx.metrics.clone(),
     )));
+    tasks.push(tokio::spawn(workload_checks::run(
+        workload_checks::Checks {
+            client: client.clone(),
+            workloads: workloads.clone(),
+            devices: devices.clone(),
+            resolve: ctx.resolve.clone(),
+            metrics: ctx.metrics.clone(),
+            counters: ctx.counters.clone(),
+            wake: tx.workloads.clone(),
+            retry_every: ctx.tuning.retry_every,
+        },
+    )));
     let _abort = AbortOnDrop(tasks);
     let stores = Stores {
         nodes,
@@ -785,15 +722,14 @@ pub async fn run(ctx: Context) {
     let mut nfd = nfd_served(client).await;
     let mut settings_rx = ctx.settings.clone();
     let mut dirty_nodes: BTreeSet<String> = BTreeSet::new();
-    let (mut chain_due, mut workloads_due) = (false, true);
+    let mut chain_due = false;
     let mut first_change: Option<tokio::time::Instant> = None;
     let mut retry = tokio::time::interval(ctx.tuning.retry_every);
     loop {
         // Gather what changed until the cluster is quiet for a moment (or the delay is used up).
         let deadline = first_change.map(|f| f + ctx.tuning.max_delay);
-        let pending = !dirty_nodes.is_empty() || chain_due || workloads_due;
-        ctx.metrics
-            .set_depth(dirty_nodes.len(), chain_due, workloads_due);
+        let pending = !dirty_nodes.is_empty() || chain_due;
+        ctx.metrics.set_depth(dirty_nodes.len(), chain_due);
         let quiet = tokio::time::sleep(if pending { ctx.tuning.quiet } else { IDLE });
         tokio::select! {
             Some(d) = rx.recv() => {
@@ -804,7 +740,7 @@ pub async fn run(ctx: Context) {
                         dirty_nodes.extend(stores.nodes.state().iter().map(|n| n.name_any()));
                     }
                     Dirty::Chain => chain_due = true,
-                    Dirty::Workloads => workloads_due = true,
+                    Dirty::Workloads => tx.workloads.notify_one(),
                 }
                 if deadline.is_none_or(|d| tokio::time::Instant::now() < d) {
                     continue;
@@ -818,12 +754,11 @@ pub async fn run(ctx: Context) {
                 continue;
             }
             _ = retry.tick() => {
-                workloads_due = true;
                 nfd = nfd_served(client).await;
             }
             _ = quiet => {}
         }
-        if dirty_nodes.is_empty() && !chain_due && !workloads_due {
+        if dirty_nodes.is_empty() && !chain_due {
             continue;
         }
         first_change = None;
@@ -874,13 +809,6 @@ pub async fn run(ctx: Context) {
             .await;
             ctx.metrics
                 .observe(Loop::Chain, failed == 0, started.elapsed());
-            writes += done;
-        }
-        if std::mem::take(&mut workloads_due) {
-            let started = Instant::now();
-            let (done, failed) = reconcile_workloads(client, &stores, ctx.resolve.as_ref()).await;
-            ctx.metrics
-                .observe(Loop::Workloads, failed == 0, started.elapsed());
             writes += done;
         }
         ctx.counters

@@ -472,12 +472,42 @@ fn trim_node(n: &mut Node) {
     }
 }
 
-/// A cached view of every `K` that `config` selects, and the stream that keeps it (the
-/// objects it yields are already in the view).
+/// What of a pool the Instances read: its spec (by generation), whether it is going, its
+/// entrance and what a Pod is made from. Its capacity and usage counts, which change with
+/// every admission, are left out: each such change woke every Instance of the pool.
+fn pool_reads(it: &InstanceType) -> u64 {
+    let s = it.status.as_ref();
+    hash_of(&(
+        it.metadata.generation,
+        it.metadata.deletion_timestamp.is_some(),
+        s.and_then(|s| s.entrance.as_deref()),
+        s.and_then(|s| s.accelerator_sliced.as_ref())
+            .is_some_and(|v| v.capacity > 0),
+        s.and_then(|s| s.detail.as_ref())
+            .and_then(|d| d.manufacturer.as_deref()),
+    ))
+}
+
+/// What of a pool's queue the Instances read: its stop policy.
+fn queue_reads(q: &ClusterQueue) -> u64 {
+    hash_of(&(
+        q.metadata.deletion_timestamp.is_some(),
+        q.spec.stop_policy.as_deref(),
+    ))
+}
+
+fn hash_of(v: &impl std::hash::Hash) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(v)
+}
+
+/// A cached view of every `K` that `config` selects, and the stream of the changes of what
+/// `reads` reads of each (a deletion always; the objects it yields are already in the view).
 fn follow<K>(
     api: Api<K>,
     config: watcher::Config,
     trim: fn(&mut K),
+    reads: fn(&K) -> u64,
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -492,12 +522,32 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
+    let mut last = std::collections::HashMap::<ObjectRef<K>, u64>::new();
     let stream = watcher(api, config)
         .default_backoff()
         .modify(trim)
         .reflect(writer)
-        .touched_objects();
+        .filter_map(move |ev| {
+            let changed = match ev {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                    let now = reads(&o);
+                    (last.insert(ObjectRef::from_obj(&o), now) != Some(now)).then_some(Ok(o))
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    last.remove(&ObjectRef::from_obj(&o));
+                    Some(Ok(o))
+                }
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            };
+            std::future::ready(changed)
+        });
     (store, stream)
+}
+
+/// Every change of an object counts.
+fn whole<K: kube::Resource>(o: &K) -> u64 {
+    hash_of(&o.meta().resource_version)
 }
 
 /// Runs the controller until the task is dropped (the controllers' leadership ends).
@@ -514,18 +564,22 @@ pub async fn run(
         Api::<Service>::all(client.clone()),
         ours,
         instance_cache::trim,
+        whole,
     );
     let (types, type_changes) = follow(
         Api::<InstanceType>::all(client.clone()),
         all(),
         instance_cache::trim,
+        pool_reads,
     );
     let (queues, queue_changes) = follow(
         Api::<ClusterQueue>::all(client.clone()),
         all(),
         instance_cache::trim,
+        queue_reads,
     );
-    let (nodes, node_changes) = follow(Api::<Node>::all(client.clone()), all(), trim_node);
+    // Kept for the addresses a running Instance shows; a Node's own change wakes none.
+    let (nodes, node_changes) = follow(Api::<Node>::all(client.clone()), all(), trim_node, |_| 0);
     let (by_type, by_queue) = (cache.instances().clone(), cache.instances().clone());
     // A change of the settings (the access addresses, say) is a look at every Instance.
     let resettle = tokio_stream::wrappers::WatchStream::from_changes(settings.clone()).map(|_| ());
@@ -555,7 +609,6 @@ pub async fn run(
         .watches_stream(queue_changes, move |q: ClusterQueue| {
             of_pool(&by_queue, &q.name_any())
         })
-        // Kept for the addresses a running Instance shows; a Node's own change wakes none.
         .watches_stream(node_changes, |_: Node| None::<ObjectRef<Instance>>)
         .run(
             move |inst, ctx| {
@@ -576,4 +629,47 @@ pub async fn run(
             }
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(generation: i64, entrance: &str, remaining: i64) -> InstanceType {
+        serde_json::from_value(json!({
+            "metadata": {"name": "h100", "generation": generation},
+            "spec": {"acceleratable": true},
+            "status": {"entrance": entrance,
+                "acceleratorSliced": {"capacity": 800, "remaining": remaining}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pools_usage_wakes_no_instance_but_its_entrance_and_spec_do() {
+        let base = pool_reads(&pool(1, "h100", 800));
+        assert_eq!(pool_reads(&pool(1, "h100", 790)), base, "usage counts");
+        assert_ne!(pool_reads(&pool(1, "", 800)), base, "the entrance");
+        assert_ne!(pool_reads(&pool(2, "h100", 800)), base, "the spec");
+        let mut going = pool(1, "h100", 800);
+        going.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+        );
+        assert_ne!(pool_reads(&going), base, "its deletion");
+    }
+
+    #[test]
+    fn a_queues_stop_policy_wakes_its_instances() {
+        let queue = |policy: Option<&str>| -> ClusterQueue {
+            serde_json::from_value(json!({
+                "metadata": {"name": "h100"},
+                "spec": {"stopPolicy": policy},
+            }))
+            .unwrap()
+        };
+        assert_ne!(
+            queue_reads(&queue(None)),
+            queue_reads(&queue(Some("HoldAndDrain")))
+        );
+    }
 }

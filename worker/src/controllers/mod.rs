@@ -37,6 +37,7 @@ pub mod queues;
 pub mod reconcile_metrics;
 pub mod topology;
 pub mod unit_presets;
+pub mod workload_checks;
 
 use std::sync::Arc;
 
@@ -62,7 +63,7 @@ pub struct Config {
     /// Pacing and batch sizes.
     pub tuning: Tuning,
     /// What the loops wrote.
-    pub counters: Arc<engine::Counters>,
+    pub counters: Arc<reconcile_metrics::Counters>,
     /// The shipped unit resources table, parsed once at startup.
     pub presets: Arc<unit_presets::UnitPresets>,
     /// The reconcile, work queue and leader series.

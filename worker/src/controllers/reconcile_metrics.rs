@@ -9,6 +9,15 @@ use prometheus::{
     HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
+/// Counts of what the loops wrote, for logs and benchmarks.
+#[derive(Default, Debug)]
+pub struct Counters {
+    /// Plans computed.
+    pub plans: std::sync::atomic::AtomicU64,
+    /// Writes made.
+    pub writes: std::sync::atomic::AtomicU64,
+}
+
 /// The engine's loops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Loop {
@@ -125,12 +134,18 @@ impl ReconcileMetrics {
             .observe(took.as_secs_f64());
     }
 
-    /// The work waiting: the nodes marked dirty, and whether the chain and the Workloads are.
-    pub fn set_depth(&self, nodes: usize, chain: bool, workloads: bool) {
+    /// The work waiting: the nodes marked dirty, and whether the chain is.
+    pub fn set_depth(&self, nodes: usize, chain: bool) {
         let set = |l: Loop, n: i64| self.depth.with_label_values(&[l.as_str()]).set(n);
         set(Loop::Node, i64::try_from(nodes).unwrap_or(i64::MAX));
         set(Loop::Chain, i64::from(chain));
-        set(Loop::Workloads, i64::from(workloads));
+    }
+
+    /// Whether an admission-check pass is due (its loop runs apart from the others).
+    pub fn set_workloads_depth(&self, due: bool) {
+        self.depth
+            .with_label_values(&[Loop::Workloads.as_str()])
+            .set(i64::from(due));
     }
 
     /// The nodes a model-manager registration pass still has to look at.
@@ -162,7 +177,8 @@ mod tests {
         m.observe(Loop::Chain, false, Duration::from_millis(3));
         m.observe(Loop::Node, true, Duration::from_millis(1));
         m.observe(Loop::Instances, true, Duration::from_millis(2));
-        m.set_depth(4, true, false);
+        m.set_depth(4, true);
+        m.set_workloads_depth(false);
         m.set_model_manager_nodes_depth(2);
         m.set_leader(true);
         assert_eq!(m.total.with_label_values(&["chain", "error"]).get(), 1);
