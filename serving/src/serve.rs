@@ -44,11 +44,11 @@ pub struct Limits {
     /// Connections of one client address in their setup (TLS handshake and first request) at
     /// once on a TCP listener; the others wait their turn within the setup deadline.
     pub max_handshakes_per_source: usize,
-    /// How long a client has for the TLS handshake and first request, and for each request's
-    /// headers.
+    /// How long a client has for the TLS handshake and first request.
     pub setup_timeout: Duration,
-    /// How long a connection may stay without a request in flight before it is closed (an
-    /// idle HTTP/1.1 connection is closed at the header deadline already; this bounds HTTP/2).
+    /// How long a connection may stay without a request in flight (waiting for its next one,
+    /// or sending its headers) before it is closed gracefully: TLS close_notify for HTTP/1.1,
+    /// GOAWAY for HTTP/2.
     pub idle_timeout: Duration,
     /// How long stop waits for open connections (watches are ended by the caller).
     pub drain_timeout: Duration,
@@ -337,9 +337,13 @@ async fn accept(l: &Listener) -> std::io::Result<(Accepted, Source)> {
 
 fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
+    // hyper's header deadline also runs while an HTTP/1.1 connection waits for its next
+    // request, and ends it abruptly. Clients keep idle connections 90 s (hyper-util, Go), so a
+    // deadline of seconds made them send requests on connections being dropped. Idle
+    // connections are closed gracefully by the idle timeout instead; this is a backstop.
     b.http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.setup_timeout);
+        .header_read_timeout(limits.idle_timeout * 2);
     b.http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(Duration::from_secs(30))
@@ -432,14 +436,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_idle_past_the_idle_timeout_is_closed() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
         let listener = UnixListener::bind(&path).unwrap();
         let router = Router::new().route("/", axum::routing::get(|| async { "hi" }));
         let (stop_tx, stop) = watch::channel(false);
-        // The header deadline (which also ends idle HTTP/1.1 connections) far past the idle
-        // timeout: what closes the connection is the idle timeout.
         let limits = Limits {
             setup_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_millis(400),
@@ -456,6 +457,22 @@ mod tests {
             || {},
         ));
         let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+        answered(&mut s).await;
+        // Kept alive, then closed once idle for the timeout (checked every quarter of it).
+        let idle = std::time::Instant::now();
+        assert!(closed_by_server(&mut s, Duration::from_secs(5)).await);
+        let after = idle.elapsed();
+        assert!(
+            after >= Duration::from_millis(300) && after < Duration::from_secs(2),
+            "closed after {after:?} idle"
+        );
+        stop_tx.send(true).unwrap();
+        assert!(server.await.unwrap(), "drained");
+    }
+
+    /// Sends one request on `s` and reads until its answer's body, "hi", has arrived.
+    async fn answered(s: &mut tokio::net::UnixStream) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
             .await
             .unwrap();
@@ -469,14 +486,35 @@ mod tests {
             assert!(n > 0, "closed before the answer");
             got.extend_from_slice(&buf[..n]);
         }
-        // Kept alive, then closed once idle for the timeout (checked every quarter of it).
-        let idle = std::time::Instant::now();
-        assert!(closed_by_server(&mut s, Duration::from_secs(5)).await);
-        let after = idle.elapsed();
-        assert!(
-            after >= Duration::from_millis(300) && after < Duration::from_secs(2),
-            "closed after {after:?} idle"
-        );
+    }
+
+    #[tokio::test]
+    async fn a_kept_alive_connection_outlives_the_setup_deadline_until_the_idle_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let router = Router::new().route("/", axum::routing::get(|| async { "hi" }));
+        let (stop_tx, stop) = watch::channel(false);
+        let limits = Limits {
+            setup_timeout: Duration::from_millis(200),
+            idle_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        let server = tokio::spawn(serve(
+            vec![Endpoint {
+                listener: Listener::Unix(listener),
+                router,
+            }],
+            limits,
+            stop,
+            || {},
+        ));
+        let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+        answered(&mut s).await;
+        // Idle for several setup deadlines: a client's pool may reuse it, so it stays open.
+        assert!(!closed_by_server(&mut s, Duration::from_secs(1)).await);
+        answered(&mut s).await;
         stop_tx.send(true).unwrap();
         assert!(server.await.unwrap(), "drained");
     }

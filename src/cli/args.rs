@@ -317,12 +317,12 @@ pub struct WorkerGatewayArgs {
     /// request) at once; the others wait their turn within --connection-setup-timeout.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_handshakes_per_address: u64,
-    /// How long a client has for the TLS handshake and for its first request (and each
-    /// request's headers) before the connection is closed.
+    /// How long a client has for the TLS handshake and for its first request before the
+    /// connection is closed.
     #[arg(long, default_value_t = GoDuration::secs(10), value_name = "DURATION", value_parser = at_least_1s)]
     pub connection_setup_timeout: GoDuration,
-    /// How long a connection may stay without a request in flight before it is closed (an
-    /// idle HTTP/1.1 connection is closed at --connection-setup-timeout already).
+    /// How long a connection may stay without a request in flight (waiting for its next
+    /// request, or sending its headers) before it is closed gracefully.
     #[arg(long, default_value_t = GoDuration::secs(90), value_name = "DURATION", value_parser = at_least_1s)]
     pub connection_idle_timeout: GoDuration,
 }

@@ -115,11 +115,7 @@ async fn main() {
     let memory_upstreams = env_usize("GPUSTACK_BENCH_MEMORY_UPSTREAMS", 10).max(list_upstreams);
     let rate = env_usize("GPUSTACK_BENCH_WRITE_RATE", 200);
     let watch_seconds = env_usize("GPUSTACK_BENCH_WATCH_SECONDS", 10);
-    let bin = gpustack_tests::binary();
-    println!("binary: {}", bin.display());
-    if !bin.ends_with("release/gpustack-operator") {
-        println!("(not a release build: the figures are not comparable with the targets)");
-    }
+    gpustack_tests::announce_binary();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let mut figures = Vec::new();

@@ -114,11 +114,7 @@ async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rate = env_usize("GPUSTACK_BENCH_RATE", 200).max(1);
     let writes = env_usize("GPUSTACK_BENCH_WRITES", 2000).max(1);
-    let bin = gpustack_tests::binary();
-    println!("binary: {}", bin.display());
-    if !bin.ends_with("release/gpustack-operator") {
-        println!("(not a release build: the figures are not comparable with the targets)");
-    }
+    gpustack_tests::announce_binary();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
 

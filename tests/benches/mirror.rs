@@ -200,11 +200,7 @@ async fn main() {
     let watch_secs = env_usize("GPUSTACK_BENCH_WATCH_SECONDS", 10);
     let watch_runs = env_usize("GPUSTACK_BENCH_WATCH_RUNS", 5).max(1);
     let total = n * per;
-    let bin = gpustack_tests::binary();
-    println!("binary: {}", bin.display());
-    if !bin.ends_with("release/gpustack-operator") {
-        println!("(not a release build: the figures are not comparable with the targets)");
-    }
+    gpustack_tests::announce_binary();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let object_bytes = serde_json::to_string(&bench::device("node-00000"))

@@ -146,11 +146,7 @@ async fn main() {
     let per = env_usize("GPUSTACK_BENCH_DEVICES", 5000);
     let lists = env_usize("GPUSTACK_BENCH_LISTS", 7).max(1);
     let total = n * per;
-    let bin = gpustack_tests::binary();
-    println!("binary: {}", bin.display());
-    if !bin.ends_with("release/gpustack-operator") {
-        println!("(not a release build: the figures are not comparable with the targets)");
-    }
+    gpustack_tests::announce_binary();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
 

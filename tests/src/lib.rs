@@ -55,6 +55,16 @@ pub fn binary() -> PathBuf {
     path
 }
 
+/// Prints which binary a benchmark measures ([`binary`]), with a word when it is not a release
+/// build: its figures are then not comparable with the targets.
+pub fn announce_binary() {
+    let bin = binary();
+    println!("binary: {}", bin.display());
+    if !bin.ends_with("release/gpustack-operator") {
+        println!("(not a release build: the figures are not comparable with the targets)");
+    }
+}
+
 /// The target directory's profile folder (`target/debug`), where `cargo build` puts the binary
 /// and the stand-in libraries, found from the test executable in its `deps/` folder.
 pub fn profile_dir() -> PathBuf {

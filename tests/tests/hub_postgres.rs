@@ -420,8 +420,18 @@ fn metric(hub: &HubProcess, name: &str, cluster: &str) -> Option<f64> {
 const HELD: &str = "gpustack_gateway_mirror_lease_held";
 const REFUSED: &str = "gpustack_gateway_mirror_fenced_batches_total";
 
-#[test]
-fn two_replicas_mirror_each_upstream_once_and_both_serve_the_whole_fleet() {
+/// Two upstreams, `east` (gpu-a, gpu-b) and `west` (gpu-x), on a fresh database, with two
+/// replicas started on them. Bind every field, as for [`TwoReplicas`].
+struct EastAndWest {
+    pg: Postgres,
+    _root: tempfile::TempDir,
+    east: GatewayProcess,
+    west: GatewayProcess,
+    a: HubProcess,
+    b: HubProcess,
+}
+
+fn east_and_west_on_two_replicas() -> EastAndWest {
     let pg = Postgres::start();
     let url = pg.create_database("hub");
     let root = tempfile::tempdir().unwrap();
@@ -431,6 +441,28 @@ fn two_replicas_mirror_each_upstream_once_and_both_serve_the_whole_fleet() {
     let flags = replica_flags(&url, &file);
     let a = start_replica(root.path(), "hub-a", &flags);
     let b = start_replica(root.path(), "hub-b", &flags);
+    EastAndWest {
+        pg,
+        _root: root,
+        east,
+        west,
+        a,
+        b,
+    }
+}
+
+#[test]
+fn two_replicas_mirror_each_upstream_once_and_both_serve_the_whole_fleet() {
+    // Bound in this order so that they drop in the reverse: the processes, then the files, then
+    // the database.
+    let EastAndWest {
+        pg,
+        _root,
+        east,
+        west,
+        a,
+        b,
+    } = east_and_west_on_two_replicas();
     let ids = [replica_id(&a), replica_id(&b)];
     assert_ne!(ids[0], ids[1]);
     for up in ["east", "west"] {
@@ -777,15 +809,16 @@ const READ_BOUND: std::time::Duration = std::time::Duration::from_secs(8);
 #[test]
 fn the_database_restarted_under_two_replicas_answers_503_meanwhile_and_they_converge() {
     use std::sync::{Arc, atomic::AtomicBool};
-    let pg = Postgres::start();
-    let url = pg.create_database("hub");
-    let root = tempfile::tempdir().unwrap();
-    let east = upstream(root.path(), "east", &["gpu-a", "gpu-b"]);
-    let west = upstream(root.path(), "west", &["gpu-x"]);
-    let file = gpustack_tests::hub::upstreams_file(root.path(), &[&east, &west]);
-    let flags = replica_flags(&url, &file);
-    let a = start_replica(root.path(), "hub-a", &flags);
-    let b = start_replica(root.path(), "hub-b", &flags);
+    // Bound in this order so that they drop in the reverse: the processes, then the files, then
+    // the database.
+    let EastAndWest {
+        pg,
+        _root,
+        east,
+        west,
+        a,
+        b,
+    } = east_and_west_on_two_replicas();
     for hub in [&a, &b] {
         wait_until("the fleet on both replicas", DEADLINE, || {
             fleet_matches(hub, &[&east, &west]).then_some(())
