@@ -408,6 +408,14 @@ mod tests {
         assert_eq!(b.failed(&e), Duration::from_millis(5));
     }
 
+    /// One endpoint: `router` on the unix `listener`.
+    fn unix(listener: UnixListener, router: Router) -> Vec<Endpoint> {
+        vec![Endpoint {
+            listener: Listener::Unix(listener),
+            router,
+        }]
+    }
+
     /// A request over the unix socket at `path`; the answer's text.
     async fn get(path: &std::path::Path, route: &str) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -434,29 +442,37 @@ mod tests {
             .is_ok()
     }
 
-    #[tokio::test]
-    async fn a_connection_idle_past_the_idle_timeout_is_closed() {
+    /// A server answering "hi" on a unix socket with these deadlines, and a connection to it:
+    /// the socket's directory, the connection, the server's stop and its task.
+    async fn hi_connection(
+        setup_timeout: Duration,
+        idle_timeout: Duration,
+    ) -> (
+        tempfile::TempDir,
+        tokio::net::UnixStream,
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<bool>,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
         let listener = UnixListener::bind(&path).unwrap();
         let router = Router::new().route("/", axum::routing::get(|| async { "hi" }));
         let (stop_tx, stop) = watch::channel(false);
         let limits = Limits {
-            setup_timeout: Duration::from_secs(30),
-            idle_timeout: Duration::from_millis(400),
+            setup_timeout,
+            idle_timeout,
             drain_timeout: Duration::from_secs(1),
             ..Limits::default()
         };
-        let server = tokio::spawn(serve(
-            vec![Endpoint {
-                listener: Listener::Unix(listener),
-                router,
-            }],
-            limits,
-            stop,
-            || {},
-        ));
-        let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+        let server = tokio::spawn(serve(unix(listener, router), limits, stop, || {}));
+        let s = tokio::net::UnixStream::connect(&path).await.unwrap();
+        (dir, s, stop_tx, server)
+    }
+
+    #[tokio::test]
+    async fn a_connection_idle_past_the_idle_timeout_is_closed() {
+        let (_dir, mut s, stop_tx, server) =
+            hi_connection(Duration::from_secs(30), Duration::from_millis(400)).await;
         answered(&mut s).await;
         // Kept alive, then closed once idle for the timeout (checked every quarter of it).
         let idle = std::time::Instant::now();
@@ -490,27 +506,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_kept_alive_connection_outlives_the_setup_deadline_until_the_idle_timeout() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.sock");
-        let listener = UnixListener::bind(&path).unwrap();
-        let router = Router::new().route("/", axum::routing::get(|| async { "hi" }));
-        let (stop_tx, stop) = watch::channel(false);
-        let limits = Limits {
-            setup_timeout: Duration::from_millis(200),
-            idle_timeout: Duration::from_secs(30),
-            drain_timeout: Duration::from_secs(1),
-            ..Limits::default()
-        };
-        let server = tokio::spawn(serve(
-            vec![Endpoint {
-                listener: Listener::Unix(listener),
-                router,
-            }],
-            limits,
-            stop,
-            || {},
-        ));
-        let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+        let (_dir, mut s, stop_tx, server) =
+            hi_connection(Duration::from_millis(200), Duration::from_secs(30)).await;
         answered(&mut s).await;
         // Idle for several setup deadlines: a client's pool may reuse it, so it stays open.
         assert!(!closed_by_server(&mut s, Duration::from_secs(1)).await);
@@ -545,15 +542,7 @@ mod tests {
             drain_timeout: Duration::from_secs(1),
             ..Limits::default()
         };
-        let server = tokio::spawn(serve(
-            vec![Endpoint {
-                listener: Listener::Unix(listener),
-                router,
-            }],
-            limits,
-            stop,
-            || {},
-        ));
+        let server = tokio::spawn(serve(unix(listener, router), limits, stop, || {}));
         // A silent client holds the only place, idle: a newcomer takes it at once.
         let mut silent = tokio::net::UnixStream::connect(&path).await.unwrap();
         let started = std::time::Instant::now();
