@@ -93,17 +93,6 @@ fn watch_added(hub: &HubProcess, rv: &str) -> Arc<Mutex<HashMap<String, Instant>
     seen
 }
 
-fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let until = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn start_replica(root: &Path, name: &str, flags: &[String]) -> HubProcess {
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     tokio::task::block_in_place(|| HubProcess::start(&root.join(name), free_port(), &flags))
@@ -134,16 +123,17 @@ async fn main() {
     }
     let devices: Api<DynamicObject> = Api::all_with(upstream.clone(), &devices_resource());
     // The CRD is served a moment after it is created.
-    let mut tries = 0;
-    while devices
-        .create(&PostParams::default(), &device_object("first"))
-        .await
-        .is_err()
-    {
-        tries += 1;
-        assert!(tries < 300, "the Devices kind is not served upstream");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    gpustack_tests::wait::until(
+        "the Devices kind to be served upstream",
+        Duration::from_secs(30),
+        || async {
+            devices
+                .create(&PostParams::default(), &device_object("first"))
+                .await
+                .ok()
+        },
+    )
+    .await;
     let file = upstreams_file(root, &[&east]);
 
     let pg = Postgres::start();
@@ -158,7 +148,7 @@ async fn main() {
     ];
     let a = start_replica(root, "hub-a", &flags);
     let b = start_replica(root, "hub-b", &flags);
-    let (holder, other) = wait_for(
+    let (holder, other) = gpustack_tests::wait::wait_until(
         "one replica to hold east",
         Duration::from_secs(60),
         || match (holds(&a, "east")?, holds(&b, "east")?) {
@@ -168,9 +158,11 @@ async fn main() {
         },
     );
     let at = |hub: &HubProcess| {
-        wait_for("the fleet on the replica", Duration::from_secs(60), || {
-            listed_at(hub, 1)
-        })
+        gpustack_tests::wait::wait_until(
+            "the fleet on the replica",
+            Duration::from_secs(60),
+            || listed_at(hub, 1),
+        )
     };
     let on_other = watch_added(other, &at(other));
     let on_holder = watch_added(holder, &at(holder));
@@ -200,7 +192,7 @@ async fn main() {
     let all_seen =
         |seen: &Arc<Mutex<HashMap<String, Instant>>>| seen.lock().unwrap().len() >= writes;
     tokio::task::block_in_place(|| {
-        wait_for(
+        gpustack_tests::wait::wait_until(
             "every write at both watchers",
             Duration::from_secs(120),
             || (all_seen(&on_other) && all_seen(&on_holder)).then_some(()),

@@ -288,16 +288,7 @@ pub fn stream_watch(
                 raw.drain(..at + 4);
                 head_done = true;
             }
-            // De-chunk what has fully arrived.
-            while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
-                let size = std::str::from_utf8(&raw[..eol]).unwrap_or("0").trim();
-                let size = usize::from_str_radix(size, 16).unwrap_or(0);
-                if size == 0 || raw.len() < eol + 2 + size + 2 {
-                    break;
-                }
-                body.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
-                raw.drain(..eol + 2 + size + 2);
-            }
+            take_chunks(&mut raw, &mut body);
             while let Some(nl) = body.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = body.drain(..=nl).collect();
                 let ev: serde_json::Value = serde_json::from_slice(&line).expect("a watch event");
@@ -353,17 +344,24 @@ pub fn http_over_unix(
     ))
 }
 
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
+fn dechunk(s: &str) -> String {
+    let (mut raw, mut body) = (s.as_bytes().to_vec(), Vec::new());
+    take_chunks(&mut raw, &mut body);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// Moves the chunks of a chunked body that have fully arrived from `raw` to `body`; what stays
+/// in `raw` is a chunk still arriving, or the last (empty) one.
+fn take_chunks(raw: &mut Vec<u8>, body: &mut Vec<u8>) {
+    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&raw[..eol]).unwrap_or("0").trim();
+        let size = usize::from_str_radix(size, 16).unwrap_or(0);
+        if size == 0 || raw.len() < eol + 2 + size + 2 {
             break;
         }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
+        body.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
+        raw.drain(..eol + 2 + size + 2);
     }
-    out
 }
 
 /// Stands in for the GPUStack server's per-cluster Kubernetes proxy
