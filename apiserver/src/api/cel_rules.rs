@@ -14,7 +14,7 @@
 use std::{
     borrow::Cow,
     collections::HashMap,
-    sync::Arc,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -312,7 +312,10 @@ struct Evaluation<'s, 'c, 'a> {
     /// Rules compiled so far (by source), or why they cannot run.
     compiled: HashMap<&'s str, Result<Arc<Compiled>, Refused>>,
     deadline: Instant,
-    errors: Vec<FieldError>,
+    /// Failures found so far, shared so that a request answered at its deadline still names
+    /// those the walk had found (bounded by [`MAX_CAUSES`]).
+    found: Arc<Mutex<Vec<FieldError>>>,
+    count: usize,
     stopped: bool,
 }
 
@@ -326,9 +329,15 @@ impl<'s, 'c, 'a> Evaluation<'s, 'c, 'a> {
             .clone()
     }
 
+    /// Out of time, or enough failures to answer with.
+    fn done(&self) -> bool {
+        self.stopped || self.count >= MAX_CAUSES
+    }
+
     fn push(&mut self, e: FieldError) {
-        if self.errors.len() < MAX_CAUSES {
-            self.errors.push(e);
+        if self.count < MAX_CAUSES {
+            self.count += 1;
+            found(&self.found).push(e);
         }
     }
 
@@ -340,7 +349,7 @@ impl<'s, 'c, 'a> Evaluation<'s, 'c, 'a> {
         path: &str,
         root: bool,
     ) {
-        if self.stopped || self.errors.len() >= MAX_CAUSES || v.is_null() {
+        if self.done() || v.is_null() {
             return;
         }
         let rules = rules_of(schema);
@@ -387,6 +396,10 @@ impl<'s, 'c, 'a> Evaluation<'s, 'c, 'a> {
                         _ => HashMap::new(),
                     };
                 for (i, item) in items.iter().enumerate() {
+                    // Millions of items must not each format a path once the walk is over.
+                    if self.done() {
+                        return;
+                    }
                     let old_item = if is_map {
                         old_items.get(&list_key(item, &keys)).copied()
                     } else {
@@ -578,16 +591,34 @@ pub fn evaluate(
     old: Option<&Value>,
     deadline: Instant,
 ) -> Vec<FieldError> {
+    let sink = Arc::default();
+    evaluate_into(schema, obj, old, deadline, &sink);
+    std::mem::take(&mut *found(&sink))
+}
+
+/// [`evaluate`], adding each failure to `sink` as it is found.
+fn evaluate_into(
+    schema: &Value,
+    obj: &Value,
+    old: Option<&Value>,
+    deadline: Instant,
+    sink: &Arc<Mutex<Vec<FieldError>>>,
+) {
     let root = cel::Context::default();
     let mut e = Evaluation {
         root: &root,
         compiled: HashMap::new(),
         deadline,
-        errors: Vec::new(),
+        found: sink.clone(),
+        count: 0,
         stopped: false,
     };
     e.node(schema, obj, old, "", true);
-    e.errors
+}
+
+/// The failures in `sink`; a walk that panicked leaves what it had found.
+fn found(sink: &Mutex<Vec<FieldError>>) -> std::sync::MutexGuard<'_, Vec<FieldError>> {
+    sink.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The rule evaluations that may run at once, each on a blocking thread. A write answered at
@@ -638,27 +669,38 @@ pub async fn check(
     };
     let deadline = Instant::now() + RULES_TIME;
     let (kind, object_name) = (def.kind.clone(), name.clone());
-    let task = tokio::task::spawn_blocking(move || {
-        let _slot = slot;
-        let errors = evaluate(&schema, &obj, old.as_deref(), deadline);
-        // A call cannot be stopped midway: say when one held its slot well past the deadline.
-        let over = Instant::now().saturating_duration_since(deadline);
-        if over > GRACE {
-            tracing::warn!(kind = %kind, name = %object_name, over = ?over,
-                "validation rules ran past their deadline");
+    let sink: Arc<Mutex<Vec<FieldError>>> = Arc::default();
+    let task = tokio::task::spawn_blocking({
+        let sink = sink.clone();
+        move || {
+            let _slot = slot;
+            evaluate_into(&schema, &obj, old.as_deref(), deadline, &sink);
+            // A call cannot be stopped midway: say when one held its slot well past the deadline.
+            let over = Instant::now().saturating_duration_since(deadline);
+            if over > GRACE {
+                tracing::warn!(kind = %kind, name = %object_name, over = ?over,
+                    "validation rules ran past their deadline");
+            }
+            obj
         }
-        (obj, errors)
     });
     let errors = match tokio::time::timeout(RULES_TIME + GRACE, task).await {
-        Ok(Ok((obj, errors))) if errors.is_empty() => return Ok(obj),
-        Ok(Ok((_, errors))) => errors,
+        Ok(Ok(obj)) if found(&sink).is_empty() => return Ok(obj),
+        Ok(Ok(_)) => std::mem::take(&mut *found(&sink)),
         Ok(Err(e)) => return Err(ApiError::internal(format!("validation rules: {e}"))),
-        Err(_) => vec![FieldError {
-            problem: Problem::Invalid,
-            field: shown(""),
-            value: Some("object".into()),
-            detail: format!("validation rules ran out of their {RULES_TIME:?}"),
-        }],
+        // Answered at the deadline with what the walk has found so far; it goes on alone
+        // until its current call ends.
+        Err(_) => {
+            let mut errors = found(&sink).clone();
+            errors.truncate(MAX_CAUSES - 1);
+            errors.push(FieldError {
+                problem: Problem::Invalid,
+                field: shown(""),
+                value: Some("object".into()),
+                detail: format!("validation rules ran out of their {RULES_TIME:?}"),
+            });
+            errors
+        }
     };
     Err(invalid(&def.kind, &def.group, &name, &errors))
 }
