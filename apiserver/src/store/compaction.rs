@@ -35,7 +35,8 @@ impl Store {
     }
 
     /// [`Store::compact`], also dropping the oldest events until the log holds at most
-    /// `max_bytes` (bodies it holds itself, plus a fixed amount per event).
+    /// `max_bytes` (bodies it holds itself, plus a fixed amount per event). A mirror on
+    /// PostgreSQL has its log there trimmed to its newest `keep` events too.
     pub async fn compact_within(&self, keep: u64, max_bytes: u64) -> Result<u64, StoreError> {
         let last_rv = self.inner.writer.lock().await;
         let mut compacted = last_rv.saturating_sub(keep);
@@ -71,6 +72,10 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        drop(last_rv);
+        if let Some(pg) = self.postgres() {
+            pg.compact(keep).await?;
+        }
         Ok(compacted)
     }
 

@@ -31,7 +31,14 @@ impl Store {
         wakeup: Wakeup,
         fencing: Option<std::sync::Arc<Fencing>>,
     ) -> Result<(), StoreError> {
-        let pg = PgMirror::start(pool, self.inner.fanout.clone(), wakeup, fencing).await?;
+        let pg = PgMirror::start(
+            pool,
+            self.inner.fanout.clone(),
+            self.inner.watch_epoch.clone(),
+            wakeup,
+            fencing,
+        )
+        .await?;
         let members = pg.members().await?;
         if self.inner.postgres.set(pg).is_err() {
             return Err(StoreError::Closed);

@@ -65,7 +65,24 @@ pub enum ReplayError {
     },
     /// The store failed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
+}
+
+/// A store error as a read's: a snapshot compacted away (as a mirror on PostgreSQL reports
+/// it) is the read's version being too old.
+impl From<StoreError> for ReplayError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::SnapshotCompacted {
+                requested,
+                compacted,
+            } => ReplayError::Expired {
+                requested,
+                compacted,
+            },
+            e => ReplayError::Store(e),
+        }
+    }
 }
 
 /// A read's failure as a store error: a log too short for the version read at (only a read at

@@ -7,6 +7,7 @@ use sqlx::PgPool;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
 
 use super::{
+    compaction,
     fence::Fencing,
     reads::{self, Collection, Row},
     tailer::{self, Wakeup},
@@ -35,6 +36,7 @@ impl PgMirror {
     pub async fn start(
         pool: PgPool,
         fanout: broadcast::Sender<StoredEvent>,
+        watch_epoch: watch::Sender<u64>,
         wakeup: Wakeup,
         fencing: Option<Arc<Fencing>>,
     ) -> Result<Self, StoreError> {
@@ -57,6 +59,7 @@ impl PgMirror {
             sent_tx,
             committed,
             wakeup,
+            watch_epoch,
         ));
         Ok(PgMirror {
             pool,
@@ -112,6 +115,11 @@ impl PgMirror {
         snapshot: Option<u64>,
     ) -> Result<(u64, Vec<Row>), StoreError> {
         reads::page(&self.pool, c, after, fetch, snapshot).await
+    }
+
+    /// Drops every logged event but the newest `keep`: see [`compaction::compact`].
+    pub async fn compact(&self, keep: u64) -> Result<u64, StoreError> {
+        compaction::compact(&self.pool, keep).await
     }
 
     /// Logged events of `c` after `after`: see [`reads::events`].

@@ -9,10 +9,12 @@
 //! - [`tailer`]: reads what any replica committed, in version order, into the store's fan-out
 //!   (woken by `LISTEN`, by this replica's own commits, and by a slow poll as a safety net);
 //! - [`fence`]: with several replicas, each upstream's writes made under its lease;
-//! - [`reads`]: gets, pages of a collection (now or at a snapshot), the log since a version.
+//! - [`reads`]: gets, pages of a collection (now or at a snapshot), the log since a version;
+//! - [`compaction`]: the log trimmed to its newest events.
 //!
 //! Embedded clusters stay on SQLite: a hub on PostgreSQL mirrors only.
 
+mod compaction;
 mod fence;
 mod handle;
 mod reads;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool, Row as _, postgres::PgRow};
 
+use super::compaction::compacted;
 use crate::store::{
     body::set_resource_version,
     fleet::{self, fleet_name, fleet_text},
@@ -54,9 +55,27 @@ pub async fn get(pool: &PgPool, key: &ObjectKey) -> Result<Option<(u64, String)>
     Ok(row.map(|(rv, body)| (to_u64(rv), body)))
 }
 
+/// A version to read at, and the newest version trimmed from the log as the read sees it.
+#[derive(Clone, Copy, Debug)]
+struct At {
+    rv: u64,
+    compacted: u64,
+}
+
+impl At {
+    /// The refusal of a read whose history was trimmed away.
+    fn expired(self) -> StoreError {
+        StoreError::SnapshotCompacted {
+            requested: self.rv,
+            compacted: self.compacted,
+        }
+    }
+}
+
 /// A page of `c` after (namespace, name) `after` (in the fleet view, after its name there),
 /// at most `fetch` rows (`None`: all), as of `snapshot` (`None`: now). Returns the page's
-/// version (the snapshot's, or the newest committed) and its rows.
+/// version (the snapshot's, or the newest committed) and its rows;
+/// [`StoreError::SnapshotCompacted`] where the log no longer reaches back to `snapshot`.
 pub async fn page(
     pool: &PgPool,
     c: Collection<'_>,
@@ -68,13 +87,23 @@ pub async fn page(
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
         .await?;
-    let rv = match snapshot {
-        Some(rv) => rv,
-        None => to_u64(
-            sqlx::query_scalar("SELECT rv FROM mirror_sequence WHERE id = 0")
+    let (rv, snapshot) = match snapshot {
+        Some(rv) => {
+            let at = At {
+                rv,
+                compacted: compacted(&mut *tx).await?,
+            };
+            if rv < at.compacted {
+                return Err(at.expired());
+            }
+            (rv, Some(at))
+        }
+        None => {
+            let now: i64 = sqlx::query_scalar("SELECT rv FROM mirror_sequence WHERE id = 0")
                 .fetch_one(&mut *tx)
-                .await?,
-        ),
+                .await?;
+            (to_u64(now), None)
+        }
     };
     let rows = if fleet::derived(c.cluster, c.group, c.resource) {
         fleet_rows(&mut tx, c, after, fetch, snapshot).await?
@@ -92,7 +121,7 @@ async fn fleet_rows(
     c: Collection<'_>,
     after: Option<(&str, &str)>,
     fetch: Option<i64>,
-    snapshot: Option<u64>,
+    snapshot: Option<At>,
 ) -> Result<Vec<Row>, StoreError> {
     let members: Vec<String> =
         sqlx::query_scalar("SELECT cluster FROM mirror_fleet_members ORDER BY cluster")
@@ -131,9 +160,9 @@ async fn cluster_rows(
     c: Collection<'_>,
     (after_ns, after_name): (&str, &str),
     fetch: Option<i64>,
-    snapshot: Option<u64>,
+    snapshot: Option<At>,
 ) -> Result<Vec<Row>, StoreError> {
-    let max_rv = snapshot.map_or(i64::MAX, to_i64);
+    let max_rv = snapshot.map_or(i64::MAX, |at| to_i64(at.rv));
     // The row comparison lets PostgreSQL seek in the primary key, so a page costs its length.
     let rows: Vec<(String, String, String)> = sqlx::query_as(
         "SELECT namespace, name, body FROM mirror_objects \
@@ -175,7 +204,7 @@ async fn cluster_rows(
     .bind(c.cluster)
     .bind(c.group)
     .bind(c.resource)
-    .bind(to_i64(snap))
+    .bind(to_i64(snap.rv))
     .bind(c.namespace)
     .bind(after_ns)
     .bind(after_name)
@@ -188,7 +217,9 @@ async fn cluster_rows(
         if kind == EventType::Added.as_str() {
             continue;
         }
-        let body = then.ok_or(StoreError::LostEvent(snap))?;
+        // The state it had then was trimmed from the log (the log reaches back to the
+        // snapshot, not to every object's state at it).
+        let body = then.ok_or_else(|| snap.expired())?;
         items.push(Row {
             namespace,
             name,
@@ -204,6 +235,7 @@ async fn cluster_rows(
 
 /// Logged events of `c` (every namespace) after version `after`, oldest first, at most
 /// `limit` (`None`: all); the fleet view's are its members' (not renamed here).
+/// [`StoreError::SnapshotCompacted`] where events after `after` were trimmed.
 pub async fn events(
     pool: &PgPool,
     c: Collection<'_>,
@@ -212,6 +244,18 @@ pub async fn events(
 ) -> Result<Vec<StoredEvent>, StoreError> {
     let columns = "SELECT rv, cluster, grp, resource, namespace, name, type, body \
                    FROM mirror_events";
+    // The events and the trimmed version as of one snapshot.
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    let at = At {
+        rv: after,
+        compacted: compacted(&mut *tx).await?,
+    };
+    if after < at.compacted {
+        return Err(at.expired());
+    }
     let rows = if fleet::derived(c.cluster, c.group, c.resource) {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "{columns} WHERE cluster IN (SELECT cluster FROM mirror_fleet_members) \
@@ -221,7 +265,7 @@ pub async fn events(
         .bind(c.resource)
         .bind(to_i64(after))
         .bind(limit)
-        .fetch_all(pool)
+        .fetch_all(&mut *tx)
         .await?
     } else {
         sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -233,15 +277,22 @@ pub async fn events(
         .bind(c.resource)
         .bind(to_i64(after))
         .bind(limit)
-        .fetch_all(pool)
+        .fetch_all(&mut *tx)
         .await?
     };
+    tx.commit().await?;
     rows.iter().map(|r| event(r, None)).collect()
 }
 
 /// Every event after `after`, oldest first, at most `limit`, each MODIFIED one with the
-/// state it replaced: what the tailer fans out.
-pub async fn tail(pool: &PgPool, after: u64, limit: i64) -> Result<Vec<StoredEvent>, StoreError> {
+/// state it replaced (while the log holds it): what the tailer fans out. Also the newest
+/// version trimmed from the log, read after the events: above `after`, some events after
+/// `after` may have been trimmed before they were read.
+pub async fn tail(
+    pool: &PgPool,
+    after: u64,
+    limit: i64,
+) -> Result<(Vec<StoredEvent>, u64), StoreError> {
     let rows = sqlx::query(
         "SELECT e.rv, e.cluster, e.grp, e.resource, e.namespace, e.name, e.type, e.body, \
            p.body AS prev \
@@ -253,12 +304,14 @@ pub async fn tail(pool: &PgPool, after: u64, limit: i64) -> Result<Vec<StoredEve
     .bind(limit)
     .fetch_all(pool)
     .await?;
-    rows.iter()
+    let events = rows
+        .iter()
         .map(|r| {
             let prev: Option<String> = r.try_get("prev")?;
             event(r, prev.map(|p| Arc::from(p.as_str())))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok((events, compacted(pool).await?))
 }
 
 /// An event as logged.

@@ -36,7 +36,9 @@ const PAGE: i64 = 512;
 const RETRY: Duration = Duration::from_millis(500);
 
 /// Sends every event after `last` to `fanout`, publishing the last version sent on `sent`,
-/// until every receiver of `sent` is gone.
+/// until every receiver of `sent` is gone. Where the log was trimmed past what it had sent (it
+/// fell that far behind), it ends every open watch through `watch_epoch`: their clients
+/// resume, or list again where their version is gone.
 pub async fn run(
     pool: PgPool,
     mut last: u64,
@@ -44,6 +46,7 @@ pub async fn run(
     sent: watch::Sender<u64>,
     committed: Arc<Notify>,
     wakeup: Wakeup,
+    watch_epoch: watch::Sender<u64>,
 ) {
     let (poll, listens) = match wakeup {
         Wakeup::Listen => (POLL, true),
@@ -52,12 +55,23 @@ pub async fn run(
     let mut listener = if listens { listen(&pool).await } else { None };
     loop {
         match reads::tail(&pool, last, PAGE).await {
-            Ok(events) => {
+            Ok((events, compacted)) => {
                 let full = events.len() == usize::try_from(PAGE).unwrap_or(usize::MAX);
+                let skipped = compacted > last;
                 for ev in events {
                     last = ev.rv;
                     // No receivers is fine: nobody is watching.
                     let _ = fanout.send(ev);
+                }
+                if skipped {
+                    tracing::warn!(
+                        from = last,
+                        trimmed_to = compacted,
+                        "the mirror's event log was trimmed past what this replica had sent; \
+                         ending its watches"
+                    );
+                    last = last.max(compacted);
+                    watch_epoch.send_modify(|e| *e += 1);
                 }
                 sent.send_replace(last);
                 if full {

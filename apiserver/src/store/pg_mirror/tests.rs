@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::{Fencing, Wakeup};
-use crate::store::{EventType, ObjectKey, Store, StoreError, fleet::FLEET, mirror::SeenNames};
+use crate::store::{
+    EventType, ObjectKey, ReplayError, Store, StoreError, fleet::FLEET, mirror::SeenNames,
+};
 
 fn key(cluster: &str, name: &str) -> ObjectKey {
     ObjectKey {
@@ -426,4 +428,116 @@ async fn an_upstreams_writes_land_only_under_its_unexpired_lease_at_the_writers_
         ),
         "3"
     );
+}
+
+/// The (requested, compacted) versions of a read refused as too old.
+fn expired<T>(r: Result<T, ReplayError>) -> (u64, u64) {
+    match r {
+        Err(ReplayError::Expired {
+            requested,
+            compacted,
+        }) => (requested, compacted),
+        Err(e) => panic!("expected 410, got {e}"),
+        Ok(_) => panic!("expected 410, got an answer"),
+    }
+}
+
+#[tokio::test]
+async fn the_log_on_postgres_is_trimmed_and_reads_from_before_it_are_refused() {
+    let pg = Postgres::start();
+    pg.create_database("hub");
+    let (_dir, store) = replica(&pg).await;
+    store.join_fleet("east").await.unwrap();
+    put(&store, "east", "a", 1).await.unwrap(); // 1
+    put(&store, "east", "b", 1).await.unwrap(); // 2
+    put(&store, "east", "a", 2).await.unwrap(); // 3
+    put(&store, "east", "c", 1).await.unwrap(); // 4
+    put(&store, "east", "a", 3).await.unwrap(); // 5
+    let (grp, res) = ("worker.gpustack.ai", "devices");
+
+    store.compact_within(2, u64::MAX).await.unwrap();
+    let count = pg.psql("hub", "SELECT count(*) FROM mirror_events");
+    assert_eq!(count.trim(), "2", "the newest two events are kept");
+    // A watch from before the trim is refused; from the trim on, it replays what is left.
+    assert_eq!(
+        expired(store.events_since("east", grp, res, 0).await),
+        (0, 3)
+    );
+    assert_eq!(
+        expired(store.events_since(FLEET, grp, res, 2).await),
+        (2, 3)
+    );
+    let left: Vec<_> = store
+        .events_since("east", grp, res, 3)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| (e.rv, e.key.name.clone()))
+        .collect();
+    assert_eq!(left, [(4, "c".to_string()), (5, "a".to_string())]);
+    // A list at a version before the trim, or one whose objects' states then were trimmed
+    // (a's at 4 is its event at 3), is refused; at the newest version it is answered.
+    assert_eq!(
+        expired(store.list_raw_at("east", grp, res, None, None, 0, 2).await),
+        (2, 3)
+    );
+    assert_eq!(
+        expired(store.list_raw_at("east", grp, res, None, None, 0, 4).await),
+        (4, 3)
+    );
+    let at_five = store
+        .list_raw_at("east", grp, res, None, None, 0, 5)
+        .await
+        .unwrap();
+    assert_eq!(
+        seen(&at_five.items),
+        [
+            ("a".into(), 3, "5".into()),
+            ("b".into(), 1, "2".into()),
+            ("c".into(), 1, "4".into())
+        ]
+    );
+    // The objects themselves are untouched, and trimming again removes nothing more.
+    let now = store
+        .list_raw("east", grp, res, None, None, 0)
+        .await
+        .unwrap();
+    assert_eq!(seen(&now.items), seen(&at_five.items));
+    store.compact_within(2, u64::MAX).await.unwrap();
+    let count = pg.psql("hub", "SELECT count(*) FROM mirror_events");
+    assert_eq!(count.trim(), "2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_tailer_the_trim_overtook_ends_its_watches() {
+    let pg = Postgres::start();
+    pg.create_database("hub");
+    let (_d1, writer) = replica(&pg).await;
+    writer.join_fleet("east").await.unwrap();
+    // Reads the log only every 2 s: the other replica writes and trims meanwhile.
+    let (_d2, behind) = replica_waking(&pg, Wakeup::Poll(Duration::from_secs(2))).await;
+    let epoch = behind.watch_epoch();
+    let mut round = 0;
+    let ended = || {
+        round += 1;
+        let (writer, changed) = (writer.clone(), epoch.has_changed().unwrap());
+        async move {
+            if changed {
+                return Some(());
+            }
+            for i in 0..20 {
+                put(&writer, "east", &format!("r{round}-{i}"), 1)
+                    .await
+                    .unwrap();
+            }
+            writer.compact_within(1, u64::MAX).await.unwrap();
+            None
+        }
+    };
+    gpustack_tests::wait::until(
+        "the lagging replica's watches ended",
+        Duration::from_secs(30),
+        ended,
+    )
+    .await;
 }
