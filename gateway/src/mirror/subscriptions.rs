@@ -8,15 +8,20 @@
 //! every [`FOLLOW_EVERY`] and starts what another replica subscribed, restarts what it
 //! subscribed again with other settings, and stops serving what it unsubscribed (whose lease
 //! the unsubscribing replica retired first, so that no replica writes its mirror while its
-//! objects are removed).
+//! objects are removed). A replica serves the kinds of an upstream another replica mirrors from
+//! the CRDs stored for it, read when it starts following and again when the store's changes
+//! show that upstream's CRDs changed.
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet},
     sync::Arc,
     time::Duration,
 };
 
-use tokio::{sync::Mutex, task::JoinHandle};
+use tokio::{
+    sync::{Mutex, broadcast},
+    task::JoinHandle,
+};
 
 use super::{
     config::{ConnMode, Upstream},
@@ -27,7 +32,7 @@ use crate::hub_store::HubStore;
 use gpustack_apiserver::{
     hosting::{Hosting, HostingError},
     registry::Registry,
-    store::{StoreError, fleet::FLEET},
+    store::{ObjectKey, StoreError, StoredEvent, fleet::FLEET},
 };
 
 /// How often each upstream's last sync time is written to the store.
@@ -327,27 +332,45 @@ impl Subscriptions {
     async fn follow_stored(self) {
         let mut tick = tokio::time::interval(FOLLOW_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The store's changes, for those of CRDs: an upstream's kinds are read again only
+        // when its stored CRDs changed, not every second for every upstream.
+        let mut changes = self.inner.hosting.store.subscribe();
+        let mut crds = CrdChanges::All;
+        // The mirror (by its task) whose upstream's kinds were read, per upstream: one
+        // unsubscribed and subscribed again runs another, whose kinds are read anew.
+        let mut kinds_read = HashMap::new();
         loop {
             tick.tick().await;
-            if let Err(e) = self.follow_once().await {
-                tracing::debug!(error = %e, "following the stored subscriptions failed; trying again");
+            crds.take_from(&mut changes);
+            match self.follow_once(&crds, &mut kinds_read).await {
+                Ok(()) => crds = CrdChanges::default(),
+                Err(e) => {
+                    tracing::debug!(error = %e, "following the stored subscriptions failed; trying again");
+                }
             }
         }
     }
 
     /// Starts the stored subscriptions not running here, restarts those stored with another
     /// spec than this replica runs, and stops those that were stored and no longer are.
-    async fn follow_once(&self) -> Result<(), SubscribeError> {
+    /// Reads the kinds of the upstreams `crds` names and of those whose mirror here is not
+    /// the one `kinds_read` read them for.
+    async fn follow_once(
+        &self,
+        crds: &CrdChanges,
+        kinds_read: &mut HashMap<String, tokio::task::Id>,
+    ) -> Result<(), SubscribeError> {
         let inner = &self.inner;
         // What runs here first: a subscription made here meanwhile is then in what is read
         // from the store next, and never taken for one unsubscribed elsewhere.
-        let running: BTreeMap<String, Option<serde_json::Value>> = inner
+        let running: BTreeMap<String, (Option<serde_json::Value>, tokio::task::Id)> = inner
             .running
             .lock()
             .await
             .iter()
-            .map(|(name, r)| (name.clone(), r.spec.clone()))
+            .map(|(name, r)| (name.clone(), (r.spec.clone(), r.task.id())))
             .collect();
+        kinds_read.retain(|name, _| running.contains_key(name));
         let stored: BTreeMap<String, serde_json::Value> =
             inner.hub.subscriptions().await?.into_iter().collect();
         let from_file = inner.from_file.lock().await.clone();
@@ -355,7 +378,7 @@ impl Subscriptions {
             if from_file.contains(name) || inner.embedded.contains(name) {
                 continue;
             }
-            let here = running.get(name);
+            let here = running.get(name).map(|(spec, _)| spec);
             if here == Some(&Some(spec.clone())) {
                 continue;
             }
@@ -366,12 +389,15 @@ impl Subscriptions {
             self.subscribe_from(upstream, here.is_some(), Source::Stored(spec.clone()))
                 .await?;
         }
-        for (name, spec) in running {
+        for (name, (spec, mirror)) in running {
             let Some(spec) = spec else {
                 continue;
             };
             if stored.contains_key(&name) {
-                self.register_stored_kinds(&name).await?;
+                if crds.touches(&name) || kinds_read.get(&name) != Some(&mirror) {
+                    self.register_stored_kinds(&name).await?;
+                    kinds_read.insert(name, mirror);
+                }
             } else {
                 self.stop_following(&name, &spec).await;
             }
@@ -488,5 +514,109 @@ impl Subscriptions {
                 written.insert(cluster, t);
             }
         }
+    }
+}
+
+/// Whose stored CRDs changed since the follower last read them.
+#[derive(Debug, Default, PartialEq)]
+enum CrdChanges {
+    /// Every upstream's (at the start, and where changes were missed).
+    All,
+    /// No upstream's.
+    #[default]
+    None,
+    /// These upstreams'.
+    Some(HashSet<String>),
+}
+
+impl CrdChanges {
+    /// Adds the CRD changes `changes` holds now, without waiting.
+    fn take_from(&mut self, changes: &mut broadcast::Receiver<StoredEvent>) {
+        loop {
+            match changes.try_recv() {
+                Ok(ev) => self.saw(&ev.key),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => *self = CrdChanges::All,
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Notes a change of `key`.
+    fn saw(&mut self, key: &ObjectKey) {
+        if key.group != "apiextensions.k8s.io" || key.resource != "customresourcedefinitions" {
+            return;
+        }
+        match self {
+            CrdChanges::All => {}
+            CrdChanges::None => *self = CrdChanges::Some(HashSet::from([key.cluster.clone()])),
+            CrdChanges::Some(clusters) => {
+                clusters.insert(key.cluster.clone());
+            }
+        }
+    }
+
+    /// Whether `upstream`'s kinds are to be read again.
+    fn touches(&self, upstream: &str) -> bool {
+        match self {
+            CrdChanges::All => true,
+            CrdChanges::None => false,
+            CrdChanges::Some(clusters) => clusters.contains(upstream),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use gpustack_apiserver::store::EventType;
+
+    use super::*;
+
+    fn event(cluster: &str, group: &str, resource: &str) -> StoredEvent {
+        StoredEvent {
+            rv: 1,
+            key: ObjectKey {
+                cluster: cluster.into(),
+                group: group.into(),
+                resource: resource.into(),
+                namespace: String::new(),
+                name: "x".into(),
+            },
+            kind: EventType::Added,
+            body: Arc::new(serde_json::json!({})),
+            prev: None,
+        }
+    }
+
+    #[test]
+    fn only_the_upstreams_whose_crds_changed_are_read_again() {
+        let (tx, mut rx) = broadcast::channel(4);
+        let mut crds = CrdChanges::default();
+        assert!(!crds.touches("east"));
+        tx.send(event("east", "worker.gpustack.ai", "devices"))
+            .unwrap();
+        tx.send(event(
+            "west",
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+        ))
+        .unwrap();
+        crds.take_from(&mut rx);
+        assert!(!crds.touches("east"), "a Device is not a kind");
+        assert!(crds.touches("west"));
+    }
+
+    #[test]
+    fn changes_missed_read_every_upstream_again() {
+        let (tx, mut rx) = broadcast::channel(2);
+        for _ in 0..3 {
+            tx.send(event("east", "worker.gpustack.ai", "devices"))
+                .unwrap();
+        }
+        let mut crds = CrdChanges::default();
+        crds.take_from(&mut rx);
+        assert_eq!(crds, CrdChanges::All);
+        assert!(crds.touches("anyone"));
     }
 }
