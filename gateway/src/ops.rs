@@ -194,6 +194,12 @@ async fn unsubscribe(ops: &Ops, pairs: &[(String, String)]) -> Response {
         Ok(c) => c,
         Err(message) => return ApiError::bad_request(message).into_response(),
     };
+    // Refused before anything is removed.
+    for c in &clusters {
+        if let Err(e) = ops.subscriptions.may_unsubscribe(c).await {
+            return ApiError::new(409, "Conflict", e.to_string()).into_response();
+        }
+    }
     let mut removed = Vec::new();
     for c in &clusters {
         match ops.subscriptions.unsubscribe(c).await {

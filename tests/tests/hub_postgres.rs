@@ -501,6 +501,19 @@ fn two_replicas_mirror_each_upstream_once_and_both_serve_the_whole_fleet() {
         ),
         "0"
     );
+    // The file's upstreams are every replica's: not unsubscribed through one of them, and
+    // nothing removed (west, named first, stays too).
+    let (code, body) = a.request("DELETE", "/apis/workers?cluster=west&cluster=east", None);
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body.contains("upstream of the --upstreams file")
+            && body.contains("remove it from the file"),
+        "{body}"
+    );
+    assert!(lease_holder(&pg, "east").is_some_and(|(holder, _)| ids.contains(&holder)));
+    for hub in [&a, &b] {
+        assert!(fleet_matches(hub, &[&east, &west]));
+    }
 }
 
 /// A fleet watch of Devices streamed from `socket` from `rv`: each event as it arrives

@@ -91,6 +91,12 @@ pub enum SubscribeError {
     /// The name is one of the gateway's embedded clusters.
     #[error("{0} is an embedded cluster of this gateway; it cannot also be an upstream")]
     Embedded(String),
+    /// Replicas share the upstream through their `--upstreams` file: unsubscribing it here
+    /// would stop the others' mirror of it too, while their file still names it.
+    #[error(
+        "{0} is an upstream of the --upstreams file, which every replica on this database reads: remove it from the file instead"
+    )]
+    FromFile(String),
     /// The mirror's cluster could not be hosted.
     #[error("hosting the mirror: {0}")]
     Hosting(#[from] HostingError),
@@ -261,6 +267,7 @@ impl Subscriptions {
     /// Stops mirroring `name` and removes its mirrored objects (watchers see them deleted), its
     /// kubeconfig and its stored subscription. `false` when it was not subscribed.
     pub async fn unsubscribe(&self, name: &str) -> Result<bool, SubscribeError> {
+        self.may_unsubscribe(name).await?;
         let inner = &self.inner;
         let mut running = inner.running.lock().await;
         let Some(old) = running.remove(name) else {
@@ -287,6 +294,16 @@ impl Subscriptions {
         inner.hub.forget_upstream(name).await?;
         tracing::info!(upstream = %name, objects_removed = gone, "unsubscribed");
         Ok(true)
+    }
+
+    /// Whether `name` may be unsubscribed through the API: not an upstream of the
+    /// `--upstreams` file where replicas share the database (each one's file still names it).
+    pub async fn may_unsubscribe(&self, name: &str) -> Result<(), SubscribeError> {
+        let shared = self.inner.hub.leasing().is_some();
+        if shared && self.inner.from_file.lock().await.contains(name) {
+            return Err(SubscribeError::FromFile(name.to_owned()));
+        }
+        Ok(())
     }
 
     /// Starts the stored subscriptions and those of the `--upstreams` file (`from_file`, which
