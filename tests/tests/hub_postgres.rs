@@ -1040,3 +1040,56 @@ fn a_subscription_made_through_one_replica_reaches_the_others_without_a_restart(
         "3"
     );
 }
+
+#[test]
+fn an_unsubscribe_moments_after_another_replicas_subscribe_leaves_nothing_behind() {
+    let pg = Postgres::start();
+    let url = pg.create_database("hub");
+    let root = tempfile::tempdir().unwrap();
+    let east = upstream(root.path(), "east", &["gpu-a", "gpu-b"]);
+    let flags = vec![
+        "--worker-conn-mode=loopback".to_owned(),
+        format!("--subscription-kubeconfig-dir={}", root.path().display()),
+        format!("--store={url}"),
+        format!("--mirror-lease-duration={LEASE_SECS}s"),
+    ];
+    let a = start_replica(root.path(), "hub-a", &flags);
+    let b = start_replica(root.path(), "hub-b", &flags);
+    let subscribe = format!(
+        "/apis/workers?cluster=east&kubeconfig={}",
+        east.kubeconfig().display()
+    );
+    let (code, body) = b.request("POST", &subscribe, None);
+    assert_eq!(code, 202, "{body}");
+    // At once through A, which follows B's subscriptions only every second: most likely
+    // before it runs a mirror of east, while B's mirror writes.
+    let (code, body) = a.request("DELETE", "/apis/workers?cluster=east", None);
+    assert_eq!(code, 200, "{body}");
+    for hub in [&a, &b] {
+        wait_until("both replicas to drop east", DEADLINE, || {
+            (!tracks(hub, "east")).then_some(())
+        });
+    }
+    // Nothing of east is left, and its lease is retired, so no replica writes it again.
+    assert_eq!(
+        pg.psql(
+            "hub",
+            "SELECT count(*) FROM mirror_objects WHERE cluster = 'east'"
+        ),
+        "0"
+    );
+    assert_eq!(
+        pg.psql(
+            "hub",
+            "SELECT count(*) FROM subscriptions WHERE name = 'east'"
+        ),
+        "0"
+    );
+    assert_eq!(
+        pg.psql(
+            "hub",
+            "SELECT holder = '' AND expires_at = 'infinity' FROM mirror_leases WHERE upstream = 'east'"
+        ),
+        "t"
+    );
+}

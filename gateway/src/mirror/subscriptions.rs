@@ -271,9 +271,19 @@ impl Subscriptions {
         let inner = &self.inner;
         let mut running = inner.running.lock().await;
         let Some(old) = running.remove(name) else {
-            // Not running: at most a stored subscription that was never started (its name is
-            // an embedded cluster's). Only that row goes; the cluster's objects and token stay.
-            return Ok(inner.hub.forget_subscription(name).await?);
+            let stored = inner.hub.forget_subscription(name).await?;
+            if stored && let Some(leasing) = inner.hub.leasing() {
+                // Subscribed through another replica moments ago and not followed here yet:
+                // its mirror runs there. Retired and removed as if it ran here; that replica
+                // stops following it once it sees the subscription gone.
+                leasing.retire(name).await?;
+                let gone = inner.hosting.store.drop_mirror(name).await?;
+                inner.hub.forget_upstream(name).await?;
+                tracing::info!(upstream = %name, objects_removed = gone, "unsubscribed");
+            }
+            // Otherwise, at most a stored subscription that was never started (its name is an
+            // embedded cluster's): only that row goes; the cluster's objects and token stay.
+            return Ok(stored);
         };
         old.task.abort();
         let _ = old.task.await;
