@@ -32,10 +32,7 @@ fn a_hub_on_postgres_keeps_its_subscriptions_and_watch_progress_there() {
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let port = free_port();
     let hub = HubProcess::start(&data, port, &flags);
-    let subscribe = format!(
-        "/apis/workers?cluster=east&kubeconfig={}",
-        east.kubeconfig().display()
-    );
+    let subscribe = subscribe_path(&east);
     let (code, body) = hub.request("POST", &subscribe, None);
     assert_eq!(code, 202, "{body}");
     hub.wait_phase("east", "Ready");
@@ -954,25 +951,35 @@ fn tracks(hub: &HubProcess, name: &str) -> bool {
     hub.worker(name).is_some()
 }
 
+/// A replica's flags for upstreams subscribed through its API (kubeconfigs under `root`).
+fn subscribing_flags(root: &std::path::Path, url: &str) -> Vec<String> {
+    vec![
+        "--worker-conn-mode=loopback".to_owned(),
+        format!("--subscription-kubeconfig-dir={}", root.display()),
+        format!("--store={url}"),
+        format!("--mirror-lease-duration={LEASE_SECS}s"),
+    ]
+}
+
+/// The `POST` that subscribes `upstream` as `east`.
+fn subscribe_path(upstream: &GatewayProcess) -> String {
+    format!(
+        "/apis/workers?cluster=east&kubeconfig={}",
+        upstream.kubeconfig().display()
+    )
+}
+
 #[test]
 fn a_subscription_made_through_one_replica_reaches_the_others_without_a_restart() {
     let pg = Postgres::start();
     let url = pg.create_database("hub");
     let root = tempfile::tempdir().unwrap();
     let east = upstream(root.path(), "east", &["gpu-a"]);
-    let flags = vec![
-        "--worker-conn-mode=loopback".to_owned(),
-        format!("--subscription-kubeconfig-dir={}", root.path().display()),
-        format!("--store={url}"),
-        format!("--mirror-lease-duration={LEASE_SECS}s"),
-    ];
+    let flags = subscribing_flags(root.path(), &url);
     let a = start_replica(root.path(), "hub-a", &flags);
     let b = start_replica(root.path(), "hub-b", &flags);
     let b_id = replica_id(&b);
-    let subscribe = format!(
-        "/apis/workers?cluster=east&kubeconfig={}",
-        east.kubeconfig().display()
-    );
+    let subscribe = subscribe_path(&east);
     let (code, body) = a.request("POST", &subscribe, None);
     assert_eq!(code, 202, "{body}");
     // B follows it: it tracks and serves east, and one of the two mirrors it.
@@ -1047,18 +1054,10 @@ fn an_unsubscribe_moments_after_another_replicas_subscribe_leaves_nothing_behind
     let url = pg.create_database("hub");
     let root = tempfile::tempdir().unwrap();
     let east = upstream(root.path(), "east", &["gpu-a", "gpu-b"]);
-    let flags = vec![
-        "--worker-conn-mode=loopback".to_owned(),
-        format!("--subscription-kubeconfig-dir={}", root.path().display()),
-        format!("--store={url}"),
-        format!("--mirror-lease-duration={LEASE_SECS}s"),
-    ];
+    let flags = subscribing_flags(root.path(), &url);
     let a = start_replica(root.path(), "hub-a", &flags);
     let b = start_replica(root.path(), "hub-b", &flags);
-    let subscribe = format!(
-        "/apis/workers?cluster=east&kubeconfig={}",
-        east.kubeconfig().display()
-    );
+    let subscribe = subscribe_path(&east);
     let (code, body) = b.request("POST", &subscribe, None);
     assert_eq!(code, 202, "{body}");
     // At once through A, which follows B's subscriptions only every second: most likely
