@@ -6,14 +6,15 @@
 //! ```text
 //! cargo build --release --bin gpustack-operator
 //! GPUSTACK_OPERATOR_BIN=$PWD/target/release/gpustack-operator \
-//!   nice -n 19 cargo test --release -p gpustack-tests --bench hub_postgres_scale
+//!   nice -n 19 cargo test -p gpustack-tests --bench hub_postgres_scale
 //! ```
 //!
-//! (`cargo bench -p gpustack-tests --bench hub_postgres_scale` measures the same.) Knobs:
+//! (the harness itself does little: a debug build of it is enough; `cargo bench -p
+//! gpustack-tests --bench hub_postgres_scale` measures the same release binary.) Knobs:
 //! `GPUSTACK_BENCH_OBJECTS` (default 10,000,000; 20,000 is a smoke run of a minute),
 //! `GPUSTACK_BENCH_UPSTREAMS` (default 100), `GPUSTACK_BENCH_REQUESTS` (default 50 per page).
-//! At 10M the database takes about 25 GB under `$TMPDIR` (removed at the end) and the fill
-//! about half an hour on a loaded 2-core machine.
+//! At 10M the database takes about 28 GB under `$TMPDIR` (removed at the end) and the fill
+//! about 25 minutes on a loaded 2-core machine.
 //!
 //! 1. A throwaway PostgreSQL ([`Postgres`]: unix socket, `fsync` and `full_page_writes` off as
 //!    the fixture starts it, since nothing is written while measuring; autovacuum off, so that
@@ -35,7 +36,7 @@
 //!    against the stored JSON's size (`octet_length` of each body, summed as it is stored).
 //!    The pages' items are checked against the names the fill wrote.
 //!
-//! Measured (issue 36): see docs/benchmarks.md, "The hub on PostgreSQL".
+//! Measured (issue 36): docs/benchmarks.md, "The hub on PostgreSQL at 10,000,000 objects".
 
 use std::{
     path::Path,
