@@ -173,6 +173,23 @@ impl Hub {
                9223372036854775807, 501)",
         )
     }
+
+    /// The plan of what a later page (read at the first page's version) also asks: the
+    /// collection's changes since that version (`cluster_rows`' second query), here none.
+    fn changes_plan(&self) -> String {
+        self.psql(&format!(
+            "SET plan_cache_mode = force_generic_plan; \
+             PREPARE changes(text, text, text, bigint, text, text, text) AS \
+               SELECT DISTINCT ON (e.namespace, e.name) e.namespace, e.name, e.type, p.body \
+               FROM mirror_events e LEFT JOIN mirror_events p ON p.rv = e.prev_rv \
+               WHERE e.cluster = $1 AND e.grp = $2 AND e.resource = $3 AND e.rv > $4 \
+               AND ($5::text IS NULL OR e.namespace = $5) AND (e.namespace, e.name) > ($6, $7) \
+               ORDER BY e.namespace, e.name, e.rv; \
+             EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE changes('up-000', \
+               'worker.gpustack.ai', 'devices', {}, NULL, '', 'node-0000100')",
+            self.rv
+        ))
+    }
 }
 
 /// What one size measured.
@@ -393,6 +410,10 @@ fn main() {
             fill.as_secs_f64()
         );
         println!("the page query's plan:\n{}", hub.page_plan());
+        println!(
+            "a later page's changes query's plan:\n{}",
+            hub.changes_plan()
+        );
         let mut stage = measure(root, &hub, &upstreams_flag, requests);
         stage.fill = fill;
         stages.push(stage);
