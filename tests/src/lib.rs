@@ -28,6 +28,7 @@ pub mod python_venv;
 pub mod sources;
 pub mod stand_in;
 pub mod string_errors;
+pub mod synthetic_hub;
 pub mod sysfs;
 pub mod wait;
 pub mod watchdog;
