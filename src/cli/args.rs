@@ -254,11 +254,13 @@ pub struct WorkerGatewayArgs {
     /// Directory of the SQLite store, the generated certificates and the kubeconfigs.
     #[arg(long, default_value = "/var/lib/gpustack")]
     pub data_dir: PathBuf,
-    /// Where the hub keeps its bookkeeping (subscriptions, watch progress, last sync times):
-    /// `sqlite` (in --data-dir's database) or a PostgreSQL URL,
+    /// Where the hub keeps its mirror (the mirrored objects, their event log, the fleet's
+    /// members) and its bookkeeping (subscriptions, watch progress, last sync times): `sqlite`
+    /// (in --data-dir's database) or a PostgreSQL URL,
     /// `postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=MODE` (`postgresql://` too; libpq's
-    /// parameters and sslmode names; `host=/dir` for a unix socket). Mirrored objects stay in
-    /// --data-dir. Pass a password through the environment variable rather than the command line.
+    /// parameters and sslmode names; `host=/dir` for a unix socket), which several replicas may
+    /// share. Embedded clusters stay in --data-dir. Pass a password through the environment
+    /// variable rather than the command line.
     #[arg(long, default_value = "sqlite", value_name = "sqlite|URL", value_parser = super::store_flag::StoreParser)]
     pub store: gpustack_gateway::hub_store::StoreSetting,
     /// With a PostgreSQL --store, several replicas may share the database: each upstream is

@@ -158,6 +158,17 @@ fn install_with_defaults_creates_every_object_as_specified() {
     }
     assert_eq!(main["livenessProbe"]["httpGet"]["path"], "/livez");
     assert_eq!(main["readinessProbe"]["httpGet"]["path"], "/readyz");
+    // By default each Pod's gateway keeps its own mirror in SQLite: no shared store, no lease.
+    assert!(
+        !gateway
+            .to_string()
+            .contains("GPUSTACK_WORKER_GATEWAY_STORE")
+    );
+    assert!(
+        !args(gateway)
+            .iter()
+            .any(|a| a.starts_with("--mirror-lease"))
+    );
     let main_args = args(main);
     let want_manufacturers = format!(
         "--manufacturer={}",
@@ -366,7 +377,11 @@ fn upgrade_with_changed_values_rewrites_and_prunes() {
                 .map(|m| (m.as_str().to_owned(), Value::Null))
                 .collect::<serde_json::Map<_, _>>(),
         },
-        "worker": {"replicas": 3, "gateway": {"link": "loopback"}},
+        "worker": {"replicas": 3, "gateway": {
+            "link": "loopback",
+            "store": {"secretName": "hub-db"},
+            "mirrorLeaseDuration": "10s",
+        }},
         "deviceManager": {"sliced": false},
     });
     let up = helm.upgrade(RELEASE, &values).expect("upgrade");
@@ -405,9 +420,24 @@ fn upgrade_with_changed_values_rewrites_and_prunes() {
         ),
         "{main_args:?}"
     );
-    let gateway_args = args(container(pod, "gateway"));
+    let gateway = container(pod, "gateway");
+    let gateway_args = args(gateway);
     assert!(gateway_args.contains(&"--bind-address=127.0.0.1".to_owned()));
     assert!(gateway_args.contains(&"--secure-port=30443".to_owned()));
+    // Every Pod's gateway a replica on the Secret's database: the URL through the
+    // environment (never the command line), the lease time as a flag.
+    assert!(gateway_args.contains(&"--mirror-lease-duration=10s".to_owned()));
+    assert!(!gateway_args.iter().any(|a| a.starts_with("--store")));
+    let store = gateway["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "GPUSTACK_WORKER_GATEWAY_STORE")
+        .unwrap_or_else(|| panic!("{gateway}"));
+    assert_eq!(
+        store["valueFrom"]["secretKeyRef"],
+        json!({"name": "hub-db", "key": "url"})
+    );
     let history = helm.run(&["history", RELEASE]).expect("history");
     assert_eq!(
         history,
@@ -476,6 +506,14 @@ fn bad_values_are_refused_with_their_path_and_nothing_is_installed() {
         (
             json!({"worker": {"gateway": {"link": "tcp"}}}),
             "at '/worker/gateway/link': value must be one of 'unix', 'loopback'",
+        ),
+        (
+            json!({"worker": {"gateway": {"mirrorLeaseDuration": "a while"}}}),
+            "at '/worker/gateway/mirrorLeaseDuration': 'a while' does not match pattern",
+        ),
+        (
+            json!({"worker": {"gateway": {"store": {"secretName": "db", "secretKey": ""}}}}),
+            "at '/worker/gateway/store/secretKey'",
         ),
         (
             json!({"deviceManger": {"enabled": false}}),

@@ -101,6 +101,13 @@ schema = {
                             "enabled": BOOL,
                             "link": {"enum": ["unix", "loopback"]},
                             "securePort": PORT,
+                            "store": obj(
+                                {
+                                    "secretName": STR,
+                                    "secretKey": {"type": "string", "minLength": 1},
+                                }
+                            ),
+                            "mirrorLeaseDuration": DURATION,
                             "resources": RESOURCES,
                         }
                     ),
