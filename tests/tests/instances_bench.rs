@@ -14,7 +14,8 @@
 //! Knobs: `GPUSTACK_BENCH_INSTANCE_NODES` (10), `GPUSTACK_BENCH_INSTANCES` (100),
 //! `GPUSTACK_BENCH_STOPPED_INSTANCES` (10000). The scale is 100 nodes and 1,000
 //! Instances; `GPUSTACK_OPERATOR_BIN` names another (a release) binary;
-//! `GPUSTACK_BENCH_KEEP_DIR` keeps the worker's log and its `/metrics` there.
+//! `GPUSTACK_BENCH_KEEP_DIR` keeps the worker's log, its and the gateway's `/metrics` and each
+//! Instance's timeline (`timeline.csv`) there.
 
 use std::{
     collections::HashMap,
@@ -22,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use gpustack_api::{instance::Instance, instance_type::InstanceType};
 use gpustack_tests::{
     bench::{Figure, env_usize, percentile, proc_status_mb},
@@ -61,27 +62,78 @@ fn instance(name: &str, stop: bool) -> Instance {
 /// When each name was first seen meeting a condition.
 type Seen = Arc<Mutex<HashMap<String, Instant>>>;
 
-/// Follows `api`'s objects, noting when each first meets `check`.
-fn note<K>(api: Api<K>, check: fn(&K) -> bool) -> Seen
+/// Follows the `K`s of namespace `default` from a thread, runtime and client of its own,
+/// noting when each first meets each of `checks`; returns once the watch has listed. On the
+/// test's runtime, beside the stand-ins of 100 nodes, what a watch saw reached the bench
+/// seconds late at 1,000 Instances, and that lag counted as the worker's time.
+async fn note<K>(kubeconfig: std::path::PathBuf, checks: Vec<fn(&K) -> bool>) -> Vec<Seen>
 where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + 'static,
 {
-    let seen: Seen = Default::default();
-    let s = seen.clone();
-    tokio::spawn(async move {
-        let mut events = watcher(api, watcher::Config::default())
-            .applied_objects()
-            .boxed();
-        while let Ok(Some(o)) = events.try_next().await {
-            if check(&o) {
-                s.lock()
-                    .unwrap()
-                    .entry(o.name_any())
-                    .or_insert_with(Instant::now);
+    let seen: Vec<Seen> = checks.iter().map(|_| Seen::default()).collect();
+    let noted = seen.clone();
+    let (listed, is_listed) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async move {
+            let api: Api<K> = Api::namespaced(kube_client(&kubeconfig).await, "default");
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            let mut listed = Some(listed);
+            while let Some(event) = events.next().await {
+                let o = match event {
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
+                    Ok(watcher::Event::InitDone) => {
+                        listed.take().map(|tx| tx.send(()));
+                        continue;
+                    }
+                    _ => continue,
+                };
+                let at = Instant::now();
+                for (check, seen) in checks.iter().zip(&noted) {
+                    if check(&o) {
+                        seen.lock().unwrap().entry(o.name_any()).or_insert(at);
+                    }
+                }
             }
-        }
+        });
     });
+    tokio::time::timeout(Duration::from_secs(60), is_listed)
+        .await
+        .expect("the watch lists within a minute")
+        .expect("the watch lists");
     seen
+}
+
+/// Each Instance's moments in Unix milliseconds, a CSV row per name, to set beside the
+/// worker's log when looking into a run.
+fn timeline(names: &[String], columns: &[(&str, &HashMap<String, Instant>)]) -> String {
+    let (now, wall) = (Instant::now(), std::time::SystemTime::now());
+    let unix = |t: &Instant| {
+        (wall - now.saturating_duration_since(*t))
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis().to_string())
+            .unwrap_or_default()
+    };
+    let header: Vec<&str> = columns.iter().map(|(c, _)| *c).collect();
+    let mut csv = format!("name,{}\n", header.join(","));
+    for n in names {
+        let row: Vec<String> = columns
+            .iter()
+            .map(|(_, at)| at.get(n).map(unix).unwrap_or_default())
+            .collect();
+        csv.push_str(&format!("{n},{}\n", row.join(",")));
+    }
+    csv
 }
 
 fn ms(d: Duration) -> f64 {
@@ -173,24 +225,37 @@ async fn instances_at_scale() {
     .await;
 
     let api: Api<Instance> = Api::namespaced(c.clone(), "default");
-    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
-    let pod_seen = note(pods.clone(), |_| true);
-    let pod_bound = note(pods.clone(), |p| {
-        p.spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty())
-    });
-    let pod_running = note(pods, |p| {
-        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-    });
-    let listed = note(api.clone(), |_| true);
-    let ready = note(api.clone(), |i| {
-        i.status.as_ref().map(|s| s.phase()) == Some("Ready")
-    });
-    let idle = note(api.clone(), |i| {
-        i.status.as_ref().map(|s| s.phase()) == Some("Stopped")
-    });
+    let (pod_seen, pod_bound, pod_running) = {
+        let checks: Vec<fn(&Pod) -> bool> = vec![
+            |_| true,
+            |p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| !n.is_empty())
+            },
+            |p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"),
+        ];
+        let mut seen = note(gw.kubeconfig(), checks).await.into_iter();
+        (
+            seen.next().unwrap(),
+            seen.next().unwrap(),
+            seen.next().unwrap(),
+        )
+    };
+    let (listed, ready, idle) = {
+        let checks: Vec<fn(&Instance) -> bool> = vec![
+            |_| true,
+            |i| i.status.as_ref().map(|s| s.phase()) == Some("Ready"),
+            |i| i.status.as_ref().map(|s| s.phase()) == Some("Stopped"),
+        ];
+        let mut seen = note(gw.kubeconfig(), checks).await.into_iter();
+        (
+            seen.next().unwrap(),
+            seen.next().unwrap(),
+            seen.next().unwrap(),
+        )
+    };
 
     // Create-to-Ready.
     let names: Vec<String> = (0..count).map(|i| format!("run-{i:04}")).collect();
@@ -355,11 +420,28 @@ async fn instances_at_scale() {
         let dir = std::path::Path::new(&dir);
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("worker.log"), w.log()).unwrap();
+        let csv = timeline(
+            &names,
+            &[
+                ("acked", &acked),
+                ("pod_seen", &pod_seen.lock().unwrap()),
+                ("bound", &pod_bound.lock().unwrap()),
+                ("running", &pod_running.lock().unwrap()),
+                ("ready", &ready.lock().unwrap()),
+            ],
+        );
+        std::fs::write(dir.join("timeline.csv"), csv).unwrap();
         let scrape = direct
             .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
             .await
             .unwrap_or_else(|e| e.to_string());
         std::fs::write(dir.join("worker-metrics.txt"), scrape).unwrap();
+        // The embedded cluster's side (its admin's, over the socket): request latencies and
+        // group commits.
+        let scrape = gpustack_tests::hub::http_over_unix(&gw.socket(), "GET", "/metrics", None)
+            .map(|(_, text)| text)
+            .unwrap_or_else(|e| e.to_string());
+        std::fs::write(dir.join("gateway-metrics.txt"), scrape).unwrap();
     }
     println!("\nsummary:");
     for f in &figures {
