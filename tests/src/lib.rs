@@ -10,6 +10,7 @@ pub mod fleet_hosts;
 pub mod fleet_load;
 pub mod helm;
 pub mod hub;
+pub mod hub_backend;
 pub mod inventory;
 pub mod kubelet;
 pub mod kubelet_http;

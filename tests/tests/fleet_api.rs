@@ -1,7 +1,8 @@
 //! The fleet API end to end, as a fleet operator meets it: three upstream clusters (each an
 //! embedded cluster with a worker running its controllers, fed GPU machines), a hub gateway
 //! mirroring them, and a hub worker serving `fleet.gpustack.ai/v1` from that gateway through
-//! the hub cluster's aggregation — asked with kubectl at the hub.
+//! the hub cluster's aggregation — asked with kubectl at the hub. Each test runs with the hub
+//! gateway's store on SQLite and on PostgreSQL (`on_sqlite::NAME`, `on_postgres::NAME`).
 
 use std::{
     path::Path,
@@ -13,11 +14,18 @@ use std::{
 use gpustack_tests::{
     embedded::{GatewayProcess, free_port, kubectl_as, stream_lines, with_token},
     hub::{HubProcess, upstreams_file},
+    hub_backend::{Backend, HubStore},
     inventory::{H100, Machine, RX7800XT, publish},
+    on_both_backends,
     wait::wait_until,
     worker::WorkerProcess,
 };
 use serde_json::Value;
+
+on_both_backends!(
+    async three_clusters_in_one_kubectl_view,
+    the_worker_reads_the_gateway_over_https_with_its_kubeconfig,
+);
 
 const WAIT: Duration = Duration::from_secs(90);
 /// How the H100 pools' accelerator group reads.
@@ -143,8 +151,8 @@ fn apiservice_available(hub: &GatewayProcess) -> Option<(String, String)> {
     ))
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn three_clusters_in_one_kubectl_view() {
+async fn three_clusters_in_one_kubectl_view(backend: Backend) {
+    let store = HubStore::new(backend);
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     let mut east_machine = Machine::gpu("gpu-a", H100, 8);
@@ -162,7 +170,7 @@ async fn three_clusters_in_one_kubectl_view() {
         format!("--upstreams={}", upstreams.display()),
     ];
     let mirror_args: Vec<&str> = mirror_args.iter().map(String::as_str).collect();
-    let mirror = HubProcess::start(&mirror_data, mirror_port, &mirror_args);
+    let mirror = HubProcess::start(&mirror_data, mirror_port, &store.args(&mirror_args));
     let hub = start_cluster(root, "hub", free_port());
     let socket = format!("--gateway-socket={}", mirror.socket.display());
     // Delegated authentication and authorization, as in production.
@@ -436,8 +444,8 @@ async fn three_clusters_in_one_kubectl_view() {
     drop((east_again, west, north, hub_worker));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_worker_reads_the_gateway_over_https_with_its_kubeconfig() {
+async fn the_worker_reads_the_gateway_over_https_with_its_kubeconfig(backend: Backend) {
+    let store = HubStore::new(backend);
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     let east = gpustack_tests::hub::upstream(root, "east", &["gpu-a"]);
@@ -451,7 +459,7 @@ async fn the_worker_reads_the_gateway_over_https_with_its_kubeconfig() {
         format!("--token-file={}", token_file.display()),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mirror = HubProcess::start(&mirror_data, free_port(), &args);
+    let mirror = HubProcess::start(&mirror_data, free_port(), &store.args(&args));
     let hub = start_cluster(root, "hub", free_port());
     let kubeconfig = format!(
         "--gateway-kubeconfig={}",
@@ -469,6 +477,7 @@ async fn the_worker_reads_the_gateway_over_https_with_its_kubeconfig() {
     wait_list(&hub, "devices.fleet.gpustack.ai", "east's node", |ds| {
         item(ds, "east.gpu-a").is_some()
     });
+    store.assert_devices_in_database("east", 1);
     let token = std::fs::read_to_string(&token_file).unwrap();
     assert!(!worker.log().contains(token.trim()), "the token was logged");
     drop((worker, hub, mirror, east));

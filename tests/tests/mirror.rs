@@ -1,7 +1,8 @@
 //! End to end: `worker-gateway --upstreams` mirroring upstream clusters (each an embedded
 //! cluster in its own `worker-gateway` process), read with the real `kubectl` through the
 //! kubeconfigs the mirroring gateway writes, with kube-rs clients over HTTPS, and with a kube-rs
-//! client over the hub's unix socket.
+//! client over the hub's unix socket. Each test runs with the hub's store on SQLite and on
+//! PostgreSQL (`on_sqlite::NAME`, `on_postgres::NAME`).
 
 use std::{
     os::unix::fs::{FileTypeExt, PermissionsExt},
@@ -17,6 +18,8 @@ use gpustack_tests::{
     hub::{
         add_device, add_devices, crds_dir, start_upstream, upstream, upstream_with, upstreams_file,
     },
+    hub_backend::{Backend, HubStore},
+    on_both_backends,
     wait::wait_until,
 };
 use kube::{
@@ -27,18 +30,38 @@ use kube::{
 };
 use serde_json::Value;
 
-/// The mirroring gateway, serving `upstreams` (each mirrored under its own cluster name).
-fn mirror(root: &Path, upstreams: &[&GatewayProcess]) -> GatewayProcess {
+on_both_backends!(
+    hub_mirrors_two_upstreams_read_only_and_follows_their_changes,
+    killed_upstream_stays_readable_and_degraded_then_converges_after_restart,
+    restarted_hub_serves_its_stored_mirror_and_its_relist_sweeps_what_vanished,
+    fleet_watch_resumes_from_its_version_across_a_hub_restart,
+    frozen_upstream_is_detected_and_recovers_after_it_thaws,
+    burst_waiting_for_a_frozen_hub_is_mirrored_and_counted_to_its_last_object,
+    kind_installed_upstream_after_the_hub_started_is_mirrored_once_served,
+    three_upstreams_fleet_view_lists_all_with_cluster_labels,
+    upstream_compaction_makes_the_hub_relist_and_converge,
+    kube_client_over_the_unix_socket_reads_the_mirror,
+);
+
+/// The mirroring gateway on `store`, serving `upstreams` (each mirrored under its own cluster
+/// name).
+fn mirror(root: &Path, store: &HubStore, upstreams: &[&GatewayProcess]) -> GatewayProcess {
     upstreams_file(root, upstreams);
-    start_hub(root, &upstreams[0].cluster, free_port(), &[])
+    start_hub(root, store, &upstreams[0].cluster, free_port(), &[])
 }
 
 /// (Re)starts the hub of [`mirror`] on `port`, with `extra` flags.
-fn start_hub(root: &Path, first: &str, port: u16, extra: &[&str]) -> GatewayProcess {
+fn start_hub(
+    root: &Path,
+    store: &HubStore,
+    first: &str,
+    port: u16,
+    extra: &[&str],
+) -> GatewayProcess {
     let flag = format!("--upstreams={}", root.join("upstreams.yaml").display());
     let mut args = vec![flag.as_str(), "--worker-conn-mode=loopback"];
     args.extend_from_slice(extra);
-    GatewayProcess::start_with(&root.join("hub"), first, port, &args)
+    GatewayProcess::start_with(&root.join("hub"), first, port, &store.args(&args))
 }
 
 /// kubectl flags that read mirrored cluster `cluster` through the hub.
@@ -121,12 +144,12 @@ fn wait_ready_with_devices(hub: &GatewayProcess, cluster: &str, n: usize) -> Val
     )
 }
 
-#[test]
-fn hub_mirrors_two_upstreams_read_only_and_follows_their_changes() {
+fn hub_mirrors_two_upstreams_read_only_and_follows_their_changes(backend: Backend) {
+    let store = HubStore::new(backend);
     let dir = tempfile::tempdir().unwrap();
     let east = upstream(dir.path(), "east", &["e-1", "e-2"]);
     let west = upstream(dir.path(), "west", &["w-1"]);
-    let hub = mirror(dir.path(), &[&east, &west]);
+    let hub = mirror(dir.path(), &store, &[&east, &west]);
 
     let e = wait_ready_with_devices(&hub, "east", 2);
     assert!(e["lastSyncTime"].is_string(), "{e}");
@@ -137,6 +160,7 @@ fn hub_mirrors_two_upstreams_read_only_and_follows_their_changes() {
 
     assert_eq!(names(&hub, "east"), ["e-1", "e-2"]);
     assert_eq!(names(&hub, "west"), ["w-1"]);
+    store.assert_devices_in_database("east", 2);
     // The fleet view: every upstream together, names made unique, the cluster as a label.
     assert_eq!(names(&hub, "_fleet"), ["east.e-1", "east.e-2", "west.w-1"]);
     assert_eq!(
@@ -247,12 +271,12 @@ fn hub_mirrors_two_upstreams_read_only_and_follows_their_changes() {
     assert_eq!(names(&hub, "east"), ["e-1", "e-3"]);
 }
 
-#[test]
-fn killed_upstream_stays_readable_and_degraded_then_converges_after_restart() {
+fn killed_upstream_stays_readable_and_degraded_then_converges_after_restart(backend: Backend) {
+    let store = HubStore::new(backend);
     let dir = tempfile::tempdir().unwrap();
     let east = upstream(dir.path(), "east", &["e-1", "e-2"]);
     let west = upstream(dir.path(), "west", &["w-1"]);
-    let hub = mirror(dir.path(), &[&east, &west]);
+    let hub = mirror(dir.path(), &store, &[&east, &west]);
     wait_phase(&hub, "east", "Ready");
     wait_phase(&hub, "west", "Ready");
 
@@ -294,12 +318,12 @@ fn killed_upstream_stays_readable_and_degraded_then_converges_after_restart() {
     });
 }
 
-#[test]
-fn restarted_hub_serves_its_stored_mirror_and_its_relist_sweeps_what_vanished() {
+fn restarted_hub_serves_its_stored_mirror_and_its_relist_sweeps_what_vanished(backend: Backend) {
+    let store = HubStore::new(backend);
     let dir = tempfile::tempdir().unwrap();
     let east = upstream(dir.path(), "east", &["e-1", "e-2"]);
     let west = upstream(dir.path(), "west", &["w-1"]);
-    let hub = mirror(dir.path(), &[&east, &west]);
+    let hub = mirror(dir.path(), &store, &[&east, &west]);
     wait_phase(&hub, "east", "Ready");
     wait_phase(&hub, "west", "Ready");
     let port = hub.port;
@@ -310,7 +334,7 @@ fn restarted_hub_serves_its_stored_mirror_and_its_relist_sweeps_what_vanished() 
     add_device(&east, "e-5");
     west.crash();
 
-    let hub = start_hub(dir.path(), "east", port, &[]);
+    let hub = start_hub(dir.path(), &store, "east", port, &[]);
     // West's mirror is served from the store although west cannot be reached, and its status
     // says so: Degraded, with the time of the last sync (made before the restart).
     assert_eq!(names(&hub, "west"), ["w-1"]);
@@ -335,11 +359,11 @@ fn hub_get(hub: &GatewayProcess, cluster: &str, path: &str) -> String {
     body
 }
 
-#[test]
-fn fleet_watch_resumes_from_its_version_across_a_hub_restart() {
+fn fleet_watch_resumes_from_its_version_across_a_hub_restart(backend: Backend) {
+    let store = HubStore::new(backend);
     let dir = tempfile::tempdir().unwrap();
     let east = upstream(dir.path(), "east", &["e-1", "e-2"]);
-    let hub = mirror(dir.path(), &[&east]);
+    let hub = mirror(dir.path(), &store, &[&east]);
     wait_names(&hub, "_fleet", &["east.e-1", "east.e-2"]);
     let devices = "/apis/worker.gpustack.ai/v1alpha1/devices";
     let list: Value = serde_json::from_str(&hub_get(&hub, "_fleet", devices)).unwrap();
@@ -353,7 +377,7 @@ fn fleet_watch_resumes_from_its_version_across_a_hub_restart() {
     // While the hub is down, east changes.
     east.kubectl_ok(&["delete", "devices", "e-1"]);
     add_device(&east, "e-3");
-    let hub = start_hub(dir.path(), "east", port, &[]);
+    let hub = start_hub(dir.path(), &store, "east", port, &[]);
     wait_names(&hub, "_fleet", &["east.e-2", "east.e-3"]);
 
     // A fleet watcher that had got to `rv` before the restart resumes from it: it is told
@@ -391,8 +415,8 @@ fn fleet_watch_resumes_from_its_version_across_a_hub_restart() {
     );
 }
 
-#[test]
-fn frozen_upstream_is_detected_and_recovers_after_it_thaws() {
+fn frozen_upstream_is_detected_and_recovers_after_it_thaws(backend: Backend) {
+    let store = HubStore::new(backend);
     let dir = tempfile::tempdir().unwrap();
     let east = upstream(dir.path(), "east", &["e-1"]);
     let file = dir.path().join("upstreams.yaml");
@@ -407,6 +431,7 @@ fn frozen_upstream_is_detected_and_recovers_after_it_thaws() {
     // A probe that gets no answer within 1s marks the upstream Degraded.
     let hub = start_hub(
         dir.path(),
+        &store,
         "east",
         free_port(),
         &["--worker-readiness-check-timeout=1s"],
@@ -432,11 +457,11 @@ fn frozen_upstream_is_detected_and_recovers_after_it_thaws() {
 /// ahead and written in chunks, each while the previous commits: all of it is served and
 /// counted, to its last object, with no further change to push it through. (That a last chunk
 /// is settled before the watch reads on is pinned by `gateway/src/mirror/run.rs`'s tests.)
-#[test]
-fn burst_waiting_for_a_frozen_hub_is_mirrored_and_counted_to_its_last_object() {
+fn burst_waiting_for_a_frozen_hub_is_mirrored_and_counted_to_its_last_object(backend: Backend) {
+    let store = HubStore::new(backend);
     let dir = tempfile::tempdir().unwrap();
     let east = upstream(dir.path(), "east", &["e-0"]);
-    let hub = mirror(dir.path(), &[&east]);
+    let hub = mirror(dir.path(), &store, &[&east]);
     wait_ready_with_devices(&hub, "east", 1);
 
     // 70 objects: more than one chunk however they arrive, the last one short.
@@ -454,12 +479,12 @@ fn burst_waiting_for_a_frozen_hub_is_mirrored_and_counted_to_its_last_object() {
     assert_eq!(names(&hub, "_fleet"), fleet_names("east", &want));
 }
 
-#[test]
-fn kind_installed_upstream_after_the_hub_started_is_mirrored_once_served() {
+fn kind_installed_upstream_after_the_hub_started_is_mirrored_once_served(backend: Backend) {
+    let store = HubStore::new(backend);
     let dir = tempfile::tempdir().unwrap();
     // No CRDs yet: the upstream serves Nodes only.
     let east = GatewayProcess::start(&dir.path().join("east"), "east");
-    let hub = mirror(dir.path(), &[&east]);
+    let hub = mirror(dir.path(), &store, &[&east]);
     let e = wait_phase(&hub, "east", "Ready");
     let not_served = e["notServed"].as_array().cloned().unwrap_or_default();
     assert!(
@@ -654,13 +679,13 @@ fn fleet_names(cluster: &str, names: &[String]) -> Vec<String> {
     names.iter().map(|n| format!("{cluster}.{n}")).collect()
 }
 
-#[test]
-fn three_upstreams_fleet_view_lists_all_with_cluster_labels() {
+fn three_upstreams_fleet_view_lists_all_with_cluster_labels(backend: Backend) {
+    let store = HubStore::new(backend);
     let dir = tempfile::tempdir().unwrap();
     let alpha = upstream(dir.path(), "alpha", &["a-1", "a-2"]);
     let beta = upstream(dir.path(), "beta", &["b-1"]);
     let gamma = upstream(dir.path(), "gamma", &["g-1", "g-2", "g-3"]);
-    let hub = mirror(dir.path(), &[&alpha, &beta, &gamma]);
+    let hub = mirror(dir.path(), &store, &[&alpha, &beta, &gamma]);
     for (cluster, n) in [("alpha", 2), ("beta", 1), ("gamma", 3)] {
         wait_until(
             &format!("{cluster} to be Ready with {n} Devices"),
@@ -814,8 +839,8 @@ fn three_upstreams_fleet_view_lists_all_with_cluster_labels() {
     drop(rt);
 }
 
-#[test]
-fn upstream_compaction_makes_the_hub_relist_and_converge() {
+fn upstream_compaction_makes_the_hub_relist_and_converge(backend: Backend) {
+    let store = HubStore::new(backend);
     let dir = tempfile::tempdir().unwrap();
     // The upstream keeps only its 5 newest events and trims its log every second.
     let short_log = [
@@ -829,7 +854,7 @@ fn upstream_compaction_makes_the_hub_relist_and_converge() {
         &short_log,
     );
     let west = upstream(dir.path(), "west", &["w-1"]);
-    let hub = mirror(dir.path(), &[&east, &west]);
+    let hub = mirror(dir.path(), &store, &[&east, &west]);
     wait_phase(&hub, "east", "Ready");
     wait_phase(&hub, "west", "Ready");
     wait_names(&hub, "east", &["e-1", "e-2", "e-3", "e-4"]);
@@ -891,10 +916,14 @@ fn upstream_compaction_makes_the_hub_relist_and_converge() {
         ["w-1"],
         "the other upstream is untouched"
     );
-    // The relist came from the expired version, not from a replay.
+    // The relist came from the expired version, not from a replay: the 410 answered the watch
+    // the hub had open (kube-runtime's "too old resource version"), or the watch it resumed
+    // from its stored version where it started the mirror again (a hub on PostgreSQL frozen
+    // past its lease takes the lease again when it runs, and resumes).
     let log = std::fs::read_to_string(hub.log_path()).unwrap_or_default();
     assert!(
-        log.contains("too old resource version"),
+        log.contains("too old resource version")
+            || log.contains("relisting upstream=east kind=Devices.worker.gpustack.ai reason=watching Devices.worker.gpustack.ai: the upstream no longer has version"),
         "the hub's log does not show the 410 it relisted after:\n{log}"
     );
     wait_phase(&hub, "east", "Ready");
@@ -913,8 +942,8 @@ fn upstream_compaction_makes_the_hub_relist_and_converge() {
     );
 }
 
-#[test]
-fn kube_client_over_the_unix_socket_reads_the_mirror() {
+fn kube_client_over_the_unix_socket_reads_the_mirror(backend: Backend) {
+    let store = HubStore::new(backend);
     let dir = tempfile::tempdir().unwrap();
     let east = upstream(dir.path(), "east", &["d-1", "d-2"]);
     let west = upstream(dir.path(), "west", &["w-1"]);
@@ -929,7 +958,7 @@ fn kube_client_over_the_unix_socket_reads_the_mirror() {
         "east",
         free_port(),
         &socket,
-        &[upstreams.as_str(), "--worker-conn-mode=loopback"],
+        &store.args(&[upstreams.as_str(), "--worker-conn-mode=loopback"]),
     );
     wait_phase(&hub, "east", "Ready");
     wait_phase(&hub, "west", "Ready");

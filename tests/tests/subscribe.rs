@@ -2,26 +2,38 @@
 //! connection modes, their persistence across a restart, who may make them, `/metrics`, and
 //! resuming mirrors from stored watch progress. Upstreams are embedded clusters in their own
 //! `worker-gateway` processes; the GPUStack server's proxy is a stand-in (see
-//! [`GpustackProxy`]).
+//! [`GpustackProxy`]). Each test runs with the hub's store on SQLite and on PostgreSQL
+//! (`on_sqlite::NAME`, `on_postgres::NAME`).
 
 use std::collections::HashMap;
 
 use gpustack_tests::{
     embedded::{DEADLINE, free_port, kubectl_with},
     hub::{GpustackProxy, HubProcess, add_device, restart_and_resume, upstream, upstreams_file},
+    hub_backend::{Backend, HubStore},
+    on_both_backends,
     wait::wait_until,
 };
 use serde_json::Value;
 
-#[test]
-fn subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart() {
+on_both_backends!(
+    subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart,
+    gpustack_api_mode_goes_through_the_proxy_with_the_token_and_never_shows_it,
+    over_https_only_the_admin_token_subscribes_and_cluster_tokens_read,
+    a_restarted_hub_resumes_its_watches_instead_of_relisting,
+    an_inline_kubeconfig_subscribes_in_any_mode_survives_a_restart_and_is_never_shown,
+);
+
+fn subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart(backend: Backend) {
+    let store = HubStore::new(backend);
     let root = tempfile::tempdir().unwrap();
     let east = upstream(root.path(), "east", &["gpu-a", "gpu-b"]);
     // Run-time subscriptions may name kubeconfigs under --data-dir and the allowed directories.
     let allow = format!("--subscription-kubeconfig-dir={}", root.path().display());
     let data = root.path().join("hub");
     let port = free_port();
-    let hub = HubProcess::start(&data, port, &["--worker-conn-mode=loopback", &allow]);
+    let flags = store.args(&["--worker-conn-mode=loopback", &allow]);
+    let hub = HubProcess::start(&data, port, &flags);
     assert_eq!(hub.workers()["items"], serde_json::json!([]));
 
     // Bad requests: one line naming the parameter, nothing subscribed.
@@ -57,6 +69,7 @@ fn subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart()
     assert!(body.contains("\"Started\""), "{body}");
     let ready = hub.wait_phase("east", "Ready");
     hub.wait_mirrored("east", &["gpu-a", "gpu-b"]);
+    store.assert_devices_in_database("east", 2);
     assert!(ready["lastSyncTime"].is_string());
     // A duplicate is a no-op; `force` restarts the mirror.
     let (_, body) = hub.request("POST", &subscribe, None);
@@ -66,11 +79,11 @@ fn subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart()
     hub.wait_phase("east", "Ready");
     // The mirror's kubeconfig works with kubectl, read-only.
     let east_kubeconfig = data.join("east.kubeconfig");
-    let flags = vec![
+    let kubectl_flags = vec![
         format!("--kubeconfig={}", east_kubeconfig.display()),
         format!("--cache-dir={}", root.path().join("kc-cache").display()),
     ];
-    let out = kubectl_with(&flags, &["get", "devices", "-o", "name"])
+    let out = kubectl_with(&kubectl_flags, &["get", "devices", "-o", "name"])
         .output()
         .unwrap();
     assert_eq!(
@@ -80,7 +93,7 @@ fn subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart()
 
     // Stored: a restarted hub (no flags naming east) mirrors it again.
     hub.stop();
-    let hub = HubProcess::start(&data, port, &["--worker-conn-mode=loopback", &allow]);
+    let hub = HubProcess::start(&data, port, &flags);
     assert_eq!(hub.mirrored("east"), ["gpu-a", "gpu-b"], "served at once");
     add_device(&east, "gpu-c");
     hub.wait_mirrored("east", &["gpu-a", "gpu-b", "gpu-c"]);
@@ -107,12 +120,12 @@ fn subscribe_and_unsubscribe_at_run_time_over_the_socket_and_survive_a_restart()
     assert_eq!(code, 404);
     // And it stays gone after a restart.
     hub.stop();
-    let hub = HubProcess::start(&data, port, &["--worker-conn-mode=loopback", &allow]);
+    let hub = HubProcess::start(&data, port, &flags);
     assert!(hub.worker("east").is_none());
 }
 
-#[test]
-fn gpustack_api_mode_goes_through_the_proxy_with_the_token_and_never_shows_it() {
+fn gpustack_api_mode_goes_through_the_proxy_with_the_token_and_never_shows_it(backend: Backend) {
+    let store = HubStore::new(backend);
     let root = tempfile::tempdir().unwrap();
     let east = upstream(root.path(), "east", &["gpu-a"]);
     let west = upstream(root.path(), "west", &["gpu-w"]);
@@ -124,7 +137,7 @@ fn gpustack_api_mode_goes_through_the_proxy_with_the_token_and_never_shows_it() 
     let hub = HubProcess::start(
         &root.path().join("hub"),
         free_port(),
-        &[&format!("--worker-conn-gpustack-api-port={}", proxy.port)],
+        &store.args(&[&format!("--worker-conn-gpustack-api-port={}", proxy.port)]),
     );
     let body = format!(r#"{{"clusters":["east"],"token":"{east_token}"}}"#);
     let (code, answer) = hub.request("POST", "/apis/workers", Some(&body));
@@ -175,8 +188,8 @@ fn gpustack_api_mode_goes_through_the_proxy_with_the_token_and_never_shows_it() 
     hub.wait_mirrored("west", &["gpu-w"]);
 }
 
-#[test]
-fn over_https_only_the_admin_token_subscribes_and_cluster_tokens_read() {
+fn over_https_only_the_admin_token_subscribes_and_cluster_tokens_read(backend: Backend) {
+    let store = HubStore::new(backend);
     let root = tempfile::tempdir().unwrap();
     let east = upstream(root.path(), "east", &["gpu-a"]);
     let data = root.path().join("hub");
@@ -184,12 +197,12 @@ fn over_https_only_the_admin_token_subscribes_and_cluster_tokens_read() {
     let hub = HubProcess::start(
         &data,
         free_port(),
-        &[
+        &store.args(&[
             "--worker-conn-mode=loopback",
             &format!("--upstreams={}", upstreams.display()),
             &format!("--token-file={}", data.with_extension("token").display()),
             &format!("--subscription-kubeconfig-dir={}", root.path().display()),
-        ],
+        ]),
     );
     hub.wait_phase("east", "Ready");
     let kubectl = |kubeconfig: &str, args: &[&str]| {
@@ -276,8 +289,8 @@ fn over_https_only_the_admin_token_subscribes_and_cluster_tokens_read() {
     );
 }
 
-#[test]
-fn a_restarted_hub_resumes_its_watches_instead_of_relisting() {
+fn a_restarted_hub_resumes_its_watches_instead_of_relisting(backend: Backend) {
+    let store = HubStore::new(backend);
     let root = tempfile::tempdir().unwrap();
     let east = upstream(root.path(), "east", &["gpu-a", "gpu-b"]);
     let data = root.path().join("hub");
@@ -287,6 +300,7 @@ fn a_restarted_hub_resumes_its_watches_instead_of_relisting() {
         format!("--upstreams={}", upstreams.display()),
     ];
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let flags = store.args(&flags);
     let port = free_port();
     let hub = HubProcess::start(&data, port, &flags);
     hub.wait_phase("east", "Ready");
@@ -304,8 +318,10 @@ fn get_json(hub: &HubProcess, target: &str) -> Value {
     serde_json::from_str(&body).unwrap()
 }
 
-#[test]
-fn an_inline_kubeconfig_subscribes_in_any_mode_survives_a_restart_and_is_never_shown() {
+fn an_inline_kubeconfig_subscribes_in_any_mode_survives_a_restart_and_is_never_shown(
+    backend: Backend,
+) {
+    let store = HubStore::new(backend);
     let root = tempfile::tempdir().unwrap();
     let east = upstream(root.path(), "east", &["gpu-a"]);
     // An InstanceType with its status, as the worker's controllers would write it.
@@ -339,7 +355,8 @@ fn an_inline_kubeconfig_subscribes_in_any_mode_survives_a_restart_and_is_never_s
     // The default mode (gpustack-api, with no GPUStack server): the inline kubeconfig is used.
     let data = root.path().join("hub");
     let port = free_port();
-    let hub = HubProcess::start(&data, port, &[]);
+    let flags = store.args(&[]);
+    let hub = HubProcess::start(&data, port, &flags);
     let body = |extra: &str, doc: &str| {
         format!(
             r#"{{"clusters":["east"],"kubeconfigData":{}{extra}}}"#,
@@ -391,7 +408,7 @@ fn an_inline_kubeconfig_subscribes_in_any_mode_survives_a_restart_and_is_never_s
 
     // Stored: a restarted hub mirrors it again.
     hub.stop();
-    let hub = HubProcess::start(&data, port, &[]);
+    let hub = HubProcess::start(&data, port, &flags);
     assert_eq!(hub.mirrored("east"), ["gpu-a"], "served at once");
     add_device(&east, "gpu-b");
     hub.wait_mirrored("east", &["gpu-a", "gpu-b"]);

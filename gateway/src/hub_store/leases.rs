@@ -9,8 +9,11 @@ use gpustack_apiserver::store::{Fencing, StoreError};
 use prometheus::{IntGaugeVec, Opts};
 use sqlx::postgres::PgPool;
 
-/// A lease that is free, expired, or this replica's own (then renewed) is taken: the epoch
-/// counts take-overs (the fencing token). Returns the new epoch when taken.
+/// A lease that is free, expired, or this replica's own is taken: the epoch counts take-overs
+/// (the fencing token). A replica asks for a lease it holds only once the mirror under it has
+/// stopped (restarted by a forced or changed subscription, or given up): it mirrors again at
+/// once rather than a lease time later, and the new epoch fences whatever the stopped mirror
+/// left queued. Returns the new epoch when taken.
 const TAKE: &str = "\
     INSERT INTO mirror_leases (upstream, holder, epoch, expires_at) \
     VALUES ($1, $2, 1, clock_timestamp() + make_interval(secs => $3)) \
@@ -18,6 +21,7 @@ const TAKE: &str = "\
       SET holder = excluded.holder, epoch = mirror_leases.epoch + 1, \
           expires_at = excluded.expires_at \
     WHERE mirror_leases.expires_at <= clock_timestamp() \
+       OR mirror_leases.holder = excluded.holder \
     RETURNING epoch";
 
 /// Moves the expiry on, only while the lease is still this replica's at its epoch and has not

@@ -550,6 +550,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_replica_takes_its_own_lease_again_at_once_and_fences_the_epoch_before() {
+        let pg = Postgres::start();
+        let url = pg.create_database("hub");
+        let lease = std::time::Duration::from_secs(30);
+        let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = HubStore::open_replica(objects(&dir_a).await, &setting(&url), lease)
+            .await
+            .unwrap();
+        let b = HubStore::open_replica(objects(&dir_b).await, &setting(&url), lease)
+            .await
+            .unwrap();
+        let (a, b) = (a.leasing().unwrap(), b.leasing().unwrap());
+        let epoch = a.take("east").await.unwrap().expect("a free lease");
+        assert_eq!(b.take("east").await.unwrap(), None, "held by A");
+        // A mirror restarted on A (a forced subscription) takes the lease at once, not a
+        // lease time later; the epoch before is fenced, and B still waits.
+        assert_eq!(a.take("east").await.unwrap(), Some(epoch + 1));
+        assert!(
+            !a.renew("east", epoch).await.unwrap(),
+            "the old epoch renewed"
+        );
+        assert!(a.renew("east", epoch + 1).await.unwrap());
+        assert_eq!(b.take("east").await.unwrap(), None, "held by A");
+    }
+
+    #[tokio::test]
     async fn a_postgres_schema_newer_than_the_binary_is_refused_and_left_as_it_is() {
         let pg = Postgres::start();
         let dir = tempfile::tempdir().unwrap();
