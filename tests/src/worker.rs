@@ -11,6 +11,11 @@ use crate::{
     wait::wait_until,
 };
 
+/// How long a worker may take to install itself and serve: its start-up writes the CRDs,
+/// webhooks and APIServices through a debug embedded cluster, which on a 2-core machine running
+/// the suite's other tests beside it has taken past [`DEADLINE`].
+const READY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(90);
+
 /// A running worker; killed on drop.
 pub struct WorkerProcess {
     child: Option<Child>,
@@ -78,7 +83,7 @@ impl WorkerProcess {
     }
 
     fn wait_ready(&mut self, gw: &GatewayProcess) {
-        wait_until("the worker to be ready", DEADLINE, || {
+        wait_until("the worker to be ready", READY_DEADLINE, || {
             if let Some(status) = self.child.as_mut()?.try_wait().ok().flatten() {
                 panic!("the worker exited ({status}):\n{}", self.log());
             }
