@@ -231,6 +231,9 @@ async fn watcher_caught_up(fleet: &Fleet, load: &Load) -> Result<(), String> {
     }
 }
 
+/// How long a restarted hub gateway or worker may take to serve fleet reads again.
+const HUB_BACK: Duration = Duration::from_secs(60);
+
 /// Polls `check` (async, with [`gpustack_tests::wait::poll`]) until it is `Ok` or `deadline` passes; the
 /// time it took, or the last error.
 async fn until_ok<T, F: std::future::Future<Output = Result<T, String>>>(
@@ -439,6 +442,16 @@ async fn fault(fleet: &mut Fleet, load: &Load, f: Fault, i: usize, hold: Duratio
     fleet.wait_phases(&names, "Ready", CONVERGE * 3);
     if let Err(e) = until_ok(CONVERGE, || watcher_caught_up(fleet, load)).await {
         panic!("{}: the fleet watcher's view differs: {e}", f.name());
+    }
+    if let Some(started) = hub_started {
+        // The hub's restarted process serves again: its reads are part of this fault's window
+        // (a debug binary on a busy machine takes seconds to start; the assertions below say
+        // whether and when it did).
+        gpustack_tests::wait::poll(HUB_BACK, || async {
+            let reads = load.reads_between(started, Instant::now());
+            reads.iter().any(|r| r.ok).then_some(())
+        })
+        .await;
     }
     let writes = load.writes_between(start, healed);
     let missed: Vec<_> = load
