@@ -837,6 +837,12 @@ fn the_database_restarted_under_two_replicas_answers_503_meanwhile_and_they_conv
     // A fleet watcher on B lives through the outage, and a reader reads from both.
     let (_, listed_at) = fleet_devices(&b);
     let on_b = stream_fleet_watch(b.socket.clone(), listed_at.clone());
+    // The watch is served before the database goes (its first read needs it; a busy machine
+    // can send the request late): it has seen a change.
+    gpustack_tests::hub::add_devices(&east, &["gpu-w"]);
+    let first = on_b
+        .recv_timeout(DEADLINE)
+        .expect("the watch on B is served");
     let t0 = std::time::Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let reader = read_fleet_until(vec![a.socket.clone(), b.socket.clone()], t0, stop.clone());
@@ -933,7 +939,7 @@ fn the_database_restarted_under_two_replicas_answers_503_meanwhile_and_they_conv
         .flat_map(|up| logged_versions(&pg, up, listed_at))
         .collect();
     logged.sort_unstable();
-    let mut seen = Vec::new();
+    let mut seen = vec![event_of(&first).2];
     while seen.len() < logged.len() {
         match on_b.recv_timeout(DEADLINE) {
             Ok(ev) => seen.push(event_of(&ev).2),
