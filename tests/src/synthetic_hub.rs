@@ -99,7 +99,7 @@ pub fn node_template() -> String {
             "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": NAME,
             "kubernetes.io/os": "linux", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
         })),
-        "spec": {"podCIDR": "10.244.0.0/24"},
+        "spec": {},
         "status": {
             "addresses": [{"address": NAME, "type": "Hostname"}],
             "allocatable": resources,

@@ -285,14 +285,8 @@ pub async fn events(
 }
 
 /// Every event after `after`, oldest first, at most `limit`, each MODIFIED one with the
-/// state it replaced (while the log holds it): what the tailer fans out. Also the newest
-/// version trimmed from the log, read after the events: above `after`, some events after
-/// `after` may have been trimmed before they were read.
-pub async fn tail(
-    pool: &PgPool,
-    after: u64,
-    limit: i64,
-) -> Result<(Vec<StoredEvent>, u64), StoreError> {
+/// state it replaced (while the log holds it): what the tailer fans out.
+pub async fn tail(pool: &PgPool, after: u64, limit: i64) -> Result<Vec<StoredEvent>, StoreError> {
     let rows = sqlx::query(
         "SELECT e.rv, e.cluster, e.grp, e.resource, e.namespace, e.name, e.type, e.body, \
            p.body AS prev \
@@ -304,14 +298,12 @@ pub async fn tail(
     .bind(limit)
     .fetch_all(pool)
     .await?;
-    let events = rows
-        .iter()
+    rows.iter()
         .map(|r| {
             let prev: Option<String> = r.try_get("prev")?;
             event(r, prev.map(|p| Arc::from(p.as_str())))
         })
-        .collect::<Result<_, _>>()?;
-    Ok((events, compacted(pool).await?))
+        .collect()
 }
 
 /// An event as logged.

@@ -11,8 +11,8 @@ use std::{sync::Arc, time::Duration};
 use sqlx::{PgPool, postgres::PgListener};
 use tokio::sync::{Notify, broadcast, watch};
 
-use super::{reads, writer::CHANNEL};
-use crate::store::types::StoredEvent;
+use super::{compaction, reads, writer::CHANNEL};
+use crate::store::types::{StoreError, StoredEvent};
 
 /// How a replica's tailer learns that some replica committed.
 #[derive(Clone, Copy, Debug)]
@@ -55,15 +55,24 @@ pub async fn run(
     let mut listener = if listens { listen(&pool).await } else { None };
     loop {
         match reads::tail(&pool, last, PAGE).await {
-            Ok((events, compacted)) => {
+            Ok(events) => {
                 let full = events.len() == usize::try_from(PAGE).unwrap_or(usize::MAX);
-                let skipped = compacted > last;
+                let skipped = match trimmed_past(&pool, last, &events).await {
+                    Ok(skipped) => skipped,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading the mirror's event log from PostgreSQL failed");
+                        tokio::select! {
+                            () = sent.closed() => return,
+                            () = tokio::time::sleep(RETRY) => continue,
+                        }
+                    }
+                };
                 for ev in events {
                     last = ev.rv;
                     // No receivers is fine: nobody is watching.
                     let _ = fanout.send(ev);
                 }
-                if skipped {
+                if let Some(compacted) = skipped {
                     tracing::warn!(
                         from = last,
                         trimmed_to = compacted,
@@ -103,6 +112,22 @@ pub async fn run(
             _ => {}
         }
     }
+}
+
+/// The newest trimmed version where the log was trimmed past `last` before `events` (read
+/// after `last`) were: versions are handed out one after another, so only a first event that
+/// does not follow `last` asks the database, read after the events (the trim publishes its
+/// version before it deletes).
+async fn trimmed_past(
+    pool: &PgPool,
+    last: u64,
+    events: &[StoredEvent],
+) -> Result<Option<u64>, StoreError> {
+    if events.first().is_none_or(|ev| ev.rv == last + 1) {
+        return Ok(None);
+    }
+    let compacted = compaction::compacted(pool).await?;
+    Ok((compacted > last).then_some(compacted))
 }
 
 /// What woke the tailer.
