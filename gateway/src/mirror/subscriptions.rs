@@ -42,6 +42,10 @@ const SYNC_TIME_FLUSH: Duration = Duration::from_secs(5);
 /// subscribed or unsubscribed.
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
+/// Where an upstream's CRDs are stored: the kinds a following replica serves for it.
+const CRD_GROUP: &str = "apiextensions.k8s.io";
+const CRD_RESOURCE: &str = "customresourcedefinitions";
+
 /// Where a subscription comes from.
 #[derive(Clone, Debug, PartialEq)]
 enum Source {
@@ -277,9 +281,7 @@ impl Subscriptions {
                 // its mirror runs there. Retired and removed as if it ran here; that replica
                 // stops following it once it sees the subscription gone.
                 leasing.retire(name).await?;
-                let gone = inner.hosting.store.drop_mirror(name).await?;
-                inner.hub.forget_upstream(name).await?;
-                tracing::info!(upstream = %name, objects_removed = gone, "unsubscribed");
+                self.remove_mirrored(name).await?;
             }
             // Otherwise, at most a stored subscription that was never started (its name is an
             // embedded cluster's): only that row goes; the cluster's objects and token stay.
@@ -300,10 +302,16 @@ impl Subscriptions {
         inner.board.remove(name);
         inner.hosting.unhost(name);
         inner.registry.forget(name);
-        let gone = store.drop_mirror(name).await?;
-        inner.hub.forget_upstream(name).await?;
-        tracing::info!(upstream = %name, objects_removed = gone, "unsubscribed");
+        self.remove_mirrored(name).await?;
         Ok(true)
+    }
+
+    /// Removes what was mirrored of the unsubscribed upstream `name` and its progress.
+    async fn remove_mirrored(&self, name: &str) -> Result<(), SubscribeError> {
+        let gone = self.inner.hosting.store.drop_mirror(name).await?;
+        self.inner.hub.forget_upstream(name).await?;
+        tracing::info!(upstream = %name, objects_removed = gone, "unsubscribed");
+        Ok(())
     }
 
     /// Whether `name` may be unsubscribed through the API: not an upstream of the
@@ -436,11 +444,10 @@ impl Subscriptions {
     /// does not mirror an upstream learns its kinds only from the store.
     async fn register_stored_kinds(&self, name: &str) -> Result<(), StoreError> {
         let inner = &self.inner;
-        let crds = "customresourcedefinitions";
         let page = inner
             .hosting
             .store
-            .list(name, "apiextensions.k8s.io", crds, None, None, 0)
+            .list(name, CRD_GROUP, CRD_RESOURCE, None, None, 0)
             .await?;
         for crd in page.items {
             let Ok(def) = gpustack_apiserver::registry::from_crd(&crd) else {
@@ -545,15 +552,18 @@ impl Subscriptions {
 }
 
 /// Whose stored CRDs changed since the follower last read them.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, PartialEq)]
 enum CrdChanges {
     /// Every upstream's (at the start, and where changes were missed).
     All,
-    /// No upstream's.
-    #[default]
-    None,
-    /// These upstreams'.
-    Some(HashSet<String>),
+    /// These upstreams' (none at all: empty).
+    Of(HashSet<String>),
+}
+
+impl Default for CrdChanges {
+    fn default() -> Self {
+        CrdChanges::Of(HashSet::new())
+    }
 }
 
 impl CrdChanges {
@@ -570,15 +580,11 @@ impl CrdChanges {
 
     /// Notes a change of `key`.
     fn saw(&mut self, key: &ObjectKey) {
-        if key.group != "apiextensions.k8s.io" || key.resource != "customresourcedefinitions" {
-            return;
-        }
-        match self {
-            CrdChanges::All => {}
-            CrdChanges::None => *self = CrdChanges::Some(HashSet::from([key.cluster.clone()])),
-            CrdChanges::Some(clusters) => {
-                clusters.insert(key.cluster.clone());
-            }
+        if let CrdChanges::Of(clusters) = self
+            && key.group == CRD_GROUP
+            && key.resource == CRD_RESOURCE
+        {
+            clusters.insert(key.cluster.clone());
         }
     }
 
@@ -586,8 +592,7 @@ impl CrdChanges {
     fn touches(&self, upstream: &str) -> bool {
         match self {
             CrdChanges::All => true,
-            CrdChanges::None => false,
-            CrdChanges::Some(clusters) => clusters.contains(upstream),
+            CrdChanges::Of(clusters) => clusters.contains(upstream),
         }
     }
 }
@@ -623,12 +628,7 @@ mod tests {
         assert!(!crds.touches("east"));
         tx.send(event("east", "worker.gpustack.ai", "devices"))
             .unwrap();
-        tx.send(event(
-            "west",
-            "apiextensions.k8s.io",
-            "customresourcedefinitions",
-        ))
-        .unwrap();
+        tx.send(event("west", CRD_GROUP, CRD_RESOURCE)).unwrap();
         crds.take_from(&mut rx);
         assert!(!crds.touches("east"), "a Device is not a kind");
         assert!(crds.touches("west"));
