@@ -1,6 +1,6 @@
 //! A fresh clone alone must pass the test suite: no test, benchmark or CI script may read a path
 //! outside the checkout. This scans the sources for the ways a path is built from a known anchor
-//! (`CARGO_MANIFEST_DIR`, `#[path]`, `sqlx::migrate!`) and resolves each lexically; it also refuses
+//! (`CARGO_MANIFEST_DIR`, `#[path]`) and resolves each lexically; it also refuses
 //! the names of the documents that sit beside the checkout but are not part of it.
 
 use std::path::{Component, Path, PathBuf};
@@ -56,11 +56,9 @@ fn anchored_paths(text: &str) -> (Vec<String>, Vec<String>) {
     let manifest =
         regex::Regex::new(r#"env!\("CARGO_MANIFEST_DIR"\)\)?[^;]{0,160}?"(/?[^"{}]*\.\.[^"{}]*)""#)
             .unwrap();
-    let migrate = regex::Regex::new(r#"migrate!\("([^"]+)"\)"#).unwrap();
     let attr = regex::Regex::new(r#"#\[path\s*=\s*"([^"]+)"\]"#).unwrap();
     let crate_based = manifest
         .captures_iter(text)
-        .chain(migrate.captures_iter(text))
         .map(|c| c[1].to_owned())
         .collect();
     let file_based = attr.captures_iter(text).map(|c| c[1].to_owned()).collect();

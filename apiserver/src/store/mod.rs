@@ -17,6 +17,7 @@ mod credentials;
 mod expiry;
 pub mod fleet;
 mod fleet_view;
+pub mod migrations;
 mod on_postgres;
 mod pg_mirror;
 pub use clusters::token_hash;
@@ -149,7 +150,7 @@ impl Store {
                 path: display.clone(),
                 source,
             })?;
-        sqlx::migrate!("../migrations/sqlite")
+        migrations::sqlite()
             .run(&pool)
             .await
             .map_err(StoreError::Migrate)?;

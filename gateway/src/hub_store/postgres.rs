@@ -98,7 +98,7 @@ pub async fn open(setting: &PostgresSetting) -> Result<PgPool, OpenError> {
             cause,
         })?;
     // Several gateways starting at once: sqlx takes an advisory lock around the migrations.
-    let migrated = sqlx::migrate!("../migrations/postgres")
+    let migrated = gpustack_apiserver::store::migrations::postgres()
         .run(&mut conn)
         .await;
     let _ = conn.close().await;

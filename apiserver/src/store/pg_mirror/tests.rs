@@ -56,7 +56,7 @@ async fn replica_with(
         .connect_with(options)
         .await
         .unwrap();
-    sqlx::migrate!("../migrations/postgres")
+    crate::store::migrations::postgres()
         .run(&pool)
         .await
         .unwrap();
