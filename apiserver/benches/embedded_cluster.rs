@@ -15,7 +15,8 @@
 //! 1. create N `Devices` (~2 KB each) through the API, one at a time, vs inserting the same rows
 //!    with the same durability (one `synchronous=FULL` WAL transaction each) through sqlx; the
 //!    two alternate in rounds, so that a busy machine slows both alike (and, for information,
-//!    through the store alone in the same rounds, and from 16 concurrent clients);
+//!    through the store alone in the same rounds, a request's round trip without a write, and
+//!    creates from 16 concurrent clients);
 //! 2. list the N objects through the API (median of 11);
 //! 3. watch delivery latency, from a write's response to the event at a watcher, at 2,000
 //!    writes/s (each write started on its schedule, whether or not the one before answered,
@@ -392,6 +393,26 @@ async fn main() {
         "create {n} through the store alone (no HTTP, TLS or pipeline): {:.0}/s ({:.0} us each)",
         n as f64 / store_time.as_secs_f64(),
         store_time.as_secs_f64() * 1e6 / n as f64,
+    );
+    // Where a create's time goes beyond the store's, for information: the same client's
+    // round trip with no store behind it, then with one read.
+    let reads = n.min(2_000);
+    let start = Instant::now();
+    for _ in 0..reads {
+        let req = http::Request::get("/version").body(Vec::new()).unwrap();
+        client.request_text(req).await.unwrap();
+    }
+    println!(
+        "GET /version, {reads} sequential (the HTTPS round trip alone): {:.0} us each",
+        start.elapsed().as_secs_f64() * 1e6 / reads as f64
+    );
+    let start = Instant::now();
+    for i in 0..reads {
+        raw.get(&format!("node-{i:05}")).await.unwrap();
+    }
+    println!(
+        "get one object, {reads} sequential (the round trip and one store read): {:.0} us each",
+        start.elapsed().as_secs_f64() * 1e6 / reads as f64
     );
     figures.push(Figure::new(
         format!("sequential creates of {n}, API / direct sqlx"),

@@ -21,7 +21,6 @@ pub mod controllers;
 pub mod environment;
 pub mod fleet;
 pub mod install;
-pub mod lenient_watch;
 pub mod local_node;
 pub mod names;
 pub mod run;

@@ -9,13 +9,10 @@ use std::sync::{
 
 use futures::StreamExt;
 use gpustack_api::model_artifact::ModelArtifact;
-use kube::{
-    Api,
-    runtime::{
-        WatchStreamExt,
-        reflector::{self, ObjectRef},
-        watcher,
-    },
+use kube::runtime::{
+    WatchStreamExt,
+    reflector::{self, ObjectRef},
+    watcher,
 };
 use tokio::sync::watch;
 
@@ -34,11 +31,8 @@ impl WatchedArtifacts {
         let synced = Arc::new(AtomicBool::new(false));
         let events = reflector::reflector(
             writer,
-            watcher(
-                Api::<ModelArtifact>::all(client),
-                watcher::Config::default(),
-            )
-            .default_backoff(),
+            gpustack_watch::objects::<ModelArtifact>(client, None, watcher::Config::default())
+                .default_backoff(),
         );
         let flag = Arc::clone(&synced);
         tokio::spawn(async move {

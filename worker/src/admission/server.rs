@@ -121,8 +121,9 @@ impl Admission {
         let (reader, writer) = reflector::store();
         let pools = reflector::reflector(
             writer,
-            crate::lenient_watch::watch_all::<InstanceType>(
+            gpustack_watch::objects::<InstanceType>(
                 client.clone(),
+                None,
                 watcher::Config::default(),
             )
             .default_backoff(),

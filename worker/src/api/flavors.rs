@@ -186,69 +186,71 @@ impl Flavors {
     ) -> Response {
         let framer = Framer::new(self.def.clone(), "v1", representation, include);
         let aware = self.aware().await;
-        let api: Api<ResourceFlavor> = Api::all(self.client.clone());
         let config = watcher::Config::default().labels(DERIVED);
         let mut shown: BTreeMap<String, Value> = BTreeMap::new();
         let mut flavors: BTreeMap<String, ResourceFlavor> = BTreeMap::new();
         let mut listing = Vec::new();
-        let events = watcher(api, config).map(move |ev| {
-            let changed = match ev {
-                Ok(watcher::Event::Init) => {
-                    listing.clear();
-                    false
-                }
-                Ok(watcher::Event::InitApply(f)) => {
-                    listing.push(f);
-                    false
-                }
-                Ok(watcher::Event::InitDone) => {
-                    flavors = std::mem::take(&mut listing)
-                        .into_iter()
-                        .map(|f| (f.name_any(), f))
-                        .collect();
-                    true
-                }
-                Ok(watcher::Event::Apply(f)) => {
-                    flavors.insert(f.name_any(), f);
-                    true
-                }
-                Ok(watcher::Event::Delete(f)) => {
-                    flavors.remove(&f.name_any());
-                    true
-                }
-                Err(e) => return Ok::<_, std::convert::Infallible>(error_event(&unavailable(e))),
-            };
-            if !changed {
-                return Ok(Bytes::new());
-            }
-            let rv = flavors
-                .values()
-                .filter_map(|f| f.resource_version())
-                .max_by_key(|v| v.parse::<u64>().unwrap_or(0))
-                .unwrap_or_default();
-            let all: Vec<ResourceFlavor> = flavors.values().cloned().collect();
-            let now = compute(&all, aware, &rv);
-            let mut out = Vec::new();
-            for (name, obj) in &now {
-                let kind = match shown.get(name) {
-                    None => "ADDED",
-                    Some(prev)
-                        if prev["spec"] != obj["spec"] || prev["status"] != obj["status"] =>
-                    {
-                        "MODIFIED"
+        let events = gpustack_watch::objects::<ResourceFlavor>(self.client.clone(), None, config)
+            .map(move |ev| {
+                let changed = match ev {
+                    Ok(watcher::Event::Init) => {
+                        listing.clear();
+                        false
                     }
-                    Some(_) => continue,
+                    Ok(watcher::Event::InitApply(f)) => {
+                        listing.push(f);
+                        false
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        flavors = std::mem::take(&mut listing)
+                            .into_iter()
+                            .map(|f| (f.name_any(), f))
+                            .collect();
+                        true
+                    }
+                    Ok(watcher::Event::Apply(f)) => {
+                        flavors.insert(f.name_any(), f);
+                        true
+                    }
+                    Ok(watcher::Event::Delete(f)) => {
+                        flavors.remove(&f.name_any());
+                        true
+                    }
+                    Err(e) => {
+                        return Ok::<_, std::convert::Infallible>(error_event(&unavailable(e)));
+                    }
                 };
-                out.extend_from_slice(&framer.event(kind, obj.clone()));
-            }
-            for (name, obj) in &shown {
-                if !now.contains_key(name) {
-                    out.extend_from_slice(&framer.event("DELETED", obj.clone()));
+                if !changed {
+                    return Ok(Bytes::new());
                 }
-            }
-            shown = now;
-            Ok(Bytes::from(out))
-        });
+                let rv = flavors
+                    .values()
+                    .filter_map(|f| f.resource_version())
+                    .max_by_key(|v| v.parse::<u64>().unwrap_or(0))
+                    .unwrap_or_default();
+                let all: Vec<ResourceFlavor> = flavors.values().cloned().collect();
+                let now = compute(&all, aware, &rv);
+                let mut out = Vec::new();
+                for (name, obj) in &now {
+                    let kind = match shown.get(name) {
+                        None => "ADDED",
+                        Some(prev)
+                            if prev["spec"] != obj["spec"] || prev["status"] != obj["status"] =>
+                        {
+                            "MODIFIED"
+                        }
+                        Some(_) => continue,
+                    };
+                    out.extend_from_slice(&framer.event(kind, obj.clone()));
+                }
+                for (name, obj) in &shown {
+                    if !now.contains_key(name) {
+                        out.extend_from_slice(&framer.event("DELETED", obj.clone()));
+                    }
+                }
+                shown = now;
+                Ok(Bytes::from(out))
+            });
         (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],

@@ -167,7 +167,7 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = crate::lenient_watch::watch_all::<K>(client.clone(), watcher::Config::default())
+    let stream = gpustack_watch::objects::<K>(client.clone(), None, watcher::Config::default())
         .default_backoff()
         .modify(trim)
         .reflect(writer);

@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt};
 use gpustack_api::{instance::Instance, labels::RESOURCE_TYPE};
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
-    Api, Resource,
+    Resource,
     runtime::{
         WatchStreamExt,
         reflector::{self, ObjectRef, Store},
@@ -56,10 +56,10 @@ impl<K> Kind<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync,
 {
-    fn start(api: Api<K>, config: watcher::Config) -> Self {
+    fn start(client: &kube::Client, config: watcher::Config) -> Self {
         let (store, writer) = reflector::store();
         let listeners: Listeners<K> = Default::default();
-        let stream = watcher(api, config)
+        let stream = gpustack_watch::objects::<K>(client.clone(), None, config)
             .default_backoff()
             .modify(trim::<K>)
             .reflect(writer);
@@ -127,8 +127,8 @@ impl InstanceCache {
     pub fn start(client: &kube::Client) -> Arc<Self> {
         let ours = watcher::Config::default().labels(&format!("{RESOURCE_TYPE}={INSTANCES}"));
         Arc::new(InstanceCache {
-            instances: Kind::start(Api::all(client.clone()), watcher::Config::default()),
-            pods: Kind::start(Api::all(client.clone()), ours),
+            instances: Kind::start(client, watcher::Config::default()),
+            pods: Kind::start(client, ours),
         })
     }
 

@@ -504,7 +504,7 @@ fn hash_of(v: &impl std::hash::Hash) -> u64 {
 /// A cached view of every `K` that `config` selects, and the stream of the changes of what
 /// `reads` reads of each (a deletion always; the objects it yields are already in the view).
 fn follow<K>(
-    api: Api<K>,
+    client: &kube::Client,
     config: watcher::Config,
     trim: fn(&mut K),
     reads: fn(&K) -> u64,
@@ -523,7 +523,7 @@ where
 {
     let (store, writer) = reflector::store();
     let mut last = std::collections::HashMap::<ObjectRef<K>, u64>::new();
-    let stream = watcher(api, config)
+    let stream = gpustack_watch::objects::<K>(client.clone(), None, config)
         .default_backoff()
         .modify(trim)
         .reflect(writer)
@@ -560,26 +560,13 @@ pub async fn run(
 ) {
     let ours = watcher::Config::default().labels(&format!("{RESOURCE_TYPE}={INSTANCES}"));
     let all = watcher::Config::default;
-    let (services, service_changes) = follow(
-        Api::<Service>::all(client.clone()),
-        ours,
-        instance_cache::trim,
-        whole,
-    );
-    let (types, type_changes) = follow(
-        Api::<InstanceType>::all(client.clone()),
-        all(),
-        instance_cache::trim,
-        pool_reads,
-    );
-    let (queues, queue_changes) = follow(
-        Api::<ClusterQueue>::all(client.clone()),
-        all(),
-        instance_cache::trim,
-        queue_reads,
-    );
+    let (services, service_changes) = follow::<Service>(&client, ours, instance_cache::trim, whole);
+    let (types, type_changes) =
+        follow::<InstanceType>(&client, all(), instance_cache::trim, pool_reads);
+    let (queues, queue_changes) =
+        follow::<ClusterQueue>(&client, all(), instance_cache::trim, queue_reads);
     // Kept for the addresses a running Instance shows; a Node's own change wakes none.
-    let (nodes, node_changes) = follow(Api::<Node>::all(client.clone()), all(), trim_node, |_| 0);
+    let (nodes, node_changes) = follow::<Node>(&client, all(), trim_node, |_| 0);
     let (by_type, by_queue) = (cache.instances().clone(), cache.instances().clone());
     // A change of the settings (the access addresses, say) is a look at every Instance.
     let resettle = tokio_stream::wrappers::WatchStream::from_changes(settings.clone()).map(|_| ());

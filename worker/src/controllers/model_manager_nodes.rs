@@ -68,7 +68,7 @@ where
         + Sync
         + 'static,
 {
-    let stream = crate::lenient_watch::watch_all::<K>(client.clone(), watcher::Config::default())
+    let stream = gpustack_watch::objects::<K>(client.clone(), None, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
         .touched_objects();

@@ -410,8 +410,9 @@ fn read_only(plural: &str) -> ApiError {
 /// Follows the gateway until `stop`: its subscriptions' status every few seconds, and the
 /// mirrored InstanceTypes as they change, recomputing the aggregates on either.
 pub async fn follow(fleet: Arc<Fleet>, mut stop: watch::Receiver<bool>) {
-    let mut events = crate::lenient_watch::watch_all::<InstanceType>(
+    let mut events = gpustack_watch::objects::<InstanceType>(
         fleet.clients.fleet.clone(),
+        None,
         watcher::Config::default(),
     )
     .default_backoff()

@@ -202,17 +202,18 @@ pub fn watch(
 > + Send
 + 'static {
     use futures::StreamExt;
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let config =
         kube::runtime::watcher::Config::default().fields(&format!("metadata.name={SECRET_NAME}"));
-    kube::runtime::watcher(api, config).filter_map(|ev| async move {
-        use kube::runtime::watcher::Event;
-        match ev {
-            Ok(Event::Apply(s) | Event::InitApply(s)) => Some(Ok((decode(&s), meta(&s)))),
-            Ok(_) => None,
-            Err(e) => Some(Err(e)),
-        }
-    })
+    gpustack_watch::objects::<Secret>(client.clone(), Some(namespace), config).filter_map(
+        |ev| async move {
+            use kube::runtime::watcher::Event;
+            match ev {
+                Ok(Event::Apply(s) | Event::InitApply(s)) => Some(Ok((decode(&s), meta(&s)))),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            }
+        },
+    )
 }
 
 #[cfg(test)]

@@ -590,9 +590,10 @@ async fn ledger_loop(
     mut spec: watch::Receiver<Option<Vec<DevicesGroup>>>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let api: Api<Pod> = Api::all(client.clone());
     let wc = watcher::Config::default().fields(&format!("spec.nodeName={}", config.node_name));
-    let mut events = watcher(api, wc).default_backoff().boxed();
+    let mut events = gpustack_watch::objects::<Pod>(client.clone(), None, wc)
+        .default_backoff()
+        .boxed();
     let mut pods: BTreeMap<String, (PodCharges, Arc<Pod>)> = BTreeMap::new();
     let mut listing: BTreeMap<String, (PodCharges, Arc<Pod>)> = BTreeMap::new();
     let mut synced = false;
