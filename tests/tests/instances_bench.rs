@@ -66,7 +66,10 @@ type Seen = Arc<Mutex<HashMap<String, Instant>>>;
 /// noting when each first meets each of `checks`; returns once the watch has listed. On the
 /// test's runtime, beside the stand-ins of 100 nodes, what a watch saw reached the bench
 /// seconds late at 1,000 Instances, and that lag counted as the worker's time.
-async fn note<K>(kubeconfig: std::path::PathBuf, checks: Vec<fn(&K) -> bool>) -> Vec<Seen>
+async fn note<K, const N: usize>(
+    kubeconfig: std::path::PathBuf,
+    checks: [fn(&K) -> bool; N],
+) -> [Seen; N]
 where
     K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -75,7 +78,7 @@ where
         + Send
         + 'static,
 {
-    let seen: Vec<Seen> = checks.iter().map(|_| Seen::default()).collect();
+    let seen: [Seen; N] = std::array::from_fn(|_| Seen::default());
     let noted = seen.clone();
     let (listed, is_listed) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
@@ -225,8 +228,9 @@ async fn instances_at_scale() {
     .await;
 
     let api: Api<Instance> = Api::namespaced(c.clone(), "default");
-    let (pod_seen, pod_bound, pod_running) = {
-        let checks: Vec<fn(&Pod) -> bool> = vec![
+    let [pod_seen, pod_bound, pod_running] = note::<Pod, 3>(
+        gw.kubeconfig(),
+        [
             |_| true,
             |p| {
                 p.spec
@@ -235,27 +239,18 @@ async fn instances_at_scale() {
                     .is_some_and(|n| !n.is_empty())
             },
             |p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"),
-        ];
-        let mut seen = note(gw.kubeconfig(), checks).await.into_iter();
-        (
-            seen.next().unwrap(),
-            seen.next().unwrap(),
-            seen.next().unwrap(),
-        )
-    };
-    let (listed, ready, idle) = {
-        let checks: Vec<fn(&Instance) -> bool> = vec![
+        ],
+    )
+    .await;
+    let [listed, ready, idle] = note::<Instance, 3>(
+        gw.kubeconfig(),
+        [
             |_| true,
             |i| i.status.as_ref().map(|s| s.phase()) == Some("Ready"),
             |i| i.status.as_ref().map(|s| s.phase()) == Some("Stopped"),
-        ];
-        let mut seen = note(gw.kubeconfig(), checks).await.into_iter();
-        (
-            seen.next().unwrap(),
-            seen.next().unwrap(),
-            seen.next().unwrap(),
-        )
-    };
+        ],
+    )
+    .await;
 
     // Create-to-Ready.
     let names: Vec<String> = (0..count).map(|i| format!("run-{i:04}")).collect();

@@ -685,8 +685,13 @@ pub async fn check(
         }
     });
     let errors = match tokio::time::timeout(RULES_TIME + GRACE, task).await {
-        Ok(Ok(obj)) if found(&sink).is_empty() => return Ok(obj),
-        Ok(Ok(_)) => std::mem::take(&mut *found(&sink)),
+        Ok(Ok(obj)) => {
+            let errors = std::mem::take(&mut *found(&sink));
+            if errors.is_empty() {
+                return Ok(obj);
+            }
+            errors
+        }
         Ok(Err(e)) => return Err(ApiError::internal(format!("validation rules: {e}"))),
         // Answered at the deadline with what the walk has found so far; it goes on alone
         // until its current call ends.

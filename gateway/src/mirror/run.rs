@@ -442,7 +442,8 @@ impl Mirror {
             tracing::info!(upstream = %cluster, kind = %label, reason = %self.redact(&why.to_string()), "relisting");
         }
         let config = watcher::Config::default().page_size(LIST_PAGE);
-        let mut events = chunked(gpustack_watch::dynamic(api, config).backoff(WatchRetry::default()));
+        let mut events =
+            chunked(gpustack_watch::dynamic(api, config).backoff(WatchRetry::default()));
         let mut list = Relist::default();
         let mut live = Vec::new();
         let mut in_flight = None;

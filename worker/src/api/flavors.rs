@@ -190,67 +190,67 @@ impl Flavors {
         let mut shown: BTreeMap<String, Value> = BTreeMap::new();
         let mut flavors: BTreeMap<String, ResourceFlavor> = BTreeMap::new();
         let mut listing = Vec::new();
-        let events = gpustack_watch::objects::<ResourceFlavor>(self.client.clone(), None, config)
-            .map(move |ev| {
-                let changed = match ev {
-                    Ok(watcher::Event::Init) => {
-                        listing.clear();
-                        false
+        let watched = gpustack_watch::objects::<ResourceFlavor>(self.client.clone(), None, config);
+        let events = watched.map(move |ev| {
+            let changed = match ev {
+                Ok(watcher::Event::Init) => {
+                    listing.clear();
+                    false
+                }
+                Ok(watcher::Event::InitApply(f)) => {
+                    listing.push(f);
+                    false
+                }
+                Ok(watcher::Event::InitDone) => {
+                    flavors = std::mem::take(&mut listing)
+                        .into_iter()
+                        .map(|f| (f.name_any(), f))
+                        .collect();
+                    true
+                }
+                Ok(watcher::Event::Apply(f)) => {
+                    flavors.insert(f.name_any(), f);
+                    true
+                }
+                Ok(watcher::Event::Delete(f)) => {
+                    flavors.remove(&f.name_any());
+                    true
+                }
+                Err(e) => {
+                    return Ok::<_, std::convert::Infallible>(error_event(&unavailable(e)));
+                }
+            };
+            if !changed {
+                return Ok(Bytes::new());
+            }
+            let rv = flavors
+                .values()
+                .filter_map(|f| f.resource_version())
+                .max_by_key(|v| v.parse::<u64>().unwrap_or(0))
+                .unwrap_or_default();
+            let all: Vec<ResourceFlavor> = flavors.values().cloned().collect();
+            let now = compute(&all, aware, &rv);
+            let mut out = Vec::new();
+            for (name, obj) in &now {
+                let kind = match shown.get(name) {
+                    None => "ADDED",
+                    Some(prev)
+                        if prev["spec"] != obj["spec"] || prev["status"] != obj["status"] =>
+                    {
+                        "MODIFIED"
                     }
-                    Ok(watcher::Event::InitApply(f)) => {
-                        listing.push(f);
-                        false
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        flavors = std::mem::take(&mut listing)
-                            .into_iter()
-                            .map(|f| (f.name_any(), f))
-                            .collect();
-                        true
-                    }
-                    Ok(watcher::Event::Apply(f)) => {
-                        flavors.insert(f.name_any(), f);
-                        true
-                    }
-                    Ok(watcher::Event::Delete(f)) => {
-                        flavors.remove(&f.name_any());
-                        true
-                    }
-                    Err(e) => {
-                        return Ok::<_, std::convert::Infallible>(error_event(&unavailable(e)));
-                    }
+                    Some(_) => continue,
                 };
-                if !changed {
-                    return Ok(Bytes::new());
+                out.extend_from_slice(&framer.event(kind, obj.clone()));
+            }
+            for (name, obj) in &shown {
+                if !now.contains_key(name) {
+                    out.extend_from_slice(&framer.event("DELETED", obj.clone()));
                 }
-                let rv = flavors
-                    .values()
-                    .filter_map(|f| f.resource_version())
-                    .max_by_key(|v| v.parse::<u64>().unwrap_or(0))
-                    .unwrap_or_default();
-                let all: Vec<ResourceFlavor> = flavors.values().cloned().collect();
-                let now = compute(&all, aware, &rv);
-                let mut out = Vec::new();
-                for (name, obj) in &now {
-                    let kind = match shown.get(name) {
-                        None => "ADDED",
-                        Some(prev)
-                            if prev["spec"] != obj["spec"] || prev["status"] != obj["status"] =>
-                        {
-                            "MODIFIED"
-                        }
-                        Some(_) => continue,
-                    };
-                    out.extend_from_slice(&framer.event(kind, obj.clone()));
-                }
-                for (name, obj) in &shown {
-                    if !now.contains_key(name) {
-                        out.extend_from_slice(&framer.event("DELETED", obj.clone()));
-                    }
-                }
-                shown = now;
-                Ok(Bytes::from(out))
-            });
+            }
+            shown = now;
+            Ok(Bytes::from(out))
+        });
         (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],

@@ -204,16 +204,15 @@ pub fn watch(
     use futures::StreamExt;
     let config =
         kube::runtime::watcher::Config::default().fields(&format!("metadata.name={SECRET_NAME}"));
-    gpustack_watch::objects::<Secret>(client.clone(), Some(namespace), config).filter_map(
-        |ev| async move {
-            use kube::runtime::watcher::Event;
-            match ev {
-                Ok(Event::Apply(s) | Event::InitApply(s)) => Some(Ok((decode(&s), meta(&s)))),
-                Ok(_) => None,
-                Err(e) => Some(Err(e)),
-            }
-        },
-    )
+    let watched = gpustack_watch::objects::<Secret>(client.clone(), Some(namespace), config);
+    watched.filter_map(|ev| async move {
+        use kube::runtime::watcher::Event;
+        match ev {
+            Ok(Event::Apply(s) | Event::InitApply(s)) => Some(Ok((decode(&s), meta(&s)))),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        }
+    })
 }
 
 #[cfg(test)]

@@ -63,6 +63,18 @@ struct At {
 }
 
 impl At {
+    /// A read at `rv` within `tx`'s snapshot, refused where the log was trimmed past it.
+    async fn checked(tx: &mut PgConnection, rv: u64) -> Result<Self, StoreError> {
+        let at = At {
+            rv,
+            compacted: compacted(&mut *tx).await?,
+        };
+        if rv < at.compacted {
+            return Err(at.expired());
+        }
+        Ok(at)
+    }
+
     /// The refusal of a read whose history was trimmed away.
     fn expired(self) -> StoreError {
         StoreError::SnapshotCompacted {
@@ -70,6 +82,17 @@ impl At {
             compacted: self.compacted,
         }
     }
+}
+
+/// A read-only transaction whose reads all see one snapshot.
+async fn snapshot_tx(
+    pool: &PgPool,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, StoreError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
 }
 
 /// A page of `c` after (namespace, name) `after` (in the fleet view, after its name there),
@@ -83,21 +106,9 @@ pub async fn page(
     fetch: Option<i64>,
     snapshot: Option<u64>,
 ) -> Result<(u64, Vec<Row>), StoreError> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *tx)
-        .await?;
+    let mut tx = snapshot_tx(pool).await?;
     let (rv, snapshot) = match snapshot {
-        Some(rv) => {
-            let at = At {
-                rv,
-                compacted: compacted(&mut *tx).await?,
-            };
-            if rv < at.compacted {
-                return Err(at.expired());
-            }
-            (rv, Some(at))
-        }
+        Some(rv) => (rv, Some(At::checked(&mut tx, rv).await?)),
         None => {
             let now: i64 = sqlx::query_scalar("SELECT rv FROM mirror_sequence WHERE id = 0")
                 .fetch_one(&mut *tx)
@@ -245,17 +256,8 @@ pub async fn events(
     let columns = "SELECT rv, cluster, grp, resource, namespace, name, type, body \
                    FROM mirror_events";
     // The events and the trimmed version as of one snapshot.
-    let mut tx = pool.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *tx)
-        .await?;
-    let at = At {
-        rv: after,
-        compacted: compacted(&mut *tx).await?,
-    };
-    if after < at.compacted {
-        return Err(at.expired());
-    }
+    let mut tx = snapshot_tx(pool).await?;
+    At::checked(&mut tx, after).await?;
     let rows = if fleet::derived(c.cluster, c.group, c.resource) {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "{columns} WHERE cluster IN (SELECT cluster FROM mirror_fleet_members) \
