@@ -1,37 +1,104 @@
-//! The CustomResourceDefinitions generated from the types, as committed under `deploy/crds/`.
+//! The CustomResourceDefinitions generated from the types, as committed under `deploy/crds/`
+//! (and the Kueue kinds' under `deploy/kueue-crds/`).
+//!
+//! The types generate the CRDs only with the `schema` feature (which compiles k8s-openapi's
+//! schemas, a third of its build): the binaries install the committed manifests, and the
+//! tests, which turn the feature on, check that those are what the types generate.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
 
-use crate::{
-    devices::Devices, instance::Instance, instance_type::InstanceType,
-    model_artifact::ModelArtifact, model_store::NodeModelStore, topology_source::TopologySource,
-};
+/// A committed manifest: its file name and text.
+type Manifest = (&'static str, &'static str);
+
+/// The manifest `name` under `deploy/<dir>/`, compiled in.
+macro_rules! manifest {
+    ($dir:literal, $name:literal) => {
+        (
+            $name,
+            include_str!(concat!("../../deploy/", $dir, "/", $name)),
+        )
+    };
+}
+
+/// The operator's own CRDs, as committed under `deploy/crds/`.
+const OWN: &[Manifest] = &[
+    manifest!("crds", "devices.worker.gpustack.ai.yaml"),
+    manifest!("crds", "instancetypes.worker.gpustack.ai.yaml"),
+    manifest!("crds", "instances.worker.gpustack.ai.yaml"),
+    manifest!("crds", "modelartifacts.worker.gpustack.ai.yaml"),
+    manifest!("crds", "nodemodelstores.worker.gpustack.ai.yaml"),
+    manifest!("crds", "topologysources.worker.gpustack.ai.yaml"),
+];
+
+/// The Kueue kinds' CRDs, as committed under `deploy/kueue-crds/`.
+const KUEUE: &[Manifest] = &[
+    manifest!("kueue-crds", "resourceflavors.kueue.x-k8s.io.yaml"),
+    manifest!("kueue-crds", "clusterqueues.kueue.x-k8s.io.yaml"),
+    manifest!("kueue-crds", "localqueues.kueue.x-k8s.io.yaml"),
+    manifest!("kueue-crds", "admissionchecks.kueue.x-k8s.io.yaml"),
+    manifest!("kueue-crds", "topologies.kueue.x-k8s.io.yaml"),
+    manifest!("kueue-crds", "workloads.kueue.x-k8s.io.yaml"),
+];
 
 /// Every CRD the operator installs, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![
-        Devices::crd(),
-        InstanceType::crd(),
-        Instance::crd(),
-        ModelArtifact::crd(),
-        NodeModelStore::crd(),
-        TopologySource::crd(),
-    ]
+    parsed(OWN)
 }
 
 /// The Kueue kinds the worker uses, for clusters where Kueue is not installed (embedded
 /// clusters and tests); never installed over a real Kueue.
 pub fn kueue() -> Vec<CustomResourceDefinition> {
-    use crate::kueue::*;
-    vec![
-        ResourceFlavor::crd(),
-        ClusterQueue::crd(),
-        LocalQueue::crd(),
-        AdmissionCheck::crd(),
-        Topology::crd(),
-        Workload::crd(),
-    ]
+    parsed(KUEUE)
+}
+
+fn parsed(manifests: &[Manifest]) -> Vec<CustomResourceDefinition> {
+    manifests
+        .iter()
+        .map(|(name, text)| {
+            // Compiled in and checked by the tests (`tests/crd_manifests.rs`): a manifest
+            // that does not parse is a broken build, not a condition to handle.
+            serde_yaml_ng::from_str(text)
+                .unwrap_or_else(|e| panic!("the committed CRD manifest {name} does not parse: {e}"))
+        })
+        .collect()
+}
+
+/// The CRDs as the types generate them, which the committed manifests must equal.
+#[cfg(feature = "schema")]
+pub mod generated {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt;
+
+    use crate::{
+        devices::Devices, instance::Instance, instance_type::InstanceType,
+        model_artifact::ModelArtifact, model_store::NodeModelStore,
+        topology_source::TopologySource,
+    };
+
+    /// What [`super::all`] must be.
+    pub fn all() -> Vec<CustomResourceDefinition> {
+        vec![
+            Devices::crd(),
+            InstanceType::crd(),
+            Instance::crd(),
+            ModelArtifact::crd(),
+            NodeModelStore::crd(),
+            TopologySource::crd(),
+        ]
+    }
+
+    /// What [`super::kueue`] must be.
+    pub fn kueue() -> Vec<CustomResourceDefinition> {
+        use crate::kueue::*;
+        vec![
+            ResourceFlavor::crd(),
+            ClusterQueue::crd(),
+            LocalQueue::crd(),
+            AdmissionCheck::crd(),
+            Topology::crd(),
+            Workload::crd(),
+        ]
+    }
 }
 
 /// The manifest file name of a CRD: `<plural>.<group>.yaml`.

@@ -6,6 +6,7 @@
 //! manifests and the output of its commands read back unchanged.
 
 use kube::CustomResource;
+#[cfg(feature = "schema")]
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +16,9 @@ use crate::manufacturer::Manufacturer;
 pub const UNITS_PER_ACCELERATOR: u64 = 1_600_000;
 
 /// A node's accelerators, as its device manager detected them.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "worker.gpustack.ai",
     version = "v1alpha1",
@@ -30,12 +33,13 @@ pub const UNITS_PER_ACCELERATOR: u64 = 1_600_000;
 pub struct DevicesSpec {
     /// Detected accelerators, one group per (manufacturer, product name, memory).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id", "manufacturer"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id", "manufacturer"])))]
     pub groups: Vec<DevicesGroup>,
 }
 
 /// Accelerators of one product on one node.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DevicesGroup {
     /// Sanitised product name without the manufacturer prefix, at most 63 characters.
@@ -63,7 +67,7 @@ pub struct DevicesGroup {
     pub family: String,
     /// The group's accelerators, in enumeration order.
     #[serde(default)]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id"])))]
     pub accelerators: Vec<Accelerator>,
     /// The group's slicing capacity: the per-accelerator figures summed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,7 +75,8 @@ pub struct DevicesGroup {
 }
 
 /// One accelerator.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Accelerator {
     /// Globally unique vendor id (NVIDIA `GPU-<uuid>`, AMD `GPU-<serial>`); never a PCI address.
@@ -90,7 +95,8 @@ pub struct Accelerator {
 }
 
 /// Where an accelerator sits on the node.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceTopology {
     /// PCI address of the device (`0000:18:00.0`).
@@ -117,7 +123,8 @@ pub struct DeviceTopology {
 }
 
 /// RoCE address of a card (Ascend).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Roce {
     /// IPv4 address of the card's RoCE port.
@@ -132,7 +139,8 @@ pub struct Roce {
 }
 
 /// Health and slicing capacity of one accelerator.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AcceleratorStatus {
     /// True when the vendor library reports the card failing; its capacity is withheld.
@@ -147,7 +155,8 @@ pub struct AcceleratorStatus {
 }
 
 /// Software slicing: how many slices may share the card.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LogicalSliced {
     /// Whether the slices' core percentages may add up to more than 100.
@@ -159,12 +168,13 @@ pub struct LogicalSliced {
 }
 
 /// Hardware partitioning: the profiles the card offers.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PhysicalSliced {
     /// The partition profiles the card offers, each with its size and count.
     #[serde(default)]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])))]
     pub profiles: Vec<PhysicalSlicedProfile>,
     /// The largest count of any profile; sizes the `.partitioned` token pool.
     #[serde(default)]
@@ -172,7 +182,8 @@ pub struct PhysicalSliced {
 }
 
 /// One partition profile, e.g. `1g.10gb`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PhysicalSlicedProfile {
     /// The vendor's profile name (`1g.10gb`).
@@ -199,7 +210,8 @@ fn is_zero_u32(v: &u32) -> bool {
 }
 
 /// A run of slots.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 pub struct Placement {
     /// The first slot, in memory-slice units.
     pub start: u32,
@@ -208,7 +220,8 @@ pub struct Placement {
 }
 
 /// A group's slicing capacity, summed over its accelerators.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AcceleratorSlicedDetail {
     /// Software slicing summed over the group's sliceable accelerators.
@@ -220,7 +233,8 @@ pub struct AcceleratorSlicedDetail {
 }
 
 /// A group's hardware partitions, summed over its accelerators.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PhysicalSlicedDetail {
     /// The sum of each accelerator's largest profile count.
@@ -232,7 +246,8 @@ pub struct PhysicalSlicedDetail {
 }
 
 /// How many partitions of one profile a group offers.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ProfileCapacity {
     /// The vendor's profile name.
@@ -303,17 +318,19 @@ impl DevicesGroup {
 }
 
 /// The allocation ledger, rebuilt from the Pods that hold accelerators.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DevicesStatus {
     /// One allocation group per detected group, keyed like `spec.groups`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id", "manufacturer"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id", "manufacturer"])))]
     pub groups: Vec<DevicesStatusGroup>,
 }
 
 /// What the accelerators of one detected group have given out.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DevicesStatusGroup {
     /// The detected group's id.
@@ -322,13 +339,14 @@ pub struct DevicesStatusGroup {
     pub manufacturer: Manufacturer,
     /// One record per accelerator of the group.
     #[serde(default)]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id"])))]
     pub accelerators: Vec<AcceleratorAllocation>,
 }
 
 /// What one accelerator has given out. The `allocatedPhysical*` and `allocatedLogicalPlacements`
 /// fields travel only in Pod annotations and are left empty in `Devices.status`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AcceleratorAllocation {
     /// The accelerator's vendor id, as in `spec`.
@@ -389,7 +407,8 @@ impl AcceleratorAllocation {
 }
 
 /// A count of partitions of one profile.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 pub struct ProfileAllocation {
     /// The vendor's profile name.
     pub name: String,
@@ -455,6 +474,7 @@ impl<'de> Deserialize<'de> for AllocationMode {
     }
 }
 
+#[cfg(feature = "schema")]
 impl JsonSchema for AllocationMode {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "AllocationMode".into()

@@ -5,11 +5,14 @@
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
+#[cfg(feature = "schema")]
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A workload users run on a pool: one Pod with a slice, partition or whole cards.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "worker.gpustack.ai",
     version = "v1alpha1",
@@ -88,7 +91,8 @@ impl InstanceSpec {
 }
 
 /// One environment variable.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 pub struct InstanceEnv {
     /// The variable's name.
     pub name: String,
@@ -98,7 +102,8 @@ pub struct InstanceEnv {
 }
 
 /// A port the instance listens on.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InstancePort {
     /// The container port.
@@ -119,7 +124,8 @@ impl InstancePort {
 }
 
 /// A reference to an object of the instance's namespace by name.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 pub struct LocalReference {
     /// The object's name.
     #[serde(default)]
@@ -127,7 +133,8 @@ pub struct LocalReference {
 }
 
 /// The instance's workspace: ephemeral or persistent.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 pub struct InstanceVolume {
     /// An emptyDir of the given capacity, gone with the Pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -138,14 +145,16 @@ pub struct InstanceVolume {
 }
 
 /// A workspace that lives as long as the Pod.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 pub struct EphemeralVolume {
     /// Like `10Gi`.
     pub capacity: String,
 }
 
 /// What one instance takes from its pool.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceResources {
     /// Whole cards; exactly 1 with a slice or a partition.
@@ -173,7 +182,8 @@ pub struct InstanceResources {
 }
 
 /// A host directory mounted into the `main` container.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HostPathVolume {
     /// The volume's name, unique within the instance.
@@ -185,7 +195,8 @@ pub struct HostPathVolume {
 }
 
 /// What the worker reports of an instance.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceStatus {
     /// `Starting`, `Ready`, `Stopping`, `Stopped`, `Deleting`, or the Pod's summary.
@@ -223,14 +234,16 @@ impl InstanceStatus {
 }
 
 /// One address.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 pub struct Ip {
     /// An IPv4 or IPv6 address.
     pub ip: String,
 }
 
 /// A declared port and where it is reached.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceStatusPort {
     /// The container port.

@@ -6,13 +6,16 @@
 use std::collections::BTreeMap;
 
 use kube::CustomResource;
+#[cfg(feature = "schema")]
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::devices::AcceleratorSlicedDetail;
 
 /// A pool of nodes with one hardware identity, offered in units.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "worker.gpustack.ai",
     version = "v1alpha1",
@@ -66,7 +69,8 @@ pub struct InstanceTypeSpec {
 }
 
 /// The resources of one unit of a pool.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct UnitResources {
     /// Whole CPUs per unit.
@@ -79,7 +83,8 @@ pub struct UnitResources {
 
 /// One view of the pool's capacity: what one request may take at most, what is left, what
 /// there is.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CapacityView {
     /// The most one request may take now (on the best single node).
@@ -94,7 +99,8 @@ pub struct CapacityView {
 }
 
 /// What the worker computes of a pool from its nodes' `Devices` ledgers.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceTypeStatus {
     /// Whole free cards.
@@ -133,7 +139,8 @@ pub struct InstanceTypeStatus {
 }
 
 /// What one card of the pool is: the facts the flavors note, and its slicing capacity.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceTypeDetail {
     /// The cards' manufacturer (`nvidia`).

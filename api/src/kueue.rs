@@ -14,6 +14,7 @@ use k8s_openapi::{
     },
 };
 use kube::CustomResource;
+#[cfg(feature = "schema")]
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +26,9 @@ pub const VERSION: &str = "v1beta2";
 pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
 
 /// Hardware identity of a set of nodes: the labels that select them.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
@@ -52,7 +55,9 @@ pub struct ResourceFlavorSpec {
 }
 
 /// A pool of quota over flavors.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
@@ -94,7 +99,8 @@ pub struct ClusterQueueSpec {
 }
 
 /// Resources whose quota is given together, over the same list of flavors.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceGroup {
     /// The resource names (`cpu`, `memory`, device resources) this group gives quota for.
@@ -104,7 +110,8 @@ pub struct ResourceGroup {
 }
 
 /// One flavor's quota within a resource group.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FlavorQuotas {
     /// The ResourceFlavor's name.
@@ -114,7 +121,8 @@ pub struct FlavorQuotas {
 }
 
 /// The quota of one resource on one flavor.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceQuota {
     /// The resource name.
@@ -124,7 +132,8 @@ pub struct ResourceQuota {
 }
 
 /// Kueue's flavor fungibility: what to do when the current flavor would need borrowing or preemption.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FlavorFungibility {
     /// `Borrow` or `TryNextFlavor`.
@@ -136,7 +145,8 @@ pub struct FlavorFungibility {
 }
 
 /// When a pending Workload may preempt admitted ones.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Preemption {
     /// `Never`, `LowerPriority` or `Any`: reclaiming quota lent to the cohort.
@@ -151,7 +161,8 @@ pub struct Preemption {
 }
 
 /// Preemption within the cohort while borrowing.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct BorrowWithinCohort {
     /// `Never` or `LowerPriority`.
@@ -159,7 +170,8 @@ pub struct BorrowWithinCohort {
 }
 
 /// The admission checks a ClusterQueue's Workloads must pass.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionChecksStrategy {
     /// One rule per AdmissionCheck.
@@ -168,7 +180,8 @@ pub struct AdmissionChecksStrategy {
 }
 
 /// One AdmissionCheck required by a ClusterQueue.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionCheckStrategyRule {
     /// The AdmissionCheck's name.
@@ -179,12 +192,13 @@ pub struct AdmissionCheckStrategyRule {
 }
 
 /// What Kueue reports of a ClusterQueue.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterQueueStatus {
     /// Kueue's `Active`, and the worker's `TopologyReady` (whether the flavor plan was accepted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"])))]
     pub conditions: Vec<Condition>,
     /// Workloads waiting for quota.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -204,7 +218,8 @@ pub struct ClusterQueueStatus {
 }
 
 /// Quota use of one flavor.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FlavorUsage {
     /// The ResourceFlavor's name.
@@ -215,7 +230,8 @@ pub struct FlavorUsage {
 }
 
 /// Use of one resource on one flavor.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceUsage {
     /// The resource name.
@@ -229,7 +245,9 @@ pub struct ResourceUsage {
 }
 
 /// A namespace's door to a ClusterQueue.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
@@ -255,7 +273,8 @@ pub struct LocalQueueSpec {
 }
 
 /// What Kueue reports of a LocalQueue.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LocalQueueStatus {
     /// Workloads of this queue waiting for quota.
@@ -267,7 +286,9 @@ pub struct LocalQueueStatus {
 }
 
 /// A check a Workload must pass before admission; its controller answers on the Workload.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
@@ -284,7 +305,8 @@ pub struct AdmissionCheckSpec {
 }
 
 /// What the check's controller reports of it.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionCheckStatus {
     /// `Active` when the controller is running and the check can be evaluated.
@@ -293,7 +315,9 @@ pub struct AdmissionCheckStatus {
 }
 
 /// The node label hierarchy of topology-aware scheduling, outermost first.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
@@ -309,7 +333,8 @@ pub struct TopologySpec {
 }
 
 /// One level of a Topology.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TopologyLevel {
     /// The node label whose values name the domains of this level.
@@ -317,7 +342,9 @@ pub struct TopologyLevel {
 }
 
 /// A unit of admission: the Pods of one job, with what Kueue decided for them.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
@@ -344,7 +371,8 @@ pub struct WorkloadSpec {
 }
 
 /// A group of identical Pods of a Workload.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodSet {
     /// The group's name, unique within the Workload (`main` for a single Pod).
@@ -361,7 +389,8 @@ fn one() -> i32 {
 }
 
 /// What Kueue decided for a Workload.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadStatus {
     /// `QuotaReserved`, `Admitted`, `Evicted`, `Finished` and the others Kueue sets.
@@ -372,12 +401,13 @@ pub struct WorkloadStatus {
     pub admission: Option<Admission>,
     /// The verdict of each admission check the queue requires.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])))]
     pub admission_checks: Vec<AdmissionCheckState>,
 }
 
 /// Where a Workload was admitted.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Admission {
     /// The ClusterQueue whose quota it holds.
@@ -388,7 +418,8 @@ pub struct Admission {
 }
 
 /// The flavors assigned to one Pod group.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodSetAssignment {
     /// The Pod group's name.
@@ -406,7 +437,8 @@ pub struct PodSetAssignment {
 
 /// Where topology-aware scheduling put the Pods: per domain, its label values (one per level)
 /// and how many Pods.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TopologyAssignment {
     /// The Topology's level labels the domains' values refer to.
@@ -417,7 +449,8 @@ pub struct TopologyAssignment {
 }
 
 /// One topology domain and how many Pods it received.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TopologyDomainAssignment {
     /// The domain's label values, one per level.
@@ -427,7 +460,8 @@ pub struct TopologyDomainAssignment {
 }
 
 /// One admission check's verdict on a Workload: `Pending`, `Ready`, `Retry` or `Rejected`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionCheckState {
     /// The AdmissionCheck's name.

@@ -6,13 +6,13 @@
 
 use std::{fmt, str::FromStr};
 
+#[cfg(feature = "schema")]
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// An accelerator manufacturer. Serialized in lowercase, as in `Devices.spec.groups[].manufacturer`.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Manufacturer {
     /// AMD Instinct and Radeon (ROCm).

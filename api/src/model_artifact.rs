@@ -5,11 +5,14 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
+#[cfg(feature = "schema")]
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A model's files on a hub, a claim or an image, resolved to one immutable manifest.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "worker.gpustack.ai",
     version = "v1alpha1",
@@ -32,11 +35,11 @@ pub struct ModelArtifactSpec {
     pub source: ArtifactSource,
     /// fnmatch patterns (`*` crosses `/`, a trailing `/` means a directory); at most 32.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 32))]
+    #[cfg_attr(feature = "schema", schemars(length(max = 32)))]
     pub allow_patterns: Vec<String>,
     /// As `allowPatterns`; an ignore wins over an allow.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 32))]
+    #[cfg_attr(feature = "schema", schemars(length(max = 32)))]
     pub ignore_patterns: Vec<String>,
     /// When set, resolution fails unless the manifest digest equals it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,7 +47,8 @@ pub struct ModelArtifactSpec {
 }
 
 /// Exactly one source is set.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ArtifactSource {
     /// A Hugging Face repository.
@@ -72,7 +76,8 @@ impl ArtifactSource {
 }
 
 /// A repository on a model hub.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HubSource {
     /// `owner/name`.
@@ -86,14 +91,16 @@ pub struct HubSource {
 }
 
 /// A Secret of the artifact's namespace, by name.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 pub struct SecretReference {
     /// The Secret's name.
     pub name: String,
 }
 
 /// Files on a PersistentVolumeClaim.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimSource {
     /// The claim's name, in the artifact's namespace.
@@ -104,7 +111,8 @@ pub struct ClaimSource {
 }
 
 /// Files in an OCI image.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ImageSource {
     /// The image reference, a digest preferred over a tag.
@@ -112,7 +120,8 @@ pub struct ImageSource {
 }
 
 /// What the worker resolved the source to.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ModelArtifactStatus {
     /// The `metadata.generation` this status was computed from.
@@ -127,7 +136,8 @@ pub struct ModelArtifactStatus {
 }
 
 /// What the source resolved to.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResolvedArtifact {
     /// Commit id, 40 hex digits.

@@ -6,11 +6,14 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
+#[cfg(feature = "schema")]
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A node's model cache: its limits, download policy and hub settings.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "worker.gpustack.ai",
     version = "v1alpha1",
@@ -44,7 +47,7 @@ pub struct NodeModelStoreSpec {
     pub store: Option<String>,
     /// Manifest digests that garbage collection must keep: the union of prefetch pins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256))]
+    #[cfg_attr(feature = "schema", schemars(length(max = 256)))]
     pub pinned: Vec<String>,
     /// Whether the node may fetch files from peers that already hold them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,14 +55,15 @@ pub struct NodeModelStoreSpec {
 }
 
 /// Disk-use thresholds of the cache, percent of the filesystem.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Watermarks {
     /// Above this, GC starts removing unreferenced models.
-    #[schemars(range(min = 2, max = 95))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 2, max = 95)))]
     pub high_percent: u32,
     /// GC stops once usage is back under this.
-    #[schemars(range(min = 1, max = 94))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 94)))]
     pub low_percent: u32,
 }
 
@@ -73,11 +77,12 @@ impl Default for Watermarks {
 }
 
 /// Node-wide download limits.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DownloadPolicy {
     /// Parallel file downloads, node-wide.
-    #[schemars(range(min = 1, max = 64))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 64)))]
     pub concurrency: u32,
     /// Node-wide bandwidth cap; 0 means unlimited.
     #[serde(default)]
@@ -94,7 +99,8 @@ impl Default for DownloadPolicy {
 }
 
 /// Where and how the node reaches model hubs.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HubSettings {
     /// The Hugging Face endpoint; `https://huggingface.co` when empty.
@@ -115,7 +121,8 @@ pub struct HubSettings {
 }
 
 /// The kubelet's eviction and image GC thresholds, as read from its configz.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct KubeletThresholds {
     /// `evictionHard` of `nodefs.available` (`10%` or a quantity).
@@ -182,7 +189,8 @@ impl NodeModelStoreSpec {
 }
 
 /// What the node's model manager reports of its cache.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeModelStoreStatus {
     /// The `metadata.generation` this status was computed from.
@@ -193,7 +201,7 @@ pub struct NodeModelStoreStatus {
     pub capacity: Option<StoreCapacity>,
     /// Models on this node, keyed by digest; at most 256.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["digest"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["digest"])))]
     pub models: Vec<StoredModel>,
     /// `Ready` and `CapacityLow`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -201,7 +209,8 @@ pub struct NodeModelStoreStatus {
 }
 
 /// The cache filesystem's size and use.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StoreCapacity {
     /// Size of the filesystem, in bytes.
@@ -213,7 +222,8 @@ pub struct StoreCapacity {
 }
 
 /// One model in the node's cache.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StoredModel {
     /// The manifest digest (`sha256:...`) the model is stored under.
@@ -247,7 +257,8 @@ pub struct StoredModel {
 }
 
 /// Where a model's download stands.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 pub enum ModelState {
     /// Files are being fetched.
     Downloading,
@@ -258,7 +269,8 @@ pub enum ModelState {
 }
 
 /// Where a model's files were fetched from.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 pub enum ModelSource {
     /// The model hub.
     Hub,

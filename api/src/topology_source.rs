@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
+#[cfg(feature = "schema")]
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -21,7 +22,9 @@ pub const SOURCE_KIND_LABELS: &str = "Labels";
 pub const MAX_LEVELS: usize = 15;
 
 /// Where the topology hierarchy of a set of nodes comes from: node label keys, outermost first.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[cfg_attr(not(feature = "schema"), kube(schema = "disabled"))]
 #[kube(
     group = "worker.gpustack.ai",
     version = "v1alpha1",
@@ -44,12 +47,13 @@ pub struct TopologySourceSpec {
     pub node_selector: BTreeMap<String, String>,
     /// Node label keys, outermost first (`topology.kubernetes.io/zone`, then a rack label...).
     /// `kubernetes.io/hostname` is always appended as the innermost level.
-    #[schemars(length(min = 1, max = 15))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 15)))]
     pub levels: Vec<String>,
 }
 
 /// What the worker made of a TopologySource.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TopologySourceStatus {
     /// How the hierarchy was derived: `Labels` (from the nodes' labels).
@@ -60,7 +64,7 @@ pub struct TopologySourceStatus {
     pub last_successful_revision: Option<i64>,
     /// `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"])))]
     pub conditions: Vec<Condition>,
 }
 

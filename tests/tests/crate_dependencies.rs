@@ -7,7 +7,9 @@
 //!   store, embedded API server, hub) is in their graph;
 //! - the delegated-auth crate (the reviews and the `/metrics` guard the agents share with the
 //!   worker) holds a kube client and nothing of the API servers;
-//! - the embedded API server holds nothing of the hub built on it.
+//! - the embedded API server holds nothing of the hub built on it;
+//! - the binary is built without k8s-openapi's schemas (a third of that crate's build): it
+//!   reads the committed CRDs and built-in kinds' document, which the tests generate.
 
 use std::process::Command;
 
@@ -110,4 +112,42 @@ fn the_api_server_holds_nothing_of_the_hub() {
         "sqlx",
         &["gpustack-gateway", "gpustack-worker"],
     );
+}
+
+#[test]
+fn the_binary_is_built_without_kubernetes_schemas() {
+    let out = Command::new(env!("CARGO"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            "gpustack-operator",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--no-dedupe",
+            "--format",
+            "{p} [{f}]",
+        ])
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let openapi: Vec<&str> = tree
+        .lines()
+        .filter(|l| l.starts_with("k8s-openapi "))
+        .collect();
+    assert!(!openapi.is_empty(), "k8s-openapi is missing: {tree}");
+    for line in openapi {
+        assert!(
+            line.contains("v1_33") && !line.contains("schemars"),
+            "the binary's k8s-openapi: {line}"
+        );
+    }
 }

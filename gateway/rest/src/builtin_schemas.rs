@@ -10,30 +10,53 @@
 //! and kind ([`kind_definition`]), as kubectl finds it. A CRD's schema has no `definitions` and
 //! no `$ref`s: it is its own root, and every function here takes both. [`crate::openapi`]
 //! publishes the definitions a kind reaches; [`crate::schema::prune_with_definitions`] follows the
-//! `$ref`s when it drops unknown fields. Generated once per set of resources ([`attach`]), never per request.
+//! `$ref`s when it drops unknown fields. Read once per set of resources ([`attach`]), never per request.
+//!
+//! The document is committed (`builtin-definitions.json` beside this file) and compiled in:
+//! generating it takes k8s-openapi's `schemars` feature, a third of that crate's build, which
+//! only the `schema` feature (on in the tests) turns on. A test checks the committed document
+//! against the generated one; `GPUSTACK_UPDATE_SCHEMAS=1 cargo test -p gpustack-kube-rest --lib
+//! builtin_schemas` rewrites it.
 
 use k8s_openapi::{
     Resource, api, apiextensions_apiserver::pkg::apis::apiextensions,
     kube_aggregator::pkg::apis::apiregistration,
 };
-use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use serde_json::Value;
+#[cfg(feature = "schema")]
+use serde_json::json;
 
 pub use crate::definitions::{REF_PREFIX, definitions_of, reachable, resolve};
 use crate::resource::{ResourceDef, Schema};
 
+/// The document of every built-in kind's definitions, as `generate` (with the `schema`
+/// feature) makes it.
+const DOCUMENT: &str = include_str!("builtin-definitions.json");
+
 /// Definitions whose values are free-form JSON: Kubernetes keeps what is inside them as given.
+#[cfg(any(feature = "schema", test))]
 const FREE_FORM: &[&str] = &[
     "io.k8s.apimachinery.pkg.runtime.RawExtension",
     "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1",
     "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON",
 ];
 
-/// What is done with each built-in kind: its schema collected, or an object decoded as it.
+/// What this module needs of a built-in kind's type: its identity and its decoder, and its
+/// schema where the document is generated.
+#[cfg(feature = "schema")]
+trait Builtin: schemars::JsonSchema + Resource + DeserializeOwned {}
+#[cfg(feature = "schema")]
+impl<T: schemars::JsonSchema + Resource + DeserializeOwned> Builtin for T {}
+#[cfg(not(feature = "schema"))]
+trait Builtin: Resource + DeserializeOwned {}
+#[cfg(not(feature = "schema"))]
+impl<T: Resource + DeserializeOwned> Builtin for T {}
+
+/// What is done with each built-in kind: its schema collected, its identity listed, or an
+/// object decoded as it.
 trait Kinds {
-    fn add<T: JsonSchema + Resource + DeserializeOwned>(&mut self);
+    fn add<T: Builtin>(&mut self);
 }
 
 /// The kinds with a schema: those the embedded cluster serves or is about to, keyed by their
@@ -92,25 +115,15 @@ fn add_kinds(c: &mut impl Kinds) {
     c.add::<certificates::CertificateSigningRequest>();
 }
 
-struct Collector {
-    /// Absent when only the kinds are wanted, not their schemas.
-    generator: Option<SchemaGenerator>,
-    /// Each kind added: its definition's name, group, version and kind.
-    kinds: Vec<(String, Gvk)>,
-}
-
 /// A group, version and kind.
 type Gvk = (&'static str, &'static str, &'static str);
 
-impl Kinds for Collector {
-    fn add<T: JsonSchema + Resource + DeserializeOwned>(&mut self) {
-        if let Some(g) = &mut self.generator {
-            g.subschema_for::<T>();
-        }
-        self.kinds.push((
-            T::schema_name().into_owned(),
-            (T::GROUP, T::VERSION, T::KIND),
-        ));
+/// The kinds the document defines.
+struct Listed(Vec<Gvk>);
+
+impl Kinds for Listed {
+    fn add<T: Builtin>(&mut self) {
+        self.0.push((T::GROUP, T::VERSION, T::KIND));
     }
 }
 
@@ -122,7 +135,7 @@ struct Decoder<'a> {
 }
 
 impl Kinds for Decoder<'_> {
-    fn add<T: JsonSchema + Resource + DeserializeOwned>(&mut self) {
+    fn add<T: Builtin>(&mut self) {
         if self.outcome.is_none() && self.gvk == (T::GROUP, T::VERSION, T::KIND) {
             self.outcome = Some(T::deserialize(self.object).map(|_| ()));
         }
@@ -148,33 +161,55 @@ pub fn decode_typed(
     d.outcome
 }
 
-/// The kinds the built-in document defines, known without generating it.
+/// The kinds the built-in document defines, known without reading it.
 fn kinds() -> Vec<Gvk> {
-    let mut c = Collector {
-        generator: None,
-        kinds: Vec::new(),
-    };
-    add_kinds(&mut c);
-    c.kinds.into_iter().map(|(_, gvk)| gvk).collect()
+    let mut listed = Listed(Vec::new());
+    add_kinds(&mut listed);
+    listed.0
 }
 
-/// The document of every built-in kind's definitions (some tens of milliseconds: do it once).
+/// The document of every built-in kind's definitions, as committed (a few milliseconds to
+/// read: do it once).
+pub fn document() -> Value {
+    // Compiled in and checked against the types by the tests: a document that does not parse
+    // is a broken build, not a condition to handle.
+    serde_json::from_str(DOCUMENT).expect("builtin-definitions.json is JSON")
+}
+
+/// The document of every built-in kind's definitions, generated from k8s-openapi's types
+/// (some tens of milliseconds), with the digest of its content.
+#[cfg(feature = "schema")]
 pub fn generate() -> Value {
+    use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
+    use sha2::{Digest, Sha256};
+
+    /// Each kind's schema, and its definition's name with its group, version and kind.
+    struct Collector {
+        generator: SchemaGenerator,
+        kinds: Vec<(String, Gvk)>,
+    }
+
+    impl Kinds for Collector {
+        fn add<T: Builtin>(&mut self) {
+            self.generator.subschema_for::<T>();
+            self.kinds.push((
+                <T as JsonSchema>::schema_name().into_owned(),
+                (T::GROUP, T::VERSION, T::KIND),
+            ));
+        }
+    }
+
     let settings = SchemaSettings::draft07().with(|s| {
         s.definitions_path = "/definitions".into();
         s.meta_schema = None;
         s.transforms.clear();
     });
     let mut c = Collector {
-        generator: Some(settings.into_generator()),
+        generator: settings.into_generator(),
         kinds: Vec::new(),
     };
     add_kinds(&mut c);
-    let mut definitions = c
-        .generator
-        .as_mut()
-        .map(|g| g.take_definitions(false))
-        .unwrap_or_default();
+    let mut definitions = c.generator.take_definitions(false);
     for name in FREE_FORM {
         if let Some(m) = definitions.get_mut(*name).and_then(Value::as_object_mut) {
             m.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
@@ -266,7 +301,7 @@ pub fn root_of<'a>(schema: &'a Value, group: &str, version: &str, kind: &str) ->
 /// of definitions when its storage version has one there. The document is built the first time
 /// any kind's schema is read, not here.
 pub fn attach(defs: &mut [ResourceDef]) {
-    let doc = Schema::deferred(generate);
+    let doc = Schema::deferred(document);
     let known = kinds();
     for d in defs.iter_mut().filter(|d| !d.custom && d.schema.is_none()) {
         let Some(version) = d.versions.first() else {
@@ -282,9 +317,29 @@ pub fn attach(defs: &mut [ResourceDef]) {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "schema")]
+    #[test]
+    fn the_committed_document_is_the_generated_one() {
+        let generated = generate();
+        if std::env::var_os("GPUSTACK_UPDATE_SCHEMAS").is_some() {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("src")
+                .join("builtin-definitions.json");
+            let mut text = serde_json::to_string_pretty(&generated).unwrap();
+            text.push('\n');
+            std::fs::write(path, text).unwrap();
+            return;
+        }
+        assert!(
+            document() == generated,
+            "src/builtin-definitions.json is not what k8s-openapi's types generate; regenerate it \
+             with `GPUSTACK_UPDATE_SCHEMAS=1 cargo test -p gpustack-kube-rest --lib builtin_schemas`"
+        );
+    }
+
     #[test]
     fn a_deployment_refers_to_its_spec_where_replicas_is_an_integer() {
-        let doc = generate();
+        let doc = document();
         let (name, deployment) = kind_definition(&doc, "apps", "v1", "Deployment").unwrap();
         assert_eq!(name, "io.k8s.api.apps.v1.Deployment");
         assert!(deployment.get("required").is_none(), "metadata is optional");
@@ -306,7 +361,7 @@ mod tests {
 
     #[test]
     fn kinds_are_found_by_their_tag_whatever_their_package() {
-        let doc = generate();
+        let doc = document();
         for (group, kind, name) in [
             ("", "ConfigMap", "io.k8s.api.core.v1.ConfigMap"),
             (
@@ -336,7 +391,7 @@ mod tests {
 
     #[test]
     fn free_form_values_keep_unknown_fields_and_quantities_are_int_or_string() {
-        let doc = generate();
+        let doc = document();
         let defs = definitions_of(&doc).unwrap();
         assert_eq!(
             defs["io.k8s.apimachinery.pkg.api.resource.Quantity"]["x-kubernetes-int-or-string"],
@@ -355,7 +410,7 @@ mod tests {
     fn every_builtin_and_announced_kind_has_a_schema_built_on_first_read() {
         let mut defs = crate::resource::builtins();
         attach(&mut defs);
-        let doc = generate();
+        let doc = document();
         for d in &defs {
             let schema = d.schema.as_ref();
             assert!(

@@ -343,7 +343,7 @@ mod tests {
     #[test]
     fn built_in_kinds_prune_through_their_definitions_metadata_included() {
         use crate::builtin_schemas;
-        let doc = builtin_schemas::generate();
+        let doc = builtin_schemas::document();
         let root = |g: &str, k: &str| {
             builtin_schemas::kind_definition(&doc, g, "v1", k)
                 .unwrap()
