@@ -7,6 +7,8 @@
 //! - [`monitor`] and [`devices::DevicesGroup`]: what `device-manager monitor` and `detect` print.
 //! - [`manufacturer`]: the nine manufacturers as data.
 //! - [`yaml`]: how those types are written for people.
+//! - [`crds`]: the CRDs the operator installs, as committed; with the `schema` feature (the
+//!   tests'), the types' JSON schemas and the CRDs generated from them too.
 //!
 //! Pure: no IO, no Kubernetes client, no async runtime.
 

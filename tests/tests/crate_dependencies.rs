@@ -13,22 +13,12 @@
 
 use std::process::Command;
 
-/// The names of the crates in `package`'s normal dependency tree.
-fn tree(package: &str) -> Vec<String> {
+/// `cargo tree` of `package`'s normal dependencies, one line per crate as `format` writes it.
+fn cargo_tree(package: &str, format: &str) -> String {
     let out = Command::new(env!("CARGO"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "tree",
-            "--offline",
-            "-p",
-            package,
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-            "--format",
-            "{p}",
-        ])
+        .args(["tree", "--offline", "-p", package, "-e", "normal"])
+        .args(["--prefix", "none", "--format", format])
         .output()
         .expect("cargo tree runs");
     assert!(
@@ -36,7 +26,12 @@ fn tree(package: &str) -> Vec<String> {
         "cargo tree -p {package} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tree = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The names of the crates in `package`'s normal dependency tree.
+fn tree(package: &str) -> Vec<String> {
+    let tree = cargo_tree(package, "{p}");
     let crates: Vec<String> = tree
         .lines()
         .filter_map(|l| l.split_whitespace().next())
@@ -116,29 +111,7 @@ fn the_api_server_holds_nothing_of_the_hub() {
 
 #[test]
 fn the_binary_is_built_without_kubernetes_schemas() {
-    let out = Command::new(env!("CARGO"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "tree",
-            "--offline",
-            "-p",
-            "gpustack-operator",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-            "--no-dedupe",
-            "--format",
-            "{p} [{f}]",
-        ])
-        .output()
-        .expect("cargo tree runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let tree = String::from_utf8_lossy(&out.stdout);
+    let tree = cargo_tree("gpustack-operator", "{p} [{f}]");
     let openapi: Vec<&str> = tree
         .lines()
         .filter(|l| l.starts_with("k8s-openapi "))

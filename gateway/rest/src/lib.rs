@@ -18,9 +18,10 @@
 //!   [`watch`] event framing and bookmarks.
 //! - [`schema`]: structural-schema defaulting and pruning; [`protobuf`]: Kubernetes protobuf
 //!   of every built-in kind (request bodies, and answers for protobuf-only clients).
-//! - [`builtin_schemas`]: the OpenAPI schemas of built-in kinds, from k8s-openapi, held as a
-//!   [`kind_schema::Schema`] built on first use; [`definitions`]: `$ref`s within such a
-//!   definitions document.
+//! - [`builtin_schemas`]: the OpenAPI schemas of built-in kinds, generated from k8s-openapi's
+//!   types (the `schema` feature, on in the tests) into a committed document that the binary
+//!   reads, held as a [`kind_schema::Schema`] built on first use; [`definitions`]: `$ref`s
+//!   within such a definitions document.
 //!
 //! - [`bounded`]: request documents parsed with their expanded size and nesting bounded;
 //!   [`unsupported_value`]: a query parameter outside its values.
