@@ -10,35 +10,32 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 /// A committed manifest: its file name and text.
 type Manifest = (&'static str, &'static str);
 
-/// The manifest `name` under `deploy/<dir>/`, compiled in.
-macro_rules! manifest {
-    ($dir:literal, $name:literal) => {
-        (
-            $name,
-            include_str!(concat!("../../deploy/", $dir, "/", $name)),
-        )
+/// The named manifests under `deploy/<dir>/`, compiled in, each with its file name.
+macro_rules! manifests {
+    ($dir:literal: $($name:literal),+ $(,)?) => {
+        &[$(($name, include_str!(concat!("../../deploy/", $dir, "/", $name)))),+]
     };
 }
 
 /// The operator's own CRDs, as committed under `deploy/crds/`.
-const OWN: &[Manifest] = &[
-    manifest!("crds", "devices.worker.gpustack.ai.yaml"),
-    manifest!("crds", "instancetypes.worker.gpustack.ai.yaml"),
-    manifest!("crds", "instances.worker.gpustack.ai.yaml"),
-    manifest!("crds", "modelartifacts.worker.gpustack.ai.yaml"),
-    manifest!("crds", "nodemodelstores.worker.gpustack.ai.yaml"),
-    manifest!("crds", "topologysources.worker.gpustack.ai.yaml"),
-];
+const OWN: &[Manifest] = manifests!("crds":
+    "devices.worker.gpustack.ai.yaml",
+    "instancetypes.worker.gpustack.ai.yaml",
+    "instances.worker.gpustack.ai.yaml",
+    "modelartifacts.worker.gpustack.ai.yaml",
+    "nodemodelstores.worker.gpustack.ai.yaml",
+    "topologysources.worker.gpustack.ai.yaml",
+);
 
 /// The Kueue kinds' CRDs, as committed under `deploy/kueue-crds/`.
-const KUEUE: &[Manifest] = &[
-    manifest!("kueue-crds", "resourceflavors.kueue.x-k8s.io.yaml"),
-    manifest!("kueue-crds", "clusterqueues.kueue.x-k8s.io.yaml"),
-    manifest!("kueue-crds", "localqueues.kueue.x-k8s.io.yaml"),
-    manifest!("kueue-crds", "admissionchecks.kueue.x-k8s.io.yaml"),
-    manifest!("kueue-crds", "topologies.kueue.x-k8s.io.yaml"),
-    manifest!("kueue-crds", "workloads.kueue.x-k8s.io.yaml"),
-];
+const KUEUE: &[Manifest] = manifests!("kueue-crds":
+    "resourceflavors.kueue.x-k8s.io.yaml",
+    "clusterqueues.kueue.x-k8s.io.yaml",
+    "localqueues.kueue.x-k8s.io.yaml",
+    "admissionchecks.kueue.x-k8s.io.yaml",
+    "topologies.kueue.x-k8s.io.yaml",
+    "workloads.kueue.x-k8s.io.yaml",
+);
 
 /// Every CRD the operator installs, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
@@ -51,16 +48,22 @@ pub fn kueue() -> Vec<CustomResourceDefinition> {
     parsed(KUEUE)
 }
 
+/// The operator's own CRD of resource `plural` (`devices`, `instances`, ...), the only
+/// manifest read.
+pub fn own(plural: &str) -> Option<CustomResourceDefinition> {
+    let file = format!("{plural}.{}.yaml", crate::labels::WORKER_GROUP);
+    OWN.iter().find(|(name, _)| *name == file).map(read)
+}
+
 fn parsed(manifests: &[Manifest]) -> Vec<CustomResourceDefinition> {
-    manifests
-        .iter()
-        .map(|(name, text)| {
-            // Compiled in and checked by the tests (`tests/crd_manifests.rs`): a manifest
-            // that does not parse is a broken build, not a condition to handle.
-            serde_yaml_ng::from_str(text)
-                .unwrap_or_else(|e| panic!("the committed CRD manifest {name} does not parse: {e}"))
-        })
-        .collect()
+    manifests.iter().map(read).collect()
+}
+
+fn read((name, text): &Manifest) -> CustomResourceDefinition {
+    // Compiled in and checked by the tests (`tests/crd_manifests.rs`): a manifest that does
+    // not parse is a broken build, not a condition to handle.
+    serde_yaml_ng::from_str(text)
+        .unwrap_or_else(|e| panic!("the committed CRD manifest {name} does not parse: {e}"))
 }
 
 /// The CRDs as the types generate them, which the committed manifests must equal.

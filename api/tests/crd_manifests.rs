@@ -118,3 +118,12 @@ fn crds_declare_the_reference_shape() {
         serde_json::json!(["id", "manufacturer"])
     );
 }
+
+/// One of the operator's own CRDs, looked up by resource, is its generated CRD.
+#[test]
+fn each_own_crd_is_found_by_its_resource() {
+    for crd in crds::generated::all() {
+        assert_eq!(crds::own(&crd.spec.names.plural), Some(crd));
+    }
+    assert_eq!(crds::own("workloads"), None);
+}

@@ -1,5 +1,5 @@
 //! The kinds each hosted cluster serves: the built-in ones (with the OpenAPI schemas of
-//! Kubernetes 1.33, generated once per registry) and those registered by its
+//! Kubernetes 1.33, read once per registry) and those registered by its
 //! CustomResourceDefinitions. What a kind is lives in the toolkit
 //! ([`gpustack_kube_rest::resource`]).
 
@@ -27,7 +27,7 @@ impl Registry {
     /// A registry with the built-in kinds (their OpenAPI schemas attached) and no CRDs yet.
     pub fn new() -> Self {
         let mut defs = builtins();
-        // Their OpenAPI schemas, generated once per registry: documents and pruning share them.
+        // Their OpenAPI schemas, read once per registry: documents and pruning share them.
         gpustack_kube_rest::builtin_schemas::attach(&mut defs);
         Registry {
             builtins: Arc::new(defs),

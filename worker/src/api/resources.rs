@@ -14,9 +14,7 @@ pub const SERVED_VERSION: &str = "v1";
 pub const STORAGE_VERSION: &str = "v1alpha1";
 
 fn from_api_crd(plural: &str) -> ResourceDef {
-    let crd = gpustack_api::crds::all()
-        .into_iter()
-        .find(|c| c.spec.names.plural == plural)
+    let crd = gpustack_api::crds::own(plural)
         .unwrap_or_else(|| panic!("the api crate defines the {plural} CRD"));
     let crd = serde_json::to_value(crd).expect("a CRD serializes");
     let mut def = resource::from_crd(&crd).expect("the project's CRDs are valid");

@@ -101,10 +101,7 @@ pub fn clusters() -> ResourceDef {
 
 /// The schema of the api crate's CRD `plural`.
 fn crd_schema(plural: &str) -> gpustack_kube_rest::resource::Schema {
-    let crd = gpustack_api::crds::all()
-        .into_iter()
-        .find(|c| c.spec.names.plural == plural)
-        .expect("the api crate defines the CRD");
+    let crd = gpustack_api::crds::own(plural).expect("the api crate defines the CRD");
     let crd = serde_json::to_value(crd).expect("a CRD serializes");
     gpustack_kube_rest::resource::from_crd(&crd)
         .ok()
