@@ -13,6 +13,7 @@ use std::{
 };
 
 use axum::Router;
+use futures::future::BoxFuture;
 use gpustack_serving::{serve, trace_context::ServerSpans};
 
 /// Connection caps and deadlines of the listeners ([`ServerOptions::serving`]).
@@ -323,7 +324,19 @@ pub struct Prepared {
 
 /// Opens the store, writes kubeconfigs, hosts the embedded clusters and binds the listeners;
 /// the requests answered are counted in `metrics`.
-pub async fn prepare(
+///
+/// This and the other futures the hub awaits from this crate are boxed here: async bodies are
+/// compiled in the crate that polls them, so the hub's crate compiled the store's writer, its
+/// PostgreSQL mirror and the HTTP servers again for itself (a quarter of its LLVM IR; issue
+/// 41's build time).
+pub fn prepare(
+    opts: ServerOptions,
+    metrics: &prometheus::Registry,
+) -> BoxFuture<'_, Result<Prepared, ServerError>> {
+    Box::pin(prepared(opts, metrics))
+}
+
+async fn prepared(
     opts: ServerOptions,
     metrics: &prometheus::Registry,
 ) -> Result<Prepared, ServerError> {
@@ -435,7 +448,34 @@ impl Prepared {
 
     /// Serves every listener until [`ApiServer::shutdown`], with `extension`'s endpoints beside
     /// the clusters'.
-    pub async fn serve<E: Extension>(self, extension: E) -> Result<ApiServer, ServerError> {
+    pub fn serve<E: Extension>(
+        self,
+        extension: E,
+    ) -> BoxFuture<'static, Result<ApiServer, ServerError>> {
+        let extension = Arc::new(extension);
+        let stopping = extension.clone();
+        self.serve_beside(
+            Box::new(move |api, access| extension.router(api, access)),
+            Box::new(move || Box::pin(async move { stopping.stop().await })),
+        )
+    }
+
+    /// [`Prepared::serve`] with the extension's two parts as trait objects. Not generic, so that
+    /// the boxing, and with it the servers' whole run, is compiled here once rather than in
+    /// each extension's crate.
+    fn serve_beside(
+        self,
+        extension_router: Box<dyn Fn(Router, TokenAccess) -> Router + Send + Sync>,
+        stop_extension: Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>,
+    ) -> BoxFuture<'static, Result<ApiServer, ServerError>> {
+        Box::pin(self.serve_with(extension_router, stop_extension))
+    }
+
+    async fn serve_with(
+        self,
+        extension_router: Box<dyn Fn(Router, TokenAccess) -> Router + Send + Sync>,
+        stop_extension: Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>,
+    ) -> Result<ApiServer, ServerError> {
         let Prepared {
             opts,
             store,
@@ -452,8 +492,7 @@ impl Prepared {
         api::resume_collection(&state);
         let listener_router = |state: ApiState| {
             let access = state.access();
-            extension
-                .router(api::router(state), access)
+            extension_router(api::router(state), access)
                 .layer(axum::middleware::from_fn_with_state(
                     metrics.clone(),
                     request_metrics::count_and_refuse_unknown_methods,
@@ -522,7 +561,7 @@ impl Prepared {
             checker.abort();
             role_aggregation.abort();
             renewal.abort();
-            extension.stop().await;
+            stop_extension().await;
             // Collection under way may finish; what it leaves is resumed after a restart.
             collector.finish(COLLECTION_GRACE).await;
             task_store.close().await;
@@ -541,11 +580,13 @@ impl Prepared {
 impl ApiServer {
     /// Opens the store, writes kubeconfigs and starts serving the clusters alone (their
     /// request metrics counted, but served by no one).
-    pub async fn start(opts: ServerOptions) -> Result<ApiServer, ServerError> {
-        prepare(opts, &prometheus::Registry::new())
-            .await?
-            .serve(())
-            .await
+    pub fn start(opts: ServerOptions) -> BoxFuture<'static, Result<ApiServer, ServerError>> {
+        Box::pin(async move {
+            prepare(opts, &prometheus::Registry::new())
+                .await?
+                .serve(())
+                .await
+        })
     }
 
     /// The address actually listened on.
@@ -564,9 +605,11 @@ impl ApiServer {
     }
 
     /// Stops accepting, ends watches, drains connections (up to 10 s) and closes the store.
-    pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
+    pub fn shutdown(self) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let _ = self.stop.send(true);
+            let _ = self.task.await;
+        })
     }
 }
 

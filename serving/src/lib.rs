@@ -14,6 +14,7 @@
 //! - [`trace_context`]: a server span per request (HTTP, gRPC) joined to the caller's W3C
 //!   `traceparent`, and the trace context written on outgoing requests.
 //! - [`grpc_metrics`]: gRPC calls counted by method and code, a tower layer on tonic servers.
+//! - [`grpc`]: a node agent's gRPC services served on a unix socket, traced and counted.
 //! - [`open_gauge`]: a gauge of answers still streaming (open watches).
 //! - [`connections`]: who holds a listener's connections (per-address shares, setup turns,
 //!   which idle connection gives way); [`in_flight`] tells it when requests are in flight.
@@ -25,6 +26,7 @@ pub mod any_server_cert;
 pub mod backoff;
 pub mod certs;
 pub mod connections;
+pub mod grpc;
 pub mod grpc_metrics;
 pub mod in_flight;
 pub mod listen;

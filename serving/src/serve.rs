@@ -7,7 +7,12 @@
 //! vanished is noticed); a backoff on failed accepts (a full descriptor table must not spin the
 //! loop nor flood the log); and a bounded graceful drain at stop.
 
-use std::{pin::pin, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    pin::{Pin, pin},
+    sync::Arc,
+    time::Duration,
+};
 
 use axum::Router;
 use hyper_util::{
@@ -99,48 +104,67 @@ pub struct Endpoint {
     pub router: Router,
 }
 
+/// A server's whole run, resolving to whether every connection closed in time at stop.
+///
+/// Boxed here, in the crate that compiles it: a crate that awaited the unboxed future would
+/// compile this crate's accept loop, connection task and hyper's HTTP/1.1 and HTTP/2 servers
+/// again for itself (async bodies are compiled where they are polled), about 60,000 lines of
+/// LLVM IR in each of the five crates that serve (issue 41's build time).
+pub type Serving = Pin<Box<dyn Future<Output = bool> + Send>>;
+
 /// Serves `endpoints` until `stop` turns true; then stops accepting, calls `on_stop` (for
 /// instance to end long-lived watches), and drains open connections for at most
-/// [`Limits::drain_timeout`]. Returns whether every connection closed in time.
-pub async fn serve(
+/// [`Limits::drain_timeout`]. Resolves to whether every connection closed in time.
+pub fn serve(
     endpoints: Vec<Endpoint>,
     limits: Limits,
     stop: watch::Receiver<bool>,
-    on_stop: impl FnOnce(),
-) -> bool {
-    let connections = TaskTracker::new();
-    let mut loops = JoinSet::new();
-    for e in endpoints {
-        loops.spawn(accept_loop(
-            e,
-            limits.clone(),
-            connections.clone(),
-            stop.clone(),
-        ));
-    }
-    while loops.join_next().await.is_some() {}
-    on_stop();
-    connections.close();
-    let drained = tokio::time::timeout(limits.drain_timeout, connections.wait())
-        .await
-        .is_ok();
-    if !drained {
-        tracing::warn!(
-            "connections still open after {:?}; closing anyway",
-            limits.drain_timeout
-        );
-    }
-    drained
+    on_stop: impl FnOnce() + Send + 'static,
+) -> Serving {
+    serve_boxed(endpoints, limits, stop, Box::new(on_stop))
+}
+
+fn serve_boxed(
+    endpoints: Vec<Endpoint>,
+    limits: Limits,
+    stop: watch::Receiver<bool>,
+    on_stop: Box<dyn FnOnce() + Send>,
+) -> Serving {
+    Box::pin(async move {
+        let connections = TaskTracker::new();
+        let mut loops = JoinSet::new();
+        for e in endpoints {
+            loops.spawn(accept_loop(
+                e,
+                limits.clone(),
+                connections.clone(),
+                stop.clone(),
+            ));
+        }
+        while loops.join_next().await.is_some() {}
+        on_stop();
+        connections.close();
+        let drained = tokio::time::timeout(limits.drain_timeout, connections.wait())
+            .await
+            .is_ok();
+        if !drained {
+            tracing::warn!(
+                "connections still open after {:?}; closing anyway",
+                limits.drain_timeout
+            );
+        }
+        drained
+    })
 }
 
 /// Serves `router` over TLS on `tcp` with the default [`Limits`] until `stop` turns true: the
 /// one HTTPS port of a node agent, bounded as the API servers' ports are.
-pub async fn serve_tls(
+pub fn serve_tls(
     tcp: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     router: Router,
     stop: watch::Receiver<bool>,
-) -> bool {
+) -> Serving {
     let listener = Listener::Tls {
         tcp,
         tls: TlsAcceptor::from(tls),
@@ -151,7 +175,6 @@ pub async fn serve_tls(
         stop,
         || {},
     )
-    .await
 }
 
 /// Resolves when `stop` is (or turns) true, or its sender is gone.

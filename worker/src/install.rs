@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
+use futures::future::BoxFuture;
 use kube::{
     api::{Api, DynamicObject, Patch, PatchParams, PostParams},
     core::{ApiResource, GroupVersionKind},
@@ -213,57 +214,62 @@ pub struct InstallError {
 }
 
 /// Makes one object present and aligned.
-pub async fn ensure(client: &kube::Client, d: &Desired) -> Result<Outcome, InstallError> {
-    let api: Api<DynamicObject> = match &d.namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &d.resource),
-        None => Api::all_with(client.clone(), &d.resource),
-    };
-    let fail = |source| InstallError {
-        object: d.describe(),
-        source,
-    };
-    let obj: DynamicObject =
-        serde_json::from_value(d.object.clone()).expect("desired objects are objects");
-    let Some(current) = api.get_opt(d.name()).await.map_err(fail)? else {
-        return match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => Ok(Outcome::Created),
-            // Another replica made it first.
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Present),
-            Err(e) => Err(fail(e)),
+pub fn ensure<'a>(
+    client: &'a kube::Client,
+    d: &'a Desired,
+) -> BoxFuture<'a, Result<Outcome, InstallError>> {
+    Box::pin(async move {
+        let api: Api<DynamicObject> = match &d.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &d.resource),
+            None => Api::all_with(client.clone(), &d.resource),
         };
-    };
-    if current.metadata.deletion_timestamp.is_some() {
-        return Ok(Outcome::Terminating);
-    }
-    let have = serde_json::to_value(&current).unwrap_or(Value::Null);
-    // The body is `spec`, or `webhooks` for a webhook configuration: every top-level field
-    // but the type and metadata.
-    let drifted: Vec<(&String, &Value)> = d
-        .object
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
-        .filter(|(k, want)| !contains(&have[k.as_str()], want))
-        .collect();
-    let want_labels = d.object["metadata"].get("labels").cloned();
-    let labels_ok = want_labels
-        .as_ref()
-        .is_none_or(|l| contains(&have["metadata"]["labels"], l));
-    if drifted.is_empty() && labels_ok {
-        return Ok(Outcome::Present);
-    }
-    let mut patch = json!({});
-    for (k, want) in drifted {
-        patch[k.as_str()] = want.clone();
-    }
-    if !labels_ok {
-        patch["metadata"] = json!({"labels": want_labels});
-    }
-    api.patch(d.name(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(fail)?;
-    Ok(Outcome::Aligned)
+        let fail = |source| InstallError {
+            object: d.describe(),
+            source,
+        };
+        let obj: DynamicObject =
+            serde_json::from_value(d.object.clone()).expect("desired objects are objects");
+        let Some(current) = api.get_opt(d.name()).await.map_err(fail)? else {
+            return match api.create(&PostParams::default(), &obj).await {
+                Ok(_) => Ok(Outcome::Created),
+                // Another replica made it first.
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Present),
+                Err(e) => Err(fail(e)),
+            };
+        };
+        if current.metadata.deletion_timestamp.is_some() {
+            return Ok(Outcome::Terminating);
+        }
+        let have = serde_json::to_value(&current).unwrap_or(Value::Null);
+        // The body is `spec`, or `webhooks` for a webhook configuration: every top-level field
+        // but the type and metadata.
+        let drifted: Vec<(&String, &Value)> = d
+            .object
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+            .filter(|(k, want)| !contains(&have[k.as_str()], want))
+            .collect();
+        let want_labels = d.object["metadata"].get("labels").cloned();
+        let labels_ok = want_labels
+            .as_ref()
+            .is_none_or(|l| contains(&have["metadata"]["labels"], l));
+        if drifted.is_empty() && labels_ok {
+            return Ok(Outcome::Present);
+        }
+        let mut patch = json!({});
+        for (k, want) in drifted {
+            patch[k.as_str()] = want.clone();
+        }
+        if !labels_ok {
+            patch["metadata"] = json!({"labels": want_labels});
+        }
+        api.patch(d.name(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(fail)?;
+        Ok(Outcome::Aligned)
+    })
 }
 
 /// One pass over everything; every failure is reported, none stops the others.

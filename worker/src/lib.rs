@@ -26,3 +26,4 @@ pub mod names;
 pub mod run;
 pub mod serving_cert;
 pub mod settings;
+pub mod typed;

@@ -2,6 +2,7 @@
 //! architecture labels, and CPU and memory capacity read from `/proc`. Parsing is pure; the
 //! caller reads the files (through the system root, so fixtures stand in for a machine).
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -149,24 +150,29 @@ pub fn status(m: &Machine, now: &str) -> Value {
 }
 
 /// Creates the Node if it is missing and writes its status.
-pub async fn register(client: &kube::Client, m: &Machine) -> Result<(), kube::Error> {
-    let api: Api<Node> = Api::all(client.clone());
-    if api.get_opt(&m.hostname).await?.is_none() {
-        let obj: Node = serde_json::from_value(node(m)).expect("a Node object");
-        match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(e),
+pub fn register<'a>(
+    client: &'a kube::Client,
+    m: &'a Machine,
+) -> BoxFuture<'a, Result<(), kube::Error>> {
+    Box::pin(async move {
+        let api: Api<Node> = Api::all(client.clone());
+        if api.get_opt(&m.hostname).await?.is_none() {
+            let obj: Node = crate::typed::from_json(&node(m)).expect("a Node object");
+            match api.create(&PostParams::default(), &obj).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(e),
+            }
         }
-    }
-    let now = jiff::Timestamp::now().to_string();
-    api.patch_status(
-        &m.hostname,
-        &PatchParams::default(),
-        &Patch::Merge(status(m, &now)),
-    )
-    .await?;
-    Ok(())
+        let now = jiff::Timestamp::now().to_string();
+        api.patch_status(
+            &m.hostname,
+            &PatchParams::default(),
+            &Patch::Merge(status(m, &now)),
+        )
+        .await?;
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -384,7 +384,7 @@ pub async fn serve(
     plugin: Arc<NodePlugin>,
     path: &Path,
     grpc: gpustack_serving::grpc_metrics::GrpcMetrics,
-    shutdown: impl std::future::Future<Output = ()> + Send,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), std::io::Error> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -394,19 +394,15 @@ pub async fn serve(
         _ => {}
     }
     let listener = tokio::net::UnixListener::bind(path)?;
-    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-    tonic::transport::Server::builder()
-        .layer(gpustack_serving::trace_context::ServerSpans::grpc())
-        .layer(grpc)
-        .add_service(
-            gpustack_proto::csi::v1::identity_server::IdentityServer::new(IdentityService(
-                Arc::clone(&plugin),
-            )),
-        )
-        .add_service(gpustack_proto::csi::v1::node_server::NodeServer::new(
-            NodeService(plugin),
-        ))
-        .serve_with_incoming_shutdown(incoming, shutdown)
+    let routes = tonic::service::Routes::new(
+        gpustack_proto::csi::v1::identity_server::IdentityServer::new(IdentityService(Arc::clone(
+            &plugin,
+        ))),
+    )
+    .add_service(gpustack_proto::csi::v1::node_server::NodeServer::new(
+        NodeService(plugin),
+    ));
+    gpustack_serving::grpc::serve_unix(routes, listener, grpc, Box::pin(shutdown))
         .await
         .map_err(std::io::Error::other)
 }

@@ -1,5 +1,6 @@
 //! Hosted clusters and the hashes of their admin tokens.
 
+use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
 
 use super::{Store, StoreError};
@@ -37,12 +38,17 @@ impl Store {
     }
 
     /// Forgets `cluster`'s token (an unsubscribed mirror's reader token).
-    pub async fn forget_cluster_token(&self, cluster: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM clusters WHERE name = ?")
-            .bind(cluster)
-            .execute(self.pool())
-            .await?;
-        Ok(())
+    pub fn forget_cluster_token<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            sqlx::query("DELETE FROM clusters WHERE name = ?")
+                .bind(cluster)
+                .execute(self.pool())
+                .await?;
+            Ok(())
+        })
     }
 }
 

@@ -1,5 +1,6 @@
 //! Reads of the fleet view (see [`super::fleet`]): its members' rows, renamed at read time.
 
+use futures::future::BoxFuture;
 use serde_json::Value;
 use sqlx::sqlite::SqliteConnection;
 
@@ -48,17 +49,19 @@ impl StoredEvent {
 
 impl Store {
     /// Makes `cluster` (an upstream mirror) part of the fleet view.
-    pub async fn join_fleet(&self, cluster: &str) -> Result<(), StoreError> {
-        if let Some(pg) = self.postgres() {
-            pg.set_member(cluster, true).await?;
-        } else {
-            sqlx::query("INSERT OR IGNORE INTO fleet_members (cluster) VALUES (?)")
-                .bind(cluster)
-                .execute(self.pool())
-                .await?;
-        }
-        self.members_mut().insert(cluster.to_owned());
-        Ok(())
+    pub fn join_fleet<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            if let Some(pg) = self.postgres() {
+                pg.set_member(cluster, true).await?;
+            } else {
+                sqlx::query("INSERT OR IGNORE INTO fleet_members (cluster) VALUES (?)")
+                    .bind(cluster)
+                    .execute(self.pool())
+                    .await?;
+            }
+            self.members_mut().insert(cluster.to_owned());
+            Ok(())
+        })
     }
 
     /// Takes `cluster` out of the fleet view (its name now serves an embedded cluster).

@@ -13,7 +13,10 @@ use std::{
     hash::{BuildHasher, RandomState},
 };
 
-use futures::{TryStreamExt, future::join_all};
+use futures::{
+    TryStreamExt,
+    future::{BoxFuture, join_all},
+};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
@@ -74,28 +77,30 @@ impl Store {
     /// Creates or replaces the mirrored object at `key` with `body` (its resourceVersion is
     /// replaced by the gateway's). Returns `None` when the stored object already had this
     /// content.
-    pub async fn mirror_put(
-        &self,
-        key: &ObjectKey,
+    pub fn mirror_put<'a>(
+        &'a self,
+        key: &'a ObjectKey,
         body: Value,
-    ) -> Result<Option<StoredEvent>, StoreError> {
-        self.queue_mirror_put(key, body).await?.outcome().await
+    ) -> BoxFuture<'a, Result<Option<StoredEvent>, StoreError>> {
+        Box::pin(async move { self.queue_mirror_put(key, body).await?.outcome().await })
     }
 
     /// [`Store::mirror_put`], returning once the write is queued: a mirror reads on while the
     /// writer commits.
-    pub async fn queue_mirror_put(
-        &self,
-        key: &ObjectKey,
+    pub fn queue_mirror_put<'a>(
+        &'a self,
+        key: &'a ObjectKey,
         mut body: Value,
-    ) -> Result<Queued, StoreError> {
-        super::write::readable(&body)?;
-        let hash = content_hash(&mut body)?;
-        if let Some(pg) = self.postgres() {
-            let change = MirrorChange::Upsert { body, hash };
-            return Ok(Queued::from_reply(pg.queue(key, change, true).await?));
-        }
-        self.queue(key, Change::Upsert { body, hash }).await
+    ) -> BoxFuture<'a, Result<Queued, StoreError>> {
+        Box::pin(async move {
+            super::write::readable(&body)?;
+            let hash = content_hash(&mut body)?;
+            if let Some(pg) = self.postgres() {
+                let change = MirrorChange::Upsert { body, hash };
+                return Ok(Queued::from_reply(pg.queue(key, change, true).await?));
+            }
+            self.queue(key, Change::Upsert { body, hash }).await
+        })
     }
 
     /// Deletes the mirrored object at `key`, if stored. Returns the DELETED event.
@@ -104,8 +109,11 @@ impl Store {
     }
 
     /// [`Store::mirror_delete`], returning once the deletion is queued.
-    pub async fn queue_mirror_delete(&self, key: &ObjectKey) -> Result<Queued, StoreError> {
-        self.queue_removal(key, true).await
+    pub fn queue_mirror_delete<'a>(
+        &'a self,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, Result<Queued, StoreError>> {
+        Box::pin(async move { self.queue_removal(key, true).await })
     }
 
     /// Queues the removal of `key`; `fenced`: made under its upstream's lease where replicas
@@ -224,52 +232,56 @@ impl Store {
     /// Returns once every write queued before the call has been committed (or refused): the
     /// writer takes the queue in order, and this queues a delete of an object no cluster can
     /// have. Used after stopping a mirror, before removing what it wrote.
-    pub async fn barrier(&self) -> Result<(), StoreError> {
-        let nothing = ObjectKey {
-            cluster: String::new(),
-            group: String::new(),
-            resource: String::new(),
-            namespace: String::new(),
-            name: String::new(),
-        };
-        if self.postgres().is_some() {
-            // The PostgreSQL writer takes its queue in order too.
-            self.queue_removal(&nothing, false).await?.outcome().await?;
-        }
-        match self
-            .commit(&nothing, Precondition::At(0), WriteOp::Delete(Value::Null))
-            .await
-        {
-            Ok(_) | Err(StoreError::NotFound | StoreError::Conflict { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+    pub fn barrier<'a>(&'a self) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let nothing = ObjectKey {
+                cluster: String::new(),
+                group: String::new(),
+                resource: String::new(),
+                namespace: String::new(),
+                name: String::new(),
+            };
+            if self.postgres().is_some() {
+                // The PostgreSQL writer takes its queue in order too.
+                self.queue_removal(&nothing, false).await?.outcome().await?;
+            }
+            match self
+                .commit(&nothing, Precondition::At(0), WriteOp::Delete(Value::Null))
+                .await
+            {
+                Ok(_) | Err(StoreError::NotFound | StoreError::Conflict { .. }) => Ok(()),
+                Err(e) => Err(e),
+            }
+        })
     }
 
     /// Deletes every object of `cluster`, through the writer, so watchers (of the cluster and
     /// of the fleet view) see each go. Returns how many went.
-    pub async fn drop_mirror(&self, cluster: &str) -> Result<usize, StoreError> {
-        if let Some(pg) = self.postgres() {
-            // Unsubscribed: whoever mirrored it, its objects go.
-            let keys = pg.keys(cluster).await?;
-            return self.delete_keys(keys, false).await;
-        }
-        let rows = sqlx::query(
-            "SELECT cluster, grp, resource, namespace, name FROM objects WHERE cluster = ?",
-        )
-        .bind(cluster)
-        .fetch_all(self.pool())
-        .await?;
-        let mut keys = Vec::with_capacity(rows.len());
-        for row in rows {
-            keys.push(ObjectKey {
-                cluster: row.try_get("cluster")?,
-                group: row.try_get("grp")?,
-                resource: row.try_get("resource")?,
-                namespace: row.try_get("namespace")?,
-                name: row.try_get("name")?,
-            });
-        }
-        self.delete_keys(keys, false).await
+    pub fn drop_mirror<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<usize, StoreError>> {
+        Box::pin(async move {
+            if let Some(pg) = self.postgres() {
+                // Unsubscribed: whoever mirrored it, its objects go.
+                let keys = pg.keys(cluster).await?;
+                return self.delete_keys(keys, false).await;
+            }
+            let rows = sqlx::query(
+                "SELECT cluster, grp, resource, namespace, name FROM objects WHERE cluster = ?",
+            )
+            .bind(cluster)
+            .fetch_all(self.pool())
+            .await?;
+            let mut keys = Vec::with_capacity(rows.len());
+            for row in rows {
+                keys.push(ObjectKey {
+                    cluster: row.try_get("cluster")?,
+                    group: row.try_get("grp")?,
+                    resource: row.try_get("resource")?,
+                    namespace: row.try_get("namespace")?,
+                    name: row.try_get("name")?,
+                });
+            }
+            self.delete_keys(keys, false).await
+        })
     }
 }
 

@@ -6,6 +6,10 @@
 //! The store knows keys, versions and JSON bodies; Kubernetes semantics (generation, finalizers,
 //! status) live in [`crate::api`]. A write returns only after its transaction committed with
 //! `synchronous=FULL`, so an acknowledged write survives a crash.
+//!
+//! The methods the hub awaits (opening, closing, its mirrors' writes and reads) return futures
+//! boxed here: rustc compiles an async body in the crate that polls it, and the hub's crate
+//! compiled the writer, the PostgreSQL mirror and sqlx's queries again for itself.
 
 mod body;
 mod checkpointer;
@@ -31,6 +35,7 @@ mod write;
 
 use std::{path::Path, sync::Arc, time::Duration};
 
+use futures::future::BoxFuture;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -116,92 +121,94 @@ fn private_file(path: &Path) -> std::io::Result<()> {
 
 impl Store {
     /// Opens (creating if needed) the database file at `path` in WAL mode and applies migrations.
-    pub async fn open(path: &Path) -> Result<Self, StoreError> {
-        let display = path.display().to_string();
-        private_file(path).map_err(|source| StoreError::Open {
-            path: display.clone(),
-            source: sqlx::Error::Io(source),
-        })?;
-        // The path as a file name, never through a `sqlite://` URL: a data directory with `?`,
-        // `#` or `%` in its name would otherwise be read as URL syntax (another file, or options).
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true)
-            // After a checkpoint the WAL is cut back to this size, whatever a burst grew it to.
-            .pragma("journal_size_limit", WAL_LIMIT_BYTES.to_string());
-        // Readers mostly stream long runs of rows that the OS page cache holds anyway: a small
-        // cache each keeps eight of them from holding 2 MiB apiece (SQLite's default) after a
-        // large list. The writer keeps the default: its batches revisit the same index pages.
-        let readers = options
-            .clone()
-            .pragma("cache_size", format!("-{READER_CACHE_KIB}"));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
-            // A ping before each acquire is a round trip to the connection's worker thread on
-            // every read and every write batch; a local file's connection does not go stale.
-            .test_before_acquire(false)
-            .connect_with(readers)
-            .await
-            .map_err(|source| StoreError::Open {
+    pub fn open<'a>(path: &'a Path) -> BoxFuture<'a, Result<Self, StoreError>> {
+        Box::pin(async move {
+            let display = path.display().to_string();
+            private_file(path).map_err(|source| StoreError::Open {
                 path: display.clone(),
-                source,
+                source: sqlx::Error::Io(source),
             })?;
-        migrations::sqlite()
-            .run(&pool)
-            .await
-            .map_err(StoreError::Migrate)?;
-        incremental_vacuum(&pool).await?;
-        let rv: i64 = sqlx::query_scalar("SELECT rv FROM sequence WHERE id = 0")
-            .fetch_one(&pool)
-            .await?;
-        let members: Vec<String> = sqlx::query_scalar("SELECT cluster FROM fleet_members")
-            .fetch_all(&pool)
-            .await?;
-        let (fanout, _) = broadcast::channel(FANOUT_CAPACITY);
-        let (watch_epoch, _) = watch::channel(0);
-        let writer = Arc::new(Mutex::new(rv as u64));
-        let (queue, pending) = mpsc::channel(WRITE_QUEUE);
-        // The writer keeps a connection of its own: as the only writer, its page cache stays
-        // valid from batch to batch, where a pooled one (a different one each time) would first
-        // re-read what the previous batches changed.
-        // Its commits leave checkpoints to the checkpointer (see [`checkpointer`]). A statement
-        // that writes many rows keeps the pages it changed until it completes (so that it can
-        // be undone alone): in memory, not in a temporary file written for every batch.
-        let writer_options = options
-            .pragma("wal_autocheckpoint", "0")
-            .pragma("temp_store", "MEMORY");
-        let writer_conn = sqlx::ConnectOptions::connect(&writer_options)
-            .await
-            .map_err(|source| StoreError::Open {
-                path: display,
-                source,
-            })?;
-        let (commits, committed) = mpsc::channel(1);
-        let commit_metrics = commit_metrics::CommitMetrics::new();
-        tokio::spawn(checkpointer::run(pool.clone(), writer.clone(), committed));
-        tokio::spawn(write::run_writer(
-            writer_conn,
-            writer.clone(),
-            fanout.clone(),
-            pending,
-            commits,
-            commit_metrics.clone(),
-        ));
-        Ok(Store {
-            inner: Arc::new(Inner {
-                pool,
-                writer,
-                queue,
-                fanout,
-                watch_epoch,
-                fleet_members: std::sync::RwLock::new(members.into_iter().collect()),
-                commits: commit_metrics,
-                postgres: std::sync::OnceLock::new(),
-            }),
+            // The path as a file name, never through a `sqlite://` URL: a data directory with `?`,
+            // `#` or `%` in its name would otherwise be read as URL syntax (another file, or options).
+            let options = SqliteConnectOptions::new()
+                .filename(path)
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Full)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true)
+                // After a checkpoint the WAL is cut back to this size, whatever a burst grew it to.
+                .pragma("journal_size_limit", WAL_LIMIT_BYTES.to_string());
+            // Readers mostly stream long runs of rows that the OS page cache holds anyway: a small
+            // cache each keeps eight of them from holding 2 MiB apiece (SQLite's default) after a
+            // large list. The writer keeps the default: its batches revisit the same index pages.
+            let readers = options
+                .clone()
+                .pragma("cache_size", format!("-{READER_CACHE_KIB}"));
+            let pool = SqlitePoolOptions::new()
+                .max_connections(8)
+                // A ping before each acquire is a round trip to the connection's worker thread on
+                // every read and every write batch; a local file's connection does not go stale.
+                .test_before_acquire(false)
+                .connect_with(readers)
+                .await
+                .map_err(|source| StoreError::Open {
+                    path: display.clone(),
+                    source,
+                })?;
+            migrations::sqlite()
+                .run(&pool)
+                .await
+                .map_err(StoreError::Migrate)?;
+            incremental_vacuum(&pool).await?;
+            let rv: i64 = sqlx::query_scalar("SELECT rv FROM sequence WHERE id = 0")
+                .fetch_one(&pool)
+                .await?;
+            let members: Vec<String> = sqlx::query_scalar("SELECT cluster FROM fleet_members")
+                .fetch_all(&pool)
+                .await?;
+            let (fanout, _) = broadcast::channel(FANOUT_CAPACITY);
+            let (watch_epoch, _) = watch::channel(0);
+            let writer = Arc::new(Mutex::new(rv as u64));
+            let (queue, pending) = mpsc::channel(WRITE_QUEUE);
+            // The writer keeps a connection of its own: as the only writer, its page cache stays
+            // valid from batch to batch, where a pooled one (a different one each time) would first
+            // re-read what the previous batches changed.
+            // Its commits leave checkpoints to the checkpointer (see [`checkpointer`]). A statement
+            // that writes many rows keeps the pages it changed until it completes (so that it can
+            // be undone alone): in memory, not in a temporary file written for every batch.
+            let writer_options = options
+                .pragma("wal_autocheckpoint", "0")
+                .pragma("temp_store", "MEMORY");
+            let writer_conn = sqlx::ConnectOptions::connect(&writer_options)
+                .await
+                .map_err(|source| StoreError::Open {
+                    path: display,
+                    source,
+                })?;
+            let (commits, committed) = mpsc::channel(1);
+            let commit_metrics = commit_metrics::CommitMetrics::new();
+            tokio::spawn(checkpointer::run(pool.clone(), writer.clone(), committed));
+            tokio::spawn(write::run_writer(
+                writer_conn,
+                writer.clone(),
+                fanout.clone(),
+                pending,
+                commits,
+                commit_metrics.clone(),
+            ));
+            Ok(Store {
+                inner: Arc::new(Inner {
+                    pool,
+                    writer,
+                    queue,
+                    fanout,
+                    watch_epoch,
+                    fleet_members: std::sync::RwLock::new(members.into_iter().collect()),
+                    commits: commit_metrics,
+                    postgres: std::sync::OnceLock::new(),
+                }),
+            })
         })
     }
 
@@ -226,24 +233,31 @@ impl Store {
     }
 
     /// Waits for in-flight writes, then closes the database (checkpointing the WAL).
-    pub async fn close(&self) {
-        let _writer = self.inner.writer.lock().await;
-        self.inner.pool.close().await;
+    pub fn close<'a>(&'a self) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let _writer = self.inner.writer.lock().await;
+            self.inner.pool.close().await;
+        })
     }
 
     /// Whether the database answers a query within `within` (for `/readyz`).
-    pub async fn ping(&self, within: std::time::Duration) -> Result<(), StoreError> {
-        let query = async {
-            sqlx::query("SELECT 1").fetch_one(self.pool()).await?;
-            if let Some(pg) = self.postgres() {
-                pg.ping().await?;
+    pub fn ping<'a>(
+        &'a self,
+        within: std::time::Duration,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let query = async {
+                sqlx::query("SELECT 1").fetch_one(self.pool()).await?;
+                if let Some(pg) = self.postgres() {
+                    pg.ping().await?;
+                }
+                Ok::<_, StoreError>(())
+            };
+            match tokio::time::timeout(within, query).await {
+                Ok(r) => r,
+                Err(_) => Err(StoreError::Slow(within)),
             }
-            Ok::<_, StoreError>(())
-        };
-        match tokio::time::timeout(within, query).await {
-            Ok(r) => r,
-            Err(_) => Err(StoreError::Slow(within)),
-        }
+        })
     }
 
     fn pool(&self) -> &SqlitePool {

@@ -3,6 +3,8 @@
 //! write goes to PostgreSQL, and every read of the fleet view or of a fleet member's cluster
 //! is answered from it; whatever else the store holds stays in SQLite.
 
+use futures::future::BoxFuture;
+
 use super::{
     RawObject, RawPage, Store, StoreError,
     fleet::FLEET,
@@ -15,13 +17,15 @@ impl Store {
     /// watchers are sent what any replica commits there. Called once, before mirroring.
     /// With `fencing` (several replicas sharing the database), each upstream's mirror writes
     /// only while this replica holds that upstream's lease.
-    pub async fn mirror_on_postgres(
-        &self,
+    pub fn mirror_on_postgres<'a>(
+        &'a self,
         pool: sqlx::PgPool,
         fencing: Option<std::sync::Arc<Fencing>>,
-    ) -> Result<(), StoreError> {
-        self.mirror_on_postgres_waking(pool, Wakeup::Listen, fencing)
-            .await
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.mirror_on_postgres_waking(pool, Wakeup::Listen, fencing)
+                .await
+        })
     }
 
     /// [`Store::mirror_on_postgres`], its tailer woken as `wakeup` says.

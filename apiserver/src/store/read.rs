@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde_json::Value;
 use sqlx::{Row, sqlite::SqliteConnection};
 use tokio::sync::mpsc;
@@ -156,26 +157,28 @@ impl Store {
 
     /// Objects of one resource, ordered by (namespace, name), starting after `after` and at most
     /// `limit` of them (0: all). `namespace` `None` reads every namespace.
-    pub async fn list(
-        &self,
-        cluster: &str,
-        group: &str,
-        resource: &str,
-        namespace: Option<&str>,
-        after: Option<(&str, &str)>,
+    pub fn list<'a>(
+        &'a self,
+        cluster: &'a str,
+        group: &'a str,
+        resource: &'a str,
+        namespace: Option<&'a str>,
+        after: Option<(&'a str, &'a str)>,
         limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        let raw = self
-            .list_raw(cluster, group, resource, namespace, after, limit)
-            .await?;
-        let mut items = Vec::with_capacity(raw.items.len());
-        for o in raw.items {
-            items.push(serde_json::from_str(&o.body)?);
-        }
-        Ok(ListPage {
-            items,
-            rv: raw.rv,
-            more: raw.more,
+    ) -> BoxFuture<'a, Result<ListPage, StoreError>> {
+        Box::pin(async move {
+            let raw = self
+                .list_raw(cluster, group, resource, namespace, after, limit)
+                .await?;
+            let mut items = Vec::with_capacity(raw.items.len());
+            for o in raw.items {
+                items.push(serde_json::from_str(&o.body)?);
+            }
+            Ok(ListPage {
+                items,
+                rv: raw.rv,
+                more: raw.more,
+            })
         })
     }
 

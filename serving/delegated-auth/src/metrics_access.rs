@@ -3,6 +3,8 @@
 //! `/metrics` (SubjectAccessReview), as kube-rbac-proxy does (`--metrics-auth=delegated`).
 //! A refused scrape gets 401 or 403 and never the series.
 
+use std::{future::Future, pin::Pin};
+
 use crate::{
     identity::{Attributes, bearer_token},
     reviews::{Delegated, ReviewError},
@@ -47,8 +49,16 @@ impl ScrapeRefused {
 }
 
 impl MetricsAccess {
-    /// Whether the request with `headers` may read the series.
-    pub async fn check(&self, headers: &http::HeaderMap) -> Result<(), ScrapeRefused> {
+    /// Whether the request with `headers` may read the series. Boxed here, as the reviews are,
+    /// so that each agent does not compile this check again.
+    pub fn check<'a>(
+        &'a self,
+        headers: &'a http::HeaderMap,
+    ) -> Pin<Box<dyn Future<Output = Result<(), ScrapeRefused>> + Send + 'a>> {
+        Box::pin(self.checked(headers))
+    }
+
+    async fn checked(&self, headers: &http::HeaderMap) -> Result<(), ScrapeRefused> {
         let MetricsAccess::Delegated(reviews) = self else {
             return Ok(());
         };

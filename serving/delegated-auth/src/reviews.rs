@@ -2,7 +2,11 @@
 //! token, SubjectAccessReview for a request; both answers cached for their TTLs so a busy client
 //! costs the cluster one review per TTL.
 
-use std::time::{Duration, Instant};
+use std::{
+    future::Future,
+    pin::Pin,
+    time::{Duration, Instant},
+};
 
 use k8s_openapi::api::{
     authentication::v1::{TokenReview, TokenReviewSpec},
@@ -60,6 +64,11 @@ pub enum ReviewError {
     },
 }
 
+/// A review's answer to come. Boxed here, so that the crates awaiting it call this crate's
+/// compiled review instead of compiling kube's create of both review kinds again each (async
+/// bodies are compiled where they are polled; issue 41's build time).
+pub type Pending<'a, T> = Pin<Box<dyn Future<Output = Result<T, ReviewError>> + Send + 'a>>;
+
 /// The reviews and their caches.
 pub struct Delegated {
     client: kube::Client,
@@ -80,7 +89,11 @@ impl Delegated {
     }
 
     /// The user a bearer token belongs to; `None` when the cluster does not know it.
-    pub async fn authenticate(&self, token: &str) -> Result<Option<User>, ReviewError> {
+    pub fn authenticate<'a>(&'a self, token: &'a str) -> Pending<'a, Option<User>> {
+        Box::pin(self.reviewed_token(token))
+    }
+
+    async fn reviewed_token(&self, token: &str) -> Result<Option<User>, ReviewError> {
         let now = Instant::now();
         if let Some(hit) = self.tokens.get(&token.to_owned(), now) {
             return Ok(hit);
@@ -127,7 +140,15 @@ impl Delegated {
     }
 
     /// Whether `user` may do `attrs`, and the reason the cluster gave.
-    pub async fn authorize(
+    pub fn authorize<'a>(
+        &'a self,
+        user: &'a User,
+        attrs: &'a Attributes,
+    ) -> Pending<'a, (bool, String)> {
+        Box::pin(self.reviewed_access(user, attrs))
+    }
+
+    async fn reviewed_access(
         &self,
         user: &User,
         attrs: &Attributes,

@@ -24,7 +24,7 @@ pub fn default(it: &Value, aware_cpu: bool) -> Value {
     if spec["generalGroup"].as_str().is_none_or(str::is_empty) {
         spec["generalGroup"] = json!(GENERIC);
     }
-    let parsed: InstanceTypeSpec = serde_json::from_value(spec.clone()).unwrap_or_default();
+    let parsed: InstanceTypeSpec = crate::typed::from_json(spec).unwrap_or_default();
     let name = out["metadata"]["name"].as_str().unwrap_or("").to_owned();
     let labels = &mut out["metadata"]["labels"];
     if !labels.is_object() {

@@ -278,8 +278,8 @@ impl Admission {
     }
 
     async fn instance(&self, req: &AdmissionRequest<DynamicObject>, object: &Value) -> Decision {
-        let spec = match serde_json::from_value::<gpustack_api::instance::InstanceSpec>(
-            object["spec"].clone(),
+        let spec = match crate::typed::from_json::<gpustack_api::instance::InstanceSpec>(
+            &object["spec"],
         ) {
             Ok(s) => s,
             Err(e) => {
@@ -303,7 +303,7 @@ impl Admission {
         // newly takes is, stopped or not ([`instance_rules::privileges`]).
         let held: Option<gpustack_api::instance::InstanceSpec> = old
             .as_ref()
-            .and_then(|o| serde_json::from_value(o["spec"].clone()).ok());
+            .and_then(|o| crate::typed::from_json(&o["spec"]).ok());
         if let Some(old) = &old {
             let phase = old["status"]["phase"].as_str().unwrap_or("");
             let mut errors = instance_rules::validate_update(old, phase, object);
@@ -367,7 +367,7 @@ impl Admission {
         req: &AdmissionRequest<DynamicObject>,
         object: &Value,
     ) -> Decision {
-        let pod: Pod = match serde_json::from_value(object.clone()) {
+        let pod: Pod = match crate::typed::from_json(object) {
             Ok(p) => p,
             Err(e) => {
                 return Decision::Deny(Refusal::bad_request(
@@ -448,8 +448,8 @@ impl Admission {
         let Some(old) = req
             .old_object
             .as_ref()
-            .and_then(|o| serde_json::to_value(o).ok())
-            .and_then(|o| serde_json::from_value::<Pod>(o).ok())
+            .and_then(|o| serde_json::to_string(o).ok())
+            .and_then(|o| serde_json::from_str::<Pod>(&o).ok())
         else {
             return Decision::Deny(Refusal::bad_request(
                 Reason::MalformedReview,
@@ -481,7 +481,7 @@ impl Admission {
         if !self.fit_affinity() {
             return Decision::Allow(Reason::NotApplicable);
         }
-        let Ok(w) = serde_json::from_value::<gpustack_api::kueue::Workload>(object.clone()) else {
+        let Ok(w) = crate::typed::from_json::<gpustack_api::kueue::Workload>(object) else {
             return Decision::Allow(Reason::NotApplicable);
         };
         let queue = w.spec.queue_name.clone().unwrap_or_default();
@@ -622,7 +622,7 @@ impl Admission {
 
 fn instance_type(req: &AdmissionRequest<DynamicObject>, object: &Value) -> Decision {
     let spec_of = |v: &Value| {
-        serde_json::from_value::<gpustack_api::instance_type::InstanceTypeSpec>(v["spec"].clone())
+        crate::typed::from_json::<gpustack_api::instance_type::InstanceTypeSpec>(&v["spec"])
     };
     let name = name_of(req, object);
     let new = match spec_of(object) {

@@ -79,7 +79,7 @@ pub fn pin(workload: &Value, bases: &Bases, group: Option<&str>) -> Value {
     let count = out["spec"]["podSets"].as_array().map_or(0, Vec::len);
     for i in 0..count {
         let spec = &mut out["spec"]["podSets"][i]["template"]["spec"];
-        let Ok(parsed) = serde_json::from_value::<PodSpec>(spec.clone()) else {
+        let Ok(parsed) = crate::typed::from_json::<PodSpec>(spec) else {
             continue;
         };
         let mut pins = group.map_or_else(Vec::new, |g| pins_of(&parsed, bases, g));

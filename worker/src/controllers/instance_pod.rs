@@ -317,7 +317,7 @@ pub fn pod(p: &PodInputs) -> Pod {
     if let Some(node) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
         pod_spec["nodeSelector"] = json!({HOSTNAME: p.pinned_hostname.unwrap_or(node)});
     }
-    serde_json::from_value(json!({
+    crate::typed::from_json(&json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": inst.name_any(), "namespace": inst.namespace(),
@@ -360,7 +360,7 @@ pub fn service(pod: &Pod) -> Option<Service> {
     let labels = pod.labels().clone();
     let selector: BTreeMap<&String, &String> =
         labels.iter().filter(|(k, _)| *k != QUEUE_NAME).collect();
-    serde_json::from_value(json!({
+    crate::typed::from_json(&json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {
             "name": pod.name_any(), "namespace": pod.namespace(),

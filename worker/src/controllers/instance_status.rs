@@ -198,7 +198,7 @@ pub fn allocations(pod: &Pod) -> Vec<DevicesStatusGroup> {
     let Some(record) = text.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok()) else {
         return Vec::new();
     };
-    serde_json::from_value(record[MAIN]["devices"]["groups"].clone()).unwrap_or_default()
+    crate::typed::from_json(&record[MAIN]["devices"]["groups"]).unwrap_or_default()
 }
 
 /// Whether the Service still waits for node ports.

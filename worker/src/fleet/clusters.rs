@@ -185,7 +185,7 @@ pub fn check(body: &Value, default_namespace: &str) -> Result<Checked, ApiError>
             ),
         ));
     }
-    let spec: ClusterSpec = serde_json::from_value(body["spec"].clone())
+    let spec: ClusterSpec = crate::typed::from_json(&body["spec"])
         .map_err(|e| invalid(&name, format!("spec: Invalid value: {e}")))?;
     let mode = match spec.mode.as_deref() {
         None | Some("kubeconfig") => Mode::Kubeconfig,

@@ -3,6 +3,7 @@
 //! served (NFD's master then labels the Node), else on the Node directly (field-managed merge
 //! patches).
 
+use futures::future::BoxFuture;
 use gpustack_api::{
     Manufacturer,
     devices::{Devices, DevicesGroup, DevicesSpec, DevicesStatus},
@@ -34,65 +35,67 @@ fn params() -> PatchParams {
 }
 
 /// Creates the node's `Devices` (owned by the Node) or replaces this agent's groups in it.
-pub async fn publish_spec(
-    client: &Client,
-    node: &str,
-    ours: &[Manufacturer],
-    detected: &[DevicesGroup],
-) -> Result<(), kube::Error> {
-    let api: Api<Devices> = Api::all(client.clone());
-    match api.get_opt(node).await? {
-        None => {
-            let owner = Api::<Node>::all(client.clone())
-                .get_opt(node)
-                .await?
-                .map(|n| OwnerReference {
-                    api_version: "v1".into(),
-                    kind: "Node".into(),
-                    name: node.into(),
-                    uid: n.metadata.uid.unwrap_or_default(),
-                    controller: Some(true),
-                    block_owner_deletion: None,
-                });
-            if owner.is_none() {
-                tracing::warn!(
-                    node,
-                    "Node not found: the Devices object is created without an owner"
-                );
-            }
-            let obj = Devices {
-                metadata: ObjectMeta {
-                    name: Some(node.into()),
-                    owner_references: owner.map(|o| vec![o]),
-                    ..ObjectMeta::default()
-                },
-                spec: DevicesSpec {
-                    groups: align_groups(&[], ours, detected),
-                },
-                status: None,
-            };
-            api.create(
-                &PostParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..PostParams::default()
-                },
-                &obj,
-            )
-            .await?;
-        }
-        Some(current) => {
-            let groups = align_groups(&current.spec.groups, ours, detected);
-            if groups != current.spec.groups {
-                api.patch(
-                    node,
-                    &params(),
-                    &Patch::Merge(json!({"spec": {"groups": groups}})),
+pub fn publish_spec<'a>(
+    client: &'a Client,
+    node: &'a str,
+    ours: &'a [Manufacturer],
+    detected: &'a [DevicesGroup],
+) -> BoxFuture<'a, Result<(), kube::Error>> {
+    Box::pin(async move {
+        let api: Api<Devices> = Api::all(client.clone());
+        match api.get_opt(node).await? {
+            None => {
+                let owner = Api::<Node>::all(client.clone())
+                    .get_opt(node)
+                    .await?
+                    .map(|n| OwnerReference {
+                        api_version: "v1".into(),
+                        kind: "Node".into(),
+                        name: node.into(),
+                        uid: n.metadata.uid.unwrap_or_default(),
+                        controller: Some(true),
+                        block_owner_deletion: None,
+                    });
+                if owner.is_none() {
+                    tracing::warn!(
+                        node,
+                        "Node not found: the Devices object is created without an owner"
+                    );
+                }
+                let obj = Devices {
+                    metadata: ObjectMeta {
+                        name: Some(node.into()),
+                        owner_references: owner.map(|o| vec![o]),
+                        ..ObjectMeta::default()
+                    },
+                    spec: DevicesSpec {
+                        groups: align_groups(&[], ours, detected),
+                    },
+                    status: None,
+                };
+                api.create(
+                    &PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..PostParams::default()
+                    },
+                    &obj,
                 )
                 .await?;
             }
+            Some(current) => {
+                let groups = align_groups(&current.spec.groups, ours, detected);
+                if groups != current.spec.groups {
+                    api.patch(
+                        node,
+                        &params(),
+                        &Patch::Merge(json!({"spec": {"groups": groups}})),
+                    )
+                    .await?;
+                }
+            }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Replaces this agent's groups in `Devices.status`; `false` when the object does not exist
@@ -132,20 +135,22 @@ pub async fn publish_status(
 }
 
 /// Sets the accelerator labels on the Node and removes stale ones of this agent.
-pub async fn publish_labels(
-    client: &Client,
-    node: &str,
-    ours: &[Manufacturer],
-    detected: &[DevicesGroup],
-) -> Result<(), kube::Error> {
-    let api: Api<Node> = Api::all(client.clone());
-    let Some(current) = api.get_opt(node).await? else {
-        tracing::warn!(node, "Node not found: accelerator labels not published");
-        return Ok(());
-    };
-    let have = current.metadata.labels.unwrap_or_default();
-    let patch = node_label_patch(&have, node_labels(detected), ours, |_| true);
-    patch_labels(&api, node, patch).await
+pub fn publish_labels<'a>(
+    client: &'a Client,
+    node: &'a str,
+    ours: &'a [Manufacturer],
+    detected: &'a [DevicesGroup],
+) -> BoxFuture<'a, Result<(), kube::Error>> {
+    Box::pin(async move {
+        let api: Api<Node> = Api::all(client.clone());
+        let Some(current) = api.get_opt(node).await? else {
+            tracing::warn!(node, "Node not found: accelerator labels not published");
+            return Ok(());
+        };
+        let have = current.metadata.labels.unwrap_or_default();
+        let patch = node_label_patch(&have, node_labels(detected), ours, |_| true);
+        patch_labels(&api, node, patch).await
+    })
 }
 
 /// Removes from the Node the labels of `ours` that this agent wrote there itself (its field

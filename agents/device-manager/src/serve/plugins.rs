@@ -15,14 +15,13 @@ use gpustack_api::{
 };
 use gpustack_proto::deviceplugin::v1beta1::device_plugin_server::DevicePluginServer;
 use gpustack_serving::grpc_metrics::GrpcMetrics;
-use gpustack_serving::trace_context::ServerSpans;
 use prometheus::{IntGaugeVec, Opts, Registry};
 use tokio::{
     net::UnixListener,
     sync::{oneshot, watch},
     task::JoinHandle,
 };
-use tokio_stream::wrappers::UnixListenerStream;
+use tonic::service::Routes;
 
 use crate::plugin::{
     register,
@@ -121,16 +120,16 @@ fn start(plugin: Plugin, socket: PathBuf, metrics: &PluginMetrics) -> std::io::R
     let service = DevicePluginServer::new(plugin.clone());
     let name = socket.display().to_string();
     let grpc = metrics.grpc.clone();
+    let served = gpustack_serving::grpc::serve_unix(
+        Routes::new(service),
+        listener,
+        grpc,
+        Box::pin(async {
+            let _ = rx.await;
+        }),
+    );
     let task = tokio::spawn(async move {
-        let served = tonic::transport::Server::builder()
-            .layer(ServerSpans::grpc())
-            .layer(grpc)
-            .add_service(service)
-            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
-                let _ = rx.await;
-            })
-            .await;
-        if let Err(e) = served {
+        if let Err(e) = served.await {
             tracing::error!(socket = %name, "device plugin server ended: {e}");
         }
     });
