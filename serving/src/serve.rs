@@ -7,14 +7,10 @@
 //! vanished is noticed); a backoff on failed accepts (a full descriptor table must not spin the
 //! loop nor flood the log); and a bounded graceful drain at stop.
 
-use std::{
-    future::Future,
-    pin::{Pin, pin},
-    sync::Arc,
-    time::Duration,
-};
+use std::{pin::pin, sync::Arc, time::Duration};
 
 use axum::Router;
+use futures::future::BoxFuture;
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
     server::conn::auto,
@@ -110,7 +106,7 @@ pub struct Endpoint {
 /// compile this crate's accept loop, connection task and hyper's HTTP/1.1 and HTTP/2 servers
 /// again for itself (async bodies are compiled where they are polled), about 60,000 lines of
 /// LLVM IR in each of the five crates that serve (issue 41's build time).
-pub type Serving = Pin<Box<dyn Future<Output = bool> + Send>>;
+pub type Serving = BoxFuture<'static, bool>;
 
 /// Serves `endpoints` until `stop` turns true; then stops accepting, calls `on_stop` (for
 /// instance to end long-lived watches), and drains open connections for at most

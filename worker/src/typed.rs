@@ -6,12 +6,11 @@
 //! IR, 7% of the crate (issue 41's build time). Going through text costs a serialisation per
 //! call: microseconds for the objects decoded here (an object under review, a rendered Pod).
 
-use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde::{Serialize, de::DeserializeOwned};
 
-/// `value` as a `T`, decoded from its text.
-pub fn from_json<T: DeserializeOwned>(value: &Value) -> serde_json::Result<T> {
-    serde_json::from_str(&value.to_string())
+/// `value` (a `serde_json::Value`, a `DynamicObject`) as a `T`, decoded from its text.
+pub fn from_json<T: DeserializeOwned>(value: &impl Serialize) -> serde_json::Result<T> {
+    serde_json::from_str(&serde_json::to_string(value)?)
 }
 
 #[cfg(test)]

@@ -77,12 +77,12 @@ impl Store {
     /// Creates or replaces the mirrored object at `key` with `body` (its resourceVersion is
     /// replaced by the gateway's). Returns `None` when the stored object already had this
     /// content.
-    pub fn mirror_put<'a>(
-        &'a self,
-        key: &'a ObjectKey,
+    pub async fn mirror_put(
+        &self,
+        key: &ObjectKey,
         body: Value,
-    ) -> BoxFuture<'a, Result<Option<StoredEvent>, StoreError>> {
-        Box::pin(async move { self.queue_mirror_put(key, body).await?.outcome().await })
+    ) -> Result<Option<StoredEvent>, StoreError> {
+        self.queue_mirror_put(key, body).await?.outcome().await
     }
 
     /// [`Store::mirror_put`], returning once the write is queued: a mirror reads on while the

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 
 use sqlx::{Row, sqlite::SqliteConnection};
@@ -131,14 +130,12 @@ pub(super) enum Change {
 
 impl Store {
     /// The last resourceVersion handed out.
-    pub fn current_rv<'a>(&'a self) -> BoxFuture<'a, u64> {
-        Box::pin(async move {
-            // A hub on PostgreSQL serves its mirrors' versions (it has no embedded clusters).
-            if let Some(pg) = self.postgres() {
-                return pg.current_rv();
-            }
-            *self.inner.writer.lock().await
-        })
+    pub async fn current_rv(&self) -> u64 {
+        // A hub on PostgreSQL serves its mirrors' versions (it has no embedded clusters).
+        if let Some(pg) = self.postgres() {
+            return pg.current_rv();
+        }
+        *self.inner.writer.lock().await
     }
 }
 

@@ -3,7 +3,7 @@
 //! `/metrics` (SubjectAccessReview), as kube-rbac-proxy does (`--metrics-auth=delegated`).
 //! A refused scrape gets 401 or 403 and never the series.
 
-use std::{future::Future, pin::Pin};
+use futures::future::BoxFuture;
 
 use crate::{
     identity::{Attributes, bearer_token},
@@ -54,7 +54,7 @@ impl MetricsAccess {
     pub fn check<'a>(
         &'a self,
         headers: &'a http::HeaderMap,
-    ) -> Pin<Box<dyn Future<Output = Result<(), ScrapeRefused>> + Send + 'a>> {
+    ) -> BoxFuture<'a, Result<(), ScrapeRefused>> {
         Box::pin(self.checked(headers))
     }
 

@@ -2,12 +2,9 @@
 //! token, SubjectAccessReview for a request; both answers cached for their TTLs so a busy client
 //! costs the cluster one review per TTL.
 
-use std::{
-    future::Future,
-    pin::Pin,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::{
     authentication::v1::{TokenReview, TokenReviewSpec},
     authorization::v1::{
@@ -67,7 +64,7 @@ pub enum ReviewError {
 /// A review's answer to come. Boxed here, so that the crates awaiting it call this crate's
 /// compiled review instead of compiling kube's create of both review kinds again each (async
 /// bodies are compiled where they are polled; issue 41's build time).
-pub type Pending<'a, T> = Pin<Box<dyn Future<Output = Result<T, ReviewError>> + Send + 'a>>;
+pub type Pending<'a, T> = BoxFuture<'a, Result<T, ReviewError>>;
 
 /// The reviews and their caches.
 pub struct Delegated {

@@ -448,8 +448,7 @@ impl Admission {
         let Some(old) = req
             .old_object
             .as_ref()
-            .and_then(|o| serde_json::to_string(o).ok())
-            .and_then(|o| serde_json::from_str::<Pod>(&o).ok())
+            .and_then(|o| crate::typed::from_json::<Pod>(o).ok())
         else {
             return Decision::Deny(Refusal::bad_request(
                 Reason::MalformedReview,
