@@ -270,6 +270,17 @@ fn the_worker_keeps_the_node_agents_installed() {
         .then_some(())
     });
 
+    // NFD's kind installed: no longer named missing (the worker reads only the CRD's metadata).
+    let crd = dir.path().join("nodefeature-crd.yaml");
+    std::fs::write(&crd, gpustack_tests::inventory::NODE_FEATURE_CRD).unwrap();
+    gw.kubectl_ok(&["apply", "-f", crd.to_str().unwrap()]);
+    wait_until("NFD to be found installed", DEADLINE, || {
+        let detail = worker.kubectl_ok(&["get", "--raw", "/readyz?verbose"]);
+        (!detail.contains("node-feature-discovery is enabled but not installed")
+            && detail.contains("kueue is enabled but not installed"))
+        .then_some(())
+    });
+
     // The NVIDIA nodes go: so does its DaemonSet; a new one brings it back.
     gw.kubectl_ok(&["delete", "node", "gpu-1", "gpu-2"]);
     wait_gone(&gw, &["daemonset", "-n", NS, NVIDIA_DS]);

@@ -140,9 +140,10 @@ pub async fn observe(client: &kube::Client) -> Result<Observed, PassError> {
             .map_err(list(plural))?;
         webhooks.extend(items.items.into_iter().map(|o| o.data));
     }
+    // Only whether it exists: its metadata, not its schema, is decoded.
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let nfd_crd = crds
-        .get_opt(upstream::NFD_CRD)
+        .get_metadata_opt(upstream::NFD_CRD)
         .await
         .map_err(|source| PassError::Read {
             object: format!("CustomResourceDefinition {}", upstream::NFD_CRD),
