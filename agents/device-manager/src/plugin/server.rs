@@ -25,7 +25,6 @@ use gpustack_proto::deviceplugin::v1beta1::{
     NumaNode, PreStartContainerRequest, PreStartContainerResponse, PreferredAllocationRequest,
     PreferredAllocationResponse, TopologyInfo, device_plugin_server::DevicePlugin,
 };
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
@@ -38,6 +37,7 @@ use super::{
 use crate::{
     injection::{self, Grant, Injection, NodeFacts},
     ledger::{ContainerAllocation, Ledger, PodCharges, parse_annotation, rebuild},
+    node_pod::NodePod,
     system_root::SystemRoot,
     vendors::partitions,
 };
@@ -49,7 +49,7 @@ pub struct NodeState {
     pub pods: Vec<PodCharges>,
     /// The Pods on this node as last watched: the pending-Pod match looks here before it asks
     /// the API server.
-    pub objects: Vec<Arc<Pod>>,
+    pub objects: Vec<Arc<NodePod>>,
     pub ledger: Ledger,
     pub release_finished: bool,
 }
@@ -57,7 +57,7 @@ pub struct NodeState {
 /// State shared by every plugin of the process.
 pub struct Shared {
     pub node_name: String,
-    pub pods: Api<Pod>,
+    pub pods: Api<NodePod>,
     pub state: watch::Receiver<Arc<NodeState>>,
     /// (pod UID, container) → the charge written but not yet seen back in the Pod list.
     pub reservations: Mutex<BTreeMap<(String, String), PodCharges>>,
@@ -183,7 +183,7 @@ impl Plugin {
     async fn identify(
         &self,
         device_ids: &[String],
-    ) -> Result<(Pod, String, std::time::Duration), Status> {
+    ) -> Result<(NodePod, String, std::time::Duration), Status> {
         let resource = self.resource_name();
         let wanted: BTreeSet<&str> = device_ids.iter().map(String::as_str).collect();
         let asked = std::time::Instant::now();
@@ -220,16 +220,16 @@ impl Plugin {
 
     /// The Pod the kubelet named: the watched copy (no round trip on the allocation path),
     /// else a read (a Pod created a moment ago may not have reached the watch).
-    async fn pod(&self, namespace: &str, name: &str) -> Result<Pod, Status> {
+    async fn pod(&self, namespace: &str, name: &str) -> Result<NodePod, Status> {
         let watched = self.shared.state.borrow().objects.iter().find_map(|p| {
             (p.metadata.namespace.as_deref() == Some(namespace)
                 && p.metadata.name.as_deref() == Some(name))
-            .then(|| Pod::clone(p))
+            .then(|| NodePod::clone(p))
         });
         if let Some(pod) = watched {
             return Ok(pod);
         }
-        let api: Api<Pod> = Api::namespaced(self.shared.pods.clone().into_client(), namespace);
+        let api: Api<NodePod> = Api::namespaced(self.shared.pods.clone().into_client(), namespace);
         api.get(name)
             .await
             .map_err(|e| Status::unavailable(format!("reading Pod {namespace}/{name}: {e}")))
@@ -238,7 +238,11 @@ impl Plugin {
     /// The oldest pending Pod on this node with a container asking for `count` of `resource`
     /// that holds no grant yet: from the watched Pods, else from a fresh list (a Pod created a
     /// moment ago may not have reached the watch).
-    async fn pending_match(&self, resource: &str, count: usize) -> Result<(Pod, String), Status> {
+    async fn pending_match(
+        &self,
+        resource: &str,
+        count: usize,
+    ) -> Result<(NodePod, String), Status> {
         let reserved: BTreeSet<(String, String)> = self
             .shared
             .reservations
@@ -288,11 +292,8 @@ impl Plugin {
         let state = self.shared.state.borrow().clone();
         let (pods, ledger) = self.shared.effective(&state);
         let own_env: BTreeSet<String> = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.containers.iter().find(|c| c.name == container))
-            .and_then(|c| c.env.as_ref())
-            .map(|env| env.iter().map(|e| e.name.clone()).collect())
+            .container(&container)
+            .map(|c| c.env.iter().cloned().collect())
             .unwrap_or_default();
         let work_dir = injection::pod_work_dir(&self.shared.pods_dir, &uid, &container);
 
@@ -317,12 +318,8 @@ impl Plugin {
         }
 
         let limits: BTreeMap<String, String> = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.containers.iter().find(|c| c.name == container))
-            .and_then(|c| c.resources.as_ref())
-            .and_then(|r| r.limits.as_ref())
-            .map(|l| l.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+            .container(&container)
+            .map(|c| c.limits.clone())
             .unwrap_or_default();
         if self.mode == AllocationMode::Partitioned {
             let target = Target {
@@ -479,7 +476,7 @@ impl Plugin {
     /// reservation is dropped again when the write fails.
     async fn reserve_and_annotate(
         &self,
-        pod: &Pod,
+        pod: &NodePod,
         container: &str,
         allocation: &ContainerAllocation,
     ) -> Result<(), Status> {
@@ -515,7 +512,7 @@ impl Plugin {
 
     async fn annotate(
         &self,
-        pod: &Pod,
+        pod: &NodePod,
         container: &str,
         grant: &ContainerAllocation,
     ) -> Result<(), Status> {
@@ -541,7 +538,7 @@ impl Plugin {
         let patch = serde_json::json!({"metadata": {"annotations": {ACCELERATOR_ALLOCATED: text}}});
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.shared.pods.clone().into_client(), ns);
+        let api: Api<NodePod> = Api::namespaced(self.shared.pods.clone().into_client(), ns);
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| Status::unavailable(format!("annotating Pod {ns}/{name}: {e}")))?;
@@ -572,7 +569,7 @@ impl Plugin {
 
 /// The container an allocation is for.
 struct Target<'a> {
-    pod: &'a Pod,
+    pod: &'a NodePod,
     container: &'a str,
     work_dir: &'a str,
     own_env: &'a BTreeSet<String>,
@@ -595,32 +592,25 @@ fn write_marker(
 /// The oldest pending Pod among `pods` with a container asking for `count` of `resource`,
 /// holding no grant and no reservation.
 fn pick_pending<'a>(
-    pods: impl Iterator<Item = &'a Pod>,
+    pods: impl Iterator<Item = &'a NodePod>,
     resource: &str,
     count: usize,
     reserved: &BTreeSet<(String, String)>,
-) -> Option<(Pod, String)> {
-    let mut candidates: Vec<(&Pod, String)> = Vec::new();
+) -> Option<(NodePod, String)> {
+    let mut candidates: Vec<(&NodePod, String)> = Vec::new();
     for pod in pods {
-        let phase = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .unwrap_or("Pending");
+        let phase = pod.phase().unwrap_or("Pending");
         if phase != "Pending" || pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         // Parsed only for a Pod that asks for the resource at all.
         let mut granted = None;
-        let Some(spec) = &pod.spec else { continue };
-        for ctr in &spec.containers {
+        for ctr in pod.containers() {
             let asks = ctr
-                .resources
-                .as_ref()
-                .and_then(|r| r.limits.as_ref())
-                .and_then(|l| l.get(resource))
-                .and_then(|q| q.0.parse::<usize>().ok());
+                .limits
+                .get(resource)
+                .and_then(|q| q.parse::<usize>().ok());
             if asks == Some(count)
                 && !granted
                     .get_or_insert_with(|| annotation(pod))
@@ -632,7 +622,7 @@ fn pick_pending<'a>(
         }
     }
     candidates.sort_by(|a, b| {
-        let key = |p: &Pod| {
+        let key = |p: &NodePod| {
             (
                 p.metadata.creation_timestamp.clone().map(|t| t.0),
                 p.metadata.name.clone(),
@@ -676,7 +666,7 @@ fn owner_grants<'a>(
 }
 
 /// The Pod's current allocation annotation (empty when absent or unreadable).
-pub fn annotation(pod: &Pod) -> BTreeMap<String, ContainerAllocation> {
+pub fn annotation(pod: &NodePod) -> BTreeMap<String, ContainerAllocation> {
     pod.metadata
         .annotations
         .as_ref()

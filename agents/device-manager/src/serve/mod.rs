@@ -36,7 +36,6 @@ use gpustack_delegated_auth::{
     metrics_access::MetricsAccess,
     reviews::{Delegated, Ttls},
 };
-use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Client,
     api::Api,
@@ -49,6 +48,7 @@ use crate::{
     detect::{self, Options},
     injection::NodeFacts,
     ledger::{PodCharges, rebuild},
+    node_pod::NodePod,
     plugin::{
         register,
         server::{self, NodeState, Shared, annotation},
@@ -556,12 +556,8 @@ impl LabelsOut {
     }
 }
 
-fn charges(pod: &Pod) -> PodCharges {
-    let phase = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("");
+fn charges(pod: &NodePod) -> PodCharges {
+    let phase = pod.phase().unwrap_or("");
     PodCharges {
         namespace: pod.metadata.namespace.clone().unwrap_or_default(),
         name: pod.metadata.name.clone().unwrap_or_default(),
@@ -591,11 +587,11 @@ async fn ledger_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let wc = watcher::Config::default().fields(&format!("spec.nodeName={}", config.node_name));
-    let mut events = gpustack_watch::objects::<Pod>(client.clone(), None, wc)
+    let mut events = gpustack_watch::objects::<NodePod>(client.clone(), None, wc)
         .default_backoff()
         .boxed();
-    let mut pods: BTreeMap<String, (PodCharges, Arc<Pod>)> = BTreeMap::new();
-    let mut listing: BTreeMap<String, (PodCharges, Arc<Pod>)> = BTreeMap::new();
+    let mut pods: BTreeMap<String, (PodCharges, Arc<NodePod>)> = BTreeMap::new();
+    let mut listing: BTreeMap<String, (PodCharges, Arc<NodePod>)> = BTreeMap::new();
     let mut synced = false;
     let mut retry = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -633,7 +629,7 @@ async fn ledger_loop(
             continue;
         }
         let list: Vec<PodCharges> = pods.values().map(|(c, _)| c.clone()).collect();
-        let objects: Vec<Arc<Pod>> = pods.values().map(|(_, p)| p.clone()).collect();
+        let objects: Vec<Arc<NodePod>> = pods.values().map(|(_, p)| p.clone()).collect();
         let ledger = rebuild(
             &gpustack_api::devices::DevicesSpec {
                 groups: groups.clone(),
