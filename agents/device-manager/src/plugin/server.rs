@@ -291,8 +291,8 @@ impl Plugin {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let state = self.shared.state.borrow().clone();
         let (pods, ledger) = self.shared.effective(&state);
-        let own_env: BTreeSet<String> = pod
-            .container(&container)
+        let asking = pod.container(&container);
+        let own_env: BTreeSet<String> = asking
             .map(|c| c.env.iter().cloned().collect())
             .unwrap_or_default();
         let work_dir = injection::pod_work_dir(&self.shared.pods_dir, &uid, &container);
@@ -317,10 +317,8 @@ impl Plugin {
             return self.render(&grants, None, &work_dir, &own_env);
         }
 
-        let limits: BTreeMap<String, String> = pod
-            .container(&container)
-            .map(|c| c.limits.clone())
-            .unwrap_or_default();
+        let no_limits = BTreeMap::new();
+        let limits = asking.map_or(&no_limits, |c| &c.limits);
         if self.mode == AllocationMode::Partitioned {
             let target = Target {
                 pod: &pod,
@@ -329,10 +327,10 @@ impl Plugin {
                 own_env: &own_env,
             };
             return self
-                .allocate_partition(target, &limits, device_ids, &state, &ledger)
+                .allocate_partition(target, limits, device_ids, &state, &ledger)
                 .await;
         }
-        let ask = SliceAsk::from_limits(&self.base, &limits);
+        let ask = SliceAsk::from_limits(&self.base, limits);
         let decision = decide::decide_gated(
             &state.groups,
             self.manufacturer,
