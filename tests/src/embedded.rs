@@ -13,7 +13,6 @@ use crate::wait::wait_until;
 /// How long a gateway may take to come up, or a condition to hold.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
 /// Writes `text` to `dir/name` (a manifest for `kubectl -f`) and returns the path.
 pub fn write_file(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
@@ -21,6 +20,7 @@ pub fn write_file(dir: &Path, name: &str, text: &str) -> String {
     path.to_str().expect("a UTF-8 path").to_owned()
 }
 
+/// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("binding an ephemeral port");
     l.local_addr().expect("local address").port()
@@ -41,7 +41,6 @@ pub fn kubectl_with(flags: &[String], args: &[&str]) -> Command {
     cmd
 }
 
-/// A `worker-gateway --embedded-cluster=NAME` process on 127.0.0.1 and a free port.
 /// Runs `cmd` (a `kubectl get -w`, say) with its standard output read line by line on a thread;
 /// the child (to stop) and its lines as they come.
 pub fn stream_lines(mut cmd: Command) -> (Child, std::sync::mpsc::Receiver<String>) {
@@ -138,6 +137,30 @@ pub fn assert_refused(out: &Output, status: u16, what: &str) {
     );
 }
 
+/// How many ports [`GatewayProcess::start`] tries before a taken one fails the test.
+const PORT_TRIES: usize = 3;
+
+/// What the gateway logs when its port is taken.
+const PORT_TAKEN: &str = "Address already in use";
+
+/// A gateway that exited before it was ready, with its log.
+#[derive(Debug)]
+struct EarlyExit {
+    status: ExitStatus,
+    log: String,
+}
+
+impl std::fmt::Display for EarlyExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (status, log) = (self.status, &self.log);
+        write!(
+            f,
+            "the gateway exited ({status}) before it was ready:\n{log}"
+        )
+    }
+}
+
+/// A `worker-gateway --embedded-cluster=NAME` process on 127.0.0.1 and a free port.
 pub struct GatewayProcess {
     child: Option<Child>,
     pub cluster: String,
@@ -151,8 +174,7 @@ pub struct GatewayProcess {
 impl GatewayProcess {
     /// Starts the gateway and waits until kubectl reaches `/readyz` with the written kubeconfig.
     pub fn start(data_dir: &Path, cluster: &str) -> Self {
-        let serve = format!("--embedded-cluster={cluster}");
-        Self::start_with(data_dir, cluster, free_port(), &[serve.as_str()])
+        Self::start_with_env(data_dir, cluster, &[])
     }
 
     /// Starts a gateway on `port` serving what `args` say (`--embedded-cluster`, `--upstreams`,
@@ -176,8 +198,27 @@ impl GatewayProcess {
     /// clears, `OTEL_*` say).
     pub fn start_with_env(data_dir: &Path, cluster: &str, env: &[(&str, &str)]) -> Self {
         let serve = format!("--embedded-cluster={cluster}");
-        let (port, socket) = (free_port(), data_dir.with_extension("sock"));
-        let gw = Self::spawn_with_env(data_dir, cluster, port, &socket, &[&serve], env);
+        let socket = data_dir.with_extension("sock");
+        // `free_port` lets its port go before the gateway binds it, and a test running beside
+        // this one may bind it first: then the gateway exits at once, and another port is tried.
+        for _ in 1..PORT_TRIES {
+            let logged = std::fs::metadata(data_dir.with_extension("log")).map_or(0, |m| m.len());
+            let gw = Self::spawn_with_env(data_dir, cluster, free_port(), &socket, &[&serve], env);
+            match gw.try_wait_ready() {
+                Ok(gw) => return gw,
+                // Only this try's lines: the log file is appended to.
+                Err(exit)
+                    if exit
+                        .log
+                        .get(logged as usize..)
+                        .is_some_and(|l| l.contains(PORT_TAKEN)) =>
+                {
+                    continue;
+                }
+                Err(exit) => panic!("{exit}"),
+            }
+        }
+        let gw = Self::spawn_with_env(data_dir, cluster, free_port(), &socket, &[&serve], env);
         gw.wait_ready()
     }
 
@@ -231,7 +272,13 @@ impl GatewayProcess {
     }
 
     /// Waits until the spawned gateway wrote its kubeconfig and answers `/readyz`.
-    fn wait_ready(mut self) -> Self {
+    fn wait_ready(self) -> Self {
+        self.try_wait_ready()
+            .unwrap_or_else(|exit| panic!("{exit}"))
+    }
+
+    /// [`GatewayProcess::wait_ready`], answering how the gateway exited if it did first.
+    fn try_wait_ready(mut self) -> Result<Self, EarlyExit> {
         let port = self.port;
         let gw = &mut self;
         // A gateway that exits (a taken port, a bad flag) fails the wait at once, with its log.
@@ -249,7 +296,7 @@ impl GatewayProcess {
         );
         if let Some(status) = exited {
             let log = std::fs::read_to_string(gw.log_path()).unwrap_or_default();
-            panic!("the gateway exited ({status}) before it was ready:\n{log}");
+            return Err(EarlyExit { status, log });
         }
         wait_until("the gateway to be ready", DEADLINE, || {
             let out = gw.kubectl(&["get", "--raw", "/readyz"]);
@@ -258,7 +305,7 @@ impl GatewayProcess {
             (out.status.success() && text == "ok" && kubeconfig.contains(&format!(":{port}")))
                 .then_some(())
         });
-        self
+        Ok(self)
     }
 
     /// The plain-HTTP unix socket it serves on.
